@@ -1,0 +1,135 @@
+//! A safe wrapper over mlx-c's distributed API: the only place that calls it.
+
+use std::ffi::CString;
+
+use mlx_rs::{raw, Array, Dtype, Stream};
+use mlx_sys::mlx_distributed_group;
+
+/// Which MLX transport carries the collectives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// TCP sockets, listed in `MLX_HOSTFILE`; runs everywhere.
+    Ring,
+    /// RDMA over Thunderbolt 5; macOS only.
+    Jaccl,
+    /// Whatever MLX picks first that is available.
+    Any,
+}
+
+impl Backend {
+    fn mlx_name(self) -> &'static str {
+        match self {
+            Backend::Ring => "ring",
+            Backend::Jaccl => "jaccl",
+            Backend::Any => "any",
+        }
+    }
+}
+
+/// An MLX error raised by a distributed call.
+#[derive(Debug, thiserror::Error)]
+pub enum GroupError {
+    #[error("MLX distributed backend `{0}` is not available in this build of MLX")]
+    Unavailable(&'static str),
+    #[error("MLX distributed {op} failed: {source}")]
+    Mlx {
+        op: &'static str,
+        #[source]
+        source: mlx_rs::error::Exception,
+    },
+}
+
+fn mlx(op: &'static str) -> impl FnOnce(mlx_rs::error::Exception) -> GroupError {
+    move |source| GroupError::Mlx { op, source }
+}
+
+/// A group of ranks; every collective is a lazy array op until evaluated.
+pub struct Group {
+    raw: mlx_distributed_group,
+}
+
+// SAFETY: the group is an immutable handle to MLX's communicator; MLX guards its use.
+unsafe impl Send for Group {}
+
+impl Group {
+    /// True when this build of MLX has the given transport compiled in.
+    pub fn is_available(backend: Backend) -> bool {
+        let name = CString::new(backend.mlx_name()).expect("static name");
+        unsafe { mlx_sys::mlx_distributed_is_available(name.as_ptr()) }
+    }
+
+    /// Joins the group that the environment (MLX_HOSTFILE, MLX_RANK, ...) describes.
+    /// With `strict`, a missing or broken configuration is an error instead of a group of one.
+    pub fn init(backend: Backend, strict: bool) -> Result<Group, GroupError> {
+        if backend != Backend::Any && !Self::is_available(backend) {
+            return Err(GroupError::Unavailable(backend.mlx_name()));
+        }
+        let name = CString::new(backend.mlx_name()).expect("static name");
+        let mut raw = unsafe { mlx_sys::mlx_distributed_group_new() };
+        raw::try_status_op("init", || unsafe {
+            mlx_sys::mlx_distributed_init(&mut raw, strict, name.as_ptr())
+        })
+        .map_err(mlx("init"))?;
+        Ok(Group { raw })
+    }
+
+    pub fn rank(&self) -> usize {
+        unsafe { mlx_sys::mlx_distributed_group_rank(self.raw) as usize }
+    }
+
+    pub fn size(&self) -> usize {
+        unsafe { mlx_sys::mlx_distributed_group_size(self.raw) as usize }
+    }
+
+    /// Sum of `x` over all ranks.
+    pub fn all_sum(&self, x: &Array) -> Result<Array, GroupError> {
+        let s = Stream::cpu();
+        raw::try_array_op(|res| unsafe {
+            mlx_sys::mlx_distributed_all_sum(res, x.as_ptr(), self.raw, s.as_ptr())
+        })
+        .map_err(mlx("all_sum"))
+    }
+
+    /// Every rank's `x`, concatenated along the first axis in rank order.
+    pub fn all_gather(&self, x: &Array) -> Result<Array, GroupError> {
+        let s = Stream::cpu();
+        raw::try_array_op(|res| unsafe {
+            mlx_sys::mlx_distributed_all_gather(res, x.as_ptr(), self.raw, s.as_ptr())
+        })
+        .map_err(mlx("all_gather"))
+    }
+
+    /// Sends `x` to rank `dst`; evaluate the result to make the send happen.
+    pub fn send(&self, x: &Array, dst: usize) -> Result<Array, GroupError> {
+        let s = Stream::cpu();
+        raw::try_array_op(|res| unsafe {
+            mlx_sys::mlx_distributed_send(res, x.as_ptr(), dst as i32, self.raw, s.as_ptr())
+        })
+        .map_err(mlx("send"))
+    }
+
+    /// Receives an array of the given shape and dtype from rank `src`.
+    pub fn recv(&self, shape: &[i32], dtype: Dtype, src: usize) -> Result<Array, GroupError> {
+        let s = Stream::cpu();
+        raw::try_array_op(|res| unsafe {
+            mlx_sys::mlx_distributed_recv(
+                res,
+                shape.as_ptr(),
+                shape.len(),
+                dtype.into(),
+                src as i32,
+                self.raw,
+                s.as_ptr(),
+            )
+        })
+        .map_err(mlx("recv"))
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        unsafe {
+            mlx_sys::mlx_distributed_group_free(self.raw);
+        }
+    }
+}

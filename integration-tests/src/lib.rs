@@ -1,0 +1,50 @@
+//! Helpers shared by the integration tests: fixtures, free ports, time-bounded child processes.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Output};
+use std::time::{Duration, Instant};
+
+pub type TestResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
+
+/// The fixture cache that `scripts/fetch-test-model` fills (outside the git tree).
+pub fn cache_dir() -> PathBuf {
+    match std::env::var_os("MLX_DIST_CACHE") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/mlx-distributed"),
+    }
+}
+
+/// A fixture folder by name; a missing one is an error that says how to make it.
+pub fn fixture(name: &str) -> TestResult<PathBuf> {
+    let dir = cache_dir().join("fixtures").join(name);
+    if !dir.is_dir() {
+        return Err(format!("fixture {} is missing: run scripts/fetch-test-model", dir.display()).into());
+    }
+    Ok(dir)
+}
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> TestResult<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Waits for a child, killing it when `limit` passes, so no test can hang.
+pub fn wait_bounded(mut child: Child, limit: Duration) -> TestResult<Output> {
+    let start = Instant::now();
+    loop {
+        if child.try_wait()?.is_some() {
+            return Ok(child.wait_with_output()?);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output()?;
+            return Err(format!(
+                "child did not finish within {limit:?}; stderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+            .into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
