@@ -1,3 +1,13 @@
 //! mlx-distributed: one model across several machines with MLX, served over LocalAI's gRPC contract.
 
+pub mod cache;
 pub mod distributed;
+pub mod error;
+pub mod generate;
+pub mod loader;
+pub mod models;
+pub mod sampling;
+pub mod source;
+pub mod stopping;
+pub mod tokenizer;
+pub mod weights;

@@ -1,3 +1,23 @@
-fn main() {
-    println!("worker: not yet");
+//! `worker`: runs ranks of a distributed model, and local tools around it.
+
+mod args;
+mod commands;
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let cli = args::Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match commands::run(cli.command) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

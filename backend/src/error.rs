@@ -1,0 +1,57 @@
+//! The crate's error type: every failure is a value that names its cause.
+
+use std::path::PathBuf;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("MLX: {0}")]
+    Mlx(#[from] mlx_rs::error::Exception),
+    #[error("MLX I/O: {0}")]
+    MlxIo(#[from] mlx_rs::error::IoError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: invalid JSON: {source}")]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("model config: {0}")]
+    Config(String),
+    #[error("unsupported model_type `{0}` (supported: {1})")]
+    UnsupportedModel(String, String),
+    #[error("weights: {0}")]
+    Weights(String),
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    #[error("chat template: {0}")]
+    Template(String),
+    #[error("model source: {0}")]
+    Source(String),
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    #[error(transparent)]
+    Distributed(#[from] crate::distributed::GroupError),
+}
+
+impl Error {
+    pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
+        let path = path.into();
+        move |source| Error::Io { path, source }
+    }
+}
+
+/// Reads and parses a JSON file, naming the file in any error.
+pub fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T> {
+    let text = std::fs::read_to_string(path).map_err(Error::io(path))?;
+    serde_json::from_str(&text).map_err(|source| Error::Json {
+        path: path.to_owned(),
+        source,
+    })
+}

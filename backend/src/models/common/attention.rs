@@ -1,0 +1,93 @@
+//! Multi-head attention with grouped KV heads, optional q/k norms and q/k/v biases.
+
+use mlx_rs::fast::{scaled_dot_product_attention, ScaledDotProductAttentionMask};
+use mlx_rs::Array;
+
+use super::{Linear, RmsNorm, Rope};
+use crate::cache::KvCache;
+use crate::error::Result;
+use crate::weights::Weights;
+
+/// The shape of one attention block, from the family's config.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionConfig {
+    pub hidden_size: i32,
+    pub heads: i32,
+    pub kv_heads: i32,
+    pub head_dim: i32,
+    /// Biases on q/k/v (Qwen2, Llama with attention_bias).
+    pub qkv_bias: bool,
+    /// Bias on o (Llama with attention_bias).
+    pub o_bias: bool,
+    /// RMS norms on each head of q and k (Qwen3).
+    pub qk_norm: bool,
+    pub rms_norm_eps: f32,
+}
+
+pub struct Attention {
+    pub q_proj: Linear,
+    pub k_proj: Linear,
+    pub v_proj: Linear,
+    pub o_proj: Linear,
+    pub q_norm: Option<RmsNorm>,
+    pub k_norm: Option<RmsNorm>,
+    heads: i32,
+    kv_heads: i32,
+    scale: f32,
+}
+
+impl Attention {
+    pub fn load(w: &mut Weights, prefix: &str, c: &AttentionConfig) -> Result<Attention> {
+        let (q_out, kv_out) = (c.heads * c.head_dim, c.kv_heads * c.head_dim);
+        let norm = |w: &mut Weights, name: &str| match c.qk_norm {
+            true => w.rms_norm(&format!("{prefix}.{name}"), c.head_dim, c.rms_norm_eps).map(Some),
+            false => Ok(None),
+        };
+        Ok(Attention {
+            q_proj: w.linear(&format!("{prefix}.q_proj"), c.hidden_size, q_out, c.qkv_bias)?,
+            k_proj: w.linear(&format!("{prefix}.k_proj"), c.hidden_size, kv_out, c.qkv_bias)?,
+            v_proj: w.linear(&format!("{prefix}.v_proj"), c.hidden_size, kv_out, c.qkv_bias)?,
+            o_proj: w.linear(&format!("{prefix}.o_proj"), q_out, c.hidden_size, c.o_bias)?,
+            q_norm: norm(w, "q_norm")?,
+            k_norm: norm(w, "k_norm")?,
+            heads: c.heads,
+            kv_heads: c.kv_heads,
+            scale: (c.head_dim as f32).powf(-0.5),
+        })
+    }
+
+    /// `x`: [B, L, hidden]; appends this step's keys and values to `cache`.
+    pub fn forward(&self, x: &Array, rope: &Rope, cache: &mut KvCache) -> Result<Array> {
+        let (b, l) = (x.shape()[0], x.shape()[1]);
+        let heads = |y: Array, n: i32, norm: &Option<RmsNorm>| -> Result<Array> {
+            let y = y.reshape(&[b, l, n, -1])?;
+            let y = match norm {
+                Some(norm) => norm.forward(&y)?,
+                None => y,
+            };
+            Ok(y.transpose_axes(&[0, 2, 1, 3])?)
+        };
+        let queries = heads(self.q_proj.forward(x)?, self.heads, &self.q_norm)?;
+        let keys = heads(self.k_proj.forward(x)?, self.kv_heads, &self.k_norm)?;
+        let values = heads(self.v_proj.forward(x)?, self.kv_heads, &None)?;
+
+        let offset = cache.offset();
+        let queries = rope.forward(&queries, offset)?;
+        let keys = rope.forward(&keys, offset)?;
+        let (keys, values) = cache.update_and_fetch(&keys, &values)?;
+
+        let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
+        let out = scaled_dot_product_attention(&queries, &keys, &values, self.scale, mask, None)?;
+        let out = out.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?;
+        self.o_proj.forward(&out)
+    }
+
+    pub fn arrays(&self) -> Vec<&Array> {
+        let norms = [&self.q_norm, &self.k_norm].into_iter().flatten().map(|n| &n.weight);
+        [&self.q_proj, &self.k_proj, &self.v_proj, &self.o_proj]
+            .into_iter()
+            .flat_map(Linear::arrays)
+            .chain(norms)
+            .collect()
+    }
+}

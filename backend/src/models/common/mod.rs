@@ -1,0 +1,11 @@
+//! Building blocks shared by the model families, each as mlx-lm computes it.
+
+mod attention;
+mod decoder;
+mod layers;
+mod rope;
+
+pub use attention::{Attention, AttentionConfig};
+pub use decoder::{Decoder, DecoderConfig, DecoderLayer, Head, Mlp};
+pub use layers::{Embedding, Linear, QuantParams, RmsNorm};
+pub use rope::Rope;

@@ -1,0 +1,117 @@
+//! Tokenizer, chat template and end-of-sequence ids of a model folder.
+
+mod chat;
+mod detokenizer;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde_json::Value;
+
+pub use chat::{ChatMessage, ChatTemplate, TemplateInput};
+pub use detokenizer::Detokenizer;
+
+use crate::error::{read_json, Error, Result};
+
+pub struct Tokenizer {
+    inner: tokenizers::Tokenizer,
+    bos_token: Option<String>,
+    eos_token: Option<String>,
+    eos_ids: BTreeSet<u32>,
+    template: Option<ChatTemplate>,
+}
+
+impl Tokenizer {
+    /// Loads `tokenizer.json`, `tokenizer_config.json`, the chat template and every eos id.
+    pub fn load(dir: &Path) -> Result<Tokenizer> {
+        let file = dir.join("tokenizer.json");
+        let inner = tokenizers::Tokenizer::from_file(&file)
+            .map_err(|e| Error::Tokenizer(format!("{}: {e}", file.display())))?;
+        let config = optional_json(&dir.join("tokenizer_config.json"))?;
+        let token = |name: &str| match &config[name] {
+            Value::String(s) => Some(s.clone()),
+            Value::Object(o) => o.get("content").and_then(Value::as_str).map(str::to_string),
+            _ => None,
+        };
+        let (bos_token, eos_token) = (token("bos_token"), token("eos_token"));
+
+        let mut eos_ids = BTreeSet::new();
+        for file in ["generation_config.json", "config.json"] {
+            collect_ids(&optional_json(&dir.join(file))?["eos_token_id"], &mut eos_ids);
+        }
+        if let Some(id) = eos_token.as_deref().and_then(|t| inner.token_to_id(t)) {
+            eos_ids.insert(id);
+        }
+
+        let template = ChatTemplate::find(dir, &config)?;
+        Ok(Tokenizer {
+            inner,
+            bos_token,
+            eos_token,
+            eos_ids,
+            template,
+        })
+    }
+
+    /// Token ids of `text`; special tokens (BOS) are added unless the text already starts with BOS, as mlx-lm does.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        let add_special = self.bos_token.as_deref().is_none_or(|bos| !text.starts_with(bos));
+        let encoding = self
+            .inner
+            .encode(text, add_special)
+            .map_err(|e| Error::Tokenizer(e.to_string()))?;
+        Ok(encoding.get_ids().to_vec())
+    }
+
+    /// Text of `ids`, without special tokens.
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        self.inner.decode(ids, true).map_err(|e| Error::Tokenizer(e.to_string()))
+    }
+
+    /// Renders messages through the model's chat template.
+    pub fn apply_chat_template(&self, input: &TemplateInput) -> Result<String> {
+        let template = self
+            .template
+            .as_ref()
+            .ok_or_else(|| Error::Template("the model has no chat template".into()))?;
+        template.render(input, self.bos_token.as_deref(), self.eos_token.as_deref())
+    }
+
+    pub fn has_chat_template(&self) -> bool {
+        self.template.is_some()
+    }
+
+    pub fn eos_ids(&self) -> &BTreeSet<u32> {
+        &self.eos_ids
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        self.inner.get_vocab_size(true)
+    }
+
+    /// The text of one token as the vocabulary has it (for logprobs).
+    pub fn id_to_token(&self, id: u32) -> Option<String> {
+        self.inner.id_to_token(id)
+    }
+
+    pub fn inner(&self) -> &tokenizers::Tokenizer {
+        &self.inner
+    }
+}
+
+/// A JSON file that may be absent (then `null`).
+fn optional_json(path: &Path) -> Result<Value> {
+    if path.is_file() {
+        read_json(path)
+    } else {
+        Ok(Value::Null)
+    }
+}
+
+fn collect_ids(value: &Value, out: &mut BTreeSet<u32>) {
+    match value {
+        Value::Number(n) => out.extend(n.as_u64().map(|n| n as u32)),
+        Value::Array(items) => items.iter().for_each(|v| collect_ids(v, out)),
+        _ => {}
+    }
+}

@@ -1,0 +1,269 @@
+//! Strict checkpoint loading: every key is taken exactly once, with its shape checked;
+//! a missing, unexpected or misshapen key is an error that names it.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use mlx_rs::{Array, Dtype};
+use serde_json::Value;
+
+use crate::error::{read_json, Error, Result};
+use crate::models::common::{Embedding, Linear, QuantParams, RmsNorm};
+
+/// How stored weights become the arrays the model computes with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightMode {
+    /// The checkpoint's dtypes and MLX's quantized kernels: numerically what mlx-lm does.
+    AsStored,
+    /// Dequantize (as `mlx_lm convert --dequantize` does) and compute in f32: fast on CPU,
+    /// where MLX's quantized kernels are scalar code and float matmuls use BLAS.
+    DequantizeF32,
+}
+
+impl WeightMode {
+    /// The fast mode for the device MLX computes on: Metal has fast quantized kernels.
+    pub fn default_for_device() -> WeightMode {
+        if cfg!(target_os = "macos") {
+            WeightMode::AsStored
+        } else {
+            WeightMode::DequantizeF32
+        }
+    }
+}
+
+/// The safetensors files of a model folder: one file, or shards listed in an index.
+pub fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let index = dir.join("model.safetensors.index.json");
+    if index.is_file() {
+        let index: Value = read_json(&index)?;
+        let map = index["weight_map"]
+            .as_object()
+            .ok_or_else(|| Error::Weights(format!("{}: no weight_map", dir.display())))?;
+        let files: BTreeSet<&str> = map.values().filter_map(Value::as_str).collect();
+        return Ok(files.into_iter().map(|f| dir.join(f)).collect());
+    }
+    let single = dir.join("model.safetensors");
+    if single.is_file() {
+        return Ok(vec![single]);
+    }
+    Err(Error::Weights(format!(
+        "{}: no model.safetensors or model.safetensors.index.json",
+        dir.display()
+    )))
+}
+
+/// The checkpoint's arrays (lazy until evaluated), taken one by one by the model builder.
+pub struct Weights {
+    tensors: HashMap<String, Array>,
+    quant: QuantConfig,
+    mode: WeightMode,
+}
+
+impl Weights {
+    /// Opens every safetensors file of `dir`; `config` is its parsed config.json.
+    pub fn open(dir: &Path, config: &Value, mode: WeightMode) -> Result<Weights> {
+        let mut tensors = HashMap::new();
+        for file in safetensors_files(dir)? {
+            let part = Array::load_safetensors(&file)
+                .map_err(|e| Error::Weights(format!("{}: {e}", file.display())))?;
+            tensors.extend(part);
+        }
+        Weights::from_arrays(tensors, config, mode)
+    }
+
+    /// For tests: weights from arrays in memory.
+    pub fn from_arrays(tensors: HashMap<String, Array>, config: &Value, mode: WeightMode) -> Result<Weights> {
+        Ok(Weights {
+            tensors,
+            quant: QuantConfig::from_config(config)?,
+            mode,
+        })
+    }
+
+    pub fn mode(&self) -> WeightMode {
+        self.mode
+    }
+
+    pub fn contains(&self, key: &str) -> bool {
+        self.tensors.contains_key(key)
+    }
+
+    /// Takes a key whose shape must be `shape`.
+    pub fn take(&mut self, key: &str, shape: &[i32]) -> Result<Array> {
+        let array = self
+            .tensors
+            .remove(key)
+            .ok_or_else(|| Error::Weights(format!("missing key `{key}`")))?;
+        if array.shape() != shape {
+            return Err(Error::Weights(format!(
+                "key `{key}` has shape {:?}, expected {shape:?}",
+                array.shape()
+            )));
+        }
+        Ok(array)
+    }
+
+    /// Takes a float parameter (norm weight, bias), converted for the weight mode.
+    pub fn take_float(&mut self, key: &str, shape: &[i32]) -> Result<Array> {
+        let array = self.take(key, shape)?;
+        self.to_compute_dtype(array)
+    }
+
+    fn to_compute_dtype(&self, array: Array) -> Result<Array> {
+        match self.mode {
+            WeightMode::DequantizeF32 if array.dtype() != Dtype::Float32 => Ok(array.as_dtype(Dtype::Float32)?),
+            _ => Ok(array),
+        }
+    }
+
+    /// The quantized triple at `prefix` for a `[rows, cols]` matrix, or `None` if stored dense.
+    fn take_quantized(&mut self, prefix: &str, rows: i32, cols: i32) -> Result<Option<(Array, Array, Array, QuantParams)>> {
+        if !self.contains(&format!("{prefix}.scales")) {
+            return Ok(None);
+        }
+        let q = self.quant.for_layer(prefix)?;
+        if cols % q.group_size != 0 || (cols * q.bits) % 32 != 0 {
+            return Err(Error::Weights(format!(
+                "`{prefix}`: {cols} inputs do not fit group size {} and {} bits",
+                q.group_size, q.bits
+            )));
+        }
+        let weight = self.take(&format!("{prefix}.weight"), &[rows, cols * q.bits / 32])?;
+        let scales = self.take(&format!("{prefix}.scales"), &[rows, cols / q.group_size])?;
+        let biases = self.take(&format!("{prefix}.biases"), &[rows, cols / q.group_size])?;
+        Ok(Some((weight, scales, biases, q)))
+    }
+
+    /// A `[rows, cols]` matrix, dequantized and converted when the mode asks for it.
+    fn take_matrix(&mut self, prefix: &str, rows: i32, cols: i32) -> Result<MatrixWeight> {
+        match self.take_quantized(prefix, rows, cols)? {
+            Some((weight, scales, biases, q)) if self.mode == WeightMode::AsStored => {
+                Ok(MatrixWeight::Quantized { weight, scales, biases, q })
+            }
+            Some((weight, scales, biases, q)) => {
+                // As `mlx_lm convert --dequantize --dtype float32`: dequantize in the scales' dtype, then cast.
+                let dense = mlx_rs::ops::dequantize(&weight, &scales, &biases, q.group_size, q.bits)?;
+                Ok(MatrixWeight::Dense(dense.as_dtype(Dtype::Float32)?))
+            }
+            None => {
+                let weight = self.take(&format!("{prefix}.weight"), &[rows, cols])?;
+                Ok(MatrixWeight::Dense(self.to_compute_dtype(weight)?))
+            }
+        }
+    }
+
+    /// A linear layer `in_dim -> out_dim` at `prefix`, with an optional bias.
+    pub fn linear(&mut self, prefix: &str, in_dim: i32, out_dim: i32, bias: bool) -> Result<Linear> {
+        let weight = self.take_matrix(prefix, out_dim, in_dim)?;
+        let bias = match bias {
+            true => Some(self.take_float(&format!("{prefix}.bias"), &[out_dim])?),
+            false => None,
+        };
+        Ok(match weight {
+            MatrixWeight::Dense(weight) => Linear::Dense { weight, bias },
+            MatrixWeight::Quantized { weight, scales, biases, q } => Linear::Quantized {
+                weight,
+                scales,
+                biases,
+                bias,
+                q,
+            },
+        })
+    }
+
+    /// An embedding table of `vocab` rows of `dim` at `prefix`.
+    pub fn embedding(&mut self, prefix: &str, vocab: i32, dim: i32) -> Result<Embedding> {
+        Ok(match self.take_matrix(prefix, vocab, dim)? {
+            MatrixWeight::Dense(weight) => Embedding::Dense { weight },
+            MatrixWeight::Quantized { weight, scales, biases, q } => Embedding::Quantized {
+                weight,
+                scales,
+                biases,
+                q,
+            },
+        })
+    }
+
+    /// An RMS norm of width `dim` at `prefix`.
+    pub fn rms_norm(&mut self, prefix: &str, dim: i32, eps: f32) -> Result<RmsNorm> {
+        Ok(RmsNorm {
+            weight: self.take_float(&format!("{prefix}.weight"), &[dim])?,
+            eps,
+        })
+    }
+
+    /// Drops keys the model does not use by design (`ignored`), then fails on any other
+    /// key left over; returns the arrays the model took so they can be evaluated.
+    pub fn finish(self, ignored: impl Fn(&str) -> bool) -> Result<()> {
+        let mut unexpected: Vec<&String> = self.tensors.keys().filter(|k| !ignored(k)).collect();
+        if unexpected.is_empty() {
+            return Ok(());
+        }
+        unexpected.sort();
+        let shown: Vec<&str> = unexpected.iter().take(5).map(|k| k.as_str()).collect();
+        Err(Error::Weights(format!(
+            "{} unexpected key(s) in the checkpoint: {}{}",
+            unexpected.len(),
+            shown.join(", "),
+            if unexpected.len() > 5 { ", ..." } else { "" }
+        )))
+    }
+}
+
+enum MatrixWeight {
+    Dense(Array),
+    Quantized { weight: Array, scales: Array, biases: Array, q: QuantParams },
+}
+
+/// `config.json` `"quantization"`: defaults plus the per-layer overrides mlx-lm writes.
+#[derive(Debug, Default)]
+struct QuantConfig {
+    default: Option<QuantParams>,
+    overrides: HashMap<String, QuantParams>,
+}
+
+impl QuantConfig {
+    fn from_config(config: &Value) -> Result<QuantConfig> {
+        let Some(q) = config.get("quantization").or_else(|| config.get("quantization_config")) else {
+            return Ok(QuantConfig::default());
+        };
+        let mut overrides = HashMap::new();
+        if let Some(map) = q.as_object() {
+            for (key, value) in map {
+                if value.is_object() {
+                    overrides.insert(key.clone(), QuantParams::from_json(value, key)?);
+                }
+            }
+        }
+        Ok(QuantConfig {
+            default: Some(QuantParams::from_json(q, "quantization")?),
+            overrides,
+        })
+    }
+
+    fn for_layer(&self, prefix: &str) -> Result<QuantParams> {
+        self.overrides
+            .get(prefix)
+            .copied()
+            .or(self.default)
+            .ok_or_else(|| Error::Weights(format!("`{prefix}` is quantized but config.json has no \"quantization\"")))
+    }
+}
+
+impl QuantParams {
+    fn from_json(value: &Value, what: &str) -> Result<QuantParams> {
+        let int = |name: &str, default: i64| value.get(name).and_then(Value::as_i64).unwrap_or(default) as i32;
+        let mode = value.get("mode").and_then(Value::as_str).unwrap_or("affine");
+        if mode != "affine" {
+            return Err(Error::Weights(format!("{what}: quantization mode `{mode}` is not supported (only affine)")));
+        }
+        let q = QuantParams {
+            group_size: int("group_size", 64),
+            bits: int("bits", 4),
+        };
+        if ![2, 3, 4, 5, 6, 8].contains(&q.bits) || ![32, 64, 128].contains(&q.group_size) {
+            return Err(Error::Weights(format!("{what}: unsupported quantization {q:?}")));
+        }
+        Ok(q)
+    }
+}

@@ -1,0 +1,59 @@
+//! `worker generate`: one prompt on this machine, streamed to stdout, a summary on stderr.
+
+use std::io::Write;
+
+use backend::generate::{generate, GenerateOptions};
+use backend::loader;
+use backend::sampling::SamplingParams;
+use backend::source;
+use backend::tokenizer::{ChatMessage, TemplateInput};
+use backend::weights::WeightMode;
+
+use super::CliResult;
+use crate::args::GenerateArgs;
+
+pub fn run(args: GenerateArgs) -> CliResult {
+    let dir = source::resolve(&args.model, None)?;
+    let mode = if args.as_stored { WeightMode::AsStored } else { WeightMode::default_for_device() };
+    let loaded = loader::load(&dir, mode)?;
+    let tok = &loaded.tokenizer;
+    let text = if args.chat {
+        tok.apply_chat_template(&TemplateInput {
+            messages: vec![ChatMessage { role: "user".into(), content: args.prompt.clone(), ..Default::default() }],
+            add_generation_prompt: true,
+            ..Default::default()
+        })?
+    } else {
+        args.prompt.clone()
+    };
+    let prompt = tok.encode(&text)?;
+    let opts = GenerateOptions {
+        max_tokens: args.max_tokens,
+        sampling: SamplingParams {
+            temperature: args.temperature,
+            top_p: args.top_p,
+            seed: args.seed,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut out = std::io::stdout().lock();
+    let mut ids = Vec::new();
+    let summary = generate(loaded.model.as_ref(), tok, &prompt, &opts, |event| {
+        ids.push(event.id);
+        out.write_all(event.text.as_bytes()).and_then(|_| out.flush()).is_ok()
+    })?;
+    writeln!(out, "{}", summary.tail)?;
+    if args.print_ids {
+        eprintln!("ids={ids:?}");
+    }
+    eprintln!(
+        "{} prompt tokens at {:.1} tok/s, {} generated at {:.1} tok/s ({:?})",
+        summary.prompt_tokens,
+        summary.prompt_tokens as f64 / summary.prefill_secs.max(1e-9),
+        summary.generated_tokens,
+        summary.generated_tokens.saturating_sub(1) as f64 / summary.decode_secs.max(1e-9),
+        summary.finish
+    );
+    Ok(())
+}
