@@ -141,9 +141,10 @@ impl Weights {
                 Ok(MatrixWeight::Quantized { weight, scales, biases, q })
             }
             Some((weight, scales, biases, q)) => {
-                // As `mlx_lm convert --dequantize --dtype float32`: dequantize in the scales' dtype, then cast.
+                // As `mlx_lm convert --dequantize --dtype float32`: scales and biases in f32 first.
+                let (scales, biases) = (scales.as_dtype(Dtype::Float32)?, biases.as_dtype(Dtype::Float32)?);
                 let dense = mlx_rs::ops::dequantize(&weight, &scales, &biases, q.group_size, q.bits)?;
-                Ok(MatrixWeight::Dense(dense.as_dtype(Dtype::Float32)?))
+                Ok(MatrixWeight::Dense(dense))
             }
             None => {
                 let weight = self.take(&format!("{prefix}.weight"), &[rows, cols])?;

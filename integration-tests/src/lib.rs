@@ -48,3 +48,5 @@ pub fn wait_bounded(mut child: Child, limit: Duration) -> TestResult<Output> {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+pub mod goldens;

@@ -1,0 +1,49 @@
+//! mlx-lm's greedy generations, as `scripts/fetch-test-model` records them.
+
+use serde::Deserialize;
+
+use crate::{cache_dir, TestResult};
+
+#[derive(Debug, Deserialize)]
+pub struct Goldens {
+    pub model: String,
+    pub max_tokens: usize,
+    pub cases: Vec<GoldenCase>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct GoldenCase {
+    pub name: String,
+    pub prompt: String,
+    pub chat: bool,
+    pub prompt_ids: Vec<u32>,
+    pub tokens: Vec<u32>,
+    pub finish: String,
+    pub text: String,
+}
+
+/// Goldens of one fixture folder, e.g. `smollm2-135m-4bit-f32`.
+pub fn load(name: &str) -> TestResult<Goldens> {
+    let path = cache_dir().join("fixtures/goldens").join(format!("{name}.json"));
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("{}: {e} (run scripts/fetch-test-model)", path.display()))?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+/// The first index where `ours` and `golden` differ, if any (a length difference counts).
+pub fn first_difference(ours: &[u32], golden: &[u32]) -> Option<usize> {
+    let common = ours.iter().zip(golden).take_while(|(a, b)| a == b).count();
+    (common < ours.len().max(golden.len())).then_some(common)
+}
+
+#[derive(Debug, Deserialize)]
+pub struct TinyGolden {
+    pub prompt_ids: Vec<u32>,
+    pub tokens: Vec<u32>,
+    pub last_logits: Vec<f32>,
+}
+
+pub fn load_tiny(folder: &str) -> TestResult<TinyGolden> {
+    let path = crate::fixture(folder)?.join("golden.json");
+    Ok(serde_json::from_str(&std::fs::read_to_string(path)?)?)
+}

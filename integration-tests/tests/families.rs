@@ -1,0 +1,54 @@
+//! Each model family on a tiny random-weight model that mlx-lm made: last-position
+//! logits close to mlx-lm's and the same greedy tokens.
+
+use backend::generate::{generate, GenerateOptions};
+use backend::loader;
+use backend::weights::WeightMode;
+use integration_tests::goldens::load_tiny;
+use integration_tests::{fixture, TestResult};
+use mlx_rs::ops::indexing::IndexOp;
+use mlx_rs::{Array, Dtype};
+
+/// Same MLX ops on f32 weights: only summation order could differ.
+const LOGIT_TOLERANCE: f32 = 1e-4;
+
+fn check(folder: &str) -> TestResult {
+    let golden = load_tiny(folder)?;
+    let m = loader::load(&fixture(folder)?, WeightMode::AsStored)?;
+    let mut caches: Vec<_> = (0..m.model.num_layers()).map(|_| backend::cache::KvCache::new()).collect();
+    let ids = &golden.prompt_ids;
+    let logits = m.model.forward(&Array::from_slice(ids, &[1, ids.len() as i32]), &mut caches)?;
+    let last = logits.index((0, -1, ..)).as_dtype(Dtype::Float32)?;
+    last.eval()?;
+    let worst = last
+        .as_slice::<f32>()
+        .iter()
+        .zip(&golden.last_logits)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    assert!(worst <= LOGIT_TOLERANCE, "{folder}: max |logit - mlx-lm| = {worst}");
+
+    let opts = GenerateOptions { max_tokens: golden.tokens.len(), ignore_eos: true, ..Default::default() };
+    let mut tokens = Vec::new();
+    generate(m.model.as_ref(), &m.tokenizer, ids, &opts, |e| {
+        tokens.push(e.id);
+        true
+    })?;
+    assert_eq!(tokens, golden.tokens, "{folder}: greedy tokens");
+    Ok(())
+}
+
+#[test]
+fn qwen2_with_qkv_bias() -> TestResult {
+    check("tiny-qwen2")
+}
+
+#[test]
+fn qwen3_with_qk_norm_and_explicit_head_dim() -> TestResult {
+    check("tiny-qwen3")
+}
+
+#[test]
+fn llama_with_llama3_rope_and_untied_head() -> TestResult {
+    check("tiny-llama3")
+}
