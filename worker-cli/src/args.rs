@@ -15,6 +15,37 @@ pub struct Cli {
 pub enum Command {
     /// Generate text with a model on this machine, streaming it to stdout.
     Generate(GenerateArgs),
+    /// Benchmark this engine against mlx-lm on the same checkpoint, in one run.
+    Bench(BenchArgs),
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// The model folder to measure.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// The same checkpoint dequantized to f32, where mlx-lm runs our fast mode's numerics.
+    #[arg(long)]
+    pub f32_twin: Option<PathBuf>,
+    #[arg(long, value_delimiter = ',', default_value = "128,1024")]
+    pub prompt_lens: Vec<usize>,
+    /// Prompt lengths for the as-stored runs (MLX's scalar CPU quantized kernels are slow).
+    #[arg(long, value_delimiter = ',', default_value = "128")]
+    pub as_stored_prompt_lens: Vec<usize>,
+    #[arg(long, default_value_t = 128)]
+    pub gen_tokens: usize,
+    /// Python with mlx-lm (default: the fixture venv).
+    #[arg(long, env = "MLX_LM_PYTHON")]
+    pub python: Option<PathBuf>,
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/bench/mlx_lm_engine.py"))]
+    pub mlx_lm_script: PathBuf,
+    /// Each mlx-lm run is killed after this long.
+    #[arg(long, default_value_t = 1800)]
+    pub timeout_secs: u64,
+    #[arg(long)]
+    pub skip_as_stored: bool,
+    #[arg(long)]
+    pub skip_mlx_lm: bool,
 }
 
 #[derive(Args)]
@@ -40,9 +71,7 @@ pub struct GenerateArgs {
     /// instead of dequantizing to f32 (the fast default on CPU).
     #[arg(long)]
     pub as_stored: bool,
-    /// Write the generated token ids as JSON to stderr.
+    /// Write the generated token ids to stderr.
     #[arg(long, hide = true)]
     pub print_ids: bool,
-    #[arg(skip)]
-    pub _dir: Option<PathBuf>,
 }

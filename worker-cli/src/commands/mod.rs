@@ -1,11 +1,13 @@
+mod bench;
 mod generate;
 
 use crate::args::Command;
 
-pub type CliResult = Result<(), Box<dyn std::error::Error>>;
+pub type CliResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
 pub fn run(command: Command) -> CliResult {
     match command {
         Command::Generate(args) => generate::run(args),
+        Command::Bench(args) => bench::run(args),
     }
 }

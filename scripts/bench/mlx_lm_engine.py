@@ -1,0 +1,53 @@
+"""mlx-lm's side of `worker bench`: the same measurements on the same token ids, as JSON."""
+
+import argparse
+import json
+import time
+
+import mlx.core as mx
+from mlx_lm import load
+from mlx_lm.generate import generate_step
+from mlx_lm.sample_utils import make_sampler
+
+GREEDY = make_sampler(0.0)
+
+
+def bench_ids(n):
+    """The benchmark's prompt: the same deterministic ids `worker bench` uses."""
+    return [100 + (i * 7919) % 40000 for i in range(n)]
+
+
+def prompt_tps(model, n):
+    """Prompt tokens per second, to the first generated token."""
+    tic = time.perf_counter()
+    for _ in generate_step(mx.array(bench_ids(n)), model, max_tokens=1, sampler=GREEDY):
+        break
+    return n / (time.perf_counter() - tic)
+
+
+def generation_tps(model, n):
+    """Generated tokens per second after the first, greedy, never stopping early."""
+    stamps = []
+    for _ in generate_step(mx.array(bench_ids(16)), model, max_tokens=n, sampler=GREEDY):
+        stamps.append(time.perf_counter())
+    return (len(stamps) - 1) / (stamps[-1] - stamps[0])
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", required=True)
+    p.add_argument("--prompt-lens", default="128")
+    p.add_argument("--gen-tokens", type=int, default=128)
+    a = p.parse_args()
+    model, _ = load(a.model)
+    prompt_tps(model, 16)  # warm-up
+    out = {"prompt_tps": {}, "generation_tps": None}
+    for n in [int(x) for x in a.prompt_lens.split(",") if x]:
+        out["prompt_tps"][str(n)] = prompt_tps(model, n)
+    if a.gen_tokens > 0:
+        out["generation_tps"] = generation_tps(model, a.gen_tokens)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
