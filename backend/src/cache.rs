@@ -40,7 +40,11 @@ impl KvCache {
                 Ok(match old {
                     None => fresh,
                     Some(old) => {
-                        let old = if prev % STEP != 0 { old.index((.., .., ..prev, ..)) } else { old.clone() };
+                        let old = if prev % STEP != 0 {
+                            old.index((.., .., ..prev, ..))
+                        } else {
+                            old.clone()
+                        };
                         concatenate(&[old, fresh], 2)?
                     }
                 })
@@ -49,10 +53,16 @@ impl KvCache {
             self.values = Some(grow(values, self.values.as_ref())?);
         }
         self.offset += len;
-        let (k, v) = (self.keys.as_mut().expect("allocated"), self.values.as_mut().expect("allocated"));
+        let (k, v) = (
+            self.keys.as_mut().expect("allocated"),
+            self.values.as_mut().expect("allocated"),
+        );
         k.try_index_mut((.., .., prev..self.offset, ..), keys)?;
         v.try_index_mut((.., .., prev..self.offset, ..), values)?;
-        Ok((k.index((.., .., ..self.offset, ..)), v.index((.., .., ..self.offset, ..))))
+        Ok((
+            k.index((.., .., ..self.offset, ..)),
+            v.index((.., .., ..self.offset, ..)),
+        ))
     }
 
     /// The cached arrays, to evaluate after prefill.

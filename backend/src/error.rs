@@ -36,6 +36,10 @@ pub enum Error {
     Source(String),
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    #[error("no model is loaded: call LoadModel first")]
+    NotLoaded,
+    #[error("{0}")]
+    Internal(String),
     #[error(transparent)]
     Distributed(#[from] crate::distributed::GroupError),
 }

@@ -77,17 +77,28 @@ pub struct Summary {
 }
 
 /// Runs `ids` through the model and returns the last position's log-probabilities (f32, on the host).
-pub fn step_logprobs(model: &dyn LanguageModel, ids: &[u32], caches: &mut [KvCache]) -> Result<Vec<f32>> {
+pub fn step_logprobs(
+    model: &dyn LanguageModel,
+    ids: &[u32],
+    caches: &mut [KvCache],
+) -> Result<Vec<f32>> {
     let input = Array::from_slice(ids, &[1, ids.len() as i32]);
     let logits = model.forward(&input, caches)?;
     let last = logits.index((.., -1, ..));
-    let logprobs = last.subtract(logsumexp_axis(&last, -1, true)?)?.as_dtype(Dtype::Float32)?;
+    let logprobs = last
+        .subtract(logsumexp_axis(&last, -1, true)?)?
+        .as_dtype(Dtype::Float32)?;
     logprobs.eval()?;
     Ok(logprobs.as_slice::<f32>().to_vec())
 }
 
 /// Feeds prompt tokens through the caches without computing logits, in chunks.
-pub fn prefill(model: &dyn LanguageModel, ids: &[u32], caches: &mut [KvCache], step: usize) -> Result<()> {
+pub fn prefill(
+    model: &dyn LanguageModel,
+    ids: &[u32],
+    caches: &mut [KvCache],
+    step: usize,
+) -> Result<()> {
     for chunk in ids.chunks(step.max(1)) {
         let input = Array::from_slice(chunk, &[1, chunk.len() as i32]);
         model.forward(&input, caches)?;
@@ -141,7 +152,11 @@ pub fn generate(
         history.push(id);
         let check = stops.push(&detok.push(tok, id)?);
         let logprob = raw.map(|(raw, top)| token_logprob(&raw, top, id));
-        if !on_token(TokenEvent { id, text: check.emit, logprob }) {
+        if !on_token(TokenEvent {
+            id,
+            text: check.emit,
+            logprob,
+        }) {
             summary.finish = FinishReason::Cancelled;
             break;
         }
@@ -163,7 +178,11 @@ pub fn generate(
 
 /// The chosen token's log-probability and the `top` best alternatives.
 fn token_logprob(logprobs: &[f32], top: usize, id: u32) -> TokenLogprob {
-    let mut best: Vec<(u32, f32)> = logprobs.iter().enumerate().map(|(i, &l)| (i as u32, l)).collect();
+    let mut best: Vec<(u32, f32)> = logprobs
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| (i as u32, l))
+        .collect();
     let n = top.min(best.len());
     if n > 0 {
         best.select_nth_unstable_by(n - 1, |a, b| b.1.total_cmp(&a.1));

@@ -1,11 +1,16 @@
 //! mlx-distributed: one model across several machines with MLX, served over LocalAI's gRPC contract.
 
 pub mod cache;
+pub mod chat_output;
 pub mod distributed;
+pub mod engine;
 pub mod error;
 pub mod generate;
+pub mod grpc;
 pub mod loader;
 pub mod models;
+pub mod options;
+pub mod parent_watch;
 pub mod sampling;
 pub mod source;
 pub mod stopping;

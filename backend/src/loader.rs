@@ -1,6 +1,7 @@
 //! A model folder to a ready model: config, strict weights, tokenizer.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::Value;
@@ -12,7 +13,7 @@ use crate::weights::{WeightMode, Weights};
 
 pub struct LoadedModel {
     pub model: Box<dyn LanguageModel>,
-    pub tokenizer: Tokenizer,
+    pub tokenizer: Arc<Tokenizer>,
     pub config: Value,
     pub dir: PathBuf,
 }
@@ -21,7 +22,7 @@ pub struct LoadedModel {
 pub fn load(dir: &Path, mode: WeightMode) -> Result<LoadedModel> {
     let start = Instant::now();
     let config: Value = read_json(&dir.join("config.json"))?;
-    let tokenizer = Tokenizer::load(dir)?;
+    let tokenizer = Arc::new(Tokenizer::load(dir)?);
     let weights = Weights::open(dir, &config, mode)?;
     let model = models::build(&config, weights)?;
     tracing::info!(dir = %dir.display(), ?mode, secs = start.elapsed().as_secs_f64(), "model loaded");

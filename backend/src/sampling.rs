@@ -88,9 +88,15 @@ impl Sampler {
             *counts.entry(id).or_default() += 1;
         }
         for (id, n) in counts {
-            let Some(l) = logprobs.get_mut(id as usize) else { continue };
+            let Some(l) = logprobs.get_mut(id as usize) else {
+                continue;
+            };
             if p.repetition_penalty != 1.0 {
-                *l = if *l < 0.0 { *l * p.repetition_penalty } else { *l / p.repetition_penalty };
+                *l = if *l < 0.0 {
+                    *l * p.repetition_penalty
+                } else {
+                    *l / p.repetition_penalty
+                };
             }
             *l -= p.presence_penalty + p.frequency_penalty * n as f32;
         }
@@ -186,28 +192,50 @@ mod tests {
 
     #[test]
     fn same_seed_same_draws() {
-        let params = SamplingParams { temperature: 1.0, seed: Some(7), ..Default::default() };
+        let params = SamplingParams {
+            temperature: 1.0,
+            seed: Some(7),
+            ..Default::default()
+        };
         let draw = |p: &SamplingParams| {
             let mut s = Sampler::new(p.clone());
             (0..50).map(|_| s.sample(&logits())).collect::<Vec<_>>()
         };
         assert_eq!(draw(&params), draw(&params));
-        let other = SamplingParams { seed: Some(8), ..params.clone() };
+        let other = SamplingParams {
+            seed: Some(8),
+            ..params.clone()
+        };
         assert_ne!(draw(&params), draw(&other));
     }
 
     #[test]
     fn top_k_one_is_greedy() {
-        let mut s = Sampler::new(SamplingParams { temperature: 5.0, top_k: 1, seed: Some(1), ..Default::default() });
+        let mut s = Sampler::new(SamplingParams {
+            temperature: 5.0,
+            top_k: 1,
+            seed: Some(1),
+            ..Default::default()
+        });
         assert!((0..20).all(|_| s.sample(&logits()) == 1));
     }
 
     #[test]
     fn min_p_and_top_p_filter_the_tail() {
-        let params = SamplingParams { temperature: 1.0, top_p: 0.5, seed: Some(3), ..Default::default() };
+        let params = SamplingParams {
+            temperature: 1.0,
+            top_p: 0.5,
+            seed: Some(3),
+            ..Default::default()
+        };
         let mut s = Sampler::new(params);
         assert!((0..50).all(|_| [1, 3].contains(&s.sample(&logits()))));
-        let mut s = Sampler::new(SamplingParams { temperature: 1.0, min_p: 0.5, seed: Some(3), ..Default::default() });
+        let mut s = Sampler::new(SamplingParams {
+            temperature: 1.0,
+            min_p: 0.5,
+            seed: Some(3),
+            ..Default::default()
+        });
         assert!((0..50).all(|_| [1, 3].contains(&s.sample(&logits()))));
     }
 

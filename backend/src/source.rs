@@ -25,8 +25,13 @@ pub fn resolve(model: &str, model_path: Option<&Path>) -> Result<PathBuf> {
         return Ok(direct);
     }
     if let Some(base) = model_path.filter(|p| !p.as_os_str().is_empty()) {
-        if Path::new(model).components().any(|c| matches!(c, Component::ParentDir)) {
-            return Err(Error::Source(format!("model `{model}` may not leave the model path")));
+        if Path::new(model)
+            .components()
+            .any(|c| matches!(c, Component::ParentDir))
+        {
+            return Err(Error::Source(format!(
+                "model `{model}` may not leave the model path"
+            )));
         }
         let joined = base.join(model);
         if joined.is_dir() {
@@ -36,19 +41,25 @@ pub fn resolve(model: &str, model_path: Option<&Path>) -> Result<PathBuf> {
     if looks_like_repo_id(model) {
         return from_hub(model);
     }
-    Err(Error::Source(format!("model `{model}` is neither a folder nor a Hugging Face repo id")))
+    Err(Error::Source(format!(
+        "model `{model}` is neither a folder nor a Hugging Face repo id"
+    )))
 }
 
 fn looks_like_repo_id(s: &str) -> bool {
     let parts: Vec<&str> = s.split('/').collect();
     parts.len() == 2
         && parts.iter().all(|p| {
-            !p.is_empty() && !p.starts_with('.') && p.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            !p.is_empty()
+                && !p.starts_with('.')
+                && p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
         })
 }
 
 fn offline() -> bool {
-    std::env::var("HF_HUB_OFFLINE").is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
+    std::env::var("HF_HUB_OFFLINE")
+        .is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
 }
 
 /// Fetches (or, offline, finds in the cache) the files of `repo_id`; returns the snapshot folder.
@@ -83,7 +94,11 @@ fn from_hub(repo_id: &str) -> Result<PathBuf> {
             let index: serde_json::Value = crate::error::read_json(&index)?;
             let mut files: Vec<String> = index["weight_map"]
                 .as_object()
-                .map(|m| m.values().filter_map(|v| v.as_str().map(str::to_string)).collect())
+                .map(|m| {
+                    m.values()
+                        .filter_map(|v| v.as_str().map(str::to_string))
+                        .collect()
+                })
                 .unwrap_or_default();
             files.sort();
             files.dedup();
@@ -94,7 +109,11 @@ fn from_hub(repo_id: &str) -> Result<PathBuf> {
     for file in weights {
         repo.get(&file).map_err(|e| err(format!("{file}: {e}")))?;
     }
-    Ok(config.expect("config.json fetched").parent().expect("a file has a folder").to_owned())
+    Ok(config
+        .expect("config.json fetched")
+        .parent()
+        .expect("a file has a folder")
+        .to_owned())
 }
 
 #[cfg(test)]
@@ -103,7 +122,9 @@ mod tests {
 
     #[test]
     fn repo_ids() {
-        assert!(looks_like_repo_id("mlx-community/SmolLM2-135M-Instruct-4bit"));
+        assert!(looks_like_repo_id(
+            "mlx-community/SmolLM2-135M-Instruct-4bit"
+        ));
         assert!(!looks_like_repo_id("../etc/passwd"));
         assert!(!looks_like_repo_id("a/b/c"));
         assert!(!looks_like_repo_id("/abs/path"));
@@ -111,9 +132,13 @@ mod tests {
 
     #[test]
     fn missing_model_is_a_clear_error() {
-        let err = resolve("no-such-model-folder", None).unwrap_err().to_string();
+        let err = resolve("no-such-model-folder", None)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("neither a folder nor"), "{err}");
-        let err = resolve("../x", Some(Path::new("/tmp"))).unwrap_err().to_string();
+        let err = resolve("../x", Some(Path::new("/tmp")))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("may not leave"), "{err}");
     }
 

@@ -24,16 +24,31 @@ impl StopMatcher {
 
     pub fn push(&mut self, delta: &str) -> StopCheck {
         self.held.push_str(delta);
-        let first_stop = self.stops.iter().filter_map(|s| self.held.find(s.as_str())).min();
+        let first_stop = self
+            .stops
+            .iter()
+            .filter_map(|s| self.held.find(s.as_str()))
+            .min();
         if let Some(at) = first_stop {
             let emit = self.held[..at].to_string();
             self.held.clear();
-            return StopCheck { emit, stopped: true };
+            return StopCheck {
+                emit,
+                stopped: true,
+            };
         }
-        let keep = self.stops.iter().map(|s| partial_suffix(&self.held, s)).max().unwrap_or(0);
+        let keep = self
+            .stops
+            .iter()
+            .map(|s| partial_suffix(&self.held, s))
+            .max()
+            .unwrap_or(0);
         let emit = self.held[..self.held.len() - keep].to_string();
         self.held.drain(..self.held.len() - keep);
-        StopCheck { emit, stopped: false }
+        StopCheck {
+            emit,
+            stopped: false,
+        }
     }
 
     /// The held-back text, when generation ends for another reason.
@@ -43,7 +58,7 @@ impl StopMatcher {
 }
 
 /// Length of the longest suffix of `text` that is a proper prefix of `stop`.
-fn partial_suffix(text: &str, stop: &str) -> usize {
+pub(crate) fn partial_suffix(text: &str, stop: &str) -> usize {
     (1..stop.len().min(text.len() + 1))
         .rev()
         .find(|&n| stop.is_char_boundary(n) && text.ends_with(&stop[..n]))
@@ -59,7 +74,13 @@ mod tests {
         let mut m = StopMatcher::new(vec!["<END>".into()]);
         assert_eq!(m.push("Hello <E").emit, "Hello ");
         let c = m.push("ND> more");
-        assert_eq!(c, StopCheck { emit: String::new(), stopped: true });
+        assert_eq!(
+            c,
+            StopCheck {
+                emit: String::new(),
+                stopped: true
+            }
+        );
     }
 
     #[test]

@@ -72,7 +72,11 @@ impl Weights {
     }
 
     /// For tests: weights from arrays in memory.
-    pub fn from_arrays(tensors: HashMap<String, Array>, config: &Value, mode: WeightMode) -> Result<Weights> {
+    pub fn from_arrays(
+        tensors: HashMap<String, Array>,
+        config: &Value,
+        mode: WeightMode,
+    ) -> Result<Weights> {
         Ok(Weights {
             tensors,
             quant: QuantConfig::from_config(config)?,
@@ -111,13 +115,20 @@ impl Weights {
 
     fn to_compute_dtype(&self, array: Array) -> Result<Array> {
         match self.mode {
-            WeightMode::DequantizeF32 if array.dtype() != Dtype::Float32 => Ok(array.as_dtype(Dtype::Float32)?),
+            WeightMode::DequantizeF32 if array.dtype() != Dtype::Float32 => {
+                Ok(array.as_dtype(Dtype::Float32)?)
+            }
             _ => Ok(array),
         }
     }
 
     /// The quantized triple at `prefix` for a `[rows, cols]` matrix, or `None` if stored dense.
-    fn take_quantized(&mut self, prefix: &str, rows: i32, cols: i32) -> Result<Option<(Array, Array, Array, QuantParams)>> {
+    fn take_quantized(
+        &mut self,
+        prefix: &str,
+        rows: i32,
+        cols: i32,
+    ) -> Result<Option<(Array, Array, Array, QuantParams)>> {
         if !self.contains(&format!("{prefix}.scales")) {
             return Ok(None);
         }
@@ -138,12 +149,21 @@ impl Weights {
     fn take_matrix(&mut self, prefix: &str, rows: i32, cols: i32) -> Result<MatrixWeight> {
         match self.take_quantized(prefix, rows, cols)? {
             Some((weight, scales, biases, q)) if self.mode == WeightMode::AsStored => {
-                Ok(MatrixWeight::Quantized { weight, scales, biases, q })
+                Ok(MatrixWeight::Quantized {
+                    weight,
+                    scales,
+                    biases,
+                    q,
+                })
             }
             Some((weight, scales, biases, q)) => {
                 // As `mlx_lm convert --dequantize --dtype float32`: scales and biases in f32 first.
-                let (scales, biases) = (scales.as_dtype(Dtype::Float32)?, biases.as_dtype(Dtype::Float32)?);
-                let dense = mlx_rs::ops::dequantize(&weight, &scales, &biases, q.group_size, q.bits)?;
+                let (scales, biases) = (
+                    scales.as_dtype(Dtype::Float32)?,
+                    biases.as_dtype(Dtype::Float32)?,
+                );
+                let dense =
+                    mlx_rs::ops::dequantize(&weight, &scales, &biases, q.group_size, q.bits)?;
                 Ok(MatrixWeight::Dense(dense))
             }
             None => {
@@ -154,7 +174,13 @@ impl Weights {
     }
 
     /// A linear layer `in_dim -> out_dim` at `prefix`, with an optional bias.
-    pub fn linear(&mut self, prefix: &str, in_dim: i32, out_dim: i32, bias: bool) -> Result<Linear> {
+    pub fn linear(
+        &mut self,
+        prefix: &str,
+        in_dim: i32,
+        out_dim: i32,
+        bias: bool,
+    ) -> Result<Linear> {
         let weight = self.take_matrix(prefix, out_dim, in_dim)?;
         let bias = match bias {
             true => Some(self.take_float(&format!("{prefix}.bias"), &[out_dim])?),
@@ -162,7 +188,12 @@ impl Weights {
         };
         Ok(match weight {
             MatrixWeight::Dense(weight) => Linear::Dense { weight, bias },
-            MatrixWeight::Quantized { weight, scales, biases, q } => Linear::Quantized {
+            MatrixWeight::Quantized {
+                weight,
+                scales,
+                biases,
+                q,
+            } => Linear::Quantized {
                 weight,
                 scales,
                 biases,
@@ -176,7 +207,12 @@ impl Weights {
     pub fn embedding(&mut self, prefix: &str, vocab: i32, dim: i32) -> Result<Embedding> {
         Ok(match self.take_matrix(prefix, vocab, dim)? {
             MatrixWeight::Dense(weight) => Embedding::Dense { weight },
-            MatrixWeight::Quantized { weight, scales, biases, q } => Embedding::Quantized {
+            MatrixWeight::Quantized {
+                weight,
+                scales,
+                biases,
+                q,
+            } => Embedding::Quantized {
                 weight,
                 scales,
                 biases,
@@ -213,7 +249,12 @@ impl Weights {
 
 enum MatrixWeight {
     Dense(Array),
-    Quantized { weight: Array, scales: Array, biases: Array, q: QuantParams },
+    Quantized {
+        weight: Array,
+        scales: Array,
+        biases: Array,
+        q: QuantParams,
+    },
 }
 
 /// `config.json` `"quantization"`: defaults plus the per-layer overrides mlx-lm writes.
@@ -225,7 +266,10 @@ struct QuantConfig {
 
 impl QuantConfig {
     fn from_config(config: &Value) -> Result<QuantConfig> {
-        let Some(q) = config.get("quantization").or_else(|| config.get("quantization_config")) else {
+        let Some(q) = config
+            .get("quantization")
+            .or_else(|| config.get("quantization_config"))
+        else {
             return Ok(QuantConfig::default());
         };
         let mut overrides = HashMap::new();
@@ -247,23 +291,36 @@ impl QuantConfig {
             .get(prefix)
             .copied()
             .or(self.default)
-            .ok_or_else(|| Error::Weights(format!("`{prefix}` is quantized but config.json has no \"quantization\"")))
+            .ok_or_else(|| {
+                Error::Weights(format!(
+                    "`{prefix}` is quantized but config.json has no \"quantization\""
+                ))
+            })
     }
 }
 
 impl QuantParams {
     fn from_json(value: &Value, what: &str) -> Result<QuantParams> {
-        let int = |name: &str, default: i64| value.get(name).and_then(Value::as_i64).unwrap_or(default) as i32;
-        let mode = value.get("mode").and_then(Value::as_str).unwrap_or("affine");
+        let int = |name: &str, default: i64| {
+            value.get(name).and_then(Value::as_i64).unwrap_or(default) as i32
+        };
+        let mode = value
+            .get("mode")
+            .and_then(Value::as_str)
+            .unwrap_or("affine");
         if mode != "affine" {
-            return Err(Error::Weights(format!("{what}: quantization mode `{mode}` is not supported (only affine)")));
+            return Err(Error::Weights(format!(
+                "{what}: quantization mode `{mode}` is not supported (only affine)"
+            )));
         }
         let q = QuantParams {
             group_size: int("group_size", 64),
             bits: int("bits", 4),
         };
         if ![2, 3, 4, 5, 6, 8].contains(&q.bits) || ![32, 64, 128].contains(&q.group_size) {
-            return Err(Error::Weights(format!("{what}: unsupported quantization {q:?}")));
+            return Err(Error::Weights(format!(
+                "{what}: unsupported quantization {q:?}"
+            )));
         }
         Ok(q)
     }

@@ -24,7 +24,9 @@ pub struct GoldenCase {
 
 /// Goldens of one fixture folder, e.g. `smollm2-135m-4bit-f32`.
 pub fn load(name: &str) -> TestResult<Goldens> {
-    let path = cache_dir().join("fixtures/goldens").join(format!("{name}.json"));
+    let path = cache_dir()
+        .join("fixtures/goldens")
+        .join(format!("{name}.json"));
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("{}: {e} (run scripts/fetch-test-model)", path.display()))?;
     Ok(serde_json::from_str(&text)?)

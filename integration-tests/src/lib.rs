@@ -11,7 +11,8 @@ pub type TestResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
 pub fn cache_dir() -> PathBuf {
     match std::env::var_os("MLX_DIST_CACHE") {
         Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/mlx-distributed"),
+        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+            .join(".cache/mlx-distributed"),
     }
 }
 
@@ -19,7 +20,11 @@ pub fn cache_dir() -> PathBuf {
 pub fn fixture(name: &str) -> TestResult<PathBuf> {
     let dir = cache_dir().join("fixtures").join(name);
     if !dir.is_dir() {
-        return Err(format!("fixture {} is missing: run scripts/fetch-test-model", dir.display()).into());
+        return Err(format!(
+            "fixture {} is missing: run scripts/fetch-test-model",
+            dir.display()
+        )
+        .into());
     }
     Ok(dir)
 }
@@ -50,3 +55,4 @@ pub fn wait_bounded(mut child: Child, limit: Duration) -> TestResult<Output> {
 }
 
 pub mod goldens;
+pub mod server;

@@ -14,7 +14,11 @@ const MUST_MATCH: usize = 48;
 fn prompt_ids(m: &LoadedModel, prompt: &str, chat: bool) -> TestResult<Vec<u32>> {
     let text = if chat {
         m.tokenizer.apply_chat_template(&TemplateInput {
-            messages: vec![ChatMessage { role: "user".into(), content: prompt.into(), ..Default::default() }],
+            messages: vec![ChatMessage {
+                role: "user".into(),
+                content: prompt.into(),
+                ..Default::default()
+            }],
             add_generation_prompt: true,
             ..Default::default()
         })?
@@ -27,11 +31,18 @@ fn prompt_ids(m: &LoadedModel, prompt: &str, chat: bool) -> TestResult<Vec<u32>>
 fn check(folder: &str, golden: &str, mode: WeightMode) -> TestResult {
     let m = loader::load(&fixture(folder)?, mode)?;
     let g = goldens::load(golden)?;
-    let opts = GenerateOptions { max_tokens: g.max_tokens, ..Default::default() };
+    let opts = GenerateOptions {
+        max_tokens: g.max_tokens,
+        ..Default::default()
+    };
     let mut failures = Vec::new();
     for case in &g.cases {
         let ids = prompt_ids(&m, &case.prompt, case.chat)?;
-        assert_eq!(ids, case.prompt_ids, "{}: prompt ids differ from the transformers tokenizer", case.name);
+        assert_eq!(
+            ids, case.prompt_ids,
+            "{}: prompt ids differ from the transformers tokenizer",
+            case.name
+        );
         let mut ours = Vec::new();
         let mut text = String::new();
         let summary = generate(m.model.as_ref(), &m.tokenizer, &ids, &opts, |e| {
@@ -41,9 +52,17 @@ fn check(folder: &str, golden: &str, mode: WeightMode) -> TestResult {
         })?;
         text.push_str(&summary.tail);
         match first_difference(&ours, &case.tokens) {
-            None => assert_eq!(text, m.tokenizer.decode(&case.tokens)?, "{}: streamed text", case.name),
+            None => assert_eq!(
+                text,
+                m.tokenizer.decode(&case.tokens)?,
+                "{}: streamed text",
+                case.name
+            ),
             Some(at) if at >= MUST_MATCH => {
-                eprintln!("{golden}/{}: equal for {at} tokens, then a near-tie", case.name)
+                eprintln!(
+                    "{golden}/{}: equal for {at} tokens, then a near-tie",
+                    case.name
+                )
             }
             Some(at) => failures.push(format!(
                 "{}: differs at token {at}\n  ours:   {:?}\n  mlx-lm: {:?}",
@@ -51,31 +70,55 @@ fn check(folder: &str, golden: &str, mode: WeightMode) -> TestResult {
             )),
         }
     }
-    assert!(failures.is_empty(), "{golden} ({mode:?}):\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{golden} ({mode:?}):\n{}",
+        failures.join("\n")
+    );
     Ok(())
 }
 
 #[test]
 fn fast_mode_equals_mlx_lm_on_dequantized_4bit() -> TestResult {
-    check("smollm2-135m-4bit", "smollm2-135m-4bit-f32", WeightMode::DequantizeF32)
+    check(
+        "smollm2-135m-4bit",
+        "smollm2-135m-4bit-f32",
+        WeightMode::DequantizeF32,
+    )
 }
 
 #[test]
 fn fast_mode_equals_mlx_lm_on_dequantized_8bit() -> TestResult {
-    check("smollm2-135m-8bit", "smollm2-135m-8bit-f32", WeightMode::DequantizeF32)
+    check(
+        "smollm2-135m-8bit",
+        "smollm2-135m-8bit-f32",
+        WeightMode::DequantizeF32,
+    )
 }
 
 #[test]
 fn mirror_mode_equals_mlx_lm_on_4bit_as_stored() -> TestResult {
-    check("smollm2-135m-4bit", "smollm2-135m-4bit", WeightMode::AsStored)
+    check(
+        "smollm2-135m-4bit",
+        "smollm2-135m-4bit",
+        WeightMode::AsStored,
+    )
 }
 
 #[test]
 fn mirror_mode_equals_mlx_lm_on_8bit_as_stored() -> TestResult {
-    check("smollm2-135m-8bit", "smollm2-135m-8bit", WeightMode::AsStored)
+    check(
+        "smollm2-135m-8bit",
+        "smollm2-135m-8bit",
+        WeightMode::AsStored,
+    )
 }
 
 #[test]
 fn bf16_as_stored_equals_mlx_lm() -> TestResult {
-    check("smollm2-135m-bf16", "smollm2-135m-bf16", WeightMode::AsStored)
+    check(
+        "smollm2-135m-bf16",
+        "smollm2-135m-bf16",
+        WeightMode::AsStored,
+    )
 }

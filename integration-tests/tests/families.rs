@@ -15,9 +15,13 @@ const LOGIT_TOLERANCE: f32 = 1e-4;
 fn check(folder: &str) -> TestResult {
     let golden = load_tiny(folder)?;
     let m = loader::load(&fixture(folder)?, WeightMode::AsStored)?;
-    let mut caches: Vec<_> = (0..m.model.num_layers()).map(|_| backend::cache::KvCache::new()).collect();
+    let mut caches: Vec<_> = (0..m.model.num_layers())
+        .map(|_| backend::cache::KvCache::new())
+        .collect();
     let ids = &golden.prompt_ids;
-    let logits = m.model.forward(&Array::from_slice(ids, &[1, ids.len() as i32]), &mut caches)?;
+    let logits = m
+        .model
+        .forward(&Array::from_slice(ids, &[1, ids.len() as i32]), &mut caches)?;
     let last = logits.index((0, -1, ..)).as_dtype(Dtype::Float32)?;
     last.eval()?;
     let worst = last
@@ -26,9 +30,16 @@ fn check(folder: &str) -> TestResult {
         .zip(&golden.last_logits)
         .map(|(a, b)| (a - b).abs())
         .fold(0.0f32, f32::max);
-    assert!(worst <= LOGIT_TOLERANCE, "{folder}: max |logit - mlx-lm| = {worst}");
+    assert!(
+        worst <= LOGIT_TOLERANCE,
+        "{folder}: max |logit - mlx-lm| = {worst}"
+    );
 
-    let opts = GenerateOptions { max_tokens: golden.tokens.len(), ignore_eos: true, ..Default::default() };
+    let opts = GenerateOptions {
+        max_tokens: golden.tokens.len(),
+        ignore_eos: true,
+        ..Default::default()
+    };
     let mut tokens = Vec::new();
     generate(m.model.as_ref(), &m.tokenizer, ids, &opts, |e| {
         tokens.push(e.id);

@@ -13,7 +13,10 @@ fn quantized_fixture_loads_through_mlx_rs() -> TestResult {
     let tensors = Array::load_safetensors(dir.join("model.safetensors"))?;
     let get = |key: &str| tensors.get(key).ok_or_else(|| format!("missing key {key}"));
     // 4-bit packs 8 values per uint32; group size 64 gives one scale and bias per 64 inputs.
-    for (key, rows) in [("model.layers.0.self_attn.q_proj", 576), ("model.layers.0.self_attn.k_proj", 192)] {
+    for (key, rows) in [
+        ("model.layers.0.self_attn.q_proj", 576),
+        ("model.layers.0.self_attn.k_proj", 192),
+    ] {
         let weight = get(&format!("{key}.weight"))?;
         assert_eq!(weight.shape(), &[rows, 576 / 8]);
         assert_eq!(weight.dtype(), Dtype::Uint32);
@@ -23,7 +26,10 @@ fn quantized_fixture_loads_through_mlx_rs() -> TestResult {
             assert_eq!(a.dtype(), Dtype::Bfloat16, "{key}.{part}");
         }
     }
-    assert_eq!(get("model.layers.0.mlp.down_proj.weight")?.shape(), &[576, 1536 / 8]);
+    assert_eq!(
+        get("model.layers.0.mlp.down_proj.weight")?.shape(),
+        &[576, 1536 / 8]
+    );
     assert_eq!(get("model.embed_tokens.weight")?.shape(), &[49152, 576 / 8]);
     assert_eq!(get("model.norm.weight")?.dtype(), Dtype::Bfloat16);
     Ok(())
@@ -35,16 +41,27 @@ fn ring_all_sum_across_two_processes() -> TestResult {
     if let Ok(rank) = std::env::var("MLXD_TEST_RANK") {
         return ring_child(&rank);
     }
-    assert!(Group::is_available(Backend::Ring), "this MLX has no ring backend");
+    assert!(
+        Group::is_available(Backend::Ring),
+        "this MLX has no ring backend"
+    );
     let dir = std::env::temp_dir().join(format!("mlxd-ring-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let hostfile = dir.join("hostfile.json");
     let (p0, p1) = (free_port()?, free_port()?);
-    std::fs::write(&hostfile, format!(r#"[["127.0.0.1:{p0}"],["127.0.0.1:{p1}"]]"#))?;
+    std::fs::write(
+        &hostfile,
+        format!(r#"[["127.0.0.1:{p0}"],["127.0.0.1:{p1}"]]"#),
+    )?;
     let children = (0..2)
         .map(|rank| {
             Command::new(std::env::current_exe()?)
-                .args(["--exact", "ring_all_sum_across_two_processes", "--nocapture", "--test-threads=1"])
+                .args([
+                    "--exact",
+                    "ring_all_sum_across_two_processes",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
                 .env("MLXD_TEST_RANK", rank.to_string())
                 .env("MLX_RANK", rank.to_string())
                 .env("MLX_HOSTFILE", &hostfile)
@@ -56,8 +73,15 @@ fn ring_all_sum_across_two_processes() -> TestResult {
     for (rank, child) in children.into_iter().enumerate() {
         let out = wait_bounded(child, Duration::from_secs(60))?;
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "rank {rank} failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-        assert!(stdout.contains("all_sum=[3.0, 30.0]"), "rank {rank} printed: {stdout}");
+        assert!(
+            out.status.success(),
+            "rank {rank} failed: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains("all_sum=[3.0, 30.0]"),
+            "rank {rank} printed: {stdout}"
+        );
     }
     std::fs::remove_dir_all(dir)?;
     Ok(())

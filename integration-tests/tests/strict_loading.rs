@@ -11,11 +11,17 @@ use serde_json::Value;
 fn tiny() -> TestResult<(Value, HashMap<String, Array>)> {
     let dir = fixture("tiny-qwen2")?;
     let config: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json"))?)?;
-    Ok((config, Array::load_safetensors(dir.join("model.safetensors"))?))
+    Ok((
+        config,
+        Array::load_safetensors(dir.join("model.safetensors"))?,
+    ))
 }
 
 fn build_error(config: &Value, tensors: HashMap<String, Array>) -> TestResult<String> {
-    match models::build(config, Weights::from_arrays(tensors, config, WeightMode::AsStored)?) {
+    match models::build(
+        config,
+        Weights::from_arrays(tensors, config, WeightMode::AsStored)?,
+    ) {
         Ok(_) => Err("loading should have failed".into()),
         Err(e) => Ok(e.to_string()),
     }
@@ -24,7 +30,10 @@ fn build_error(config: &Value, tensors: HashMap<String, Array>) -> TestResult<St
 #[test]
 fn the_checkpoint_as_it_is_loads() -> TestResult {
     let (config, tensors) = tiny()?;
-    models::build(&config, Weights::from_arrays(tensors, &config, WeightMode::AsStored)?)?;
+    models::build(
+        &config,
+        Weights::from_arrays(tensors, &config, WeightMode::AsStored)?,
+    )?;
     Ok(())
 }
 
@@ -33,16 +42,25 @@ fn a_missing_key_is_named() -> TestResult {
     let (config, mut tensors) = tiny()?;
     tensors.remove("model.layers.1.self_attn.k_proj.bias");
     let err = build_error(&config, tensors)?;
-    assert!(err.contains("missing key `model.layers.1.self_attn.k_proj.bias`"), "{err}");
+    assert!(
+        err.contains("missing key `model.layers.1.self_attn.k_proj.bias`"),
+        "{err}"
+    );
     Ok(())
 }
 
 #[test]
 fn an_unexpected_key_is_named() -> TestResult {
     let (config, mut tensors) = tiny()?;
-    tensors.insert("model.layers.0.mlp.extra.weight".into(), Array::from_slice(&[1.0f32], &[1]));
+    tensors.insert(
+        "model.layers.0.mlp.extra.weight".into(),
+        Array::from_slice(&[1.0f32], &[1]),
+    );
     let err = build_error(&config, tensors)?;
-    assert!(err.contains("unexpected key(s)") && err.contains("model.layers.0.mlp.extra.weight"), "{err}");
+    assert!(
+        err.contains("unexpected key(s)") && err.contains("model.layers.0.mlp.extra.weight"),
+        "{err}"
+    );
     Ok(())
 }
 

@@ -50,13 +50,18 @@ pub fn build(config: &Value, mut weights: Weights) -> Result<Box<dyn LanguageMod
     let model_type = config["model_type"]
         .as_str()
         .ok_or_else(|| Error::Config("config.json has no model_type".into()))?;
-    let (_, builder) = FAMILIES.iter().find(|(name, _)| *name == model_type).ok_or_else(|| {
-        let names: Vec<&str> = FAMILIES.iter().map(|(n, _)| *n).collect();
-        Error::UnsupportedModel(model_type.to_string(), names.join(", "))
-    })?;
+    let (_, builder) = FAMILIES
+        .iter()
+        .find(|(name, _)| *name == model_type)
+        .ok_or_else(|| {
+            let names: Vec<&str> = FAMILIES.iter().map(|(n, _)| *n).collect();
+            Error::UnsupportedModel(model_type.to_string(), names.join(", "))
+        })?;
     let model = builder(config, &mut weights)?;
     let tied = config["tie_word_embeddings"].as_bool().unwrap_or(true);
-    weights.finish(|key| key.contains("rotary_emb.inv_freq") || (tied && key.starts_with("lm_head.")))?;
+    weights.finish(|key| {
+        key.contains("rotary_emb.inv_freq") || (tied && key.starts_with("lm_head."))
+    })?;
     mlx_rs::transforms::eval(model.arrays())?;
     Ok(model)
 }

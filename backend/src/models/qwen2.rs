@@ -53,7 +53,12 @@ pub fn build(config: &Value, w: &mut Weights) -> Result<Box<dyn LanguageModel>> 
             qk_norm: false,
             rms_norm_eps: a.rms_norm_eps,
         },
-        rope: Rope::new(head_dim, a.rope_theta, a.rope_traditional, a.rope_scaling.as_ref())?,
+        rope: Rope::new(
+            head_dim,
+            a.rope_theta,
+            a.rope_traditional,
+            a.rope_scaling.as_ref(),
+        )?,
     };
     Ok(Box::new(Decoder::load(w, c)?))
 }

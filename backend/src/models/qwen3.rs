@@ -30,7 +30,11 @@ pub fn build(config: &Value, w: &mut Weights) -> Result<Box<dyn LanguageModel>> 
     let nested = a.rope_parameters.as_ref();
     let theta = a
         .rope_theta
-        .or_else(|| nested.and_then(|p| p["rope_theta"].as_f64()).map(|t| t as f32))
+        .or_else(|| {
+            nested
+                .and_then(|p| p["rope_theta"].as_f64())
+                .map(|t| t as f32)
+        })
         .ok_or_else(|| Error::Config("rope_theta is missing from the model config".into()))?;
     let scaling = a.rope_scaling.as_ref().or(nested);
     let c = DecoderConfig {

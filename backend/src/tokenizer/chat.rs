@@ -25,11 +25,13 @@ pub struct TemplateInput {
     pub add_generation_prompt: bool,
     /// JSON tool definitions, if any.
     pub tools: Option<Value>,
+    pub tool_choice: Option<Value>,
     pub enable_thinking: Option<bool>,
 }
 
 pub struct ChatTemplate {
     env: Environment<'static>,
+    source: String,
 }
 
 const NAME: &str = "chat_template";
@@ -65,26 +67,45 @@ impl ChatTemplate {
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-        env.add_function("raise_exception", |msg: String| -> std::result::Result<JValue, minijinja::Error> {
-            Err(minijinja::Error::new(ErrorKind::InvalidOperation, msg))
-        });
+        env.add_function(
+            "raise_exception",
+            |msg: String| -> std::result::Result<JValue, minijinja::Error> {
+                Err(minijinja::Error::new(ErrorKind::InvalidOperation, msg))
+            },
+        );
         env.add_function("strftime_now", strftime_now);
-        env.add_template_owned(NAME, source)
+        env.add_template_owned(NAME, source.clone())
             .map_err(|e| Error::Template(e.to_string()))?;
-        Ok(ChatTemplate { env })
+        Ok(ChatTemplate { env, source })
     }
 
-    pub fn render(&self, input: &TemplateInput, bos: Option<&str>, eos: Option<&str>) -> Result<String> {
-        let template = self.env.get_template(NAME).map_err(|e| Error::Template(e.to_string()))?;
+    /// The Jinja source, for detecting think and tool-call tags.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    pub fn render(
+        &self,
+        input: &TemplateInput,
+        bos: Option<&str>,
+        eos: Option<&str>,
+    ) -> Result<String> {
+        let template = self
+            .env
+            .get_template(NAME)
+            .map_err(|e| Error::Template(e.to_string()))?;
         let ctx = minijinja::context! {
             messages => input.messages,
             add_generation_prompt => input.add_generation_prompt,
             tools => input.tools.as_ref().map_or(JValue::UNDEFINED, JValue::from_serialize),
+            tool_choice => input.tool_choice.as_ref().map_or(JValue::UNDEFINED, JValue::from_serialize),
             enable_thinking => input.enable_thinking.map_or(JValue::UNDEFINED, JValue::from),
             bos_token => bos.unwrap_or(""),
             eos_token => eos.unwrap_or(""),
         };
-        template.render(ctx).map_err(|e| Error::Template(format!("{e:#}")))
+        template
+            .render(ctx)
+            .map_err(|e| Error::Template(format!("{e:#}")))
     }
 }
 
@@ -96,8 +117,18 @@ fn strftime_now(format: String) -> String {
         .unwrap_or(0) as i64;
     let (y, m, d) = civil_from_days(days);
     const MONTHS: [&str; 12] = [
-        "January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-        "November", "December",
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
     ];
     let month = MONTHS[(m - 1) as usize];
     format
@@ -133,11 +164,18 @@ mod tests {
                 .into(),
         )?;
         let input = TemplateInput {
-            messages: vec![ChatMessage { role: "user".into(), content: "Hi".into(), ..Default::default() }],
+            messages: vec![ChatMessage {
+                role: "user".into(),
+                content: "Hi".into(),
+                ..Default::default()
+            }],
             add_generation_prompt: true,
             ..Default::default()
         };
-        assert_eq!(t.render(&input, None, None)?, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+        assert_eq!(
+            t.render(&input, None, None)?,
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+        );
         Ok(())
     }
 
@@ -151,8 +189,14 @@ mod tests {
 
     #[test]
     fn python_string_methods_work() -> Result<()> {
-        let t = ChatTemplate::new("{{ '  x '.strip() }}|{{ 'a,b'.split(',')|length }}|{{ 'ab'.startswith('a') }}".into())?;
-        assert_eq!(t.render(&TemplateInput::default(), None, None)?, "x|2|true");
+        let t = ChatTemplate::new(
+            "{{ '  x '.strip() }}|{{ 'a,b'.split(',')|length }}|{{ 'ab'.startswith('a') }}".into(),
+        )?;
+        assert_eq!(
+            t.render(&TemplateInput::default(), None, None)?,
+            "x|2|True",
+            "booleans print as Python does"
+        );
         Ok(())
     }
 

@@ -37,7 +37,10 @@ impl Tokenizer {
 
         let mut eos_ids = BTreeSet::new();
         for file in ["generation_config.json", "config.json"] {
-            collect_ids(&optional_json(&dir.join(file))?["eos_token_id"], &mut eos_ids);
+            collect_ids(
+                &optional_json(&dir.join(file))?["eos_token_id"],
+                &mut eos_ids,
+            );
         }
         if let Some(id) = eos_token.as_deref().and_then(|t| inner.token_to_id(t)) {
             eos_ids.insert(id);
@@ -55,7 +58,10 @@ impl Tokenizer {
 
     /// Token ids of `text`; special tokens (BOS) are added unless the text already starts with BOS, as mlx-lm does.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let add_special = self.bos_token.as_deref().is_none_or(|bos| !text.starts_with(bos));
+        let add_special = self
+            .bos_token
+            .as_deref()
+            .is_none_or(|bos| !text.starts_with(bos));
         let encoding = self
             .inner
             .encode(text, add_special)
@@ -65,7 +71,9 @@ impl Tokenizer {
 
     /// Text of `ids`, without special tokens.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.inner.decode(ids, true).map_err(|e| Error::Tokenizer(e.to_string()))
+        self.inner
+            .decode(ids, true)
+            .map_err(|e| Error::Tokenizer(e.to_string()))
     }
 
     /// Renders messages through the model's chat template.
@@ -77,8 +85,9 @@ impl Tokenizer {
         template.render(input, self.bos_token.as_deref(), self.eos_token.as_deref())
     }
 
-    pub fn has_chat_template(&self) -> bool {
-        self.template.is_some()
+    /// The chat template's Jinja source, if the model has one.
+    pub fn template_source(&self) -> Option<&str> {
+        self.template.as_ref().map(ChatTemplate::source)
     }
 
     pub fn eos_ids(&self) -> &BTreeSet<u32> {

@@ -40,13 +40,30 @@ impl Attention {
     pub fn load(w: &mut Weights, prefix: &str, c: &AttentionConfig) -> Result<Attention> {
         let (q_out, kv_out) = (c.heads * c.head_dim, c.kv_heads * c.head_dim);
         let norm = |w: &mut Weights, name: &str| match c.qk_norm {
-            true => w.rms_norm(&format!("{prefix}.{name}"), c.head_dim, c.rms_norm_eps).map(Some),
+            true => w
+                .rms_norm(&format!("{prefix}.{name}"), c.head_dim, c.rms_norm_eps)
+                .map(Some),
             false => Ok(None),
         };
         Ok(Attention {
-            q_proj: w.linear(&format!("{prefix}.q_proj"), c.hidden_size, q_out, c.qkv_bias)?,
-            k_proj: w.linear(&format!("{prefix}.k_proj"), c.hidden_size, kv_out, c.qkv_bias)?,
-            v_proj: w.linear(&format!("{prefix}.v_proj"), c.hidden_size, kv_out, c.qkv_bias)?,
+            q_proj: w.linear(
+                &format!("{prefix}.q_proj"),
+                c.hidden_size,
+                q_out,
+                c.qkv_bias,
+            )?,
+            k_proj: w.linear(
+                &format!("{prefix}.k_proj"),
+                c.hidden_size,
+                kv_out,
+                c.qkv_bias,
+            )?,
+            v_proj: w.linear(
+                &format!("{prefix}.v_proj"),
+                c.hidden_size,
+                kv_out,
+                c.qkv_bias,
+            )?,
             o_proj: w.linear(&format!("{prefix}.o_proj"), q_out, c.hidden_size, c.o_bias)?,
             q_norm: norm(w, "q_norm")?,
             k_norm: norm(w, "k_norm")?,
@@ -83,7 +100,10 @@ impl Attention {
     }
 
     pub fn arrays(&self) -> Vec<&Array> {
-        let norms = [&self.q_norm, &self.k_norm].into_iter().flatten().map(|n| &n.weight);
+        let norms = [&self.q_norm, &self.k_norm]
+            .into_iter()
+            .flatten()
+            .map(|n| &n.weight);
         [&self.q_proj, &self.k_proj, &self.v_proj, &self.o_proj]
             .into_iter()
             .flat_map(Linear::arrays)

@@ -37,7 +37,8 @@ impl Mlp {
 
     fn forward(&self, x: &Array) -> Result<Array> {
         let gate = silu(self.gate_proj.forward(x)?)?;
-        self.down_proj.forward(&gate.multiply(self.up_proj.forward(x)?)?)
+        self.down_proj
+            .forward(&gate.multiply(self.up_proj.forward(x)?)?)
     }
 }
 
@@ -53,22 +54,41 @@ impl DecoderLayer {
         let (hidden, eps) = (c.attention.hidden_size, c.attention.rms_norm_eps);
         Ok(DecoderLayer {
             self_attn: Attention::load(w, &format!("{prefix}.self_attn"), &c.attention)?,
-            mlp: Mlp::load(w, &format!("{prefix}.mlp"), hidden, c.intermediate_size, c.mlp_bias)?,
+            mlp: Mlp::load(
+                w,
+                &format!("{prefix}.mlp"),
+                hidden,
+                c.intermediate_size,
+                c.mlp_bias,
+            )?,
             input_layernorm: w.rms_norm(&format!("{prefix}.input_layernorm"), hidden, eps)?,
-            post_attention_layernorm: w.rms_norm(&format!("{prefix}.post_attention_layernorm"), hidden, eps)?,
+            post_attention_layernorm: w.rms_norm(
+                &format!("{prefix}.post_attention_layernorm"),
+                hidden,
+                eps,
+            )?,
         })
     }
 
     fn forward(&self, x: &Array, rope: &Rope, cache: &mut KvCache) -> Result<Array> {
-        let h = x.add(self.self_attn.forward(&self.input_layernorm.forward(x)?, rope, cache)?)?;
-        Ok(h.add(self.mlp.forward(&self.post_attention_layernorm.forward(&h)?)?)?)
+        let h = x.add(
+            self.self_attn
+                .forward(&self.input_layernorm.forward(x)?, rope, cache)?,
+        )?;
+        Ok(h.add(
+            self.mlp
+                .forward(&self.post_attention_layernorm.forward(&h)?)?,
+        )?)
     }
 
     fn arrays(&self) -> Vec<&Array> {
         let mlp = [&self.mlp.gate_proj, &self.mlp.up_proj, &self.mlp.down_proj];
         let mut out = self.self_attn.arrays();
         out.extend(mlp.into_iter().flat_map(Linear::arrays));
-        out.extend([&self.input_layernorm.weight, &self.post_attention_layernorm.weight]);
+        out.extend([
+            &self.input_layernorm.weight,
+            &self.post_attention_layernorm.weight,
+        ]);
         out
     }
 }

@@ -31,8 +31,17 @@ impl Linear {
     pub fn forward(&self, x: &Array) -> Result<Array> {
         Ok(match self {
             Linear::Dense { weight, bias: None } => matmul(x, weight.t())?,
-            Linear::Dense { weight, bias: Some(b) } => addmm(b, x, weight.t(), None, None)?,
-            Linear::Quantized { weight, scales, biases, bias, q } => {
+            Linear::Dense {
+                weight,
+                bias: Some(b),
+            } => addmm(b, x, weight.t(), None, None)?,
+            Linear::Quantized {
+                weight,
+                scales,
+                biases,
+                bias,
+                q,
+            } => {
                 let y = quantized_matmul(x, weight, scales, biases, true, q.group_size, q.bits)?;
                 match bias {
                     Some(b) => y.add(b)?,
@@ -45,10 +54,20 @@ impl Linear {
     /// The arrays to evaluate at load time.
     pub fn arrays(&self) -> Vec<&Array> {
         match self {
-            Linear::Dense { weight, bias } => [Some(weight), bias.as_ref()].into_iter().flatten().collect(),
-            Linear::Quantized { weight, scales, biases, bias, .. } => {
-                [Some(weight), Some(scales), Some(biases), bias.as_ref()].into_iter().flatten().collect()
-            }
+            Linear::Dense { weight, bias } => [Some(weight), bias.as_ref()]
+                .into_iter()
+                .flatten()
+                .collect(),
+            Linear::Quantized {
+                weight,
+                scales,
+                biases,
+                bias,
+                ..
+            } => [Some(weight), Some(scales), Some(biases), bias.as_ref()]
+                .into_iter()
+                .flatten()
+                .collect(),
         }
     }
 }
@@ -71,7 +90,12 @@ impl Embedding {
     pub fn forward(&self, ids: &Array) -> Result<Array> {
         Ok(match self {
             Embedding::Dense { weight } => weight.take_axis(ids, 0)?,
-            Embedding::Quantized { weight, scales, biases, q } => dequantize(
+            Embedding::Quantized {
+                weight,
+                scales,
+                biases,
+                q,
+            } => dequantize(
                 weight.take_axis(ids, 0)?,
                 scales.take_axis(ids, 0)?,
                 &biases.take_axis(ids, 0)?,
@@ -85,16 +109,24 @@ impl Embedding {
     pub fn as_linear(&self, x: &Array) -> Result<Array> {
         Ok(match self {
             Embedding::Dense { weight } => matmul(x, weight.t())?,
-            Embedding::Quantized { weight, scales, biases, q } => {
-                quantized_matmul(x, weight, scales, biases, true, q.group_size, q.bits)?
-            }
+            Embedding::Quantized {
+                weight,
+                scales,
+                biases,
+                q,
+            } => quantized_matmul(x, weight, scales, biases, true, q.group_size, q.bits)?,
         })
     }
 
     pub fn arrays(&self) -> Vec<&Array> {
         match self {
             Embedding::Dense { weight } => vec![weight],
-            Embedding::Quantized { weight, scales, biases, .. } => vec![weight, scales, biases],
+            Embedding::Quantized {
+                weight,
+                scales,
+                biases,
+                ..
+            } => vec![weight, scales, biases],
         }
     }
 }

@@ -25,7 +25,9 @@ impl Rope {
             scaling
                 .and_then(|s| s.get("factor"))
                 .and_then(Value::as_f64)
-                .ok_or_else(|| Error::Config(format!("rope_scaling of type {rope_type} needs a factor")))
+                .ok_or_else(|| {
+                    Error::Config(format!("rope_scaling of type {rope_type} needs a factor"))
+                })
         };
         let plain = |scale| Rope {
             dims,
@@ -42,15 +44,30 @@ impl Rope {
                 traditional,
                 base: None,
                 scale: 1.0,
-                freqs: Some(llama3_freqs(dims, base, factor()?, scaling.expect("checked"))?),
+                freqs: Some(llama3_freqs(
+                    dims,
+                    base,
+                    factor()?,
+                    scaling.expect("checked"),
+                )?),
             }),
-            other => Err(Error::Config(format!("rope_scaling type `{other}` is not supported"))),
+            other => Err(Error::Config(format!(
+                "rope_scaling type `{other}` is not supported"
+            ))),
         }
     }
 
     /// Rotates `x` ([B, heads, L, head_dim]) for positions starting at `offset`.
     pub fn forward(&self, x: &Array, offset: i32) -> Result<Array> {
-        Ok(fast::rope(x, self.dims, self.traditional, self.base, self.scale, offset, self.freqs.as_ref())?)
+        Ok(fast::rope(
+            x,
+            self.dims,
+            self.traditional,
+            self.base,
+            self.scale,
+            offset,
+            self.freqs.as_ref(),
+        )?)
     }
 }
 
@@ -58,11 +75,16 @@ impl Rope {
 fn llama3_freqs(dims: i32, base: f32, factor: f64, cfg: &Value) -> Result<Array> {
     use mlx_rs::ops::{arange, gt, logical_and, lt, power, select};
     let get = |k: &str, d: f64| cfg.get(k).and_then(Value::as_f64).unwrap_or(d) as f32;
-    let (factor, low, high) = (factor as f32, get("low_freq_factor", 1.0), get("high_freq_factor", 4.0));
+    let (factor, low, high) = (
+        factor as f32,
+        get("low_freq_factor", 1.0),
+        get("high_freq_factor", 4.0),
+    );
     let old_len = get("original_max_position_embeddings", 8192.0);
     let (low_wavelen, high_wavelen) = (old_len / low, old_len / high);
 
-    let exponents = arange::<_, f32>(0.0, dims as f32, 2.0)?.divide(Array::from_f32(dims as f32))?;
+    let exponents =
+        arange::<_, f32>(0.0, dims as f32, 2.0)?.divide(Array::from_f32(dims as f32))?;
     let freqs = power(Array::from_f32(base), &exponents)?;
     let wavelens = freqs.multiply(Array::from_f32(2.0 * std::f32::consts::PI))?;
     let freqs = select(

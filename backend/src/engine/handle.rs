@@ -1,0 +1,78 @@
+//! The narrow interface between the gRPC service and the engine thread.
+
+use std::sync::{mpsc, Arc, RwLock};
+
+use tokio::sync::{mpsc as tmpsc, oneshot};
+
+use super::request::{Event, GenerateRequest};
+use super::shared::Snapshot;
+use super::worker::{self, Command};
+use crate::error::{Error, Result};
+use crate::options::LoadConfig;
+
+/// Events of one generation; dropping the receiver cancels it within one step.
+pub type EventStream = tmpsc::Receiver<Result<Event>>;
+
+/// What the service needs from an engine.
+pub trait Engine: Send + Sync + 'static {
+    /// Loads (or swaps in) a model; resolves when it is ready or has failed.
+    fn load(&self, config: LoadConfig) -> oneshot::Receiver<Result<()>>;
+    /// Queues a generation.
+    fn generate(&self, request: GenerateRequest) -> Result<EventStream>;
+    /// Releases the model.
+    fn free(&self) -> oneshot::Receiver<Result<()>>;
+    /// The state as last published, without waiting for the engine thread.
+    fn snapshot(&self) -> Snapshot;
+}
+
+/// Sends commands to the engine thread it owns.
+pub struct EngineHandle {
+    commands: mpsc::Sender<Command>,
+    shared: Arc<RwLock<Snapshot>>,
+}
+
+impl EngineHandle {
+    /// Starts the engine thread (single node).
+    pub fn spawn() -> Result<EngineHandle> {
+        let (commands, rx) = mpsc::channel();
+        let shared = Arc::new(RwLock::new(Snapshot::default()));
+        let thread_shared = shared.clone();
+        std::thread::Builder::new()
+            .name("engine".into())
+            .spawn(move || worker::run(rx, thread_shared))
+            .map_err(|e| Error::Internal(format!("cannot start the engine thread: {e}")))?;
+        Ok(EngineHandle { commands, shared })
+    }
+
+    /// Sends a command that answers once; if the engine is gone, the receiver reports it closed.
+    fn ask<T>(
+        &self,
+        command: impl FnOnce(oneshot::Sender<Result<T>>) -> Command,
+    ) -> oneshot::Receiver<Result<T>> {
+        let (reply, rx) = oneshot::channel();
+        let _ = self.commands.send(command(reply));
+        rx
+    }
+}
+
+impl Engine for EngineHandle {
+    fn load(&self, config: LoadConfig) -> oneshot::Receiver<Result<()>> {
+        self.ask(|reply| Command::Load { config, reply })
+    }
+
+    fn generate(&self, request: GenerateRequest) -> Result<EventStream> {
+        let (events, rx) = tmpsc::channel(64);
+        self.commands
+            .send(Command::Generate { request, events })
+            .map_err(|_| Error::Internal("the engine thread has stopped".into()))?;
+        Ok(rx)
+    }
+
+    fn free(&self) -> oneshot::Receiver<Result<()>> {
+        self.ask(|reply| Command::Free { reply })
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        self.shared.read().map(|s| s.clone()).unwrap_or_default()
+    }
+}

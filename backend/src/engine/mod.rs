@@ -1,0 +1,11 @@
+//! The engine: one thread owns the model and every MLX array (an `Array` is not `Sync`);
+//! everything else reaches it through `EngineHandle`, a channel-based handle.
+
+mod handle;
+mod request;
+mod shared;
+mod worker;
+
+pub use handle::{Engine, EngineHandle};
+pub use request::{Event, GenerateRequest, PromptInput};
+pub use shared::{EngineState, Metrics, ModelInfo, Snapshot};

@@ -1,0 +1,235 @@
+//! PredictOptions to our request types, and our results to Replies. Validation lives here.
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+use tonic::Status;
+
+use super::pb;
+use crate::engine::ModelInfo;
+use crate::generate::{GenerateOptions, Summary, TokenLogprob};
+use crate::sampling::SamplingParams;
+use crate::tokenizer::{ChatMessage, TemplateInput, Tokenizer};
+
+/// LocalAI's mlx backend: 200 new tokens for Predict and 512 for PredictStream when Tokens is 0.
+pub const DEFAULT_MAX_TOKENS_PREDICT: usize = 200;
+pub const DEFAULT_MAX_TOKENS_STREAM: usize = 512;
+
+fn invalid(msg: impl Into<String>) -> Status {
+    Status::invalid_argument(msg.into())
+}
+
+/// Fails with NOT_FOUND when the request names another model than the loaded one.
+pub fn check_identity(requested: &str, model: &ModelInfo) -> Result<(), Status> {
+    if requested.is_empty() || requested == model.config.model {
+        return Ok(());
+    }
+    Err(Status::not_found(format!(
+        "model identity mismatch: loaded '{}', requested '{requested}'",
+        model.config.model
+    )))
+}
+
+/// The prompt text: `Prompt`, or `Messages` rendered through the chat template.
+pub fn prompt_text(req: &pb::PredictOptions, tok: &Tokenizer) -> Result<String, Status> {
+    if !req.prompt.is_empty() || !req.use_tokenizer_template || req.messages.is_empty() {
+        return Ok(req.prompt.clone());
+    }
+    let tools = match req.tools.trim() {
+        "" => None,
+        t => Some(
+            serde_json::from_str::<Value>(t)
+                .map_err(|e| invalid(format!("Tools is not valid JSON: {e}")))?,
+        ),
+    };
+    let tool_choice = match req.tool_choice.trim() {
+        "" => None,
+        t => {
+            Some(serde_json::from_str::<Value>(t).unwrap_or_else(|_| Value::String(t.to_string())))
+        }
+    };
+    let enable_thinking = match req
+        .metadata
+        .get("enable_thinking")
+        .map(|v| v.trim().to_ascii_lowercase())
+    {
+        None => None,
+        Some(v) if v == "true" => Some(true),
+        Some(v) if v == "false" => Some(false),
+        Some(v) => {
+            return Err(invalid(format!(
+                "Metadata enable_thinking must be true or false, got {v:?}"
+            )))
+        }
+    };
+    let messages = req
+        .messages
+        .iter()
+        .map(message)
+        .collect::<Result<Vec<_>, _>>()?;
+    let input = TemplateInput {
+        messages,
+        add_generation_prompt: true,
+        tools,
+        tool_choice,
+        enable_thinking,
+    };
+    tok.apply_chat_template(&input)
+        .map_err(|e| invalid(e.to_string()))
+}
+
+/// A chat message as templates expect it: optional fields only when set, tool calls as JSON.
+fn message(m: &pb::Message) -> Result<ChatMessage, Status> {
+    let mut extra = serde_json::Map::new();
+    for (key, value) in [
+        ("name", &m.name),
+        ("tool_call_id", &m.tool_call_id),
+        ("reasoning_content", &m.reasoning_content),
+    ] {
+        if !value.is_empty() {
+            extra.insert(key.into(), Value::String(value.clone()));
+        }
+    }
+    if !m.tool_calls.trim().is_empty() {
+        let mut calls: Value = serde_json::from_str(&m.tool_calls)
+            .map_err(|e| invalid(format!("Message tool_calls is not valid JSON: {e}")))?;
+        // Templates index into arguments, so JSON-encoded argument strings become objects.
+        for call in calls.as_array_mut().into_iter().flatten() {
+            if let Some(args) = call.pointer_mut("/function/arguments") {
+                if let Some(parsed) = args
+                    .as_str()
+                    .and_then(|s| serde_json::from_str::<Value>(s).ok())
+                {
+                    *args = parsed;
+                }
+            }
+        }
+        extra.insert("tool_calls".into(), calls);
+    }
+    Ok(ChatMessage {
+        role: m.role.clone(),
+        content: m.content.clone(),
+        extra,
+    })
+}
+
+/// Sampling and limits: the request's values, LocalAI's defaults, and load options on top
+/// (except max_tokens, where the request wins, and Temperature 0, which is greedy).
+pub fn generate_options(
+    req: &pb::PredictOptions,
+    model: &ModelInfo,
+    stream: bool,
+) -> Result<GenerateOptions, Status> {
+    if req.tokens < 0 {
+        return Err(invalid(format!(
+            "Tokens must not be negative (got {})",
+            req.tokens
+        )));
+    }
+    if req.top_k < 0 {
+        return Err(invalid(format!(
+            "TopK must not be negative (got {})",
+            req.top_k
+        )));
+    }
+    for (name, v, lo, hi) in [
+        ("Temperature", req.temperature, 0.0, 100.0),
+        ("TopP", req.top_p, 0.0, 1.0),
+        ("MinP", req.min_p, 0.0, 1.0),
+        ("Penalty", req.penalty, 0.0, 100.0),
+        ("PresencePenalty", req.presence_penalty, -100.0, 100.0),
+        ("FrequencyPenalty", req.frequency_penalty, -100.0, 100.0),
+    ] {
+        if !v.is_finite() || v < lo || v > hi {
+            return Err(invalid(format!("{name} must be in [{lo}, {hi}] (got {v})")));
+        }
+    }
+    if req.logprobs < 0 || req.top_logprobs < 0 || req.top_logprobs > 20 {
+        return Err(invalid("Logprobs must be >= 0 and TopLogprobs in [0, 20]"));
+    }
+    let o = &model.config.sampling;
+    let default_max = if stream {
+        DEFAULT_MAX_TOKENS_STREAM
+    } else {
+        DEFAULT_MAX_TOKENS_PREDICT
+    };
+    let sampling = SamplingParams {
+        temperature: o.temperature.unwrap_or(req.temperature),
+        top_p: o
+            .top_p
+            .unwrap_or(if req.top_p == 0.0 { 1.0 } else { req.top_p }),
+        top_k: o.top_k.unwrap_or(req.top_k as usize),
+        min_p: o.min_p.unwrap_or(req.min_p),
+        repetition_penalty: o.repetition_penalty.unwrap_or(if req.penalty == 0.0 {
+            1.0
+        } else {
+            req.penalty
+        }),
+        presence_penalty: o.presence_penalty.unwrap_or(req.presence_penalty),
+        frequency_penalty: o.frequency_penalty.unwrap_or(req.frequency_penalty),
+        logit_bias: logit_bias(&req.logit_bias)?,
+        seed: o.seed.or((req.seed != 0).then_some(req.seed as i64 as u64)),
+        ..SamplingParams::default()
+    };
+    Ok(GenerateOptions {
+        max_tokens: match req.tokens {
+            0 => o.max_tokens.unwrap_or(default_max),
+            n => n as usize,
+        },
+        sampling,
+        stop: req
+            .stop_prompts
+            .iter()
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .collect(),
+        ignore_eos: req.ignore_eos,
+        logprobs: (req.logprobs > 0 || req.top_logprobs > 0).then_some(req.top_logprobs as usize),
+        ..GenerateOptions::default()
+    })
+}
+
+/// `{"token_id": bias}` as JSON text.
+fn logit_bias(text: &str) -> Result<HashMap<u32, f32>, Status> {
+    if text.trim().is_empty() {
+        return Ok(HashMap::new());
+    }
+    let map: HashMap<String, f32> = serde_json::from_str(text).map_err(|e| {
+        invalid(format!(
+            "LogitBias must be a JSON object of token id to number: {e}"
+        ))
+    })?;
+    map.into_iter()
+        .map(|(k, v)| match k.trim().parse::<u32>() {
+            Ok(id) if v.is_finite() => Ok((id, v)),
+            _ => Err(invalid(format!("LogitBias: bad entry {k:?}: {v}"))),
+        })
+        .collect()
+}
+
+/// OpenAI-format logprobs JSON of the generated tokens.
+pub fn logprobs_json(tok: &Tokenizer, entries: &[(u32, TokenLogprob)]) -> Vec<u8> {
+    let token = |id: u32| tok.decode(&[id]).unwrap_or_default();
+    let entry = |id: u32, logprob: f32| {
+        let t = token(id);
+        json!({ "token": t, "logprob": logprob, "bytes": t.as_bytes() })
+    };
+    let content: Vec<Value> = entries
+        .iter()
+        .map(|(id, lp)| {
+            let mut e = entry(*id, lp.logprob);
+            e["top_logprobs"] = lp.top.iter().map(|(alt, l)| entry(*alt, *l)).collect();
+            e
+        })
+        .collect();
+    json!({ "content": content }).to_string().into_bytes()
+}
+
+/// The counts and timings (milliseconds, as llama.cpp's backend reports them) of a finished request.
+pub fn with_summary(mut reply: pb::Reply, s: &Summary) -> pb::Reply {
+    reply.tokens = s.generated_tokens as i32;
+    reply.prompt_tokens = s.prompt_tokens as i32;
+    reply.timing_prompt_processing = s.prefill_secs * 1000.0;
+    reply.timing_token_generation = s.decode_secs * 1000.0;
+    reply
+}

@@ -1,0 +1,41 @@
+//! The gRPC layer: LocalAI's `backend.Backend` service. It validates requests and converts
+//! them to and from our own types; no protobuf type goes past it.
+
+mod auth;
+mod convert;
+mod service;
+mod status;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+pub use auth::AuthInterceptor;
+pub use service::Service;
+
+use crate::engine::Engine;
+
+/// The generated protobuf and tonic code.
+pub mod pb {
+    tonic::include_proto!("backend");
+}
+
+/// LocalAI's limit, both ways.
+pub const MAX_MESSAGE_BYTES: usize = 50 * 1024 * 1024;
+
+/// Serves the backend on `addr` until `shutdown` resolves.
+pub async fn serve<E: Engine>(
+    addr: SocketAddr,
+    engine: Arc<E>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> Result<(), tonic::transport::Error> {
+    let service = pb::backend_server::BackendServer::new(Service::new(engine))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let auth = AuthInterceptor::from_env();
+    tonic::transport::Server::builder()
+        .add_service(tonic::service::interceptor::InterceptedService::new(
+            service, auth,
+        ))
+        .serve_with_shutdown(addr, shutdown)
+        .await
+}

@@ -1,0 +1,398 @@
+//! The `Backend` service: each RPC validates, converts, and asks the engine.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+use super::convert::{self, check_identity};
+use super::pb;
+use super::status::to_status;
+use crate::chat_output::{parse_tool_calls, OutputFormat, ReasoningSplitter, Split};
+use crate::engine::{Engine, EngineState, Event, GenerateRequest, ModelInfo, PromptInput};
+use crate::generate::TokenLogprob;
+use crate::options::{LoadConfig, LoadRequest, ProcessEnv};
+
+pub struct Service<E: Engine> {
+    engine: Arc<E>,
+}
+
+impl<E: Engine> Service<E> {
+    pub fn new(engine: Arc<E>) -> Service<E> {
+        Service { engine }
+    }
+
+    fn loaded(&self) -> Result<ModelInfo, Status> {
+        self.engine
+            .snapshot()
+            .model
+            .ok_or_else(|| Status::failed_precondition("no model is loaded: call LoadModel first"))
+    }
+
+    /// Checks identity and converts the request; returns what the reply shaping needs too.
+    fn prepare(
+        &self,
+        req: &pb::PredictOptions,
+        stream: bool,
+    ) -> Result<(ModelInfo, GenerateRequest, String), Status> {
+        let model = self.loaded()?;
+        check_identity(&req.model_identity, &model)?;
+        let prompt = convert::prompt_text(req, &model.tokenizer)?;
+        let options = convert::generate_options(req, &model, stream)?;
+        let request = GenerateRequest {
+            prompt: PromptInput::Text(prompt.clone()),
+            options,
+        };
+        Ok((model, request, prompt))
+    }
+}
+
+fn chat_delta(split: Split) -> Vec<pb::ChatDelta> {
+    if split.content.is_empty() && split.reasoning.is_empty() {
+        return Vec::new();
+    }
+    vec![pb::ChatDelta {
+        content: split.content,
+        reasoning_content: split.reasoning,
+        tool_calls: Vec::new(),
+    }]
+}
+
+fn tool_call_deltas(calls: Vec<crate::chat_output::ToolCall>) -> Vec<pb::ToolCallDelta> {
+    calls
+        .into_iter()
+        .map(|c| pb::ToolCallDelta {
+            index: c.index as i32,
+            id: c.id,
+            name: c.name,
+            arguments: c.arguments,
+        })
+        .collect()
+}
+
+type ReplyStream = Pin<Box<dyn Stream<Item = Result<pb::Reply, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl<E: Engine> pb::backend_server::Backend for Service<E> {
+    async fn health(&self, _: Request<pb::HealthMessage>) -> Result<Response<pb::Reply>, Status> {
+        Ok(Response::new(pb::Reply {
+            message: b"OK".to_vec(),
+            ..Default::default()
+        }))
+    }
+
+    async fn load_model(
+        &self,
+        request: Request<pb::ModelOptions>,
+    ) -> Result<Response<pb::Result>, Status> {
+        let o = request.into_inner();
+        let req = LoadRequest {
+            model: o.model,
+            model_path: o.model_path,
+            options: o.options,
+            context_size: o.context_size,
+            trust_remote_code: o.trust_remote_code,
+        };
+        let result = match LoadConfig::from_request(&req, &ProcessEnv) {
+            Err(message) => pb::Result {
+                success: false,
+                message,
+            },
+            Ok(config) => match self.engine.load(config).await {
+                Ok(Ok(())) => pb::Result {
+                    success: true,
+                    message: format!("model loaded: {}", req.model),
+                },
+                Ok(Err(e)) => pb::Result {
+                    success: false,
+                    message: format!("error loading model {}: {e}", req.model),
+                },
+                Err(_) => pb::Result {
+                    success: false,
+                    message: "the engine stopped while loading".into(),
+                },
+            },
+        };
+        Ok(Response::new(result))
+    }
+
+    async fn predict(
+        &self,
+        request: Request<pb::PredictOptions>,
+    ) -> Result<Response<pb::Reply>, Status> {
+        let (model, req, prompt) = self.prepare(request.get_ref(), false)?;
+        let format = OutputFormat::detect(model.tokenizer.template_source());
+        let mut splitter = ReasoningSplitter::new(&format, &prompt);
+        let mut events = self.engine.generate(req).map_err(to_status)?;
+        let (mut text, mut split, mut logprobs) = (
+            String::new(),
+            Split::default(),
+            Vec::<(u32, TokenLogprob)>::new(),
+        );
+        let mut add = |delta: &str, split: &mut Split, text: &mut String| {
+            text.push_str(delta);
+            let s = splitter.push(delta);
+            split.content.push_str(&s.content);
+            split.reasoning.push_str(&s.reasoning);
+        };
+        while let Some(event) = events.recv().await {
+            match event.map_err(to_status)? {
+                Event::Token(t) => {
+                    add(&t.text, &mut split, &mut text);
+                    logprobs.extend(t.logprob.map(|l| (t.id, l)));
+                }
+                Event::Done(summary) => {
+                    add(&summary.tail, &mut split, &mut text);
+                    let rest = splitter.finish();
+                    split.content.push_str(&rest.content);
+                    split.reasoning.push_str(&rest.reasoning);
+                    let (calls, content) = parse_tool_calls(&format, split.content.trim());
+                    let reply = pb::Reply {
+                        message: content.clone().into_bytes(),
+                        logprobs: if logprobs.is_empty() {
+                            Vec::new()
+                        } else {
+                            convert::logprobs_json(&model.tokenizer, &logprobs)
+                        },
+                        chat_deltas: vec![pb::ChatDelta {
+                            content,
+                            reasoning_content: split.reasoning.trim().to_string(),
+                            tool_calls: tool_call_deltas(calls),
+                        }],
+                        ..Default::default()
+                    };
+                    return Ok(Response::new(convert::with_summary(reply, &summary)));
+                }
+            }
+        }
+        Err(Status::internal(
+            "the engine ended the request without a result",
+        ))
+    }
+
+    type PredictStreamStream = ReplyStream;
+
+    async fn predict_stream(
+        &self,
+        request: Request<pb::PredictOptions>,
+    ) -> Result<Response<ReplyStream>, Status> {
+        let (model, req, prompt) = self.prepare(request.get_ref(), true)?;
+        let format = OutputFormat::detect(model.tokenizer.template_source());
+        let mut splitter = ReasoningSplitter::new(&format, &prompt);
+        let mut events = self.engine.generate(req).map_err(to_status)?;
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<pb::Reply, Status>>(64);
+        tokio::spawn(async move {
+            let (mut content, mut logprobs) = (String::new(), Vec::<(u32, TokenLogprob)>::new());
+            let delta_reply =
+                |text: String, splitter: &mut ReasoningSplitter, content: &mut String| {
+                    let split = splitter.push(&text);
+                    content.push_str(&split.content);
+                    pb::Reply {
+                        message: text.into_bytes(),
+                        chat_deltas: chat_delta(split),
+                        ..Default::default()
+                    }
+                };
+            while let Some(event) = events.recv().await {
+                let reply = match event {
+                    Err(e) => Err(to_status(e)),
+                    Ok(Event::Token(t)) => {
+                        logprobs.extend(t.logprob.clone().map(|l| (t.id, l)));
+                        if t.text.is_empty() {
+                            continue;
+                        }
+                        Ok(delta_reply(t.text, &mut splitter, &mut content))
+                    }
+                    Ok(Event::Done(summary)) => {
+                        let mut tail =
+                            delta_reply(summary.tail.clone(), &mut splitter, &mut content);
+                        let rest = splitter.finish();
+                        content.push_str(&rest.content);
+                        tail.chat_deltas.extend(chat_delta(rest));
+                        if !tail.message.is_empty() || !tail.chat_deltas.is_empty() {
+                            if tx.send(Ok(tail)).await.is_err() {
+                                return;
+                            }
+                        }
+                        let (calls, _) = parse_tool_calls(&format, &content);
+                        let last = pb::Reply {
+                            logprobs: if logprobs.is_empty() {
+                                Vec::new()
+                            } else {
+                                convert::logprobs_json(&model.tokenizer, &logprobs)
+                            },
+                            chat_deltas: if calls.is_empty() {
+                                Vec::new()
+                            } else {
+                                vec![pb::ChatDelta {
+                                    tool_calls: tool_call_deltas(calls),
+                                    ..Default::default()
+                                }]
+                            },
+                            ..Default::default()
+                        };
+                        Ok(convert::with_summary(last, &summary))
+                    }
+                };
+                if tx.send(reply).await.is_err() {
+                    return; // the client left: dropping `events` cancels the generation
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+
+    async fn tokenize_string(
+        &self,
+        request: Request<pb::PredictOptions>,
+    ) -> Result<Response<pb::TokenizationResponse>, Status> {
+        let model = self.loaded()?;
+        let req = request.get_ref();
+        check_identity(&req.model_identity, &model)?;
+        let text = convert::prompt_text(req, &model.tokenizer)?;
+        let ids = model.tokenizer.encode(&text).map_err(to_status)?;
+        Ok(Response::new(pb::TokenizationResponse {
+            length: ids.len() as i32,
+            tokens: ids.into_iter().map(|i| i as i32).collect(),
+        }))
+    }
+
+    async fn detokenize(
+        &self,
+        request: Request<pb::DetokenizeRequest>,
+    ) -> Result<Response<pb::DetokenizeResponse>, Status> {
+        let model = self.loaded()?;
+        let vocab = model.tokenizer.vocab_size();
+        let ids = request
+            .into_inner()
+            .tokens
+            .into_iter()
+            .map(|t| match usize::try_from(t) {
+                Ok(id) if id < vocab => Ok(id as u32),
+                _ => Err(Status::invalid_argument(format!(
+                    "token {t} is not in the vocabulary (0..{vocab})"
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let content = model.tokenizer.decode(&ids).map_err(to_status)?;
+        Ok(Response::new(pb::DetokenizeResponse { content }))
+    }
+
+    async fn status(
+        &self,
+        _: Request<pb::HealthMessage>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
+        use pb::status_response::State;
+        let snapshot = self.engine.snapshot();
+        let state = match snapshot.state {
+            EngineState::Uninitialized | EngineState::Loading => State::Uninitialized,
+            EngineState::Ready => State::Ready,
+            EngineState::Busy => State::Busy,
+            EngineState::Error => State::Error,
+        };
+        let mlx = mlx_rs::memory::active_memory().unwrap_or(0) as u64;
+        let cache = mlx_rs::memory::cache_memory().unwrap_or(0) as u64;
+        let rss = resident_bytes();
+        let memory = pb::MemoryUsageData {
+            total: rss,
+            breakdown: [
+                ("mlx_active".to_string(), mlx),
+                ("mlx_cache".to_string(), cache),
+                ("rss".to_string(), rss),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        Ok(Response::new(pb::StatusResponse {
+            state: state as i32,
+            memory: Some(memory),
+        }))
+    }
+
+    async fn free(&self, _: Request<pb::HealthMessage>) -> Result<Response<pb::Result>, Status> {
+        let result = match self.engine.free().await {
+            Ok(Ok(())) => pb::Result {
+                success: true,
+                message: "model freed".into(),
+            },
+            Ok(Err(e)) => pb::Result {
+                success: false,
+                message: e.to_string(),
+            },
+            Err(_) => pb::Result {
+                success: false,
+                message: "the engine stopped".into(),
+            },
+        };
+        Ok(Response::new(result))
+    }
+
+    async fn get_metrics(
+        &self,
+        _: Request<pb::MetricsRequest>,
+    ) -> Result<Response<pb::MetricsResponse>, Status> {
+        let m = self.engine.snapshot().metrics;
+        Ok(Response::new(pb::MetricsResponse {
+            slot_id: 0,
+            prompt_json_for_slot: String::new(),
+            tokens_per_second: m.last_tokens_per_second as f32,
+            tokens_generated: m.tokens_generated.min(i32::MAX as u64) as i32,
+            prompt_tokens_processed: m.prompt_tokens_processed.min(i32::MAX as u64) as i32,
+        }))
+    }
+
+    async fn model_metadata(
+        &self,
+        _: Request<pb::ModelOptions>,
+    ) -> Result<Response<pb::ModelMetadataResponse>, Status> {
+        let model = self.loaded()?;
+        let format = OutputFormat::detect(model.tokenizer.template_source());
+        let tool_format = format
+            .tool_call
+            .as_ref()
+            .map(|(start, end)| pb::ToolFormatMarkers {
+                format_type: "json".into(),
+                per_call_start: start.clone(),
+                per_call_end: end.clone(),
+                name_field: "name".into(),
+                args_field: "arguments".into(),
+                reasoning_start: format
+                    .think
+                    .as_ref()
+                    .map(|t| t.0.clone())
+                    .unwrap_or_default(),
+                reasoning_end: format
+                    .think
+                    .as_ref()
+                    .map(|t| t.1.clone())
+                    .unwrap_or_default(),
+                ..Default::default()
+            });
+        Ok(Response::new(pb::ModelMetadataResponse {
+            supports_thinking: format.think.is_some(),
+            rendered_template: model
+                .tokenizer
+                .template_source()
+                .unwrap_or_default()
+                .to_string(),
+            tool_format,
+            media_marker: String::new(),
+        }))
+    }
+}
+
+/// This process's resident memory, from /proc (0 where there is none).
+fn resident_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    pages * 4096
+}

@@ -1,0 +1,399 @@
+//! LoadModel's `Options` ("key:value" strings from the model YAML) and environment fallbacks,
+//! parsed into a `LoadConfig`. Values are inferred as LocalAI does: bool, int, float, string.
+
+use std::path::PathBuf;
+
+use crate::weights::WeightMode;
+
+/// An option's value, typed as LocalAI's `parse_options` types it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OptionValue {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+}
+
+impl OptionValue {
+    fn parse(raw: &str) -> OptionValue {
+        match raw.to_ascii_lowercase().as_str() {
+            "true" => return OptionValue::Bool(true),
+            "false" => return OptionValue::Bool(false),
+            _ => {}
+        }
+        let digits = raw.replace('_', "");
+        if let Ok(i) = digits.parse::<i64>() {
+            return OptionValue::Int(i);
+        }
+        match digits.parse::<f64>() {
+            Ok(f) => OptionValue::Float(f),
+            Err(_) => OptionValue::Str(raw.to_string()),
+        }
+    }
+
+    fn as_f64(&self) -> Option<f64> {
+        match self {
+            OptionValue::Int(i) => Some(*i as f64),
+            OptionValue::Float(f) => Some(*f),
+            _ => None,
+        }
+    }
+}
+
+/// Splits each entry at its first ':' and trims both sides; entries without ':' are skipped.
+pub fn parse_options(options: &[String]) -> Vec<(String, OptionValue)> {
+    options
+        .iter()
+        .filter_map(|o| o.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), OptionValue::parse(v.trim())))
+        .collect()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Ring,
+    Jaccl,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parallelism {
+    Pipeline,
+    Tensor,
+}
+
+/// Request defaults and overrides from load options, as LocalAI's mlx backend applies them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SamplingOverrides {
+    /// A default: used when a request's Tokens is 0.
+    pub max_tokens: Option<usize>,
+    /// The rest override the request's values, as in LocalAI.
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    pub top_k: Option<usize>,
+    pub min_p: Option<f32>,
+    pub seed: Option<u64>,
+    pub repetition_penalty: Option<f32>,
+    pub presence_penalty: Option<f32>,
+    pub frequency_penalty: Option<f32>,
+}
+
+/// Everything LoadModel decides.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadConfig {
+    /// `ModelOptions.Model`: a folder or repo id; also the model identity.
+    pub model: String,
+    /// `ModelOptions.ModelPath`: LocalAI's models folder.
+    pub model_path: Option<PathBuf>,
+    pub hostfile: Option<PathBuf>,
+    pub transport: Transport,
+    /// None: the transport's default (ring: pipeline, jaccl: tensor).
+    pub parallelism: Option<Parallelism>,
+    pub layer_split: Option<String>,
+    pub trust_remote_code: bool,
+    pub sampling: SamplingOverrides,
+    pub max_kv_size: Option<usize>,
+    pub max_cache_entries: usize,
+    pub max_batch: usize,
+    pub prefill_step: usize,
+    /// The context length requests are checked against (ModelOptions.ContextSize, else the model's).
+    pub context_size: Option<usize>,
+    pub weight_mode: WeightMode,
+}
+
+/// The process environment the fallbacks come from (injectable for tests).
+pub trait Env {
+    fn var(&self, key: &str) -> Option<String>;
+}
+
+pub struct ProcessEnv;
+
+impl Env for ProcessEnv {
+    fn var(&self, key: &str) -> Option<String> {
+        std::env::var(key).ok().filter(|v| !v.is_empty())
+    }
+}
+
+/// What LoadModel was given, before parsing.
+#[derive(Debug, Clone, Default)]
+pub struct LoadRequest {
+    pub model: String,
+    pub model_path: String,
+    pub options: Vec<String>,
+    pub context_size: i32,
+    pub trust_remote_code: bool,
+}
+
+impl LoadConfig {
+    /// Parses and validates; a known option with a bad value is an error naming it.
+    pub fn from_request(req: &LoadRequest, env: &dyn Env) -> Result<LoadConfig, String> {
+        if req.model.trim().is_empty() {
+            return Err(
+                "ModelOptions.Model is empty: name a model folder or a Hugging Face repo id".into(),
+            );
+        }
+        if req.context_size < 0 {
+            return Err(format!(
+                "ContextSize must not be negative (got {})",
+                req.context_size
+            ));
+        }
+        let mut c = LoadConfig {
+            model: req.model.clone(),
+            model_path: Some(PathBuf::from(&req.model_path)).filter(|p| !p.as_os_str().is_empty()),
+            hostfile: None,
+            transport: Transport::Ring,
+            parallelism: None,
+            layer_split: None,
+            trust_remote_code: req.trust_remote_code,
+            sampling: SamplingOverrides::default(),
+            max_kv_size: None,
+            max_cache_entries: 10,
+            max_batch: 8,
+            prefill_step: 2048,
+            context_size: (req.context_size > 0).then_some(req.context_size as usize),
+            weight_mode: WeightMode::default_for_device(),
+        };
+        let (mut hostfile, mut transport) = (None, None);
+        for (key, value) in parse_options(&req.options) {
+            let bad = |want: &str| format!("option `{key}`: expected {want}, got {value:?}");
+            let s = &mut c.sampling;
+            match key.as_str() {
+                "hostfile" => match value {
+                    OptionValue::Str(ref p) => hostfile = Some(p.clone()),
+                    _ => return Err(bad("a path")),
+                },
+                "distributed_backend" => {
+                    transport = Some(transport_of(&value).ok_or_else(|| bad("ring or jaccl"))?)
+                }
+                "parallelism" => {
+                    c.parallelism = Some(match &value {
+                        OptionValue::Str(v) if v == "pipeline" => Parallelism::Pipeline,
+                        OptionValue::Str(v) if v == "tensor" => Parallelism::Tensor,
+                        _ => return Err(bad("pipeline or tensor")),
+                    })
+                }
+                "layer_split" => {
+                    c.layer_split = Some(match &value {
+                        OptionValue::Str(v) => v.clone(),
+                        OptionValue::Int(i) => i.to_string(),
+                        _ => return Err(bad("\"auto\" or comma-separated layer counts")),
+                    })
+                }
+                "trust_remote_code" => {
+                    c.trust_remote_code = bool_of(&value).ok_or_else(|| bad("true or false"))?
+                }
+                "dequantize" => {
+                    c.weight_mode = match bool_of(&value).ok_or_else(|| bad("true or false"))? {
+                        true => WeightMode::DequantizeF32,
+                        false => WeightMode::AsStored,
+                    }
+                }
+                "max_tokens" => {
+                    s.max_tokens = Some(positive(&value).ok_or_else(|| bad("a positive integer"))?)
+                }
+                "temperature" | "temp" => {
+                    s.temperature =
+                        Some(ranged(&value, 0.0, 100.0).ok_or_else(|| bad("a number >= 0"))?)
+                }
+                "top_p" => {
+                    s.top_p =
+                        Some(ranged(&value, 0.0, 1.0).ok_or_else(|| bad("a number in [0, 1]"))?)
+                }
+                "min_p" => {
+                    s.min_p =
+                        Some(ranged(&value, 0.0, 1.0).ok_or_else(|| bad("a number in [0, 1]"))?)
+                }
+                "top_k" => {
+                    s.top_k = Some(non_negative(&value).ok_or_else(|| bad("an integer >= 0"))?)
+                }
+                "seed" => match value {
+                    OptionValue::Int(i) => s.seed = Some(i as u64),
+                    _ => return Err(bad("an integer")),
+                },
+                "repetition_penalty" => {
+                    s.repetition_penalty = Some(
+                        ranged(&value, 0.0, 100.0)
+                            .filter(|p| *p > 0.0)
+                            .ok_or_else(|| bad("a number > 0"))?,
+                    )
+                }
+                "presence_penalty" => {
+                    s.presence_penalty =
+                        Some(ranged(&value, -100.0, 100.0).ok_or_else(|| bad("a number"))?)
+                }
+                "frequency_penalty" => {
+                    s.frequency_penalty =
+                        Some(ranged(&value, -100.0, 100.0).ok_or_else(|| bad("a number"))?)
+                }
+                "max_kv_size" => {
+                    c.max_kv_size = Some(positive(&value).ok_or_else(|| bad("a positive integer"))?)
+                }
+                "max_cache_entries" => {
+                    c.max_cache_entries =
+                        non_negative(&value).ok_or_else(|| bad("an integer >= 0"))?
+                }
+                "max_batch" => {
+                    c.max_batch = positive(&value).ok_or_else(|| bad("a positive integer"))?
+                }
+                "prefill_step_size" => {
+                    c.prefill_step = positive(&value).ok_or_else(|| bad("a positive integer"))?
+                }
+                _ => tracing::warn!(option = %key, "unknown option ignored"),
+            }
+        }
+        c.hostfile = hostfile
+            .or_else(|| env.var("MLX_DISTRIBUTED_HOSTFILE"))
+            .map(PathBuf::from);
+        c.transport = match transport {
+            Some(t) => t,
+            None => match env.var("MLX_DISTRIBUTED_BACKEND") {
+                Some(v) => transport_of(&OptionValue::Str(v.clone())).ok_or_else(|| {
+                    format!("MLX_DISTRIBUTED_BACKEND: expected ring or jaccl, got {v:?}")
+                })?,
+                None => Transport::Ring,
+            },
+        };
+        Ok(c)
+    }
+
+    /// The parallel mode: the option, else ring → pipeline and jaccl → tensor.
+    pub fn effective_parallelism(&self) -> Parallelism {
+        self.parallelism.unwrap_or(match self.transport {
+            Transport::Ring => Parallelism::Pipeline,
+            Transport::Jaccl => Parallelism::Tensor,
+        })
+    }
+}
+
+fn transport_of(v: &OptionValue) -> Option<Transport> {
+    match v {
+        OptionValue::Str(s) if s == "ring" => Some(Transport::Ring),
+        OptionValue::Str(s) if s == "jaccl" => Some(Transport::Jaccl),
+        _ => None,
+    }
+}
+
+fn bool_of(v: &OptionValue) -> Option<bool> {
+    match v {
+        OptionValue::Bool(b) => Some(*b),
+        OptionValue::Int(0) => Some(false),
+        OptionValue::Int(1) => Some(true),
+        _ => None,
+    }
+}
+
+fn positive(v: &OptionValue) -> Option<usize> {
+    match v {
+        OptionValue::Int(i) if *i > 0 => usize::try_from(*i).ok(),
+        _ => None,
+    }
+}
+
+fn non_negative(v: &OptionValue) -> Option<usize> {
+    match v {
+        OptionValue::Int(i) if *i >= 0 => usize::try_from(*i).ok(),
+        _ => None,
+    }
+}
+
+fn ranged(v: &OptionValue, lo: f64, hi: f64) -> Option<f32> {
+    v.as_f64()
+        .filter(|x| x.is_finite() && *x >= lo && *x <= hi)
+        .map(|x| x as f32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    struct FakeEnv(HashMap<&'static str, &'static str>);
+
+    impl Env for FakeEnv {
+        fn var(&self, key: &str) -> Option<String> {
+            self.0.get(key).map(|v| v.to_string())
+        }
+    }
+
+    fn load(options: &[&str], env: &[(&'static str, &'static str)]) -> Result<LoadConfig, String> {
+        let req = LoadRequest {
+            model: "m".into(),
+            options: options.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        };
+        LoadConfig::from_request(&req, &FakeEnv(env.iter().copied().collect()))
+    }
+
+    #[test]
+    fn values_are_typed_like_localai() {
+        let parsed = parse_options(&[
+            "a:true".into(),
+            "b: 12 ".into(),
+            "c:1e3".into(),
+            "d:x:y".into(),
+            "noval".into(),
+        ]);
+        assert_eq!(
+            parsed,
+            vec![
+                ("a".into(), OptionValue::Bool(true)),
+                ("b".into(), OptionValue::Int(12)),
+                ("c".into(), OptionValue::Float(1000.0)),
+                ("d".into(), OptionValue::Str("x:y".into())),
+            ]
+        );
+    }
+
+    #[test]
+    fn known_options_and_env_fallbacks() -> Result<(), String> {
+        let c = load(
+            &[
+                "temp:0.7",
+                "top_k:40",
+                "max_tokens:99",
+                "parallelism:tensor",
+                "unknown:1",
+            ],
+            &[
+                ("MLX_DISTRIBUTED_HOSTFILE", "/h.json"),
+                ("MLX_DISTRIBUTED_BACKEND", "jaccl"),
+            ],
+        )?;
+        assert_eq!(c.sampling.temperature, Some(0.7));
+        assert_eq!(c.sampling.top_k, Some(40));
+        assert_eq!(c.sampling.max_tokens, Some(99));
+        assert_eq!(c.hostfile, Some(PathBuf::from("/h.json")));
+        assert_eq!(c.transport, Transport::Jaccl);
+        assert_eq!(c.effective_parallelism(), Parallelism::Tensor);
+        let c = load(
+            &["hostfile:/o.json", "distributed_backend:ring"],
+            &[("MLX_DISTRIBUTED_HOSTFILE", "/h.json")],
+        )?;
+        assert_eq!(
+            (c.hostfile, c.transport),
+            (Some(PathBuf::from("/o.json")), Transport::Ring)
+        );
+        assert_eq!(
+            load(&[], &[])?.effective_parallelism(),
+            Parallelism::Pipeline
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        for (opt, needle) in [
+            ("top_p:2", "top_p"),
+            ("max_tokens:-1", "max_tokens"),
+            ("distributed_backend:mpi", "distributed_backend"),
+            ("parallelism:data", "parallelism"),
+            ("seed:abc", "seed"),
+            ("trust_remote_code:maybe", "trust_remote_code"),
+        ] {
+            let err = load(&[opt], &[]).unwrap_err();
+            assert!(err.contains(needle), "{opt}: {err}");
+        }
+        let err = load(&[], &[("MLX_DISTRIBUTED_BACKEND", "nccl")]).unwrap_err();
+        assert!(err.contains("MLX_DISTRIBUTED_BACKEND"), "{err}");
+    }
+}
