@@ -25,18 +25,38 @@ fn bench_ids(n: usize) -> Vec<u32> {
     (0..n).map(|i| 100 + ((i * 7919) % 40000) as u32).collect()
 }
 
-fn run_ours(m: &LoadedModel, n_prompt: usize, max_tokens: usize) -> backend::error::Result<Summary> {
-    let opts = GenerateOptions { max_tokens, ignore_eos: true, ..Default::default() };
-    generate(m.model.as_ref(), &m.tokenizer, &bench_ids(n_prompt), &opts, |_| true)
+fn run_ours(
+    m: &LoadedModel,
+    n_prompt: usize,
+    max_tokens: usize,
+) -> backend::error::Result<Summary> {
+    let opts = GenerateOptions {
+        max_tokens,
+        ignore_eos: true,
+        ..Default::default()
+    };
+    generate(
+        m.model.as_ref(),
+        &m.tokenizer,
+        &bench_ids(n_prompt),
+        &opts,
+        |_| true,
+    )
 }
 
-fn measure_ours(dir: &Path, mode: WeightMode, prompt_lens: &[usize], gen: usize) -> CliResult<Measured> {
+fn measure_ours(
+    dir: &Path,
+    mode: WeightMode,
+    prompt_lens: &[usize],
+    gen: usize,
+) -> CliResult<Measured> {
     let m = loader::load(dir, mode)?;
     run_ours(&m, 16, 2)?; // warm-up
     let mut out = Measured::default();
     for &n in prompt_lens {
         let s = run_ours(&m, n, 1)?;
-        out.prompt_tps.insert(n.to_string(), n as f64 / s.prefill_secs);
+        out.prompt_tps
+            .insert(n.to_string(), n as f64 / s.prefill_secs);
     }
     if gen > 1 {
         let s = run_ours(&m, 16, gen)?;
@@ -52,7 +72,12 @@ fn measure_mlx_lm(args: &BenchArgs, dir: &Path, prompt_lens: &[usize]) -> CliRes
     cmd.arg(&args.mlx_lm_script)
         .arg("--model")
         .arg(dir)
-        .args(["--prompt-lens", &lens.join(","), "--gen-tokens", &args.gen_tokens.to_string()])
+        .args([
+            "--prompt-lens",
+            &lens.join(","),
+            "--gen-tokens",
+            &args.gen_tokens.to_string(),
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
     // The same BLAS for both: our binaries link OpenBLAS ahead of MLX's reference BLAS.
@@ -60,23 +85,35 @@ fn measure_mlx_lm(args: &BenchArgs, dir: &Path, prompt_lens: &[usize]) -> CliRes
     if openblas.exists() {
         cmd.env("LD_PRELOAD", openblas);
     }
-    let child = cmd.spawn().map_err(|e| format!("{}: {e} (run scripts/fetch-test-model)", python.display()))?;
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("{}: {e} (run scripts/fetch-test-model)", python.display()))?;
     let output = wait_bounded(child, Duration::from_secs(args.timeout_secs))?;
     if !output.status.success() {
         return Err(format!("mlx-lm bench failed on {}", dir.display()).into());
     }
-    let last = String::from_utf8_lossy(&output.stdout).lines().last().unwrap_or_default().to_string();
+    let last = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
     Ok(serde_json::from_str(&last)?)
 }
 
 fn default_python() -> PathBuf {
     let cache = std::env::var_os("MLX_DIST_CACHE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/mlx-distributed"));
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/mlx-distributed")
+        });
     cache.join("venv/bin/python")
 }
 
-fn wait_bounded(mut child: std::process::Child, limit: Duration) -> CliResult<std::process::Output> {
+fn wait_bounded(
+    mut child: std::process::Child,
+    limit: Duration,
+) -> CliResult<std::process::Output> {
     let start = Instant::now();
     while child.try_wait()?.is_none() {
         if start.elapsed() > limit {
@@ -104,49 +141,110 @@ fn ratio(a: &Measured, b: &Measured) -> BTreeMap<String, f64> {
 pub fn run(args: BenchArgs) -> CliResult {
     let mut rows: Vec<(&str, Measured)> = Vec::new();
     eprintln!("[bench] ours, default CPU mode (dequantized to f32)");
-    rows.push(("ours dequantized-f32", measure_ours(&args.model, WeightMode::DequantizeF32, &args.prompt_lens, args.gen_tokens)?));
+    rows.push((
+        "ours dequantized-f32",
+        measure_ours(
+            &args.model,
+            WeightMode::DequantizeF32,
+            &args.prompt_lens,
+            args.gen_tokens,
+        )?,
+    ));
     if !args.skip_as_stored {
         eprintln!("[bench] ours, as stored (MLX quantized kernels, mirrors mlx-lm)");
-        rows.push(("ours as-stored", measure_ours(&args.model, WeightMode::AsStored, &args.as_stored_prompt_lens, args.gen_tokens)?));
+        rows.push((
+            "ours as-stored",
+            measure_ours(
+                &args.model,
+                WeightMode::AsStored,
+                &args.as_stored_prompt_lens,
+                args.gen_tokens,
+            )?,
+        ));
     }
     if !args.skip_mlx_lm {
         if !args.skip_as_stored {
             eprintln!("[bench] mlx-lm, as stored");
-            rows.push(("mlx-lm as-stored", measure_mlx_lm(&args, &args.model, &args.as_stored_prompt_lens)?));
+            rows.push((
+                "mlx-lm as-stored",
+                measure_mlx_lm(&args, &args.model, &args.as_stored_prompt_lens)?,
+            ));
         }
         if let Some(twin) = &args.f32_twin {
             eprintln!("[bench] mlx-lm, on the checkpoint dequantized to f32");
-            rows.push(("mlx-lm dequantized-f32", measure_mlx_lm(&args, twin, &args.prompt_lens)?));
+            rows.push((
+                "mlx-lm dequantized-f32",
+                measure_mlx_lm(&args, twin, &args.prompt_lens)?,
+            ));
         }
     }
 
-    let name = args.model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut lens: Vec<String> = rows.iter().flat_map(|(_, m)| m.prompt_tps.keys().cloned()).collect();
+    let name = args
+        .model
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut lens: Vec<String> = rows
+        .iter()
+        .flat_map(|(_, m)| m.prompt_tps.keys().cloned())
+        .collect();
     lens.sort_by_key(|n| n.parse::<usize>().unwrap_or(0));
     lens.dedup();
     println!("\nmodel {name}: tok/s");
     print!("{:<24}", "engine");
-    lens.iter().for_each(|n| print!("{:>12}", format!("prompt@{n}")));
+    lens.iter()
+        .for_each(|n| print!("{:>12}", format!("prompt@{n}")));
     println!("{:>14}", format!("gen@{}", args.gen_tokens));
     for (label, m) in &rows {
         print!("{label:<24}");
-        lens.iter().for_each(|n| print!("{:>12}", m.prompt_tps.get(n).map_or("-".into(), |v| format!("{v:.1}"))));
-        println!("{:>14}", m.generation_tps.map_or("-".into(), |v| format!("{v:.2}")));
+        lens.iter().for_each(|n| {
+            print!(
+                "{:>12}",
+                m.prompt_tps
+                    .get(n)
+                    .map_or("-".into(), |v| format!("{v:.1}"))
+            )
+        });
+        println!(
+            "{:>14}",
+            m.generation_tps.map_or("-".into(), |v| format!("{v:.2}"))
+        );
     }
     let find = |label: &str| rows.iter().find(|(l, _)| *l == label).map(|(_, m)| m);
     let mut ratios = BTreeMap::new();
     for (ours, theirs, key) in [
-        ("ours dequantized-f32", "mlx-lm as-stored", "fast_vs_mlx_lm_as_stored"),
-        ("ours dequantized-f32", "mlx-lm dequantized-f32", "fast_vs_mlx_lm_same_f32"),
-        ("ours as-stored", "mlx-lm as-stored", "mirror_vs_mlx_lm_as_stored"),
+        (
+            "ours dequantized-f32",
+            "mlx-lm as-stored",
+            "fast_vs_mlx_lm_as_stored",
+        ),
+        (
+            "ours dequantized-f32",
+            "mlx-lm dequantized-f32",
+            "fast_vs_mlx_lm_same_f32",
+        ),
+        (
+            "ours as-stored",
+            "mlx-lm as-stored",
+            "mirror_vs_mlx_lm_as_stored",
+        ),
     ] {
         if let (Some(a), Some(b)) = (find(ours), find(theirs)) {
             let r = ratio(a, b);
-            println!("{key}: {}", r.iter().map(|(k, v)| format!("{k} {v:.2}x")).collect::<Vec<_>>().join(", "));
+            println!(
+                "{key}: {}",
+                r.iter()
+                    .map(|(k, v)| format!("{k} {v:.2}x"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
             ratios.insert(key, r);
         }
     }
     let measured: BTreeMap<&str, &Measured> = rows.iter().map(|(l, m)| (*l, m)).collect();
-    println!("{}", serde_json::json!({ "bench": "engine", "model": name, "measured": measured, "ratios": ratios }));
+    println!(
+        "{}",
+        serde_json::json!({ "bench": "engine", "model": name, "measured": measured, "ratios": ratios })
+    );
     Ok(())
 }

@@ -14,12 +14,20 @@ use crate::args::GenerateArgs;
 
 pub fn run(args: GenerateArgs) -> CliResult {
     let dir = source::resolve(&args.model, None)?;
-    let mode = if args.as_stored { WeightMode::AsStored } else { WeightMode::default_for_device() };
+    let mode = if args.as_stored {
+        WeightMode::AsStored
+    } else {
+        WeightMode::default_for_device()
+    };
     let loaded = loader::load(&dir, mode)?;
     let tok = &loaded.tokenizer;
     let text = if args.chat {
         tok.apply_chat_template(&TemplateInput {
-            messages: vec![ChatMessage { role: "user".into(), content: args.prompt.clone(), ..Default::default() }],
+            messages: vec![ChatMessage {
+                role: "user".into(),
+                content: args.prompt.clone(),
+                ..Default::default()
+            }],
             add_generation_prompt: true,
             ..Default::default()
         })?
@@ -41,7 +49,9 @@ pub fn run(args: GenerateArgs) -> CliResult {
     let mut ids = Vec::new();
     let summary = generate(loaded.model.as_ref(), tok, &prompt, &opts, |event| {
         ids.push(event.id);
-        out.write_all(event.text.as_bytes()).and_then(|_| out.flush()).is_ok()
+        out.write_all(event.text.as_bytes())
+            .and_then(|_| out.flush())
+            .is_ok()
     })?;
     writeln!(out, "{}", summary.tail)?;
     if args.print_ids {
