@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use mlx_rs::ops::indexing::argmax_axis;
 use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::ops::logsumexp_axis;
 use mlx_rs::{Array, Dtype};
@@ -76,6 +77,17 @@ pub struct Summary {
     pub tail: String,
 }
 
+/// The last position's log-probabilities, lazily, in the model's dtype (as mlx-lm computes them).
+fn logprobs_graph(
+    model: &dyn LanguageModel,
+    input: &Array,
+    caches: &mut [KvCache],
+) -> Result<Array> {
+    let logits = model.forward(input, caches)?;
+    let last = logits.index((.., -1, ..));
+    Ok(last.subtract(logsumexp_axis(&last, -1, true)?)?)
+}
+
 /// Runs `ids` through the model and returns the last position's log-probabilities (f32, on the host).
 pub fn step_logprobs(
     model: &dyn LanguageModel,
@@ -83,13 +95,45 @@ pub fn step_logprobs(
     caches: &mut [KvCache],
 ) -> Result<Vec<f32>> {
     let input = Array::from_slice(ids, &[1, ids.len() as i32]);
-    let logits = model.forward(&input, caches)?;
-    let last = logits.index((.., -1, ..));
-    let logprobs = last
-        .subtract(logsumexp_axis(&last, -1, true)?)?
-        .as_dtype(Dtype::Float32)?;
+    let logprobs = logprobs_graph(model, &input, caches)?.as_dtype(Dtype::Float32)?;
     logprobs.eval()?;
     Ok(logprobs.as_slice::<f32>().to_vec())
+}
+
+/// Greedy decoding on the device, one step ahead: the next step is queued (`async_eval`)
+/// before the host reads the current token, so the CPU stream never waits for the host.
+struct GreedyPipeline {
+    pending: Option<Array>,
+}
+
+impl GreedyPipeline {
+    /// The greedy token after `input` ([1, 1] ids), lazily: argmax of log-probabilities, as mlx-lm.
+    fn step(model: &dyn LanguageModel, input: &Array, caches: &mut [KvCache]) -> Result<Array> {
+        Ok(argmax_axis(
+            logprobs_graph(model, input, caches)?,
+            -1,
+            false,
+        )?)
+    }
+
+    /// The token after `input`, with the one after it already queued.
+    fn next(
+        &mut self,
+        model: &dyn LanguageModel,
+        input: u32,
+        caches: &mut [KvCache],
+    ) -> Result<u32> {
+        let current = match self.pending.take() {
+            Some(a) => a,
+            None => Self::step(model, &Array::from_slice(&[input], &[1, 1]), caches)?,
+        };
+        let ahead = Self::step(model, &current.reshape(&[1, 1])?, caches)?;
+        mlx_rs::transforms::async_eval([&ahead])?;
+        self.pending = Some(ahead);
+        current
+            .try_item_exact::<u32>()
+            .map_err(|e| Error::Internal(format!("reading the sampled token: {e}")))
+    }
 }
 
 /// Feeds prompt tokens through the caches without computing logits, in chunks.
@@ -136,11 +180,21 @@ pub fn generate(
     prefill(model, head, &mut caches, opts.prefill_step)?;
     let mut input = last;
     let mut hit_stop_string = false;
+    // Plain greedy needs no host-side processing, so it can run a step ahead on the device.
+    let plain_greedy = opts.sampling.temperature <= 0.0
+        && !opts.sampling.has_processors()
+        && opts.logprobs.is_none();
+    let mut pipeline = plain_greedy.then_some(GreedyPipeline { pending: None });
     while summary.generated_tokens < opts.max_tokens {
-        let mut logprobs = step_logprobs(model, &[input], &mut caches)?;
-        let raw = opts.logprobs.map(|top| (logprobs.clone(), top));
-        sampler.process(&mut logprobs, &history);
-        let id = sampler.sample(&logprobs);
+        let (id, raw) = match pipeline.as_mut() {
+            Some(p) => (p.next(model, input, &mut caches)?, None),
+            None => {
+                let mut logprobs = step_logprobs(model, &[input], &mut caches)?;
+                let raw = opts.logprobs.map(|top| (logprobs.clone(), top));
+                sampler.process(&mut logprobs, &history);
+                (sampler.sample(&logprobs), raw)
+            }
+        };
         if summary.generated_tokens == 0 {
             summary.prefill_secs = start.elapsed().as_secs_f64();
         }

@@ -39,7 +39,7 @@ impl Default for SamplingParams {
 
 impl SamplingParams {
     /// Whether any logits processor changes the model's logits.
-    fn has_processors(&self) -> bool {
+    pub fn has_processors(&self) -> bool {
         !self.logit_bias.is_empty()
             || self.repetition_penalty != 1.0
             || self.presence_penalty != 0.0

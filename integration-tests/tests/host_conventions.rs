@@ -11,8 +11,14 @@ use tonic::transport::Channel;
 async fn healthy(addr: &str, limit: Duration) -> TestResult {
     let start = Instant::now();
     loop {
-        if let Ok(ch) = Channel::from_shared(format!("http://{addr}"))?.connect().await {
-            if let Ok(r) = pb::backend_client::BackendClient::new(ch).health(pb::HealthMessage {}).await {
+        if let Ok(ch) = Channel::from_shared(format!("http://{addr}"))?
+            .connect()
+            .await
+        {
+            if let Ok(r) = pb::backend_client::BackendClient::new(ch)
+                .health(pb::HealthMessage {})
+                .await
+            {
                 assert_eq!(r.into_inner().message, b"OK");
                 return Ok(());
             }
@@ -31,7 +37,10 @@ async fn run_sh_starts_the_backend_as_localai_does() -> TestResult {
     let mut child = Command::new(run_sh)
         .args(["--addr", &addr])
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../backend"))
-        .env("MLX_DISTRIBUTED_BACKEND_BIN", workspace_binary("mlx-distributed-backend")?)
+        .env(
+            "MLX_DISTRIBUTED_BACKEND_BIN",
+            workspace_binary("mlx-distributed-backend")?,
+        )
         .stderr(Stdio::null())
         .spawn()?;
     let result = healthy(&addr, Duration::from_secs(20)).await;
@@ -46,7 +55,10 @@ async fn backend_exits_when_its_parent_dies() -> TestResult {
     let addr = format!("127.0.0.1:{}", free_port()?);
     let bin = workspace_binary("mlx-distributed-backend")?;
     let mut parent = Command::new("sh")
-        .args(["-c", &format!("\"{}\" --addr {addr} & echo $!; wait", bin.display())])
+        .args([
+            "-c",
+            &format!("\"{}\" --addr {addr} & echo $!; wait", bin.display()),
+        ])
         .env("LOCALAI_BACKEND_PARENT_WATCH_INTERVAL", "200ms")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -59,7 +71,9 @@ async fn backend_exits_when_its_parent_dies() -> TestResult {
     parent.kill()?;
     parent.wait()?;
     let start = Instant::now();
-    while std::path::Path::new(&format!("/proc/{pid}")).exists() && start.elapsed() < Duration::from_secs(10) {
+    while std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && start.elapsed() < Duration::from_secs(10)
+    {
         // A zombie still has a /proc entry; its state says it has exited.
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         if stat.contains(") Z") {
@@ -67,6 +81,9 @@ async fn backend_exits_when_its_parent_dies() -> TestResult {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(start.elapsed() < Duration::from_secs(10), "the backend outlived its parent by 10 s");
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "the backend outlived its parent by 10 s"
+    );
     Ok(())
 }

@@ -1,10 +1,12 @@
 //! Building blocks shared by the model families, each as mlx-lm computes it.
 
+mod args;
 mod attention;
 mod decoder;
 mod layers;
 mod rope;
 
+pub use args::{yes, BaseArgs, FamilyTraits};
 pub use attention::{Attention, AttentionConfig};
 pub use decoder::{Decoder, DecoderConfig, DecoderLayer, Head, Mlp};
 pub use layers::{Embedding, Linear, QuantParams, RmsNorm};
