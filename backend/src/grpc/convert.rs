@@ -207,8 +207,11 @@ fn logit_bias(text: &str) -> Result<HashMap<u32, f32>, Status> {
         .collect()
 }
 
-/// OpenAI-format logprobs JSON of the generated tokens.
+/// OpenAI-format logprobs JSON of the generated tokens; empty when none were asked for.
 pub fn logprobs_json(tok: &Tokenizer, entries: &[(u32, TokenLogprob)]) -> Vec<u8> {
+    if entries.is_empty() {
+        return Vec::new();
+    }
     let token = |id: u32| tok.decode(&[id]).unwrap_or_default();
     let entry = |id: u32, logprob: f32| {
         let t = token(id);

@@ -71,6 +71,28 @@ fn tool_call_deltas(calls: Vec<crate::chat_output::ToolCall>) -> Vec<pb::ToolCal
         .collect()
 }
 
+/// A LoadModel/Free answer: success, or the error with what was being done.
+fn outcome(
+    reply: Result<crate::error::Result<()>, tokio::sync::oneshot::error::RecvError>,
+    success: String,
+    doing: &str,
+) -> pb::Result {
+    match reply {
+        Ok(Ok(())) => pb::Result {
+            success: true,
+            message: success,
+        },
+        Ok(Err(e)) => pb::Result {
+            success: false,
+            message: format!("{doing}: {e}"),
+        },
+        Err(_) => pb::Result {
+            success: false,
+            message: format!("{doing}: the engine thread stopped"),
+        },
+    }
+}
+
 type ReplyStream = Pin<Box<dyn Stream<Item = Result<pb::Reply, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -99,20 +121,11 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
                 success: false,
                 message,
             },
-            Ok(config) => match self.engine.load(config).await {
-                Ok(Ok(())) => pb::Result {
-                    success: true,
-                    message: format!("model loaded: {}", req.model),
-                },
-                Ok(Err(e)) => pb::Result {
-                    success: false,
-                    message: format!("error loading model {}: {e}", req.model),
-                },
-                Err(_) => pb::Result {
-                    success: false,
-                    message: "the engine stopped while loading".into(),
-                },
-            },
+            Ok(config) => outcome(
+                self.engine.load(config).await,
+                format!("model loaded: {}", req.model),
+                &format!("error loading model {}", req.model),
+            ),
         };
         Ok(Response::new(result))
     }
@@ -150,11 +163,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
                     let (calls, content) = parse_tool_calls(&format, split.content.trim());
                     let reply = pb::Reply {
                         message: content.clone().into_bytes(),
-                        logprobs: if logprobs.is_empty() {
-                            Vec::new()
-                        } else {
-                            convert::logprobs_json(&model.tokenizer, &logprobs)
-                        },
+                        logprobs: convert::logprobs_json(&model.tokenizer, &logprobs),
                         chat_deltas: vec![pb::ChatDelta {
                             content,
                             reasoning_content: split.reasoning.trim().to_string(),
@@ -217,11 +226,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
                         }
                         let (calls, _) = parse_tool_calls(&format, &content);
                         let last = pb::Reply {
-                            logprobs: if logprobs.is_empty() {
-                                Vec::new()
-                            } else {
-                                convert::logprobs_json(&model.tokenizer, &logprobs)
-                            },
+                            logprobs: convert::logprobs_json(&model.tokenizer, &logprobs),
                             chat_deltas: if calls.is_empty() {
                                 Vec::new()
                             } else {
@@ -313,20 +318,11 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
     }
 
     async fn free(&self, _: Request<pb::HealthMessage>) -> Result<Response<pb::Result>, Status> {
-        let result = match self.engine.free().await {
-            Ok(Ok(())) => pb::Result {
-                success: true,
-                message: "model freed".into(),
-            },
-            Ok(Err(e)) => pb::Result {
-                success: false,
-                message: e.to_string(),
-            },
-            Err(_) => pb::Result {
-                success: false,
-                message: "the engine stopped".into(),
-            },
-        };
+        let result = outcome(
+            self.engine.free().await,
+            "model freed".into(),
+            "error freeing the model",
+        );
         Ok(Response::new(result))
     }
 
