@@ -41,7 +41,15 @@ pub enum Error {
     #[error("{0}")]
     Internal(String),
     #[error(transparent)]
-    Distributed(#[from] crate::distributed::GroupError),
+    Group(#[from] crate::distributed::GroupError),
+    /// The cluster is misconfigured or a worker refused or failed a command.
+    #[error("distributed: {0}")]
+    Distributed(String),
+    /// A rank disconnected or stopped answering; the cluster must be formed again.
+    #[error("distributed: {0}")]
+    RankLost(String),
+    #[error("I/O: {0}")]
+    Net(#[from] std::io::Error),
 }
 
 impl Error {

@@ -145,8 +145,7 @@ pub fn prefill(
 ) -> Result<()> {
     for chunk in ids.chunks(step.max(1)) {
         let input = Array::from_slice(chunk, &[1, chunk.len() as i32]);
-        model.forward(&input, caches)?;
-        mlx_rs::transforms::eval(caches.iter().flat_map(KvCache::state))?;
+        model.prefill(&input, caches)?;
     }
     Ok(())
 }
@@ -183,7 +182,8 @@ pub fn generate(
     // Plain greedy needs no host-side processing, so it can run a step ahead on the device.
     let plain_greedy = opts.sampling.temperature <= 0.0
         && !opts.sampling.has_processors()
-        && opts.logprobs.is_none();
+        && opts.logprobs.is_none()
+        && model.lazy_inputs();
     let mut pipeline = plain_greedy.then_some(GreedyPipeline { pending: None });
     while summary.generated_tokens < opts.max_tokens {
         let (id, raw) = match pipeline.as_mut() {

@@ -6,10 +6,13 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::error::{read_json, Result};
+use std::io::Read;
+
+use crate::error::{read_json, Error, Result};
+use crate::models::common::{Decoder, ShardPlan};
 use crate::models::{self, LanguageModel};
 use crate::tokenizer::Tokenizer;
-use crate::weights::{WeightMode, Weights};
+use crate::weights::{safetensors_files, WeightMode, Weights};
 
 pub struct LoadedModel {
     pub model: Box<dyn LanguageModel>,
@@ -18,18 +21,61 @@ pub struct LoadedModel {
     pub dir: PathBuf,
 }
 
-/// Loads the model in `dir` (a local folder) with the given weight mode.
+/// Loads the model in `dir` (a local folder) with the given weight mode, whole.
 pub fn load(dir: &Path, mode: WeightMode) -> Result<LoadedModel> {
+    let (decoder, loaded) = load_part(dir, mode, &ShardPlan::full())?;
+    Ok(LoadedModel {
+        model: Box::new(decoder),
+        ..loaded
+    })
+}
+
+/// Loads this rank's part of the model in `dir`; the returned `LoadedModel` holds a
+/// placeholder model until the caller wraps the decoder.
+pub fn load_part(dir: &Path, mode: WeightMode, plan: &ShardPlan) -> Result<(Decoder, LoadedModel)> {
     let start = Instant::now();
     let config: Value = read_json(&dir.join("config.json"))?;
     let tokenizer = Arc::new(Tokenizer::load(dir)?);
     let weights = Weights::open(dir, &config, mode)?;
-    let model = models::build(&config, weights)?;
+    let decoder = models::build(&config, weights, plan)?;
     tracing::info!(dir = %dir.display(), ?mode, secs = start.elapsed().as_secs_f64(), "model loaded");
-    Ok(LoadedModel {
-        model,
+    let loaded = LoadedModel {
+        model: Box::new(Unset),
         tokenizer,
         config,
         dir: dir.to_owned(),
-    })
+    };
+    Ok((decoder, loaded))
+}
+
+/// What identifies a model on every rank without reading its weights: config.json, and
+/// each safetensors file's name, size and header (names, dtypes, shapes, offsets).
+pub fn fingerprint(dir: &Path) -> Result<String> {
+    let mut bytes =
+        std::fs::read(dir.join("config.json")).map_err(Error::io(dir.join("config.json")))?;
+    for file in safetensors_files(dir)? {
+        let mut f = std::fs::File::open(&file).map_err(Error::io(&file))?;
+        let size = f.metadata().map_err(Error::io(&file))?.len();
+        let mut len = [0u8; 8];
+        f.read_exact(&mut len).map_err(Error::io(&file))?;
+        let header_len = u64::from_le_bytes(len).min(100 << 20) as usize;
+        let mut header = vec![0u8; header_len];
+        f.read_exact(&mut header).map_err(Error::io(&file))?;
+        bytes.extend(file.file_name().unwrap_or_default().as_encoded_bytes());
+        bytes.extend(size.to_le_bytes());
+        bytes.extend(header);
+    }
+    Ok(crate::distributed::wire::digest(&bytes))
+}
+
+/// Stands in until the decoder is wrapped; never runs.
+struct Unset;
+
+impl LanguageModel for Unset {
+    fn forward(&self, _: &mlx_rs::Array, _: &mut [crate::cache::KvCache]) -> Result<mlx_rs::Array> {
+        Err(Error::Internal("model part not wrapped".into()))
+    }
+    fn num_layers(&self) -> usize {
+        0
+    }
 }

@@ -98,6 +98,12 @@ pub struct LoadConfig {
     /// The context length requests are checked against (ModelOptions.ContextSize, else the model's).
     pub context_size: Option<usize>,
     pub weight_mode: WeightMode,
+    /// How long rank 0 waits for every worker to join.
+    pub join_timeout_secs: u64,
+    /// Rank 0's control port (default: its ring port + 1, or the coordinator's + 1).
+    pub control_port: Option<u16>,
+    /// JACCL: rank 0's coordinator `ip:port` (`MLX_JACCL_COORDINATOR`).
+    pub coordinator: Option<String>,
 }
 
 /// The process environment the fallbacks come from (injectable for tests).
@@ -152,7 +158,11 @@ impl LoadConfig {
             prefill_step: 2048,
             context_size: (req.context_size > 0).then_some(req.context_size as usize),
             weight_mode: WeightMode::default_for_device(),
+            join_timeout_secs: 30,
+            control_port: None,
+            coordinator: env.var("MLX_JACCL_COORDINATOR"),
         };
+        let mut control_port = None;
         let (mut hostfile, mut transport) = (None, None);
         for (key, value) in parse_options(&req.options) {
             let bad = |want: &str| format!("option `{key}`: expected {want}, got {value:?}");
@@ -235,12 +245,32 @@ impl LoadConfig {
                 "max_batch" => {
                     c.max_batch = positive(&value).ok_or_else(|| bad("a positive integer"))?
                 }
+                "join_timeout" => {
+                    c.join_timeout_secs =
+                        positive(&value).ok_or_else(|| bad("a positive number of seconds"))? as u64
+                }
+                "control_port" => {
+                    control_port = Some(
+                        positive(&value)
+                            .and_then(|p| u16::try_from(p).ok())
+                            .ok_or_else(|| bad("a port number"))?,
+                    )
+                }
                 "prefill_step_size" => {
                     c.prefill_step = positive(&value).ok_or_else(|| bad("a positive integer"))?
                 }
                 _ => tracing::warn!(option = %key, "unknown option ignored"),
             }
         }
+        c.control_port = match control_port {
+            Some(p) => Some(p),
+            None => match env.var("MLX_DISTRIBUTED_CONTROL_PORT") {
+                Some(v) => Some(v.parse().map_err(|_| {
+                    format!("MLX_DISTRIBUTED_CONTROL_PORT: expected a port number, got {v:?}")
+                })?),
+                None => None,
+            },
+        };
         c.hostfile = hostfile
             .or_else(|| env.var("MLX_DISTRIBUTED_HOSTFILE"))
             .map(PathBuf::from);

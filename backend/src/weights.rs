@@ -8,7 +8,7 @@ use mlx_rs::{Array, Dtype};
 use serde_json::Value;
 
 use crate::error::{read_json, Error, Result};
-use crate::models::common::{Embedding, Linear, QuantParams, RmsNorm};
+use crate::models::common::{Embedding, Linear, QuantParams, RmsNorm, Split};
 
 /// How stored weights become the arrays the model computes with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,18 +145,45 @@ impl Weights {
         Ok(Some((weight, scales, biases, q)))
     }
 
-    /// A `[rows, cols]` matrix, dequantized and converted when the mode asks for it.
-    fn take_matrix(&mut self, prefix: &str, rows: i32, cols: i32) -> Result<MatrixWeight> {
+    /// A `[rows, cols]` matrix, cut by `split`, dequantized and converted when the mode asks.
+    fn take_matrix(
+        &mut self,
+        prefix: &str,
+        rows: i32,
+        cols: i32,
+        split: Split,
+    ) -> Result<MatrixWeight> {
         match self.take_quantized(prefix, rows, cols)? {
-            Some((weight, scales, biases, q)) if self.mode == WeightMode::AsStored => {
-                Ok(MatrixWeight::Quantized {
-                    weight,
-                    scales,
-                    biases,
-                    q,
-                })
-            }
             Some((weight, scales, biases, q)) => {
+                let (weight, scales, biases) = match split {
+                    Split::Whole => (weight, scales, biases),
+                    Split::Rows { rank, size } => (
+                        shard(&weight, 0, rank, size, prefix)?,
+                        shard(&scales, 0, rank, size, prefix)?,
+                        shard(&biases, 0, rank, size, prefix)?,
+                    ),
+                    Split::Cols { rank, size } => {
+                        if (cols / size as i32) % q.group_size != 0 {
+                            return Err(Error::Weights(format!(
+                                "`{prefix}`: {cols} inputs over {size} ranks do not fit quantization group size {}",
+                                q.group_size
+                            )));
+                        }
+                        (
+                            shard(&weight, 1, rank, size, prefix)?,
+                            shard(&scales, 1, rank, size, prefix)?,
+                            shard(&biases, 1, rank, size, prefix)?,
+                        )
+                    }
+                };
+                if self.mode == WeightMode::AsStored {
+                    return Ok(MatrixWeight::Quantized {
+                        weight,
+                        scales,
+                        biases,
+                        q,
+                    });
+                }
                 // As `mlx_lm convert --dequantize --dtype float32`: scales and biases in f32 first.
                 let (scales, biases) = (
                     scales.as_dtype(Dtype::Float32)?,
@@ -168,6 +195,11 @@ impl Weights {
             }
             None => {
                 let weight = self.take(&format!("{prefix}.weight"), &[rows, cols])?;
+                let weight = match split {
+                    Split::Whole => weight,
+                    Split::Rows { rank, size } => shard(&weight, 0, rank, size, prefix)?,
+                    Split::Cols { rank, size } => shard(&weight, 1, rank, size, prefix)?,
+                };
                 Ok(MatrixWeight::Dense(self.to_compute_dtype(weight)?))
             }
         }
@@ -181,9 +213,29 @@ impl Weights {
         out_dim: i32,
         bias: bool,
     ) -> Result<Linear> {
-        let weight = self.take_matrix(prefix, out_dim, in_dim)?;
+        self.linear_split(prefix, in_dim, out_dim, bias, Split::Whole)
+    }
+
+    /// A linear layer cut for tensor parallelism; a by-input cut keeps the bias on rank 0 only,
+    /// so that the sum over ranks adds it once.
+    pub fn linear_split(
+        &mut self,
+        prefix: &str,
+        in_dim: i32,
+        out_dim: i32,
+        bias: bool,
+        split: Split,
+    ) -> Result<Linear> {
+        let weight = self.take_matrix(prefix, out_dim, in_dim, split)?;
         let bias = match bias {
-            true => Some(self.take_float(&format!("{prefix}.bias"), &[out_dim])?),
+            true => {
+                let b = self.take_float(&format!("{prefix}.bias"), &[out_dim])?;
+                match split {
+                    Split::Whole => Some(b),
+                    Split::Rows { rank, size } => Some(shard(&b, 0, rank, size, prefix)?),
+                    Split::Cols { rank, .. } => (rank == 0).then_some(b),
+                }
+            }
             false => None,
         };
         Ok(match weight {
@@ -205,7 +257,7 @@ impl Weights {
 
     /// An embedding table of `vocab` rows of `dim` at `prefix`.
     pub fn embedding(&mut self, prefix: &str, vocab: i32, dim: i32) -> Result<Embedding> {
-        Ok(match self.take_matrix(prefix, vocab, dim)? {
+        Ok(match self.take_matrix(prefix, vocab, dim, Split::Whole)? {
             MatrixWeight::Dense(weight) => Embedding::Dense { weight },
             MatrixWeight::Quantized {
                 weight,
@@ -245,6 +297,21 @@ impl Weights {
             if unexpected.len() > 5 { ", ..." } else { "" }
         )))
     }
+}
+
+/// Part `rank` of `size` equal parts of `a` along `axis`, copied out (a gather, so the
+/// full tensor's buffer is not kept alive by a view).
+fn shard(a: &Array, axis: i32, rank: usize, size: usize, prefix: &str) -> Result<Array> {
+    let n = a.shape()[axis as usize];
+    if n % size as i32 != 0 {
+        return Err(Error::Weights(format!(
+            "`{prefix}`: {n} along axis {axis} does not divide over {size} ranks"
+        )));
+    }
+    let part = n / size as i32;
+    let start = part * rank as i32;
+    let idx = Array::arange::<i32, i32>(start, start + part, None)?;
+    Ok(a.take_axis(&idx, axis)?)
 }
 
 enum MatrixWeight {

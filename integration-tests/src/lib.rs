@@ -54,5 +54,7 @@ pub fn wait_bounded(mut child: Child, limit: Duration) -> TestResult<Output> {
     }
 }
 
+pub mod cluster;
 pub mod goldens;
+pub mod rpc;
 pub mod server;

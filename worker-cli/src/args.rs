@@ -17,6 +17,30 @@ pub enum Command {
     Generate(GenerateArgs),
     /// Benchmark this engine against mlx-lm on the same checkpoint, in one run.
     Bench(BenchArgs),
+    /// Run one rank of a distributed model: rank 0 serves gRPC, ranks 1+ follow rank 0.
+    #[command(name = "mlx-distributed")]
+    MlxDistributed(DistributedArgs),
+}
+
+#[derive(Args)]
+pub struct DistributedArgs {
+    /// The hostfile every rank shares (LocalAI ring/JACCL or mlx.launch format).
+    #[arg(long, env = "MLX_DISTRIBUTED_HOSTFILE")]
+    pub hostfile: PathBuf,
+    /// This machine's rank in the hostfile.
+    #[arg(long, env = "MLX_RANK")]
+    pub rank: usize,
+    #[arg(long, env = "MLX_DISTRIBUTED_BACKEND", default_value = "ring", value_parser = ["ring", "jaccl"])]
+    pub backend: String,
+    /// Rank 0 only: where to serve the gRPC backend.
+    #[arg(long, env = "MLX_DISTRIBUTED_ADDR", default_value = "localhost:50051")]
+    pub addr: String,
+    /// JACCL: rank 0's coordinator `ip:port`.
+    #[arg(long, env = "MLX_JACCL_COORDINATOR")]
+    pub coordinator: Option<String>,
+    /// Rank 0's control port (default: rank 0's ring port + 1, or the coordinator's + 1).
+    #[arg(long, env = "MLX_DISTRIBUTED_CONTROL_PORT")]
+    pub control_port: Option<u16>,
 }
 
 #[derive(Args)]

@@ -7,9 +7,15 @@ use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     let cli = args::Cli::parse();
+    // A rank is a long-running service whose log says what it does; the tools stay quiet.
+    let default = match cli.command {
+        args::Command::MlxDistributed(_) => "info",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| default.into()),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -5,6 +5,8 @@ use std::ffi::CString;
 use mlx_rs::{raw, Array, Dtype, Stream};
 use mlx_sys::mlx_distributed_group;
 
+use super::Hostfile;
+
 /// Which MLX transport carries the collectives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -31,6 +33,8 @@ impl Backend {
 pub enum GroupError {
     #[error("MLX distributed backend `{0}` is not available in this build of MLX")]
     Unavailable(&'static str),
+    #[error("cannot set up the MLX group: {0}")]
+    Setup(String),
     #[error("MLX distributed {op} failed: {source}")]
     Mlx {
         op: &'static str,
@@ -123,6 +127,56 @@ impl Group {
             )
         })
         .map_err(mlx("recv"))
+    }
+}
+
+/// Forgets MLX's cached groups, so the next `init` forms a new one (after a peer was lost).
+pub fn clear_groups() {
+    let _ = raw::try_status_op("clear_backends", || unsafe {
+        mlx_sys::mlx_distributed_clear_backends()
+    });
+}
+
+impl Group {
+    /// Joins the group `hostfile` describes as `rank`: writes the file MLX reads, sets the
+    /// environment MLX 0.32 expects, and initializes strictly.
+    pub fn join(
+        hostfile: &Hostfile,
+        rank: usize,
+        coordinator: Option<&str>,
+    ) -> Result<Group, GroupError> {
+        let path = std::env::temp_dir().join(format!(
+            "mlx-distributed-{}-rank{rank}.json",
+            std::process::id()
+        ));
+        std::fs::write(&path, hostfile.mlx_json()).map_err(|e| GroupError::Setup(e.to_string()))?;
+        std::env::set_var("MLX_RANK", rank.to_string());
+        let backend = match hostfile {
+            Hostfile::Ring { .. } => {
+                std::env::set_var("MLX_HOSTFILE", &path);
+                Backend::Ring
+            }
+            Hostfile::Jaccl {
+                coordinator: own, ..
+            } => {
+                std::env::set_var("MLX_IBV_DEVICES", &path);
+                let coordinator = coordinator.map(str::to_string).or_else(|| own.clone());
+                if let Some(c) = coordinator {
+                    std::env::set_var("MLX_JACCL_COORDINATOR", c);
+                }
+                Backend::Jaccl
+            }
+        };
+        let group = Group::init(backend, true)?;
+        if group.size() != hostfile.size() || group.rank() != rank {
+            return Err(GroupError::Setup(format!(
+                "MLX formed a group of {} as rank {}, expected {} as rank {rank}",
+                group.size(),
+                group.rank(),
+                hostfile.size()
+            )));
+        }
+        Ok(group)
     }
 }
 

@@ -85,6 +85,57 @@ impl Hostfile {
         .expect("strings serialize")
     }
 
+    /// Each rank's address for messages: its first ring address, or `rank N` for JACCL.
+    pub fn rank_addresses(&self) -> Vec<String> {
+        match self {
+            Hostfile::Ring { ranks } => ranks.iter().map(|a| a.join(",")).collect(),
+            Hostfile::Jaccl { devices, .. } => (0..devices.len())
+                .map(|r| format!("jaccl rank {r}"))
+                .collect(),
+        }
+    }
+
+    /// Where rank 0 listens for workers: rank 0's ring address (or the JACCL coordinator)
+    /// with the port after it, unless `port` says otherwise. It must not be a ring address.
+    pub fn control_address(
+        &self,
+        coordinator: Option<&str>,
+        port: Option<u16>,
+    ) -> Result<String, String> {
+        let base = match self {
+            Hostfile::Ring { ranks } => ranks[0][0].clone(),
+            Hostfile::Jaccl {
+                coordinator: own, ..
+            } => coordinator
+                .map(str::to_string)
+                .or_else(|| own.clone())
+                .ok_or(
+                "JACCL needs rank 0's coordinator address (--coordinator or MLX_JACCL_COORDINATOR)",
+            )?,
+        };
+        check_address(&base)?;
+        let (host, base_port) = base.rsplit_once(':').ok_or("no port")?;
+        let base_port: u16 = base_port
+            .parse()
+            .map_err(|_| format!("bad port in {base}"))?;
+        let port = match port {
+            Some(p) => p,
+            None => base_port.checked_add(1).ok_or_else(|| {
+                format!("{base}: no port after it for the control channel; set control_port")
+            })?,
+        };
+        let control = format!("{host}:{port}");
+        if let Hostfile::Ring { ranks } = self {
+            if let Some(r) = ranks.iter().position(|a| a.contains(&control)) {
+                return Err(format!(
+                    "rank 0's control channel {control} (its ring port + 1) is rank {r}'s ring address; \
+                     leave a gap between ports or set control_port (MLX_DISTRIBUTED_CONTROL_PORT)"
+                ));
+            }
+        }
+        Ok(control)
+    }
+
     fn validate(&self) -> Result<(), String> {
         if self.size() == 0 {
             return Err("lists no ranks".into());

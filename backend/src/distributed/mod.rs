@@ -1,10 +1,43 @@
-//! Everything that crosses ranks: the MLX group, hostfiles, pipeline send/recv and control.
+//! Everything that crosses ranks: the MLX group, hostfiles, the control channel between
+//! rank 0 and the workers, and the pipeline's activation hand-off.
 
 mod group;
 mod hostfile;
+pub mod leader;
+pub mod link;
+pub mod pipeline;
+pub mod protocol;
+pub mod split;
+pub mod wire;
 
-pub use group::{Backend, Group, GroupError};
+pub use group::{clear_groups, Backend, Group, GroupError};
 pub use hostfile::{Hostfile, HostfileError, MLX_LAUNCH_STARTING_PORT};
+
+/// Bytes of memory this machine can still give a model (for `layer_split:auto`).
+pub fn free_memory() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        for line in meminfo.lines() {
+            if let Some(kb) = line.strip_prefix("MemAvailable:") {
+                let kb: u64 = kb.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
+                return kb * 1024;
+            }
+        }
+        0
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        // macOS: unified memory; MLX's recommended working set is the useful bound.
+        let out = std::process::Command::new("sysctl")
+            .args(["-n", "hw.memsize"])
+            .output();
+        out.ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
 
 #[cfg(test)]
 mod tests;

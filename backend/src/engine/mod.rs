@@ -1,8 +1,11 @@
 //! The engine: one thread owns the model and every MLX array (an `Array` is not `Sync`);
 //! everything else reaches it through `EngineHandle`, a channel-based handle.
 
+mod cluster_load;
+pub mod follower;
 mod handle;
 mod request;
+mod sharded;
 mod shared;
 mod worker;
 

@@ -17,6 +17,8 @@ pub enum EngineState {
     Busy,
     /// The last load failed.
     Error,
+    /// A rank was lost; `last_error` names it. LoadModel forms the cluster again.
+    Degraded,
 }
 
 /// The loaded model, as far as the gRPC layer needs to know it.

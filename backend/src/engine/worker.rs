@@ -1,11 +1,17 @@
 //! The engine thread: owns the loaded model, runs commands one at a time in arrival order.
 
+use std::rc::Rc;
 use std::sync::{mpsc, Arc, RwLock};
 
 use tokio::sync::{mpsc as tmpsc, oneshot};
 
+use super::cluster_load;
 use super::request::{Event, GenerateRequest, PromptInput};
+use super::sharded::Session;
 use super::shared::{EngineState, ModelInfo, Snapshot};
+use crate::distributed::clear_groups;
+use crate::distributed::leader::Cluster;
+use crate::distributed::protocol::{ToLeader, ToWorker};
 use crate::error::{Error, Result};
 use crate::generate::generate;
 use crate::loader::{self, LoadedModel};
@@ -31,6 +37,8 @@ struct Loaded {
     model: LoadedModel,
     config: LoadConfig,
     context: usize,
+    /// The cluster it is spread over, if any.
+    session: Option<Rc<Session>>,
 }
 
 pub fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
@@ -40,18 +48,36 @@ pub fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
         }
     };
     let mut loaded: Option<Loaded> = None;
+    let mut session: Option<Rc<Session>> = None;
+    // Set when a rank was lost: requests fail with it until LoadModel forms the cluster again.
+    let mut degraded: Option<String> = None;
     while let Ok(command) = commands.recv() {
         match command {
             Command::Load { config, reply } => {
                 loaded = None;
+                degraded = None;
                 publish(&|s| {
                     *s = Snapshot {
                         state: EngineState::Loading,
                         ..Snapshot::default()
                     }
                 });
-                match load(&config) {
+                let outcome = load(&config, &mut session);
+                if let Err(Error::RankLost(_)) = &outcome {
+                    session = None;
+                    clear_groups();
+                }
+                match outcome {
                     Ok(l) => {
+                        if let Some(s) = &l.session {
+                            let shared = shared.clone();
+                            s.cluster.fault().observe(Box::new(move |msg| {
+                                if let Ok(mut s) = shared.write() {
+                                    s.state = EngineState::Degraded;
+                                    s.last_error = Some(msg.to_string());
+                                }
+                            }));
+                        }
                         let info = ModelInfo {
                             config: l.config.clone(),
                             tokenizer: l.model.tokenizer.clone(),
@@ -82,6 +108,10 @@ pub fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
                 release_memory();
             }
             Command::Generate { request, events } => {
+                if let Some(msg) = &degraded {
+                    let _ = events.blocking_send(Err(Error::RankLost(msg.clone())));
+                    continue;
+                }
                 let Some(l) = &loaded else {
                     let _ = events.blocking_send(Err(Error::NotLoaded));
                     continue;
@@ -90,7 +120,28 @@ pub fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
                     continue; // the client left while the request was queued
                 }
                 publish(&|s| s.state = EngineState::Busy);
-                let outcome = run_generation(l, request, &events);
+                let outcome = match &l.session {
+                    Some(s) => watched(&s.cluster, &events, || run_generation(l, request, &events)),
+                    None => run_generation(l, request, &events),
+                };
+                let lost = l.session.as_ref().and_then(|s| s.cluster.fault().get());
+                if let Some(msg) = lost {
+                    // The group is broken: forget it, and say so until the next LoadModel.
+                    loaded = None;
+                    session = None;
+                    clear_groups();
+                    release_memory();
+                    degraded = Some(format!("{msg}; LoadModel again to form the cluster anew"));
+                    let m = degraded.clone();
+                    publish(&|s| {
+                        s.state = EngineState::Degraded;
+                        s.model = None;
+                        s.last_error = m.clone();
+                    });
+                    let _ = events
+                        .blocking_send(Err(Error::RankLost(degraded.clone().unwrap_or_default())));
+                    continue;
+                }
                 publish(&|s| {
                     s.state = EngineState::Ready;
                     if let Ok(summary) = &outcome {
@@ -112,6 +163,11 @@ pub fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
                 }
             }
             Command::Free { reply } => {
+                if let Some(s) = loaded.as_ref().and_then(|l| l.session.clone()) {
+                    if let Err(e) = free_workers(&s) {
+                        tracing::warn!("workers did not confirm Free: {e}");
+                    }
+                }
                 loaded = None;
                 release_memory();
                 publish(&|s| *s = Snapshot::default());
@@ -121,9 +177,15 @@ pub fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
     }
 }
 
-fn load(config: &LoadConfig) -> Result<Loaded> {
-    let dir = source::resolve(&config.model, config.model_path.as_deref())?;
-    let model = loader::load(&dir, config.weight_mode)?;
+fn load(config: &LoadConfig, session: &mut Option<Rc<Session>>) -> Result<Loaded> {
+    let hostfile = cluster_load::read_hostfile(config)?.filter(|h| h.size() > 1);
+    let model = match &hostfile {
+        Some(h) => cluster_load::load(config, h, session)?,
+        None => {
+            let dir = source::resolve(&config.model, config.model_path.as_deref())?;
+            loader::load(&dir, config.weight_mode)?
+        }
+    };
     let model_context = model.config["max_position_embeddings"]
         .as_u64()
         .map(|n| n as usize);
@@ -136,7 +198,42 @@ fn load(config: &LoadConfig) -> Result<Loaded> {
         model,
         config: config.clone(),
         context,
+        session: hostfile.and(session.clone()),
     })
+}
+
+/// Runs `f` with the cluster watched: a lost rank fails the request at once (UNAVAILABLE),
+/// even while this thread is blocked in an MLX collective.
+fn watched<T>(
+    cluster: &Cluster,
+    events: &tmpsc::Sender<Result<Event>>,
+    f: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    let tx = events.clone();
+    cluster.fault().set_busy(true);
+    cluster.fault().on_fault(Box::new(move |msg| {
+        std::thread::spawn(move || {
+            let _ = tx.blocking_send(Err(Error::RankLost(msg)));
+        });
+    }));
+    let out = f();
+    cluster.fault().clear_listener();
+    cluster.fault().set_busy(false);
+    out
+}
+
+/// Tells every worker to drop its part.
+fn free_workers(s: &Session) -> Result<()> {
+    s.cluster.broadcast(&ToWorker::Free)?;
+    s.cluster.collect(
+        "Free",
+        std::time::Duration::from_secs(30),
+        |_, msg| match msg {
+            ToLeader::Freed => Ok(Some(())),
+            _ => Ok(None),
+        },
+    )?;
+    Ok(())
 }
 
 fn run_generation(

@@ -97,9 +97,17 @@ type ReplyStream = Pin<Box<dyn Stream<Item = Result<pb::Reply, Status>> + Send>>
 
 #[tonic::async_trait]
 impl<E: Engine> pb::backend_server::Backend for Service<E> {
+    /// "OK", or (a rank was lost) "DEGRADED: ..." naming it, which hosts read as not healthy.
     async fn health(&self, _: Request<pb::HealthMessage>) -> Result<Response<pb::Reply>, Status> {
+        let snapshot = self.engine.snapshot();
+        let message = match snapshot.state {
+            EngineState::Degraded => {
+                format!("DEGRADED: {}", snapshot.last_error.unwrap_or_default())
+            }
+            _ => "OK".to_string(),
+        };
         Ok(Response::new(pb::Reply {
-            message: b"OK".to_vec(),
+            message: message.into_bytes(),
             ..Default::default()
         }))
     }
@@ -296,7 +304,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
             EngineState::Uninitialized | EngineState::Loading => State::Uninitialized,
             EngineState::Ready => State::Ready,
             EngineState::Busy => State::Busy,
-            EngineState::Error => State::Error,
+            EngineState::Error | EngineState::Degraded => State::Error,
         };
         let mlx = mlx_rs::memory::active_memory().unwrap_or(0) as u64;
         let cache = mlx_rs::memory::cache_memory().unwrap_or(0) as u64;

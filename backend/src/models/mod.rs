@@ -11,15 +11,25 @@ use serde_json::Value;
 use crate::cache::KvCache;
 use crate::error::{Error, Result};
 use crate::weights::Weights;
-use common::Decoder;
+use common::{Decoder, ShardPlan};
 
 /// What the engine needs from a loaded model.
 pub trait LanguageModel {
     /// Token ids [B, L] to logits [B, L, vocab], extending `caches` (one per layer).
     fn forward(&self, inputs: &Array, caches: &mut [KvCache]) -> Result<Array>;
     fn num_layers(&self) -> usize;
-    /// Every parameter, to evaluate once at load.
-    fn arrays(&self) -> Vec<&Array>;
+    /// Runs prompt ids through, evaluating only what later steps need (the caches).
+    fn prefill(&self, inputs: &Array, caches: &mut [KvCache]) -> Result<()> {
+        self.forward(inputs, caches)?;
+        Ok(mlx_rs::transforms::eval(
+            caches.iter().flat_map(KvCache::state),
+        )?)
+    }
+    /// Whether `forward` may take ids that are not computed yet (device-side greedy decode
+    /// one step ahead); false when the ids must be read on the host first.
+    fn lazy_inputs(&self) -> bool {
+        true
+    }
 }
 
 impl LanguageModel for Decoder {
@@ -29,12 +39,9 @@ impl LanguageModel for Decoder {
     fn num_layers(&self) -> usize {
         self.layers.len()
     }
-    fn arrays(&self) -> Vec<&Array> {
-        Decoder::arrays(self)
-    }
 }
 
-type Builder = fn(&Value, &mut Weights) -> Result<Box<dyn LanguageModel>>;
+type Builder = fn(&Value, &mut Weights, &ShardPlan) -> Result<Decoder>;
 
 /// The registry: `model_type` to the family's builder.
 const FAMILIES: &[(&str, Builder)] = &[
@@ -44,9 +51,9 @@ const FAMILIES: &[(&str, Builder)] = &[
     ("qwen3", qwen3::build),
 ];
 
-/// Builds the model that `config` describes from `weights`, strictly: every checkpoint
-/// key must be used, except rotary caches and a tied `lm_head`.
-pub fn build(config: &Value, mut weights: Weights) -> Result<Box<dyn LanguageModel>> {
+/// Builds this rank's part (`plan`) of the model that `config` describes, strictly: every
+/// checkpoint key must be used, except rotary caches, a tied `lm_head` and other ranks' parts.
+pub fn build(config: &Value, mut weights: Weights, plan: &ShardPlan) -> Result<Decoder> {
     let model_type = config["model_type"]
         .as_str()
         .ok_or_else(|| Error::Config("config.json has no model_type".into()))?;
@@ -57,13 +64,27 @@ pub fn build(config: &Value, mut weights: Weights) -> Result<Box<dyn LanguageMod
             let names: Vec<&str> = FAMILIES.iter().map(|(n, _)| *n).collect();
             Error::UnsupportedModel(model_type.to_string(), names.join(", "))
         })?;
-    let model = builder(config, &mut weights)?;
+    let model = builder(config, &mut weights, plan)?;
     let tied = config["tie_word_embeddings"].as_bool().unwrap_or(true);
     weights.finish(|key| {
-        key.contains("rotary_emb.inv_freq") || (tied && key.starts_with("lm_head."))
+        key.contains("rotary_emb.inv_freq")
+            || (tied && key.starts_with("lm_head."))
+            || not_in_plan(key, plan)
     })?;
     mlx_rs::transforms::eval(model.arrays())?;
     Ok(model)
+}
+
+/// A key another rank holds (its layers, or the embedding, norm and head).
+fn not_in_plan(key: &str, plan: &ShardPlan) -> bool {
+    if let Some(rest) = key.strip_prefix("model.layers.") {
+        let index = rest.split('.').next().and_then(|i| i.parse::<usize>().ok());
+        return index.is_some_and(|i| !plan.holds_layer(i));
+    }
+    !plan.ends
+        && ["model.embed_tokens.", "model.norm.", "lm_head."]
+            .iter()
+            .any(|p| key.starts_with(p))
 }
 
 /// Parses the family's argument struct from config.json, naming the field on error.

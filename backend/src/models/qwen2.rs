@@ -3,8 +3,8 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::common::{yes, BaseArgs, Decoder, FamilyTraits};
-use super::{args, LanguageModel};
+use super::args;
+use super::common::{yes, BaseArgs, Decoder, FamilyTraits, ShardPlan};
 use crate::error::Result;
 use crate::weights::Weights;
 
@@ -24,7 +24,7 @@ fn default_theta() -> f32 {
     1_000_000.0
 }
 
-pub fn build(config: &Value, w: &mut Weights) -> Result<Box<dyn LanguageModel>> {
+pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Decoder> {
     let a: Args = args(config)?;
     let traits = FamilyTraits {
         head_dim: a.base.default_head_dim(),
@@ -37,5 +37,5 @@ pub fn build(config: &Value, w: &mut Weights) -> Result<Box<dyn LanguageModel>> 
         rope_traditional: a.rope_traditional,
     };
     let c = a.base.decoder(traits, a.base.rope_scaling.as_ref())?;
-    Ok(Box::new(Decoder::load(w, c)?))
+    Decoder::load(w, c, plan)
 }

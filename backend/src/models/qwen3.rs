@@ -3,8 +3,8 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::common::{BaseArgs, Decoder, FamilyTraits};
-use super::{args, LanguageModel};
+use super::args;
+use super::common::{BaseArgs, Decoder, FamilyTraits, ShardPlan};
 use crate::error::{Error, Result};
 use crate::weights::Weights;
 
@@ -19,7 +19,7 @@ struct Args {
     rope_parameters: Option<Value>,
 }
 
-pub fn build(config: &Value, w: &mut Weights) -> Result<Box<dyn LanguageModel>> {
+pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Decoder> {
     let a: Args = args(config)?;
     let nested = a.rope_parameters.as_ref();
     let rope_theta = a
@@ -43,5 +43,5 @@ pub fn build(config: &Value, w: &mut Weights) -> Result<Box<dyn LanguageModel>> 
     let c = a
         .base
         .decoder(traits, a.base.rope_scaling.as_ref().or(nested))?;
-    Ok(Box::new(Decoder::load(w, c)?))
+    Decoder::load(w, c, plan)
 }

@@ -20,3 +20,15 @@ pub fn try_status_op(operation: &str, f: impl FnOnce() -> i32) -> Result<(), Exc
         status => Err(exception_from_status(status, operation)),
     }
 }
+
+/// `inputs`, passed through so that evaluating them first evaluates `dependencies`
+/// (MLX's `depends`); orders side effects such as a send before a receive.
+#[track_caller]
+pub fn depends(inputs: &[Array], dependencies: &[Array]) -> Result<Vec<Array>, Exception> {
+    use crate::utils::VectorArray;
+    let inputs = VectorArray::try_from_iter(inputs.iter())?;
+    let dependencies = VectorArray::try_from_iter(dependencies.iter())?;
+    Vec::<Array>::try_from_op(|res| unsafe {
+        mlx_sys::mlx_depends(res, inputs.as_ptr(), dependencies.as_ptr())
+    })
+}

@@ -1,4 +1,5 @@
 mod bench;
+mod distributed;
 mod generate;
 
 use crate::args::Command;
@@ -9,5 +10,6 @@ pub fn run(command: Command) -> CliResult {
     match command {
         Command::Generate(args) => generate::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::MlxDistributed(args) => distributed::run(args),
     }
 }

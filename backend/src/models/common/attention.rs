@@ -3,7 +3,7 @@
 use mlx_rs::fast::{scaled_dot_product_attention, ScaledDotProductAttentionMask};
 use mlx_rs::Array;
 
-use super::{Linear, RmsNorm, Rope};
+use super::{Linear, RmsNorm, Rope, Split, TensorSplit};
 use crate::cache::KvCache;
 use crate::error::Result;
 use crate::weights::Weights;
@@ -31,14 +31,25 @@ pub struct Attention {
     pub o_proj: Linear,
     pub q_norm: Option<RmsNorm>,
     pub k_norm: Option<RmsNorm>,
+    /// Heads on this rank (all of them, unless tensor-parallel).
     heads: i32,
     kv_heads: i32,
     scale: f32,
+    tensor: Option<TensorSplit>,
 }
 
 impl Attention {
-    pub fn load(w: &mut Weights, prefix: &str, c: &AttentionConfig) -> Result<Attention> {
+    /// Loads q/k/v cut by output and o by input when `tensor` is set: each rank keeps
+    /// 1/size of the heads and KV heads, and o's partial outputs are summed over ranks.
+    pub fn load(
+        w: &mut Weights,
+        prefix: &str,
+        c: &AttentionConfig,
+        tensor: &Option<TensorSplit>,
+    ) -> Result<Attention> {
         let (q_out, kv_out) = (c.heads * c.head_dim, c.kv_heads * c.head_dim);
+        let n = tensor.as_ref().map_or(1, |t| t.size as i32);
+        let (rows, cols) = (Split::rows(tensor), Split::cols(tensor));
         let norm = |w: &mut Weights, name: &str| match c.qk_norm {
             true => w
                 .rms_norm(&format!("{prefix}.{name}"), c.head_dim, c.rms_norm_eps)
@@ -46,30 +57,40 @@ impl Attention {
             false => Ok(None),
         };
         Ok(Attention {
-            q_proj: w.linear(
+            q_proj: w.linear_split(
                 &format!("{prefix}.q_proj"),
                 c.hidden_size,
                 q_out,
                 c.qkv_bias,
+                rows,
             )?,
-            k_proj: w.linear(
+            k_proj: w.linear_split(
                 &format!("{prefix}.k_proj"),
                 c.hidden_size,
                 kv_out,
                 c.qkv_bias,
+                rows,
             )?,
-            v_proj: w.linear(
+            v_proj: w.linear_split(
                 &format!("{prefix}.v_proj"),
                 c.hidden_size,
                 kv_out,
                 c.qkv_bias,
+                rows,
             )?,
-            o_proj: w.linear(&format!("{prefix}.o_proj"), q_out, c.hidden_size, c.o_bias)?,
+            o_proj: w.linear_split(
+                &format!("{prefix}.o_proj"),
+                q_out,
+                c.hidden_size,
+                c.o_bias,
+                cols,
+            )?,
             q_norm: norm(w, "q_norm")?,
             k_norm: norm(w, "k_norm")?,
-            heads: c.heads,
-            kv_heads: c.kv_heads,
+            heads: c.heads / n,
+            kv_heads: c.kv_heads / n,
             scale: (c.head_dim as f32).powf(-0.5),
+            tensor: tensor.clone(),
         })
     }
 
@@ -96,7 +117,11 @@ impl Attention {
         let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
         let out = scaled_dot_product_attention(&queries, &keys, &values, self.scale, mask, None)?;
         let out = out.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?;
-        self.o_proj.forward(&out)
+        let out = self.o_proj.forward(&out)?;
+        match &self.tensor {
+            Some(t) => t.all_sum(&out),
+            None => Ok(out),
+        }
     }
 
     pub fn arrays(&self) -> Vec<&Array> {

@@ -3,7 +3,9 @@
 use mlx_rs::nn::silu;
 use mlx_rs::Array;
 
-use super::{Attention, AttentionConfig, Embedding, Linear, RmsNorm, Rope};
+use super::{
+    Attention, AttentionConfig, Embedding, Linear, RmsNorm, Rope, ShardPlan, Split, TensorSplit,
+};
 use crate::cache::KvCache;
 use crate::error::Result;
 use crate::weights::Weights;
@@ -19,26 +21,40 @@ pub struct DecoderConfig {
     pub rope: Rope,
 }
 
-/// SwiGLU feed-forward.
+/// SwiGLU feed-forward; tensor-parallel, gate/up are cut by output and down by input.
 pub struct Mlp {
     pub gate_proj: Linear,
     pub up_proj: Linear,
     pub down_proj: Linear,
+    tensor: Option<TensorSplit>,
 }
 
 impl Mlp {
-    fn load(w: &mut Weights, prefix: &str, hidden: i32, inter: i32, bias: bool) -> Result<Mlp> {
+    fn load(
+        w: &mut Weights,
+        prefix: &str,
+        c: &DecoderConfig,
+        tensor: &Option<TensorSplit>,
+    ) -> Result<Mlp> {
+        let (hidden, inter, bias) = (c.attention.hidden_size, c.intermediate_size, c.mlp_bias);
+        let (rows, cols) = (Split::rows(tensor), Split::cols(tensor));
         Ok(Mlp {
-            gate_proj: w.linear(&format!("{prefix}.gate_proj"), hidden, inter, bias)?,
-            up_proj: w.linear(&format!("{prefix}.up_proj"), hidden, inter, bias)?,
-            down_proj: w.linear(&format!("{prefix}.down_proj"), inter, hidden, bias)?,
+            gate_proj: w.linear_split(&format!("{prefix}.gate_proj"), hidden, inter, bias, rows)?,
+            up_proj: w.linear_split(&format!("{prefix}.up_proj"), hidden, inter, bias, rows)?,
+            down_proj: w.linear_split(&format!("{prefix}.down_proj"), inter, hidden, bias, cols)?,
+            tensor: tensor.clone(),
         })
     }
 
     fn forward(&self, x: &Array) -> Result<Array> {
         let gate = silu(self.gate_proj.forward(x)?)?;
-        self.down_proj
-            .forward(&gate.multiply(self.up_proj.forward(x)?)?)
+        let out = self
+            .down_proj
+            .forward(&gate.multiply(self.up_proj.forward(x)?)?)?;
+        match &self.tensor {
+            Some(t) => t.all_sum(&out),
+            None => Ok(out),
+        }
     }
 }
 
@@ -50,17 +66,16 @@ pub struct DecoderLayer {
 }
 
 impl DecoderLayer {
-    fn load(w: &mut Weights, prefix: &str, c: &DecoderConfig) -> Result<DecoderLayer> {
+    fn load(
+        w: &mut Weights,
+        prefix: &str,
+        c: &DecoderConfig,
+        tensor: &Option<TensorSplit>,
+    ) -> Result<DecoderLayer> {
         let (hidden, eps) = (c.attention.hidden_size, c.attention.rms_norm_eps);
         Ok(DecoderLayer {
-            self_attn: Attention::load(w, &format!("{prefix}.self_attn"), &c.attention)?,
-            mlp: Mlp::load(
-                w,
-                &format!("{prefix}.mlp"),
-                hidden,
-                c.intermediate_size,
-                c.mlp_bias,
-            )?,
+            self_attn: Attention::load(w, &format!("{prefix}.self_attn"), &c.attention, tensor)?,
+            mlp: Mlp::load(w, &format!("{prefix}.mlp"), c, tensor)?,
             input_layernorm: w.rms_norm(&format!("{prefix}.input_layernorm"), hidden, eps)?,
             post_attention_layernorm: w.rms_norm(
                 &format!("{prefix}.post_attention_layernorm"),
@@ -100,25 +115,42 @@ pub enum Head {
 }
 
 /// Checkpoint layout: `model.embed_tokens`, `model.layers.N`, `model.norm`, `lm_head`.
+/// A pipeline rank holds only its layers; the embedding, norm and head live on rank 0.
 pub struct Decoder {
-    pub embed_tokens: Embedding,
+    pub embed_tokens: Option<Embedding>,
     pub layers: Vec<DecoderLayer>,
-    pub norm: RmsNorm,
-    pub lm_head: Head,
+    pub norm: Option<RmsNorm>,
+    pub lm_head: Option<Head>,
     rope: Rope,
 }
 
 impl Decoder {
-    pub fn load(w: &mut Weights, c: DecoderConfig) -> Result<Decoder> {
+    pub fn load(w: &mut Weights, c: DecoderConfig, plan: &ShardPlan) -> Result<Decoder> {
         let hidden = c.attention.hidden_size;
-        let embed_tokens = w.embedding("model.embed_tokens", c.vocab_size, hidden)?;
-        let layers = (0..c.num_hidden_layers)
-            .map(|i| DecoderLayer::load(w, &format!("model.layers.{i}"), &c))
+        if let Some(t) = &plan.tensor {
+            t.check(&[
+                ("attention heads", c.attention.heads),
+                ("KV heads", c.attention.kv_heads),
+                ("MLP neurons", c.intermediate_size),
+            ])?;
+        }
+        let embed_tokens = match plan.ends {
+            true => Some(w.embedding("model.embed_tokens", c.vocab_size, hidden)?),
+            false => None,
+        };
+        let layers = (0..c.num_hidden_layers as usize)
+            .filter(|i| plan.holds_layer(*i))
+            .map(|i| DecoderLayer::load(w, &format!("model.layers.{i}"), &c, &plan.tensor))
             .collect::<Result<Vec<_>>>()?;
-        let norm = w.rms_norm("model.norm", hidden, c.attention.rms_norm_eps)?;
-        let lm_head = match c.tie_word_embeddings {
-            true => Head::Tied,
-            false => Head::LmHead(w.linear("lm_head", hidden, c.vocab_size, false)?),
+        let (norm, lm_head) = match plan.ends {
+            true => (
+                Some(w.rms_norm("model.norm", hidden, c.attention.rms_norm_eps)?),
+                Some(match c.tie_word_embeddings {
+                    true => Head::Tied,
+                    false => Head::LmHead(w.linear("lm_head", hidden, c.vocab_size, false)?),
+                }),
+            ),
+            false => (None, None),
         };
         Ok(Decoder {
             embed_tokens,
@@ -131,25 +163,57 @@ impl Decoder {
 
     /// Token ids [B, L] to logits [B, L, vocab], extending every layer's cache.
     pub fn forward(&self, inputs: &Array, caches: &mut [KvCache]) -> Result<Array> {
-        let mut h = self.embed_tokens.forward(inputs)?;
+        let h = self.embed(inputs)?;
+        let h = self.run_layers(&h, caches)?;
+        self.head(&h)
+    }
+
+    /// Token ids to the first layer's input (rank 0 only).
+    pub fn embed(&self, inputs: &Array) -> Result<Array> {
+        self.embed_tokens
+            .as_ref()
+            .ok_or_else(not_here)?
+            .forward(inputs)
+    }
+
+    /// This rank's layers over `h`, extending their caches.
+    pub fn run_layers(&self, h: &Array, caches: &mut [KvCache]) -> Result<Array> {
+        let mut h = h.clone();
         for (layer, cache) in self.layers.iter().zip(caches.iter_mut()) {
             h = layer.forward(&h, &self.rope, cache)?;
         }
-        let h = self.norm.forward(&h)?;
-        match &self.lm_head {
-            Head::Tied => self.embed_tokens.as_linear(&h),
+        Ok(h)
+    }
+
+    /// The last layer's output to logits (rank 0 only).
+    pub fn head(&self, h: &Array) -> Result<Array> {
+        let h = self.norm.as_ref().ok_or_else(not_here)?.forward(h)?;
+        match self.lm_head.as_ref().ok_or_else(not_here)? {
+            Head::Tied => self
+                .embed_tokens
+                .as_ref()
+                .ok_or_else(not_here)?
+                .as_linear(&h),
             Head::LmHead(linear) => linear.forward(&h),
         }
     }
 
     /// Every parameter, to evaluate once at load.
     pub fn arrays(&self) -> Vec<&Array> {
-        let mut out = self.embed_tokens.arrays();
+        let mut out: Vec<&Array> = self
+            .embed_tokens
+            .iter()
+            .flat_map(Embedding::arrays)
+            .collect();
         out.extend(self.layers.iter().flat_map(DecoderLayer::arrays));
-        out.push(&self.norm.weight);
-        if let Head::LmHead(l) = &self.lm_head {
+        out.extend(self.norm.iter().map(|n| &n.weight));
+        if let Some(Head::LmHead(l)) = &self.lm_head {
             out.extend(l.arrays());
         }
         out
     }
+}
+
+fn not_here() -> crate::error::Error {
+    crate::error::Error::Internal("this rank does not hold the embedding and head".into())
 }

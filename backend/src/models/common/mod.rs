@@ -5,9 +5,11 @@ mod attention;
 mod decoder;
 mod layers;
 mod rope;
+mod shard;
 
 pub use args::{yes, BaseArgs, FamilyTraits};
 pub use attention::{Attention, AttentionConfig};
 pub use decoder::{Decoder, DecoderConfig, DecoderLayer, Head, Mlp};
 pub use layers::{Embedding, Linear, QuantParams, RmsNorm};
 pub use rope::Rope;
+pub use shard::{ShardPlan, Split, TensorSplit};

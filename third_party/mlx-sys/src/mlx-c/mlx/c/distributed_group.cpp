@@ -41,6 +41,17 @@ mlx_distributed_init(mlx_distributed_group* res, bool strict, const char* bk) {
   }
 }
 
+// mlx-distributed patch: forget the cached groups, so a broken ring can be formed anew.
+extern "C" int mlx_distributed_clear_backends(void) {
+  try {
+    mlx::core::distributed::clear_backends();
+    return 0;
+  } catch (std::exception& e) {
+    mlx_error(e.what());
+    return 1;
+  }
+}
+
 extern "C" int mlx_distributed_group_rank(mlx_distributed_group group) {
   try {
     return mlx_distributed_group_get_(group).rank();

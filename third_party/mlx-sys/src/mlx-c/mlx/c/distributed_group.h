@@ -36,6 +36,8 @@ int mlx_distributed_group_free(mlx_distributed_group group);
 /**
  * Initialize distributed.
  */
+/** mlx-distributed patch: clears MLX's cache of initialized groups. */
+int mlx_distributed_clear_backends(void);
 int mlx_distributed_init(
     mlx_distributed_group* res,
     bool strict,

@@ -1,0 +1,140 @@
+//! A worker's side of the control channel: connect to rank 0 (waiting as long as it takes),
+//! prove each other's token, then receive plans; pings are answered off the main thread,
+//! so a worker busy in MLX still counts as alive.
+
+use std::net::TcpStream;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::protocol::{Identity, ToLeader, ToWorker};
+use super::wire::{nonce, read_frame, write_frame, Secret};
+
+#[derive(Clone)]
+pub struct LinkOptions {
+    pub rank: usize,
+    /// Rank 0's control address.
+    pub control: String,
+    pub hostfile_digest: String,
+    pub secret: Secret,
+}
+
+/// Why joining failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    /// Rank 0 is not there (yet): try again.
+    #[error("{0}")]
+    Retry(String),
+    /// Rank 0 refused this worker: waiting will not help.
+    #[error("rank 0 refused this worker: {0}")]
+    Rejected(String),
+}
+
+/// An accepted worker's connection to rank 0.
+pub struct Link {
+    pub messages: mpsc::Receiver<ToWorker>,
+    writer: Arc<Mutex<TcpStream>>,
+}
+
+impl Link {
+    /// Connects, retrying until rank 0 answers; logs while it waits.
+    pub fn wait_for_leader(opts: &LinkOptions) -> Result<Link, LinkError> {
+        let mut last_log: Option<Instant> = None;
+        loop {
+            match Link::connect(opts) {
+                Ok(link) => return Ok(link),
+                Err(LinkError::Retry(why)) => {
+                    if last_log.is_none_or(|t| t.elapsed() > Duration::from_secs(10)) {
+                        tracing::info!(control = %opts.control, "waiting for rank 0: {why}");
+                        last_log = Some(Instant::now());
+                    }
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// One attempt to join.
+    pub fn connect(opts: &LinkOptions) -> Result<Link, LinkError> {
+        let retry = |e: std::io::Error| LinkError::Retry(e.to_string());
+        let mut s = TcpStream::connect(&opts.control).map_err(retry)?;
+        s.set_nodelay(true).map_err(retry)?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(retry)?;
+        let ours = nonce();
+        write_frame(
+            &mut s,
+            &ToLeader::Join {
+                rank: opts.rank,
+                identity: Identity::current(),
+                hostfile: opts.hostfile_digest.clone(),
+                nonce: ours.clone(),
+                free_memory: super::free_memory(),
+            },
+        )
+        .map_err(retry)?;
+        match read_frame(&mut s).map_err(retry)? {
+            ToWorker::Challenge {
+                proof,
+                nonce: theirs,
+            } => {
+                if !opts.secret.verify("leader", &ours, &proof) {
+                    return Err(LinkError::Retry(format!(
+                        "the peer at {} failed authentication (MLX_DISTRIBUTED_TOKEN differs?)",
+                        opts.control
+                    )));
+                }
+                let proof = opts.secret.proof("worker", &theirs);
+                write_frame(&mut s, &ToLeader::Proof { proof }).map_err(retry)?;
+            }
+            ToWorker::Rejected { reason } => return Err(LinkError::Rejected(reason)),
+            other => return Err(LinkError::Retry(format!("unexpected {other:?}"))),
+        }
+        match read_frame(&mut s).map_err(retry)? {
+            ToWorker::Accepted => {}
+            ToWorker::Rejected { reason } => return Err(LinkError::Rejected(reason)),
+            other => return Err(LinkError::Retry(format!("unexpected {other:?}"))),
+        }
+        s.set_read_timeout(None).map_err(retry)?;
+        Ok(Link::serve(s).map_err(retry)?)
+    }
+
+    /// Starts the reader: pings are answered at once, everything else is queued.
+    fn serve(stream: TcpStream) -> std::io::Result<Link> {
+        let writer = Arc::new(Mutex::new(stream.try_clone()?));
+        let (tx, messages) = mpsc::channel();
+        let pong = writer.clone();
+        let mut reader = stream;
+        std::thread::spawn(move || loop {
+            match read_frame::<ToWorker>(&mut reader) {
+                Ok(ToWorker::Ping) => {
+                    let mut w = pong.lock().unwrap_or_else(|e| e.into_inner());
+                    let _ = write_frame(&mut *w, &ToLeader::Pong);
+                }
+                Ok(msg) => {
+                    if tx.send(msg).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!("the connection to rank 0 ended: {e}");
+                    return;
+                }
+            }
+        });
+        Ok(Link { messages, writer })
+    }
+
+    pub fn send(&self, msg: &ToLeader) -> std::io::Result<()> {
+        let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        write_frame(&mut *w, msg)
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        if let Ok(w) = self.writer.lock() {
+            let _ = w.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}

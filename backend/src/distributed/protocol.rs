@@ -1,0 +1,156 @@
+//! Control messages between rank 0 and the workers. Rank 0 decides everything; a worker
+//! only joins, loads what it is told, runs the steps it is sent and reports back.
+
+use serde::{Deserialize, Serialize};
+
+/// Bumped whenever a message changes shape.
+pub const PROTOCOL: u32 = 1;
+
+/// What must be equal on every rank for them to compute together.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    pub protocol: u32,
+    /// This crate's version plus a build id (`MLX_DISTRIBUTED_BUILD_ID` at compile time).
+    pub build: String,
+    pub mlx: String,
+}
+
+impl Identity {
+    pub fn current() -> Identity {
+        Identity {
+            protocol: PROTOCOL,
+            build: build_id(),
+            mlx: mlx_version(),
+        }
+    }
+
+    /// Why `other` cannot join this rank, if it cannot.
+    pub fn mismatch(&self, other: &Identity) -> Option<String> {
+        (self != other).then(|| {
+            format!(
+                "it runs build {} with MLX {} (protocol {}), rank 0 runs build {} with MLX {} (protocol {})",
+                other.build, other.mlx, other.protocol, self.build, self.mlx, self.protocol
+            )
+        })
+    }
+}
+
+fn build_id() -> String {
+    // A test hook, so a mismatched build can be simulated without building twice.
+    if let Ok(fake) = std::env::var("MLX_DISTRIBUTED_FAKE_BUILD") {
+        return fake;
+    }
+    let id = option_env!("MLX_DISTRIBUTED_BUILD_ID").unwrap_or("dev");
+    format!("{}+{id}", env!("CARGO_PKG_VERSION"))
+}
+
+fn mlx_version() -> String {
+    unsafe {
+        let mut s = mlx_sys::mlx_string_new();
+        let version = match mlx_sys::mlx_version(&mut s) {
+            0 => std::ffi::CStr::from_ptr(mlx_sys::mlx_string_data(s))
+                .to_string_lossy()
+                .into_owned(),
+            _ => "unknown".to_string(),
+        };
+        mlx_sys::mlx_string_free(s);
+        version
+    }
+}
+
+/// The parallel mode of a loaded model, with this rank's part.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Part {
+    /// Layers `start..end` of the model.
+    Pipeline { start: usize, end: usize },
+    /// Every layer, with 1/size of each layer's heads and neurons.
+    Tensor,
+}
+
+/// A worker's messages to rank 0.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum ToLeader {
+    Join {
+        rank: usize,
+        identity: Identity,
+        /// Digest of the worker's hostfile; all ranks must read the same one.
+        hostfile: String,
+        nonce: String,
+        /// Bytes of memory free on the worker's machine, for `layer_split:auto`.
+        free_memory: u64,
+    },
+    Proof {
+        proof: String,
+    },
+    GroupReady,
+    Loaded {
+        fingerprint: String,
+    },
+    Freed,
+    Failed {
+        error: String,
+    },
+    Pong,
+    /// A step failed on the worker: its state can no longer be trusted.
+    StepFailed {
+        error: String,
+    },
+    Check {
+        seq: u64,
+        state: String,
+    },
+}
+
+/// Rank 0's messages to a worker.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum ToWorker {
+    Challenge {
+        proof: String,
+        nonce: String,
+    },
+    Accepted,
+    Rejected {
+        reason: String,
+    },
+    /// Join the MLX group (ring or jaccl) that the hostfile describes.
+    InitGroup,
+    Load(LoadPlan),
+    Step(StepPlan),
+    Free,
+    Ping,
+}
+
+/// What to load and which part of it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoadPlan {
+    pub model: String,
+    pub model_path: Option<String>,
+    pub dequantize: bool,
+    pub part: Part,
+}
+
+/// One forward pass: every rank extends its caches by `len` positions from `offset`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StepPlan {
+    pub seq: u64,
+    /// Cache position before this step; 0 starts a new sequence (caches reset).
+    pub offset: usize,
+    pub len: usize,
+    /// The token ids, for tensor mode (every rank embeds); empty in pipeline mode.
+    pub tokens: Vec<u32>,
+    /// The activations' dtype (pipeline receives need it).
+    pub dtype: String,
+    /// Whether rank 0 needs the output (logits) of this step, or only the caches (prefill).
+    pub output: bool,
+    /// Report a state fingerprint after this step.
+    pub check: bool,
+}
+
+/// The fingerprint of a rank's state after a step, compared across ranks.
+pub fn state_fingerprint(seq: u64, offset_after: usize, model: &str, tokens: &[u32]) -> String {
+    let mut bytes = format!("{seq}:{offset_after}:{model}:").into_bytes();
+    for t in tokens {
+        bytes.extend_from_slice(&t.to_le_bytes());
+    }
+    super::wire::digest(&bytes)
+}

@@ -1,0 +1,192 @@
+//! Rank 0's LoadModel over a hostfile: form (or reuse) the cluster, join the MLX group,
+//! tell every worker its part, load rank 0's own, and check they all loaded the same model.
+
+use std::rc::Rc;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use super::sharded::{Session, ShardedModel};
+use crate::distributed::leader::{Cluster, ClusterOptions};
+use crate::distributed::protocol::{LoadPlan, Part, ToLeader, ToWorker};
+use crate::distributed::split::layer_ranges;
+use crate::distributed::wire::{digest, Secret};
+use crate::distributed::{clear_groups, Group, Hostfile};
+use crate::error::{read_json, Error, Result};
+use crate::loader::{self, LoadedModel};
+use crate::models::common::{ShardPlan, TensorSplit};
+use crate::options::{LoadConfig, Parallelism};
+use crate::source;
+use crate::weights::WeightMode;
+
+/// How long workers get to load their part.
+const LOAD_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// The hostfile, read and validated for the configured transport.
+pub fn read_hostfile(config: &LoadConfig) -> Result<Option<Hostfile>> {
+    let Some(path) = &config.hostfile else {
+        return Ok(None);
+    };
+    let hostfile =
+        Hostfile::read(path, config.transport).map_err(|e| Error::Distributed(e.to_string()))?;
+    Ok(Some(hostfile))
+}
+
+/// Loads `config`'s model over the cluster `hostfile` describes, reusing `session` when it
+/// is the same cluster and still whole.
+pub fn load(
+    config: &LoadConfig,
+    hostfile: &Hostfile,
+    session: &mut Option<Rc<Session>>,
+) -> Result<LoadedModel> {
+    let digest = digest(hostfile.mlx_json().as_bytes());
+    let reusable = session
+        .as_ref()
+        .is_some_and(|s| s.hostfile_digest == digest && s.cluster.check().is_ok());
+    if !reusable {
+        *session = None;
+        clear_groups();
+        *session = Some(Rc::new(form(config, hostfile, digest)?));
+    }
+    let session = session.clone().expect("formed above");
+    let cluster = &session.cluster;
+    let dir = source::resolve(&config.model, config.model_path.as_deref())?;
+    let model_config: serde_json::Value = read_json(&dir.join("config.json"))?;
+    let layers = model_config["num_hidden_layers"]
+        .as_u64()
+        .ok_or_else(|| Error::Config("config.json has no num_hidden_layers".into()))?
+        as usize;
+    let size = cluster.size();
+    let parts: Vec<Part> = match config.effective_parallelism() {
+        Parallelism::Pipeline => layer_ranges(
+            layers,
+            size,
+            config.layer_split.as_deref(),
+            &cluster.free_memory(),
+        )
+        .map_err(Error::Config)?
+        .into_iter()
+        .map(|r| Part::Pipeline {
+            start: r.start,
+            end: r.end,
+        })
+        .collect(),
+        Parallelism::Tensor => vec![Part::Tensor; size],
+    };
+    tracing::info!(?parts, "loading over {size} ranks");
+    for (rank, part) in parts.iter().enumerate().skip(1) {
+        cluster.send_to(
+            rank,
+            &ToWorker::Load(LoadPlan {
+                model: config.model.clone(),
+                model_path: config.model_path.as_ref().map(|p| p.display().to_string()),
+                dequantize: config.weight_mode == WeightMode::DequantizeF32,
+                part: part.clone(),
+            }),
+        )?;
+    }
+    let own = load_part(config, &dir, &parts[0], &session);
+    let theirs = cluster.collect("LoadModel", LOAD_TIMEOUT, |rank, msg| match msg {
+        ToLeader::Loaded { fingerprint } => Ok(Some((rank, fingerprint))),
+        _ => Ok(None),
+    });
+    let (decoder, mut loaded) = own?;
+    let fingerprint = loader::fingerprint(&dir)?;
+    for (rank, theirs) in theirs? {
+        if theirs != fingerprint {
+            return Err(Error::Distributed(format!(
+                "rank {rank} loaded a different model than rank 0 from `{}` (config or weights \
+                 differ: fingerprint {theirs} vs {fingerprint}); give every machine the same files",
+                config.model
+            )));
+        }
+    }
+    loaded.model = Box::new(ShardedModel::new(
+        decoder,
+        session.clone(),
+        parts[0].clone(),
+        fingerprint,
+    ));
+    Ok(loaded)
+}
+
+fn load_part(
+    config: &LoadConfig,
+    dir: &std::path::Path,
+    part: &Part,
+    session: &Session,
+) -> Result<(crate::models::common::Decoder, LoadedModel)> {
+    let plan = shard_plan(part, 0, &session.group);
+    loader::load_part(dir, config.weight_mode, &plan)
+}
+
+/// A rank's `ShardPlan` for its part.
+pub fn shard_plan(part: &Part, rank: usize, group: &Rc<Group>) -> ShardPlan {
+    match part {
+        Part::Pipeline { start, end } => ShardPlan {
+            layers: Some(*start..*end),
+            ends: rank == 0,
+            tensor: None,
+        },
+        Part::Tensor => ShardPlan {
+            layers: None,
+            ends: true,
+            tensor: Some(TensorSplit {
+                rank,
+                size: group.size(),
+                group: group.clone(),
+            }),
+        },
+    }
+}
+
+/// Waits for the workers, then forms the MLX group with them.
+fn form(config: &LoadConfig, hostfile: &Hostfile, digest: String) -> Result<Session> {
+    let control = hostfile
+        .control_address(config.coordinator.as_deref(), config.control_port)
+        .map_err(|e| {
+            Error::Distributed(format!(
+                "hostfile {}: {e}",
+                config
+                    .hostfile
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            ))
+        })?;
+    let opts = ClusterOptions {
+        size: hostfile.size(),
+        control,
+        rank_addresses: hostfile.rank_addresses(),
+        hostfile_digest: digest.clone(),
+        secret: Secret::new(
+            std::env::var("MLX_DISTRIBUTED_TOKEN").ok().as_deref(),
+            &hostfile.mlx_json(),
+        ),
+        join_timeout: Duration::from_secs(config.join_timeout_secs),
+        heartbeat: Duration::from_secs(1),
+    };
+    let cluster = Cluster::form(&opts)?;
+    cluster.broadcast(&ToWorker::InitGroup)?;
+    let (tx, rx) = mpsc::channel();
+    let (h, coordinator) = (hostfile.clone(), config.coordinator.clone());
+    std::thread::spawn(move || {
+        let _ = tx.send(Group::join(&h, 0, coordinator.as_deref()));
+    });
+    cluster.collect(
+        "joining the MLX group",
+        Duration::from_secs(60),
+        |_, msg| match msg {
+            ToLeader::GroupReady => Ok(Some(())),
+            _ => Ok(None),
+        },
+    )?;
+    let group = rx.recv_timeout(Duration::from_secs(60)).map_err(|_| {
+        Error::Distributed("rank 0 could not join the MLX group within 60 s".into())
+    })??;
+    tracing::info!(size = group.size(), "MLX group formed");
+    Ok(Session {
+        cluster: Rc::new(cluster),
+        group: Rc::new(group),
+        hostfile_digest: digest,
+    })
+}

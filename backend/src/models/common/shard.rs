@@ -1,0 +1,103 @@
+//! Which part of the model one rank holds: a range of layers (pipeline) and/or a slice of
+//! every layer's heads and neurons (tensor). A single node holds everything.
+
+use std::ops::Range;
+use std::rc::Rc;
+
+use mlx_rs::Array;
+
+use crate::distributed::Group;
+use crate::error::{Error, Result};
+
+#[derive(Clone)]
+pub struct ShardPlan {
+    /// The layers this rank holds; `None` is all of them.
+    pub layers: Option<Range<usize>>,
+    /// Whether this rank holds the embedding, final norm and output head (rank 0).
+    pub ends: bool,
+    pub tensor: Option<TensorSplit>,
+}
+
+impl ShardPlan {
+    /// The whole model, as on one node.
+    pub fn full() -> ShardPlan {
+        ShardPlan {
+            layers: None,
+            ends: true,
+            tensor: None,
+        }
+    }
+
+    pub fn holds_layer(&self, i: usize) -> bool {
+        self.layers.as_ref().is_none_or(|r| r.contains(&i))
+    }
+}
+
+/// This rank's slice in tensor parallelism, and the group its partial sums are summed over.
+#[derive(Clone)]
+pub struct TensorSplit {
+    pub rank: usize,
+    pub size: usize,
+    pub group: Rc<Group>,
+}
+
+impl TensorSplit {
+    /// Sharded-to-all: sums every rank's partial output.
+    pub fn all_sum(&self, x: &Array) -> Result<Array> {
+        Ok(self.group.all_sum(x)?)
+    }
+
+    /// Fails clearly unless every count divides by the number of ranks.
+    pub fn check(&self, counts: &[(&str, i32)]) -> Result<()> {
+        let n = self.size as i32;
+        if counts.iter().all(|(_, c)| c % n == 0) {
+            return Ok(());
+        }
+        let fits: Vec<String> = (1..=counts.iter().map(|c| c.1).min().unwrap_or(1))
+            .filter(|d| counts.iter().all(|(_, c)| c % d == 0))
+            .map(|d| d.to_string())
+            .collect();
+        let named: Vec<String> = counts
+            .iter()
+            .map(|(what, c)| format!("{c} {what}"))
+            .collect();
+        Err(Error::Config(format!(
+            "tensor parallelism cannot split {} over {n} ranks; this model splits over {} ranks \
+             (or use parallelism:pipeline)",
+            named.join(", "),
+            fits.join(", ")
+        )))
+    }
+}
+
+/// How one matrix is cut for tensor parallelism.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    Whole,
+    /// By output (all-to-sharded): rank r keeps rows `r*out/n..`.
+    Rows {
+        rank: usize,
+        size: usize,
+    },
+    /// By input (sharded-to-all): rank r keeps columns `r*in/n..`; the bias stays on rank 0.
+    Cols {
+        rank: usize,
+        size: usize,
+    },
+}
+
+impl Split {
+    pub fn rows(t: &Option<TensorSplit>) -> Split {
+        t.as_ref().map_or(Split::Whole, |t| Split::Rows {
+            rank: t.rank,
+            size: t.size,
+        })
+    }
+
+    pub fn cols(t: &Option<TensorSplit>) -> Split {
+        t.as_ref().map_or(Split::Whole, |t| Split::Cols {
+            rank: t.rank,
+            size: t.size,
+        })
+    }
+}

@@ -1,0 +1,57 @@
+//! Request builders and readers shared by the gRPC tests.
+
+use backend::grpc::pb::{self, backend_client::BackendClient};
+use tokio_stream::StreamExt;
+use tonic::transport::Channel;
+
+use crate::goldens::GoldenCase;
+use crate::{fixture, TestResult};
+
+/// LoadModel of a fixture with `key:value` options.
+pub async fn load_fixture(
+    c: &mut BackendClient<Channel>,
+    name: &str,
+    options: &[&str],
+) -> TestResult<pb::Result> {
+    let req = pb::ModelOptions {
+        model: fixture(name)?.to_string_lossy().into_owned(),
+        options: options.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    };
+    Ok(c.load_model(req).await?.into_inner())
+}
+
+/// A greedy request for a golden case, plain or through the chat template.
+pub fn golden_request(case: &GoldenCase, max_tokens: usize) -> pb::PredictOptions {
+    let mut req = pb::PredictOptions {
+        tokens: max_tokens as i32,
+        temperature: 0.0,
+        ..Default::default()
+    };
+    if case.chat {
+        req.use_tokenizer_template = true;
+        req.messages = vec![pb::Message {
+            role: "user".into(),
+            content: case.prompt.clone(),
+            ..Default::default()
+        }];
+    } else {
+        req.prompt = case.prompt.clone();
+    }
+    req
+}
+
+/// The whole text of a PredictStream, and its last reply.
+pub async fn stream_text(
+    c: &mut BackendClient<Channel>,
+    req: pb::PredictOptions,
+) -> TestResult<(String, pb::Reply)> {
+    let mut stream = c.predict_stream(req).await?.into_inner();
+    let (mut text, mut last) = (Vec::new(), pb::Reply::default());
+    while let Some(reply) = stream.next().await {
+        let reply = reply?;
+        text.extend_from_slice(&reply.message);
+        last = reply;
+    }
+    Ok((String::from_utf8(text)?, last))
+}

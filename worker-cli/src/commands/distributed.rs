@@ -1,0 +1,40 @@
+//! `worker mlx-distributed`: rank 0 serves the gRPC backend with this hostfile as its
+//! default; ranks 1 and up join rank 0 and follow it until stopped.
+
+use backend::distributed::Hostfile;
+use backend::engine::follower::{self, FollowerOptions};
+use backend::options::Transport;
+
+use crate::args::DistributedArgs;
+
+pub fn run(args: DistributedArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let transport = match args.backend.as_str() {
+        "jaccl" => Transport::Jaccl,
+        _ => Transport::Ring,
+    };
+    let hostfile = Hostfile::read(&args.hostfile, transport)?;
+    hostfile
+        .check_rank(args.rank)
+        .map_err(|e| format!("--rank: {e}"))?;
+    if args.rank == 0 {
+        // LoadModel without a hostfile option uses these (the env fallbacks).
+        std::env::set_var("MLX_DISTRIBUTED_HOSTFILE", &args.hostfile);
+        std::env::set_var("MLX_DISTRIBUTED_BACKEND", &args.backend);
+        if let Some(port) = args.control_port {
+            std::env::set_var("MLX_DISTRIBUTED_CONTROL_PORT", port.to_string());
+        }
+        if let Some(c) = &args.coordinator {
+            std::env::set_var("MLX_JACCL_COORDINATOR", c);
+        }
+        return backend::server::run(&args.addr);
+    }
+    let span = tracing::info_span!("rank", n = args.rank);
+    let _enter = span.enter();
+    follower::run(&FollowerOptions {
+        rank: args.rank,
+        hostfile,
+        coordinator: args.coordinator,
+        control_port: args.control_port,
+    })?;
+    Ok(())
+}
