@@ -55,9 +55,18 @@ impl Cluster {
 
     /// Starts `worker mlx-distributed --rank N` with extra environment variables.
     pub fn spawn_worker(&self, rank: usize, env: &[(&str, &str)]) -> TestResult<Child> {
+        Cluster::worker_for(&self.hostfile, rank, env)
+    }
+
+    /// A worker process for any hostfile.
+    pub fn worker_for(
+        hostfile: &std::path::Path,
+        rank: usize,
+        env: &[(&str, &str)],
+    ) -> TestResult<Child> {
         let mut cmd = Command::new(workspace_binary("worker")?);
         cmd.args(["mlx-distributed", "--rank", &rank.to_string(), "--hostfile"])
-            .arg(&self.hostfile)
+            .arg(hostfile)
             .env(
                 "RUST_LOG",
                 std::env::var("CLUSTER_LOG").unwrap_or_else(|_| "warn".into()),

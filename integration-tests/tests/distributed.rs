@@ -1,10 +1,15 @@
 //! Real clusters on loopback: rank 0 is the backend binary, ranks 1.. are `worker
 //! mlx-distributed` processes joined over MLX's ring; the headline is "sharded equals unsharded".
 
+use std::time::{Duration, Instant};
+
+use backend::grpc::pb;
 use integration_tests::cluster::Cluster;
 use integration_tests::goldens;
 use integration_tests::rpc::{golden_request, load_fixture, stream_text};
 use integration_tests::TestResult;
+use tokio_stream::StreamExt;
+use tonic::Code;
 
 /// Our default CPU mode on the 4-bit fixture equals mlx-lm on its f32 dequantization.
 const GOLDENS: &str = "smollm2-135m-4bit-f32";
@@ -39,6 +44,7 @@ async fn assert_goldens(
 
 #[tokio::test]
 async fn two_rank_pipeline_equals_single_node() -> TestResult {
+    let _serial = serial();
     let cluster = Cluster::start(2, "pp2")?;
     let rank0 = cluster.rank0(&[]).await?;
     let mut c = rank0.client().await?;
@@ -48,5 +54,223 @@ async fn two_rank_pipeline_equals_single_node() -> TestResult {
     let g = goldens::load(GOLDENS)?;
     let (text, _) = stream_text(&mut c, golden_request(&g.cases[0], g.max_tokens)).await?;
     assert_eq!(text, g.cases[0].text);
+    Ok(())
+}
+
+/// One cluster test at a time: each runs several processes on a 2-core box.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn sampled(prompt: &str, seed: i32, tokens: i32) -> pb::PredictOptions {
+    pb::PredictOptions {
+        prompt: prompt.into(),
+        temperature: 0.7,
+        top_p: 0.9,
+        seed,
+        tokens,
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn three_ranks_pipeline_by_hand_and_tensor_equal_single_node() -> TestResult {
+    let _serial = serial();
+    let cluster = Cluster::start(3, "three")?;
+    let rank0 = cluster.rank0(&[]).await?;
+    let mut c = rank0.client().await?;
+    let loaded = load_fixture(&mut c, MODEL, &["layer_split:8,10,12"]).await?;
+    assert!(loaded.success, "{loaded:?}");
+    assert_goldens(&mut c, &["capital-chat", "haiku-plain"]).await?;
+    // 9 heads and 3 KV heads divide by 3: the same workers switch to tensor parallelism.
+    let loaded = load_fixture(&mut c, MODEL, &["parallelism:tensor"]).await?;
+    assert!(loaded.success, "{loaded:?}");
+    assert_goldens(&mut c, &["capital-chat", "haiku-plain"]).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn two_rank_tensor_refuses_three_kv_heads_and_runs_even_heads() -> TestResult {
+    let _serial = serial();
+    let single = integration_tests::server::BackendProcess::start(&[]).await?;
+    let mut one = single.client().await?;
+    let cluster = Cluster::start(2, "tp2")?;
+    let rank0 = cluster.rank0(&[]).await?;
+    let mut c = rank0.client().await?;
+
+    let refused = load_fixture(&mut c, MODEL, &["parallelism:tensor"]).await?;
+    assert!(!refused.success);
+    for part in ["9 attention heads", "3 KV heads", "over 2 ranks", "1, 3"] {
+        assert!(
+            refused.message.contains(part),
+            "{part:?} not in {:?}",
+            refused.message
+        );
+    }
+    for tiny in ["tiny-qwen2", "tiny-qwen3", "tiny-llama3"] {
+        assert!(load_fixture(&mut one, tiny, &[]).await?.success);
+        let loaded = load_fixture(&mut c, tiny, &["parallelism:tensor"]).await?;
+        assert!(loaded.success, "{tiny}: {loaded:?}");
+        let req = pb::PredictOptions {
+            prompt: "The quick brown fox".into(),
+            tokens: 24,
+            ignore_eos: true,
+            ..Default::default()
+        };
+        let want = one.predict(req.clone()).await?.into_inner();
+        let got = c.predict(req).await?.into_inner();
+        assert_eq!(got.message, want.message, "{tiny}");
+        assert_eq!(got.tokens, want.tokens, "{tiny}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn seeded_sampling_stops_free_and_reload_follow_rank_0() -> TestResult {
+    let _serial = serial();
+    let single = integration_tests::server::BackendProcess::start(&[]).await?;
+    let mut one = single.client().await?;
+    assert!(load_fixture(&mut one, MODEL, &[]).await?.success);
+    let cluster = Cluster::start(2, "sampling")?;
+    let rank0 = cluster.rank0(&[]).await?;
+    let mut c = rank0.client().await?;
+    assert!(load_fixture(&mut c, MODEL, &[]).await?.success);
+
+    // Sampling at temperature 0.7 with a seed gives the single node's text.
+    let req = sampled("Once upon a time", 1234, 40);
+    let want = one.predict(req.clone()).await?.into_inner().message;
+    assert_eq!(c.predict(req.clone()).await?.into_inner().message, want);
+
+    // A stop string ends the request early on rank 0; the workers follow, nothing hangs.
+    let g = goldens::load(GOLDENS)?;
+    let case = g
+        .cases
+        .iter()
+        .find(|c| c.name == "capital-chat")
+        .ok_or("no case")?;
+    let mut stop = golden_request(case, g.max_tokens);
+    stop.stop_prompts = vec!["France".into()];
+    let (text, last) = stream_text(&mut c, stop).await?;
+    assert!(
+        !text.contains("France") && (last.tokens as usize) < case.tokens.len(),
+        "{text:?}"
+    );
+    assert_eq!(c.predict(req.clone()).await?.into_inner().message, want);
+
+    // Free, then load again: the same workers, no restart.
+    assert!(c.free(pb::HealthMessage {}).await?.into_inner().success);
+    let err = c.predict(req.clone()).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(load_fixture(&mut c, MODEL, &[]).await?.success);
+    assert_goldens(&mut c, &["capital-chat"]).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_killed_worker_fails_the_request_within_seconds_and_a_restart_recovers() -> TestResult {
+    let _serial = serial();
+    let mut cluster = Cluster::start(2, "kill")?;
+    let rank0 = cluster.rank0(&[]).await?;
+    let mut c = rank0.client().await?;
+    assert!(load_fixture(&mut c, MODEL, &[]).await?.success);
+
+    let mut long = sampled("Write a long story about the sea.", 7, 4000);
+    long.ignore_eos = true;
+    let mut stream = c.predict_stream(long).await?.into_inner();
+    stream.next().await.ok_or("no first token")??;
+    let killed = Instant::now();
+    let mut worker = cluster.workers.remove(0);
+    worker.kill()?;
+    worker.wait()?;
+    let err = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match stream.next().await {
+                Some(Ok(_)) => continue,
+                Some(Err(status)) => return Ok(status),
+                None => return Err("the stream ended without an error"),
+            }
+        }
+    })
+    .await
+    .map_err(|_| "no error within 10 s of the kill")??;
+    assert!(killed.elapsed() < Duration::from_secs(10));
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert!(err.message().contains("rank 1"), "{err:?}");
+
+    let health = c.health(pb::HealthMessage {}).await?.into_inner();
+    assert!(String::from_utf8(health.message)?.starts_with("DEGRADED: rank 1"));
+    let status = c.status(pb::HealthMessage {}).await?.into_inner();
+    assert_eq!(status.state, pb::status_response::State::Error as i32);
+    let err = c.predict(sampled("Hi", 1, 4)).await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+
+    // The worker comes back; LoadModel forms the cluster again without restarting rank 0.
+    cluster.workers.push(cluster.spawn_worker(1, &[])?);
+    let loaded = load_fixture(&mut c, MODEL, &[]).await?;
+    assert!(loaded.success, "{loaded:?}");
+    assert_eq!(
+        c.health(pb::HealthMessage {}).await?.into_inner().message,
+        b"OK"
+    );
+    assert_goldens(&mut c, &["capital-chat"]).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn bad_clusters_and_options_get_clear_errors() -> TestResult {
+    let _serial = serial();
+    // Rank 1 never starts: LoadModel names it and its address after the join timeout.
+    let cluster = Cluster::start(1, "missing")?;
+    let dir = integration_tests::cluster::TempDir::new("badfiles")?;
+    let two = dir.0.join("two.json");
+    std::fs::write(&two, r#"["127.0.0.1:45710", "127.0.0.1:45720"]"#)?;
+    let dup = dir.0.join("dup.json");
+    std::fs::write(&dup, r#"["127.0.0.1:45710", "127.0.0.1:45710"]"#)?;
+    let rank0 = cluster.rank0(&[]).await?;
+    let mut c = rank0.client().await?;
+    let start = Instant::now();
+    let opt = format!("hostfile:{}", two.display());
+    let r = load_fixture(&mut c, MODEL, &[&opt, "join_timeout:2"]).await?;
+    assert!(
+        !r.success && r.message.contains("rank 1 (127.0.0.1:45720) did not join"),
+        "{r:?}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(10));
+
+    let opt = format!("hostfile:{}", dup.display());
+    let r = load_fixture(&mut c, MODEL, &[&opt]).await?;
+    assert!(
+        !r.success && r.message.contains("appears twice") && r.message.contains("dup.json"),
+        "{r:?}"
+    );
+    let r = load_fixture(&mut c, MODEL, &["hostfile:/no/such/hostfile.json"]).await?;
+    assert!(
+        !r.success && r.message.contains("/no/such/hostfile.json"),
+        "{r:?}"
+    );
+    let r = load_fixture(&mut c, MODEL, &["parallelism:sideways"]).await?;
+    assert!(!r.success && r.message.contains("parallelism"), "{r:?}");
+
+    // A worker of another build is refused at join time, and says so on both sides.
+    let cluster = Cluster::start(1, "build")?;
+    let rank0 = cluster.rank0(&[]).await?;
+    let hostfile = dir.0.join("build.json");
+    std::fs::copy(&two, &hostfile)?;
+    let mut c = rank0.client().await?;
+    let odd = integration_tests::cluster::Cluster::worker_for(
+        &hostfile,
+        1,
+        &[("MLX_DISTRIBUTED_FAKE_BUILD", "0.0.0+other")],
+    )?;
+    let opt = format!("hostfile:{}", hostfile.display());
+    let r = load_fixture(&mut c, MODEL, &[&opt, "join_timeout:20"]).await?;
+    assert!(
+        !r.success && r.message.contains("cannot join: it runs build 0.0.0+other"),
+        "{r:?}"
+    );
+    let out = integration_tests::wait_bounded(odd, Duration::from_secs(10))?;
+    assert!(!out.status.success());
     Ok(())
 }
