@@ -17,9 +17,28 @@ pub enum Command {
     Generate(GenerateArgs),
     /// Benchmark this engine against mlx-lm on the same checkpoint, in one run.
     Bench(BenchArgs),
+    /// Demo: rank 0 and workers on loopback, LoadModel over gRPC, then a streamed answer.
+    Demo(DemoArgs),
     /// Run one rank of a distributed model: rank 0 serves gRPC, ranks 1+ follow rank 0.
     #[command(name = "mlx-distributed")]
     MlxDistributed(DistributedArgs),
+}
+
+#[derive(Args)]
+pub struct DemoArgs {
+    /// A model folder or a Hugging Face repo id.
+    #[arg(long)]
+    pub model: String,
+    #[arg(long, default_value = "What is the capital of France?")]
+    pub prompt: String,
+    /// Ranks on this machine (rank 0 plus workers).
+    #[arg(long, default_value_t = 2)]
+    pub ranks: usize,
+    #[arg(long, default_value_t = 128)]
+    pub max_tokens: i32,
+    /// Everything is stopped after this long.
+    #[arg(long, default_value_t = 300)]
+    pub timeout_secs: u64,
 }
 
 #[derive(Args)]

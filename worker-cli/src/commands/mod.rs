@@ -1,4 +1,5 @@
 mod bench;
+mod demo;
 mod distributed;
 mod generate;
 
@@ -11,5 +12,6 @@ pub fn run(command: Command) -> CliResult {
         Command::Generate(args) => generate::run(args),
         Command::Bench(args) => bench::run(args),
         Command::MlxDistributed(args) => distributed::run(args),
+        Command::Demo(args) => demo::run(args),
     }
 }

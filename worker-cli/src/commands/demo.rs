@@ -1,0 +1,146 @@
+//! `worker demo`: the product end to end on one machine. It writes a loopback ring hostfile,
+//! starts the workers and then rank 0 (this same binary, `mlx-distributed`), loads the model
+//! over gRPC as LocalAI would, and streams a chat answer to stdout.
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use backend::grpc::pb::{self, backend_client::BackendClient};
+
+use super::CliResult;
+use crate::args::DemoArgs;
+
+/// Kills the ranks when the demo ends, however it ends.
+struct Ranks(Vec<Child>);
+
+impl Drop for Ranks {
+    fn drop(&mut self) {
+        for c in self.0.iter_mut().rev() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A free loopback port whose successor is free too (rank 0's control channel).
+fn port_pair(taken: &[u16]) -> CliResult<u16> {
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let clear = |p: u16| !taken.contains(&p) && TcpListener::bind(("127.0.0.1", p)).is_ok();
+        if port < u16::MAX - 1 && clear(port) && clear(port + 1) {
+            return Ok(port);
+        }
+    }
+}
+
+pub fn run(args: DemoArgs) -> CliResult {
+    let dir = std::env::temp_dir().join(format!("mlx-distributed-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let mut ports: Vec<u16> = Vec::new();
+    for _ in 0..args.ranks.max(1) {
+        let p = port_pair(&ports)?;
+        ports.extend([p, p + 1]);
+    }
+    let addrs: Vec<String> = ports
+        .iter()
+        .step_by(2)
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect();
+    let hostfile = dir.join("hostfile.json");
+    std::fs::write(&hostfile, serde_json::to_string(&addrs)?)?;
+    let grpc = format!("127.0.0.1:{}", port_pair(&ports)?);
+    eprintln!("hostfile {}: {}", hostfile.display(), addrs.join(" "));
+
+    let exe = std::env::current_exe()?;
+    let mut ranks = Ranks(Vec::new());
+    // Workers first, as in production; rank 0 last, serving gRPC.
+    for rank in (0..args.ranks.max(1)).rev() {
+        let mut cmd = Command::new(&exe);
+        cmd.args([
+            "mlx-distributed",
+            "--rank",
+            &rank.to_string(),
+            "--addr",
+            &grpc,
+            "--hostfile",
+        ])
+        .arg(&hostfile)
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+        ranks.0.push(cmd.spawn()?);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let limit = Duration::from_secs(args.timeout_secs);
+    let result = rt.block_on(async { tokio::time::timeout(limit, demo(&args, &grpc)).await });
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(ranks);
+    result.map_err(|_| format!("the demo did not finish within {limit:?}"))?
+}
+
+async fn demo(args: &DemoArgs, grpc: &str) -> CliResult {
+    let start = Instant::now();
+    let mut client = loop {
+        if let Ok(c) = BackendClient::connect(format!("http://{grpc}")).await {
+            break c;
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            return Err(format!("rank 0 did not come up at {grpc}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let model = std::fs::canonicalize(&args.model)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| args.model.clone());
+    let loaded = client
+        .load_model(pb::ModelOptions {
+            model,
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    if !loaded.success {
+        return Err(format!("LoadModel failed: {}", loaded.message).into());
+    }
+    eprintln!(
+        "loaded over {} ranks in {:.1} s",
+        args.ranks,
+        start.elapsed().as_secs_f64()
+    );
+    let req = pb::PredictOptions {
+        use_tokenizer_template: true,
+        messages: vec![pb::Message {
+            role: "user".into(),
+            content: args.prompt.clone(),
+            ..Default::default()
+        }],
+        tokens: args.max_tokens,
+        temperature: 0.0,
+        ..Default::default()
+    };
+    let mut stream = client.predict_stream(req).await?.into_inner();
+    let mut last = pb::Reply::default();
+    let mut out = std::io::stdout();
+    while let Some(reply) = stream.message().await? {
+        out.write_all(&reply.message)?;
+        out.flush()?;
+        last = reply;
+    }
+    let gen = last.timing_token_generation / 1000.0;
+    eprintln!(
+        "\n[{} prompt tokens, {} generated, {:.1} tok/s over {} ranks]",
+        last.prompt_tokens,
+        last.tokens,
+        last.tokens as f64 / gen.max(1e-9),
+        args.ranks
+    );
+    let _ = client.free(pb::HealthMessage {}).await;
+    Ok(())
+}
