@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use backend::grpc::pb::{self, backend_client::BackendClient};
 use integration_tests::goldens::{self, GoldenCase};
+use integration_tests::rpc::{golden_request as request, load_fixture, stream_text};
 use integration_tests::server::BackendProcess;
 use integration_tests::{fixture, TestResult};
 use tokio_stream::StreamExt;
@@ -14,47 +15,7 @@ use tonic::Code;
 const GOLDENS: &str = "smollm2-135m-4bit-f32";
 
 async fn load(c: &mut BackendClient<Channel>, options: &[&str]) -> TestResult<pb::Result> {
-    let model = fixture("smollm2-135m-4bit")?;
-    let req = pb::ModelOptions {
-        model: model.to_string_lossy().into_owned(),
-        options: options.iter().map(|s| s.to_string()).collect(),
-        ..Default::default()
-    };
-    Ok(c.load_model(req).await?.into_inner())
-}
-
-/// A greedy request for a golden case, plain or through the chat template.
-fn request(case: &GoldenCase, max_tokens: usize) -> pb::PredictOptions {
-    let mut req = pb::PredictOptions {
-        tokens: max_tokens as i32,
-        temperature: 0.0,
-        ..Default::default()
-    };
-    if case.chat {
-        req.use_tokenizer_template = true;
-        req.messages = vec![pb::Message {
-            role: "user".into(),
-            content: case.prompt.clone(),
-            ..Default::default()
-        }];
-    } else {
-        req.prompt = case.prompt.clone();
-    }
-    req
-}
-
-async fn stream_text(
-    c: &mut BackendClient<Channel>,
-    req: pb::PredictOptions,
-) -> TestResult<(String, pb::Reply)> {
-    let mut stream = c.predict_stream(req).await?.into_inner();
-    let (mut text, mut last) = (Vec::new(), pb::Reply::default());
-    while let Some(reply) = stream.next().await {
-        let reply = reply?;
-        text.extend_from_slice(&reply.message);
-        last = reply;
-    }
-    Ok((String::from_utf8(text)?, last))
+    load_fixture(c, "smollm2-135m-4bit", options).await
 }
 
 #[tokio::test]
