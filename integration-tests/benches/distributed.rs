@@ -3,37 +3,51 @@
 //! Prints a table and a JSON line; ratios are against the single node measured in this run.
 //! The per-step overhead (distributed minus single-node time per token) is what the
 //! control plan, the activation hand-off and the extra synchronisation cost.
+//! mlx-lm runs the same modes where it has them (tensor: `model.shard`; it has no pipeline
+//! for llama) under `mlx.launch --backend ring`, on the f32 twin of the checkpoint, which is
+//! what our fast mode computes with.
 
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use backend::grpc::pb;
 use integration_tests::cluster::Cluster;
 use integration_tests::rpc::load_fixture;
-use integration_tests::TestResult;
+use integration_tests::server::BackendProcess;
+use integration_tests::{cache_dir, fixture, free_port, wait_bounded, TestResult};
 
 const MODEL: &str = "smollm2-135m-4bit";
+/// What our fast mode computes with, for mlx-lm.
+const MLX_LM_MODEL: &str = "smollm2-135m-4bit-f32";
 const TOKENS: i32 = 128;
 const RUNS: usize = 3;
 
-/// Best decode tok/s over a few greedy runs of `TOKENS` tokens.
-async fn decode_speed(
-    c: &mut pb::backend_client::BackendClient<tonic::transport::Channel>,
-) -> TestResult<f64> {
-    let mut best: f64 = 0.0;
-    for _ in 0..RUNS {
-        let req = pb::PredictOptions {
-            prompt: "Write a story about the sea.".into(),
-            tokens: TOKENS,
-            ignore_eos: true,
-            ..Default::default()
-        };
-        let r = c.predict(req).await?.into_inner();
-        best = best.max(r.tokens as f64 / (r.timing_token_generation / 1000.0));
+/// Tokens to decode: fewer for tensor mode, whose every layer waits on two all_sums over
+/// ranks that share 2 cores here (about 1 tok/s, for mlx-lm too).
+fn tokens(ranks: usize, mode: &str) -> i32 {
+    match (ranks, mode) {
+        (1, _) | (_, "pipeline") => TOKENS,
+        _ => TOKENS / 4,
     }
-    Ok(best)
 }
 
-async fn measure(ranks: usize, options: &[&str]) -> TestResult<f64> {
+type Client = pb::backend_client::BackendClient<tonic::transport::Channel>;
+
+/// Decode tok/s of one greedy run that never stops early.
+async fn decode_once(c: &mut Client, tokens: i32) -> TestResult<f64> {
+    let req = pb::PredictOptions {
+        prompt: "Write a story about the sea.".into(),
+        tokens,
+        ignore_eos: true,
+        ..Default::default()
+    };
+    let r = c.predict(req).await?.into_inner();
+    Ok(r.tokens as f64 / (r.timing_token_generation / 1000.0))
+}
+
+/// A loaded backend: rank 0 of a cluster of `ranks` (1 = a single node).
+async fn start(ranks: usize, options: &[&str]) -> TestResult<(Cluster, BackendProcess, Client)> {
     let cluster = Cluster::start(ranks, &format!("bench{ranks}"))?;
     let rank0 = cluster.rank0(&[]).await?;
     let mut c = rank0.client().await?;
@@ -41,34 +55,111 @@ async fn measure(ranks: usize, options: &[&str]) -> TestResult<f64> {
     if !loaded.success {
         return Err(loaded.message.into());
     }
-    decode_speed(&mut c).await
+    Ok((cluster, rank0, c))
+}
+
+/// Best tok/s of the single node and of a cluster, their runs alternating so that drift in
+/// the machine's speed hits both alike.
+async fn measure(single: &mut Client, ranks: usize, options: &[&str]) -> TestResult<(f64, f64)> {
+    let mode = match options.contains(&"parallelism:tensor") {
+        true => "tensor",
+        false => "pipeline",
+    };
+    let (_cluster, _rank0, mut c) = start(ranks, options).await?;
+    let n = tokens(ranks, mode);
+    let runs = if n == TOKENS { RUNS } else { 1 };
+    let (mut one, mut many) = (0f64, 0f64);
+    for _ in 0..runs {
+        one = one.max(decode_once(single, TOKENS).await?);
+        many = many.max(decode_once(&mut c, n).await?);
+    }
+    Ok((one, many))
+}
+
+/// mlx-lm's decode tok/s on one node, or sharded over `ranks` ranks by `mlx.launch`.
+fn mlx_lm_speed(ranks: usize, sharded: &str) -> TestResult<f64> {
+    let venv = cache_dir().join("venv/bin");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench/mlx_lm_engine.py");
+    let model = fixture(MLX_LM_MODEL)?;
+    // The same BLAS as ours: our binaries link OpenBLAS ahead of MLX's reference BLAS.
+    let openblas = "/usr/lib/x86_64-linux-gnu/libblas.so.3";
+    let mut cmd = match ranks {
+        1 => Command::new(venv.join("python")),
+        _ => {
+            let mut c = Command::new(venv.join("mlx.launch"));
+            c.args(["--backend", "ring", "--hosts", "127.0.0.1", "-n"])
+                .arg(ranks.to_string())
+                .args(["--starting-port", &free_port()?.to_string()])
+                .args(["--env", &format!("LD_PRELOAD={openblas}")])
+                .arg(venv.join("python"));
+            c
+        }
+    };
+    cmd.arg(script).arg("--model").arg(model).args([
+        "--prompt-lens",
+        "",
+        "--gen-tokens",
+        &tokens(ranks, sharded).to_string(),
+    ]);
+    if ranks > 1 {
+        cmd.args(["--sharded", sharded]);
+    }
+    if Path::new(openblas).exists() {
+        cmd.env("LD_PRELOAD", openblas);
+    }
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let out = wait_bounded(child, Duration::from_secs(300))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json = stdout.lines().rev().find(|l| l.starts_with('{'));
+    let Some(json) = json.filter(|_| out.status.success()) else {
+        return Err(format!(
+            "mlx-lm ({ranks} ranks) failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    };
+    let v: serde_json::Value = serde_json::from_str(json)?;
+    v["generation_tps"]
+        .as_f64()
+        .ok_or_else(|| format!("mlx-lm printed no generation_tps: {json}").into())
 }
 
 fn main() -> TestResult {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    // DIST_BENCH_MODES picks some of: pipeline-2, pipeline-3, tensor-3, mlx-lm.
+    let only = std::env::var("DIST_BENCH_MODES").unwrap_or_default();
+    let wanted = |m: &str| only.is_empty() || only.split(',').any(|x| x == m);
     let run = async {
-        let single = measure(1, &[]).await?;
+        let (_none, _single_proc, mut single) = start(1, &[]).await?;
         let modes: [(&str, usize, &[&str]); 3] = [
             ("pipeline-2", 2, &[]),
             ("pipeline-3", 3, &[]),
             ("tensor-3", 3, &["parallelism:tensor"]),
         ];
         println!(
-            "{:<12} {:>9} {:>8} {:>16}",
-            "mode", "tok/s", "ratio", "overhead ms/step"
+            "{:<12} {:>9} {:>12} {:>8} {:>16}",
+            "mode", "tok/s", "single tok/s", "ratio", "overhead ms/step"
         );
-        println!("{:<12} {:>9.2} {:>8.2} {:>16}", "single", single, 1.0, "-");
-        let mut json = serde_json::json!({"model": MODEL, "tokens": TOKENS, "single": single});
-        for (name, ranks, options) in modes {
-            let speed = measure(ranks, options).await?;
-            let overhead = 1000.0 / speed - 1000.0 / single;
+        let mut json = serde_json::json!({"model": MODEL, "tokens": TOKENS});
+        for (name, ranks, options) in modes.into_iter().filter(|m| wanted(m.0)) {
+            let (one, speed) = measure(&mut single, ranks, options).await?;
+            let overhead = 1000.0 / speed - 1000.0 / one;
             println!(
-                "{name:<12} {speed:>9.2} {:>8.2} {overhead:>16.2}",
-                speed / single
+                "{name:<12} {speed:>9.2} {one:>12.2} {:>8.2} {overhead:>16.2}",
+                speed / one
             );
-            json[name] = serde_json::json!({"tok_s": speed, "ratio": speed / single, "overhead_ms": overhead});
+            json[name] = serde_json::json!({"tok_s": speed, "single_tok_s": one, "ratio": speed / one, "overhead_ms": overhead});
+        }
+        if wanted("mlx-lm") {
+            let lm_single = mlx_lm_speed(1, "")?;
+            let lm_tensor = mlx_lm_speed(3, "tensor")?;
+            println!(
+                "mlx-lm (f32 twin, same BLAS): single {lm_single:.2} tok/s, tensor-3 \
+                 {lm_tensor:.2} tok/s; it has no pipeline mode for llama"
+            );
+            json["mlx_lm"] = serde_json::json!({"single": lm_single, "tensor-3": lm_tensor});
         }
         println!("{json}");
         TestResult::Ok(())

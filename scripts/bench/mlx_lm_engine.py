@@ -8,6 +8,7 @@ import mlx.core as mx
 from mlx_lm import load
 from mlx_lm.generate import generate_step
 from mlx_lm.sample_utils import make_sampler
+from mlx_lm.utils import sharded_load
 
 GREEDY = make_sampler(0.0)
 
@@ -38,15 +39,27 @@ def main():
     p.add_argument("--model", required=True)
     p.add_argument("--prompt-lens", default="128")
     p.add_argument("--gen-tokens", type=int, default=128)
+    p.add_argument(
+        "--sharded",
+        choices=["tensor", "pipeline"],
+        help="under mlx.launch: mlx-lm's own distributed generation",
+    )
     a = p.parse_args()
-    model, _ = load(a.model)
+    group = None
+    if a.sharded:
+        group = mx.distributed.init(strict=True)
+        split = (None, group) if a.sharded == "tensor" else (group, None)
+        model, _ = sharded_load(a.model, *split)
+    else:
+        model, _ = load(a.model)
     prompt_tps(model, 16)  # warm-up
     out = {"prompt_tps": {}, "generation_tps": None}
     for n in [int(x) for x in a.prompt_lens.split(",") if x]:
         out["prompt_tps"][str(n)] = prompt_tps(model, n)
     if a.gen_tokens > 0:
         out["generation_tps"] = generation_tps(model, a.gen_tokens)
-    print(json.dumps(out))
+    if group is None or group.rank() == 0:
+        print(json.dumps(out), flush=True)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 //! plans and watches them. A worker that disconnects or stops answering pings is a fault
 //! that fails the request in flight within seconds, whatever MLX is blocked on.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -32,12 +33,18 @@ pub struct ClusterOptions {
 /// the host restarts it (a collective with a vanished peer may never return).
 const WEDGED_EXIT_AFTER: Duration = Duration::from_secs(20);
 
+/// At most this many early replies are kept; stale ones fall off.
+const MAX_KEPT: usize = 64;
+
+type Listener = Box<dyn FnOnce(String) + Send>;
+type Observer = Box<dyn Fn(&str) + Send>;
+
 /// The first fault seen, and who to tell.
 #[derive(Default)]
 pub struct Fault {
     message: Mutex<Option<String>>,
-    listener: Mutex<Option<Box<dyn FnOnce(String) + Send>>>,
-    observer: Mutex<Option<Box<dyn Fn(&str) + Send>>>,
+    listener: Mutex<Option<Listener>>,
+    observer: Mutex<Option<Observer>>,
     /// A request is running on the engine thread.
     busy: Arc<AtomicBool>,
 }
@@ -91,7 +98,7 @@ impl Fault {
     }
 
     /// Calls `tell` once, on the next fault (or now, if there is one already).
-    pub fn on_fault(&self, tell: Box<dyn FnOnce(String) + Send>) {
+    pub fn on_fault(&self, tell: Listener) {
         match self.get() {
             Some(message) => tell(message),
             None => *self.listener.lock().unwrap_or_else(|e| e.into_inner()) = Some(tell),
@@ -99,7 +106,7 @@ impl Fault {
     }
 
     /// Calls `observe` on every fault (to publish the degraded state).
-    pub fn observe(&self, observe: Box<dyn Fn(&str) + Send>) {
+    pub fn observe(&self, observe: Observer) {
         *self.observer.lock().unwrap_or_else(|e| e.into_inner()) = Some(observe);
     }
 
@@ -126,6 +133,8 @@ struct Peer {
 pub struct Cluster {
     peers: Arc<Vec<Peer>>,
     replies: mpsc::Receiver<(usize, ToLeader)>,
+    /// Replies that came while rank 0 waited for something else.
+    kept: RefCell<VecDeque<(usize, ToLeader)>>,
     fault: Arc<Fault>,
     stop: Arc<AtomicBool>,
 }
@@ -237,6 +246,7 @@ impl Cluster {
         Cluster {
             peers,
             replies,
+            kept: RefCell::new(VecDeque::new()),
             fault,
             stop,
         }
@@ -299,56 +309,130 @@ impl Cluster {
     }
 
     /// One reply from every worker, checked by `accept`; a `Failed` reply names its rank.
+    /// Replies `accept` does not take are kept for later waits.
     pub fn collect<T>(
         &self,
         what: &str,
         timeout: Duration,
-        mut accept: impl FnMut(usize, ToLeader) -> Result<Option<T>>,
+        mut accept: impl FnMut(usize, &ToLeader) -> Result<Option<T>>,
     ) -> Result<Vec<T>> {
         let deadline = Instant::now() + timeout;
         let mut got = BTreeMap::new();
+        let mut offer = |rank: usize, msg: ToLeader, got: &mut BTreeMap<usize, T>| -> Result<()> {
+            match accept(rank, &msg)? {
+                Some(value) => drop(got.insert(rank, value)),
+                None => self.keep(rank, msg),
+            }
+            Ok(())
+        };
+        for (rank, msg) in self.take_kept() {
+            offer(rank, msg, &mut got)?;
+        }
         while got.len() < self.peers.len() {
-            self.check()?;
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                let missing: Vec<String> = self
-                    .peers
+            let missing = || {
+                self.peers
                     .iter()
                     .filter(|p| !got.contains_key(&p.rank))
                     .map(|p| format!("rank {} ({})", p.rank, p.address))
-                    .collect();
-                return Err(Error::Distributed(format!(
-                    "{} did not answer {what} within {} s",
-                    missing.join(", "),
-                    timeout.as_secs()
-                )));
-            }
-            match self
-                .replies
-                .recv_timeout(left.min(Duration::from_millis(200)))
-            {
-                Ok((rank, ToLeader::Failed { error })) => {
-                    let address = &self
-                        .peers
-                        .iter()
-                        .find(|p| p.rank == rank)
-                        .map(|p| p.address.clone())
-                        .unwrap_or_default();
-                    return Err(Error::Distributed(format!(
-                        "rank {rank} ({address}): {error}"
-                    )));
-                }
-                Ok((rank, msg)) => {
-                    if let Some(value) = accept(rank, msg)? {
-                        got.insert(rank, value);
-                    }
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => self.check()?,
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let on_late = || late(what, timeout, missing());
+            if let Some((rank, msg)) = self.next_reply(deadline, on_late)? {
+                offer(rank, msg, &mut got)?;
             }
         }
         Ok(got.into_values().collect())
     }
+
+    /// The first reply from `rank` that `accept` takes; other replies are kept for later.
+    pub fn await_from<T>(
+        &self,
+        rank: usize,
+        what: &str,
+        timeout: Duration,
+        mut accept: impl FnMut(&ToLeader) -> Option<T>,
+    ) -> Result<T> {
+        let deadline = Instant::now() + timeout;
+        let mut kept = self.take_kept().into_iter();
+        loop {
+            let reply = match kept.next() {
+                Some(reply) => Some(reply),
+                None => {
+                    let on_late = || {
+                        late(
+                            what,
+                            timeout,
+                            format!("rank {rank} ({})", self.address(rank)),
+                        )
+                    };
+                    self.next_reply(deadline, on_late)?
+                }
+            };
+            let Some((from, msg)) = reply else { continue };
+            match (from == rank).then(|| accept(&msg)).flatten() {
+                Some(value) => {
+                    kept.for_each(|(r, m)| self.keep(r, m));
+                    return Ok(value);
+                }
+                None => self.keep(from, msg),
+            }
+        }
+    }
+
+    /// Keeps a reply that came while rank 0 waited for another (the oldest go first).
+    fn keep(&self, rank: usize, msg: ToLeader) {
+        let mut kept = self.kept.borrow_mut();
+        if kept.len() >= MAX_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back((rank, msg));
+    }
+
+    fn take_kept(&self) -> Vec<(usize, ToLeader)> {
+        self.kept.borrow_mut().drain(..).collect()
+    }
+
+    /// Waits a little for the next reply; fails on a fault, a `Failed` reply, or the deadline.
+    fn next_reply(
+        &self,
+        deadline: Instant,
+        late: impl FnOnce() -> Error,
+    ) -> Result<Option<(usize, ToLeader)>> {
+        self.check()?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(late());
+        }
+        match self
+            .replies
+            .recv_timeout(left.min(Duration::from_millis(200)))
+        {
+            Ok((rank, ToLeader::Failed { error })) => Err(Error::Distributed(format!(
+                "rank {rank} ({}): {error}",
+                self.address(rank)
+            ))),
+            Ok(reply) => Ok(Some(reply)),
+            Err(mpsc::RecvTimeoutError::Timeout) => Ok(None),
+            Err(mpsc::RecvTimeoutError::Disconnected) => self.check().map(|_| None),
+        }
+    }
+
+    fn address(&self, rank: usize) -> String {
+        self.peers
+            .iter()
+            .find(|p| p.rank == rank)
+            .map(|p| p.address.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// The error for ranks that did not answer in time.
+fn late(what: &str, timeout: Duration, who: String) -> Error {
+    Error::Distributed(format!(
+        "{who} did not answer {what} within {} s",
+        timeout.as_secs()
+    ))
 }
 
 impl Drop for Cluster {

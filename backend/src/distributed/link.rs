@@ -96,7 +96,7 @@ impl Link {
             other => return Err(LinkError::Retry(format!("unexpected {other:?}"))),
         }
         s.set_read_timeout(None).map_err(retry)?;
-        Ok(Link::serve(s).map_err(retry)?)
+        Link::serve(s).map_err(retry)
     }
 
     /// Starts the reader: pings are answered at once, everything else is queued.

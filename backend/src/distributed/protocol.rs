@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 
 /// What must be equal on every rank for them to compute together.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,6 +98,11 @@ pub enum ToLeader {
     Check {
         seq: u64,
         state: String,
+    },
+    /// Pipeline: this rank computed step `seq` and is about to send its activations on, so
+    /// the next rank may post its receive now (a posted MLX ring receive busy-polls a core).
+    Ready {
+        seq: u64,
     },
 }
 

@@ -86,7 +86,7 @@ pub fn load(
     }
     let own = load_part(config, &dir, &parts[0], &session);
     let theirs = cluster.collect("LoadModel", LOAD_TIMEOUT, |rank, msg| match msg {
-        ToLeader::Loaded { fingerprint } => Ok(Some((rank, fingerprint))),
+        ToLeader::Loaded { fingerprint } => Ok(Some((rank, fingerprint.clone()))),
         _ => Ok(None),
     });
     let (decoder, mut loaded) = own?;

@@ -101,7 +101,7 @@ impl Follower<'_> {
                     tracing::info!("model freed");
                     Some(ToLeader::Freed)
                 }
-                ToWorker::Step(plan) => match self.step(&plan) {
+                ToWorker::Step(plan) => match self.step(&plan, link) {
                     Ok(reply) => reply,
                     Err(e) => {
                         tracing::error!(seq = plan.seq, "step failed: {e}");
@@ -188,7 +188,7 @@ impl Follower<'_> {
     }
 
     /// Runs this rank's part of one forward pass.
-    fn step(&mut self, p: &StepPlan) -> Result<Option<ToLeader>> {
+    fn step(&mut self, p: &StepPlan, link: &Link) -> Result<Option<ToLeader>> {
         let (Some(m), Some(group)) = (&self.model, &self.group) else {
             return Err(Error::NotLoaded);
         };
@@ -208,7 +208,12 @@ impl Follower<'_> {
         }
         self.tokens.extend(&p.tokens);
         let len = p.len as i32;
-        let mut effects: Vec<Array> = Vec::new();
+        let state = |caches: &[KvCache]| -> Vec<Array> {
+            caches
+                .iter()
+                .flat_map(|c| c.state().into_iter().cloned())
+                .collect()
+        };
         match m.part {
             Part::Pipeline { .. } => {
                 let dtype = dtype_from_name(&p.dtype).ok_or_else(|| {
@@ -216,26 +221,27 @@ impl Follower<'_> {
                 })?;
                 let h = receive(group, &[1, len, m.hidden], dtype)?;
                 let h = m.decoder.run_layers(&h, &mut self.caches)?;
+                let mut computed = state(&self.caches);
+                computed.push(h.clone());
+                mlx_rs::transforms::eval(&computed)?;
                 let last = group.rank() + 1 == group.size();
                 if !last || p.output {
-                    effects.push(pass_on(group, &h)?);
+                    link.send(&ToLeader::Ready { seq: p.seq })
+                        .map_err(|e| Error::Distributed(format!("rank 0 went away: {e}")))?;
+                    pass_on(group, &h)?.eval()?;
                 }
             }
             Part::Tensor => {
                 let ids = Array::from_slice(&p.tokens, &[1, len]);
                 let h = m.decoder.embed(&ids)?;
                 let h = m.decoder.run_layers(&h, &mut self.caches)?;
+                let mut computed = state(&self.caches);
                 if p.output {
-                    effects.push(h);
+                    computed.push(h);
                 }
+                mlx_rs::transforms::eval(&computed)?;
             }
         }
-        effects.extend(
-            self.caches
-                .iter()
-                .flat_map(|c| c.state().into_iter().cloned()),
-        );
-        mlx_rs::transforms::eval(&effects)?;
         let offset = self.caches.first().map_or(0, |c| c.offset() as usize);
         Ok(p.check.then(|| ToLeader::Check {
             seq: p.seq,

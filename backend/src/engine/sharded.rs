@@ -19,6 +19,10 @@ use crate::models::LanguageModel;
 /// Every this many steps, the ranks compare a fingerprint of their state.
 const CHECK_EVERY: u64 = 16;
 
+/// The longest one rank's part of a step may take (a full prefill chunk of a big model on a
+/// slow machine); a lost rank is noticed sooner by the heartbeat.
+const STEP_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// The cluster's shared pieces, kept across loads while no rank is lost.
 pub struct Session {
     pub cluster: Rc<Cluster>,
@@ -76,36 +80,73 @@ impl ShardedModel {
         let seq = self.seq.get() + 1;
         self.seq.set(seq);
         let check = seq % CHECK_EVERY == 0;
-        let h = self.decoder.embed(inputs)?;
-        cluster.broadcast(&ToWorker::Step(StepPlan {
+        let plan = StepPlan {
             seq,
             offset,
             len,
             tokens,
-            dtype: dtype_name(h.dtype()).into(),
+            dtype: String::new(),
             output,
             check,
-        }))?;
+        };
         if check {
             let expected =
                 state_fingerprint(seq, offset + len, &self.fingerprint, &self.tokens.borrow());
             *self.pending_check.borrow_mut() = Some((seq, expected));
         }
-        let h = self.decoder.run_layers(&h, caches)?;
+        let h = self.decoder.embed(inputs)?;
         match self.part {
-            Part::Tensor if output => Ok(StepOutput::Logits(self.decoder.head(&h)?)),
-            Part::Tensor => Ok(StepOutput::Effects(Vec::new())),
-            Part::Pipeline { .. } => {
-                let group = &self.session.group;
-                let sent = pass_on(group, &h)?;
-                if !output {
-                    return Ok(StepOutput::Effects(vec![sent]));
-                }
-                let back = receive(group, h.shape(), h.dtype())?;
-                let back = mlx_rs::raw::depends(&[back], &[sent])?.remove(0);
-                Ok(StepOutput::Logits(self.decoder.head(&back)?))
+            Part::Tensor => {
+                cluster.broadcast(&ToWorker::Step(plan))?;
+                let h = self.decoder.run_layers(&h, caches)?;
+                Ok(match output {
+                    true => StepOutput::Logits(self.decoder.head(&h)?),
+                    false => StepOutput::Effects(Vec::new()),
+                })
             }
+            Part::Pipeline { .. } => self.pipeline_step(&h, caches, plan),
         }
+    }
+
+    /// Runs rank 0's layers, then hands the plan on rank by rank, each as the rank before it
+    /// is ready to send: a posted MLX ring receive busy-polls a core, which the rank that is
+    /// computing needs.
+    fn pipeline_step(
+        &self,
+        h: &Array,
+        caches: &mut [KvCache],
+        mut plan: StepPlan,
+    ) -> Result<StepOutput> {
+        let (cluster, group) = (&self.session.cluster, &self.session.group);
+        let h = self.decoder.run_layers(h, caches)?;
+        let mut computed = vec![h.clone()];
+        computed.extend(caches.iter().flat_map(|c| c.state().into_iter().cloned()));
+        mlx_rs::transforms::eval(&computed)?;
+        plan.dtype = dtype_name(h.dtype()).into();
+        let step = ToWorker::Step(plan.clone());
+        cluster.send_to(1, &step)?;
+        pass_on(group, &h)?.eval()?;
+        let last = group.size() - 1;
+        for rank in 1..last {
+            self.await_ready(rank, plan.seq)?;
+            cluster.send_to(rank + 1, &step)?;
+        }
+        if !plan.output {
+            return Ok(StepOutput::Effects(Vec::new()));
+        }
+        self.await_ready(last, plan.seq)?;
+        let back = receive(group, h.shape(), h.dtype())?;
+        Ok(StepOutput::Logits(self.decoder.head(&back)?))
+    }
+
+    /// Waits until `rank` has computed step `seq` and is sending its activations on.
+    fn await_ready(&self, rank: usize, seq: u64) -> Result<()> {
+        self.session
+            .cluster
+            .await_from(rank, "a pipeline step", STEP_TIMEOUT, |msg| match msg {
+                ToLeader::Ready { seq: s } if *s == seq => Some(()),
+                _ => None,
+            })
     }
 
     /// Compares the workers' fingerprints of an earlier checked step with rank 0's.
@@ -119,7 +160,7 @@ impl ShardedModel {
                 "the state check",
                 Duration::from_secs(10),
                 |rank, msg| match msg {
-                    ToLeader::Check { seq: s, state } if s == seq => match state == expected {
+                    ToLeader::Check { seq: s, state } if *s == seq => match *state == expected {
                         true => Ok(Some(())),
                         false => Err(Error::Distributed(format!(
                     "rank {rank} diverged from rank 0 at step {seq}; the request was stopped and \
@@ -153,7 +194,9 @@ impl LanguageModel for ShardedModel {
         self.decoder.layers.len()
     }
 
+    /// Tensor mode sends the ids to every rank, and a pipeline step evaluates rank 0's part
+    /// before the next rank posts its receive: both need the ids on the host.
     fn lazy_inputs(&self) -> bool {
-        matches!(self.part, Part::Pipeline { .. })
+        false
     }
 }
