@@ -50,9 +50,23 @@ pub enum Error {
     RankLost(String),
     #[error("I/O: {0}")]
     Net(#[from] std::io::Error),
+    /// The request queue is full, or a request waited too long for a batch row.
+    #[error("overloaded: {0}")]
+    Overloaded(String),
 }
 
 impl Error {
+    /// The same failure, for each request of a batch that failed as a whole.
+    pub fn for_each_request(&self) -> Error {
+        match self {
+            Error::RankLost(m) => Error::RankLost(m.clone()),
+            Error::Distributed(m) => Error::Distributed(m.clone()),
+            Error::NotLoaded => Error::NotLoaded,
+            Error::Overloaded(m) => Error::Overloaded(m.clone()),
+            other => Error::Internal(other.to_string()),
+        }
+    }
+
     pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
         let path = path.into();
         move |source| Error::Io { path, source }

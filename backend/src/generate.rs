@@ -1,8 +1,6 @@
 //! One request's generation on one node: chunked prefill, then decode, as mlx-lm's
 //! `generate_step` does it (all but the last prompt token in chunks, the last as a step).
 
-use std::time::Instant;
-
 use mlx_rs::ops::indexing::argmax_axis;
 use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::ops::logsumexp_axis;
@@ -11,9 +9,9 @@ use mlx_rs::{Array, Dtype};
 use crate::cache::KvCache;
 use crate::error::{Error, Result};
 use crate::models::LanguageModel;
-use crate::sampling::{Sampler, SamplingParams};
-use crate::stopping::StopMatcher;
-use crate::tokenizer::{Detokenizer, Tokenizer};
+use crate::sampling::SamplingParams;
+use crate::sequence::Sequence;
+use crate::tokenizer::Tokenizer;
 
 #[derive(Debug, Clone)]
 pub struct GenerateOptions {
@@ -136,20 +134,6 @@ impl GreedyPipeline {
     }
 }
 
-/// Feeds prompt tokens through the caches without computing logits, in chunks.
-pub fn prefill(
-    model: &dyn LanguageModel,
-    ids: &[u32],
-    caches: &mut [KvCache],
-    step: usize,
-) -> Result<()> {
-    for chunk in ids.chunks(step.max(1)) {
-        let input = Array::from_slice(chunk, &[1, chunk.len() as i32]);
-        model.prefill(&input, caches)?;
-    }
-    Ok(())
-}
-
 /// Generates from `prompt`, calling `on_token` for each token; it returns false to cancel.
 pub fn generate(
     model: &dyn LanguageModel,
@@ -158,93 +142,19 @@ pub fn generate(
     opts: &GenerateOptions,
     mut on_token: impl FnMut(TokenEvent) -> bool,
 ) -> Result<Summary> {
-    let Some((&last, head)) = prompt.split_last() else {
-        return Err(Error::InvalidRequest("the prompt is empty".into()));
-    };
-    let start = Instant::now();
-    let mut caches: Vec<KvCache> = (0..model.num_layers()).map(|_| KvCache::new()).collect();
-    let mut sampler = Sampler::new(opts.sampling.clone());
-    let mut detok = Detokenizer::new();
-    let mut stops = StopMatcher::new(opts.stop.clone());
-    let mut history = prompt.to_vec();
-    let mut summary = Summary {
-        prompt_tokens: prompt.len(),
-        generated_tokens: 0,
-        prefill_secs: 0.0,
-        decode_secs: 0.0,
-        finish: FinishReason::Length,
-        tail: String::new(),
-    };
-
-    prefill(model, head, &mut caches, opts.prefill_step)?;
-    let mut input = last;
-    let mut hit_stop_string = false;
-    // Plain greedy needs no host-side processing, so it can run a step ahead on the device.
-    let plain_greedy = opts.sampling.temperature <= 0.0
-        && !opts.sampling.has_processors()
-        && opts.logprobs.is_none()
-        && model.lazy_inputs();
-    let mut pipeline = plain_greedy.then_some(GreedyPipeline { pending: None });
-    while summary.generated_tokens < opts.max_tokens {
-        let (id, raw) = match pipeline.as_mut() {
-            Some(p) => (p.next(model, input, &mut caches)?, None),
+    let mut seq = Sequence::new(0, prompt, opts.clone(), model.num_layers())?;
+    while !seq.prefill_chunk(model)? {}
+    let mut pipeline =
+        (seq.plain_greedy() && model.lazy_inputs()).then_some(GreedyPipeline { pending: None });
+    while !seq.ended() {
+        let (id, logprob) = match pipeline.as_mut() {
+            Some(p) => (p.next(model, seq.input, &mut seq.caches)?, None),
             None => {
-                let mut logprobs = step_logprobs(model, &[input], &mut caches)?;
-                let raw = opts.logprobs.map(|top| (logprobs.clone(), top));
-                sampler.process(&mut logprobs, &history);
-                (sampler.sample(&logprobs), raw)
+                let logprobs = step_logprobs(model, &[seq.input], &mut seq.caches)?;
+                seq.choose(logprobs)
             }
         };
-        if summary.generated_tokens == 0 {
-            summary.prefill_secs = start.elapsed().as_secs_f64();
-        }
-        if !opts.ignore_eos && tok.eos_ids().contains(&id) {
-            summary.finish = FinishReason::Stop;
-            break;
-        }
-        summary.generated_tokens += 1;
-        history.push(id);
-        let check = stops.push(&detok.push(tok, id)?);
-        let logprob = raw.map(|(raw, top)| token_logprob(&raw, top, id));
-        if !on_token(TokenEvent {
-            id,
-            text: check.emit,
-            logprob,
-        }) {
-            summary.finish = FinishReason::Cancelled;
-            break;
-        }
-        if check.stopped {
-            summary.finish = FinishReason::Stop;
-            hit_stop_string = true;
-            break;
-        }
-        input = id;
+        seq.push(tok, id, logprob, &mut on_token)?;
     }
-    summary.decode_secs = (start.elapsed().as_secs_f64() - summary.prefill_secs).max(0.0);
-    if !hit_stop_string {
-        let mut tail = stops.push(&detok.finish(tok)?).emit;
-        tail.push_str(&stops.flush());
-        summary.tail = tail;
-    }
-    Ok(summary)
-}
-
-/// The chosen token's log-probability and the `top` best alternatives.
-fn token_logprob(logprobs: &[f32], top: usize, id: u32) -> TokenLogprob {
-    let mut best: Vec<(u32, f32)> = logprobs
-        .iter()
-        .enumerate()
-        .map(|(i, &l)| (i as u32, l))
-        .collect();
-    let n = top.min(best.len());
-    if n > 0 {
-        best.select_nth_unstable_by(n - 1, |a, b| b.1.total_cmp(&a.1));
-    }
-    best.truncate(n);
-    best.sort_by(|a, b| b.1.total_cmp(&a.1));
-    TokenLogprob {
-        logprob: logprobs[id as usize],
-        top: best,
-    }
+    seq.finish(tok)
 }

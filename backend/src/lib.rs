@@ -12,6 +12,7 @@ pub mod models;
 pub mod options;
 pub mod parent_watch;
 pub mod sampling;
+pub mod sequence;
 pub mod server;
 pub mod source;
 pub mod stopping;

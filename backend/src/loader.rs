@@ -72,7 +72,11 @@ pub fn fingerprint(dir: &Path) -> Result<String> {
 struct Unset;
 
 impl LanguageModel for Unset {
-    fn forward(&self, _: &mlx_rs::Array, _: &mut [crate::cache::KvCache]) -> Result<mlx_rs::Array> {
+    fn forward_rows(
+        &self,
+        _: &mlx_rs::Array,
+        _: &mut [crate::models::Row],
+    ) -> Result<mlx_rs::Array> {
         Err(Error::Internal("model part not wrapped".into()))
     }
     fn num_layers(&self) -> usize {

@@ -94,6 +94,10 @@ pub struct LoadConfig {
     pub max_kv_size: Option<usize>,
     pub max_cache_entries: usize,
     pub max_batch: usize,
+    /// Requests that may wait for a batch row; more get RESOURCE_EXHAUSTED at once.
+    pub max_queue: usize,
+    /// A request that waits longer than this for a row is failed.
+    pub queue_timeout_secs: u64,
     pub prefill_step: usize,
     /// The context length requests are checked against (ModelOptions.ContextSize, else the model's).
     pub context_size: Option<usize>,
@@ -155,6 +159,8 @@ impl LoadConfig {
             max_kv_size: None,
             max_cache_entries: 10,
             max_batch: 8,
+            max_queue: 64,
+            queue_timeout_secs: 600,
             prefill_step: 2048,
             context_size: (req.context_size > 0).then_some(req.context_size as usize),
             weight_mode: WeightMode::default_for_device(),
@@ -244,6 +250,13 @@ impl LoadConfig {
                 }
                 "max_batch" => {
                     c.max_batch = positive(&value).ok_or_else(|| bad("a positive integer"))?
+                }
+                "max_queue" => {
+                    c.max_queue = non_negative(&value).ok_or_else(|| bad("an integer >= 0"))?
+                }
+                "queue_timeout" => {
+                    c.queue_timeout_secs =
+                        positive(&value).ok_or_else(|| bad("a positive number of seconds"))? as u64
                 }
                 "join_timeout" => {
                     c.join_timeout_secs =

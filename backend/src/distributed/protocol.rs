@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
 
 /// What must be equal on every rank for them to compute together.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -134,14 +134,14 @@ pub struct LoadPlan {
     pub part: Part,
 }
 
-/// One forward pass: every rank extends its caches by `len` positions from `offset`.
+/// One forward pass over a batch of rows: every rank extends each row's caches by `len`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StepPlan {
     pub seq: u64,
-    /// Cache position before this step; 0 starts a new sequence (caches reset).
-    pub offset: usize,
+    /// Each row's sequence and cache position before this step.
+    pub rows: Vec<PlanRow>,
     pub len: usize,
-    /// The token ids, for tensor mode (every rank embeds); empty in pipeline mode.
+    /// The token ids (rows × len), for tensor mode (every rank embeds); empty in pipeline mode.
     pub tokens: Vec<u32>,
     /// The activations' dtype (pipeline receives need it).
     pub dtype: String,
@@ -149,11 +149,24 @@ pub struct StepPlan {
     pub output: bool,
     /// Report a state fingerprint after this step.
     pub check: bool,
+    /// Slots whose sequences ended: drop their caches before the step.
+    pub release: Vec<u64>,
 }
 
-/// The fingerprint of a rank's state after a step, compared across ranks.
-pub fn state_fingerprint(seq: u64, offset_after: usize, model: &str, tokens: &[u32]) -> String {
-    let mut bytes = format!("{seq}:{offset_after}:{model}:").into_bytes();
+/// One sequence in a step: its slot and its cache position (0 starts the slot afresh).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanRow {
+    pub slot: u64,
+    pub offset: usize,
+}
+
+/// The fingerprint of a rank's state after a step: the batch's rows, their cache positions,
+/// the model and the step's tokens, compared across ranks.
+pub fn state_fingerprint(seq: u64, rows: &[PlanRow], model: &str, tokens: &[u32]) -> String {
+    let mut bytes = format!("{seq}:{model}:").into_bytes();
+    for r in rows {
+        bytes.extend_from_slice(format!("{}@{};", r.slot, r.offset).as_bytes());
+    }
     for t in tokens {
         bytes.extend_from_slice(&t.to_le_bytes());
     }

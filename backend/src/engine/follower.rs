@@ -2,6 +2,7 @@
 //! samples, never sees a prompt and never decides to stop; it outlives Free, LoadModel of
 //! another model, and rank 0 going away (it waits for rank 0 to come back).
 
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use mlx_rs::Array;
@@ -11,7 +12,7 @@ use crate::cache::KvCache;
 use crate::distributed::link::{Link, LinkError, LinkOptions};
 use crate::distributed::pipeline::{dtype_from_name, pass_on, receive};
 use crate::distributed::protocol::{
-    state_fingerprint, LoadPlan, Part, StepPlan, ToLeader, ToWorker,
+    state_fingerprint, LoadPlan, Part, PlanRow, StepPlan, ToLeader, ToWorker,
 };
 use crate::distributed::wire::{digest, Secret};
 use crate::distributed::{clear_groups, Group, Hostfile};
@@ -62,8 +63,7 @@ pub fn run(opts: &FollowerOptions) -> Result<()> {
             opts,
             group: None,
             model: None,
-            caches: Vec::new(),
-            tokens: Vec::new(),
+            slots: HashMap::new(),
         };
         follower.serve(&link);
         drop(follower);
@@ -83,9 +83,8 @@ struct Follower<'a> {
     opts: &'a FollowerOptions,
     group: Option<Rc<Group>>,
     model: Option<Worker>,
-    caches: Vec<KvCache>,
-    /// The current sequence's token ids (tensor mode), for the state fingerprint.
-    tokens: Vec<u32>,
+    /// Each live sequence's caches (one per layer of this rank's part), by the slot rank 0 gave it.
+    slots: HashMap<u64, Vec<KvCache>>,
 }
 
 impl Follower<'_> {
@@ -96,7 +95,7 @@ impl Follower<'_> {
                 ToWorker::Load(plan) => Some(self.load(&plan)),
                 ToWorker::Free => {
                     self.model = None;
-                    self.caches.clear();
+                    self.slots.clear();
                     let _ = mlx_rs::memory::clear_cache();
                     tracing::info!("model freed");
                     Some(ToLeader::Freed)
@@ -142,7 +141,7 @@ impl Follower<'_> {
 
     fn load(&mut self, plan: &LoadPlan) -> ToLeader {
         self.model = None;
-        self.caches.clear();
+        self.slots.clear();
         let _ = mlx_rs::memory::clear_cache();
         match self.try_load(plan) {
             Ok(worker) => {
@@ -187,65 +186,92 @@ impl Follower<'_> {
         })
     }
 
-    /// Runs this rank's part of one forward pass.
+    /// Runs this rank's part of one forward pass over the plan's rows.
     fn step(&mut self, p: &StepPlan, link: &Link) -> Result<Option<ToLeader>> {
         let (Some(m), Some(group)) = (&self.model, &self.group) else {
             return Err(Error::NotLoaded);
         };
-        if p.offset == 0 {
-            self.caches = (0..m.decoder.layers.len())
-                .map(|_| KvCache::new())
-                .collect();
-            self.tokens.clear();
+        for slot in &p.release {
+            self.slots.remove(slot);
         }
-        let have = self.caches.first().map_or(0, |c| c.offset() as usize);
-        if have != p.offset {
-            tracing::error!(
-                have,
-                want = p.offset,
-                "cache position differs from rank 0's"
-            );
-        }
-        self.tokens.extend(&p.tokens);
-        let len = p.len as i32;
-        let state = |caches: &[KvCache]| -> Vec<Array> {
-            caches
-                .iter()
-                .flat_map(|c| c.state().into_iter().cloned())
-                .collect()
-        };
-        match m.part {
-            Part::Pipeline { .. } => {
-                let dtype = dtype_from_name(&p.dtype).ok_or_else(|| {
-                    Error::Distributed(format!("unknown activation dtype {}", p.dtype))
-                })?;
-                let h = receive(group, &[1, len, m.hidden], dtype)?;
-                let h = m.decoder.run_layers(&h, &mut self.caches)?;
-                let mut computed = state(&self.caches);
-                computed.push(h.clone());
-                mlx_rs::transforms::eval(&computed)?;
-                let last = group.rank() + 1 == group.size();
-                if !last || p.output {
-                    link.send(&ToLeader::Ready { seq: p.seq })
-                        .map_err(|e| Error::Distributed(format!("rank 0 went away: {e}")))?;
-                    pass_on(group, &h)?.eval()?;
-                }
+        // Take each row's caches out of the map for the step, and put them back after.
+        let mut taken: Vec<(u64, Vec<KvCache>)> = Vec::with_capacity(p.rows.len());
+        for row in &p.rows {
+            let caches = match row.offset {
+                0 => (0..m.decoder.layers.len())
+                    .map(|_| KvCache::new())
+                    .collect(),
+                _ => self.slots.remove(&row.slot).unwrap_or_default(),
+            };
+            let have = caches.first().map_or(0, |c| c.offset() as usize);
+            if have != row.offset {
+                return Err(Error::Distributed(format!(
+                    "slot {} is at position {have}, rank 0 expects {}",
+                    row.slot, row.offset
+                )));
             }
-            Part::Tensor => {
-                let ids = Array::from_slice(&p.tokens, &[1, len]);
-                let h = m.decoder.embed(&ids)?;
-                let h = m.decoder.run_layers(&h, &mut self.caches)?;
-                let mut computed = state(&self.caches);
-                if p.output {
-                    computed.push(h);
-                }
-                mlx_rs::transforms::eval(&computed)?;
-            }
+            taken.push((row.slot, caches));
         }
-        let offset = self.caches.first().map_or(0, |c| c.offset() as usize);
+        let outcome = run_part(m, group, p, link, &mut taken);
+        let rows: Vec<PlanRow> = taken
+            .iter()
+            .map(|(slot, c)| PlanRow {
+                slot: *slot,
+                offset: c.first().map_or(0, |c| c.offset() as usize),
+            })
+            .collect();
+        self.slots.extend(taken);
+        outcome?;
         Ok(p.check.then(|| ToLeader::Check {
             seq: p.seq,
-            state: state_fingerprint(p.seq, offset, &m.fingerprint, &self.tokens),
+            state: state_fingerprint(p.seq, &rows, &m.fingerprint, &p.tokens),
         }))
     }
+}
+
+/// This rank's layers over the rows' activations (received, or embedded in tensor mode).
+fn run_part(
+    m: &Worker,
+    group: &Group,
+    p: &StepPlan,
+    link: &Link,
+    taken: &mut [(u64, Vec<KvCache>)],
+) -> Result<()> {
+    let (b, len) = (p.rows.len() as i32, p.len as i32);
+    let mut caches: Vec<&mut [KvCache]> = taken.iter_mut().map(|(_, c)| c.as_mut_slice()).collect();
+    let state = |caches: &[&mut [KvCache]]| -> Vec<Array> {
+        caches
+            .iter()
+            .flat_map(|r| r.iter().flat_map(|c| c.state().into_iter().cloned()))
+            .collect()
+    };
+    match m.part {
+        Part::Pipeline { .. } => {
+            let dtype = dtype_from_name(&p.dtype).ok_or_else(|| {
+                Error::Distributed(format!("unknown activation dtype {}", p.dtype))
+            })?;
+            let h = receive(group, &[b, len, m.hidden], dtype)?;
+            let h = m.decoder.run_layers(&h, &mut caches)?;
+            let mut computed = state(&caches);
+            computed.push(h.clone());
+            mlx_rs::transforms::eval(&computed)?;
+            let last = group.rank() + 1 == group.size();
+            if !last || p.output {
+                link.send(&ToLeader::Ready { seq: p.seq })
+                    .map_err(|e| Error::Distributed(format!("rank 0 went away: {e}")))?;
+                pass_on(group, &h)?.eval()?;
+            }
+        }
+        Part::Tensor => {
+            let ids = Array::from_slice(&p.tokens, &[b, len]);
+            let h = m.decoder.embed(&ids)?;
+            let h = m.decoder.run_layers(&h, &mut caches)?;
+            let mut computed = state(&caches);
+            if p.output {
+                computed.push(h);
+            }
+            mlx_rs::transforms::eval(&computed)?;
+        }
+    }
+    Ok(())
 }

@@ -1,9 +1,11 @@
 //! The narrow interface between the gRPC service and the engine thread.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, RwLock};
 
 use tokio::sync::{mpsc as tmpsc, oneshot};
 
+use super::batch::InFlight;
 use super::request::{Event, GenerateRequest};
 use super::shared::Snapshot;
 use super::worker::{self, Command};
@@ -29,6 +31,8 @@ pub trait Engine: Send + Sync + 'static {
 pub struct EngineHandle {
     commands: mpsc::Sender<Command>,
     shared: Arc<RwLock<Snapshot>>,
+    /// Requests accepted and not yet answered (running and queued).
+    in_flight: Arc<AtomicUsize>,
 }
 
 impl EngineHandle {
@@ -41,7 +45,11 @@ impl EngineHandle {
             .name("engine".into())
             .spawn(move || worker::run(rx, thread_shared))
             .map_err(|e| Error::Internal(format!("cannot start the engine thread: {e}")))?;
-        Ok(EngineHandle { commands, shared })
+        Ok(EngineHandle {
+            commands,
+            shared,
+            in_flight: Arc::new(AtomicUsize::new(0)),
+        })
     }
 
     /// Sends a command that answers once; if the engine is gone, the receiver reports it closed.
@@ -61,9 +69,28 @@ impl Engine for EngineHandle {
     }
 
     fn generate(&self, request: GenerateRequest) -> Result<EventStream> {
+        // Refuse at once when every batch row is taken and the queue is full.
+        if let Some(m) = self.snapshot().model {
+            let bound = m.config.max_batch + m.config.max_queue;
+            if self.in_flight.fetch_add(1, Ordering::SeqCst) >= bound {
+                self.in_flight.fetch_sub(1, Ordering::SeqCst);
+                return Err(Error::Overloaded(format!(
+                    "{bound} requests are running or queued (max_batch {} + max_queue {}); \
+                     retry later",
+                    m.config.max_batch, m.config.max_queue
+                )));
+            }
+        } else {
+            self.in_flight.fetch_add(1, Ordering::SeqCst);
+        }
+        let in_flight = Some(InFlight(self.in_flight.clone()));
         let (events, rx) = tmpsc::channel(64);
         self.commands
-            .send(Command::Generate { request, events })
+            .send(Command::Generate {
+                request,
+                events,
+                in_flight,
+            })
             .map_err(|_| Error::Internal("the engine thread has stopped".into()))?;
         Ok(rx)
     }

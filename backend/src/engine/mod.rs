@@ -1,6 +1,7 @@
 //! The engine: one thread owns the model and every MLX array (an `Array` is not `Sync`);
 //! everything else reaches it through `EngineHandle`, a channel-based handle.
 
+mod batch;
 mod cluster_load;
 pub mod follower;
 mod handle;

@@ -10,11 +10,13 @@ use mlx_rs::Array;
 use crate::cache::KvCache;
 use crate::distributed::leader::Cluster;
 use crate::distributed::pipeline::{dtype_name, pass_on, receive};
-use crate::distributed::protocol::{state_fingerprint, Part, StepPlan, ToLeader, ToWorker};
+use crate::distributed::protocol::{
+    state_fingerprint, Part, PlanRow, StepPlan, ToLeader, ToWorker,
+};
 use crate::distributed::Group;
 use crate::error::{Error, Result};
 use crate::models::common::Decoder;
-use crate::models::LanguageModel;
+use crate::models::{LanguageModel, Row};
 
 /// Every this many steps, the ranks compare a fingerprint of their state.
 const CHECK_EVERY: u64 = 16;
@@ -36,8 +38,8 @@ pub struct ShardedModel {
     pub part: Part,
     pub fingerprint: String,
     seq: Cell<u64>,
-    /// The current sequence's token ids (tensor mode, for the fingerprint).
-    tokens: RefCell<Vec<u32>>,
+    /// Slots of ended sequences, for the next plan to release.
+    released: RefCell<Vec<u64>>,
     pending_check: RefCell<Option<(u64, String)>>,
 }
 
@@ -55,17 +57,23 @@ impl ShardedModel {
             part,
             fingerprint,
             seq: Cell::new(0),
-            tokens: RefCell::new(Vec::new()),
+            released: RefCell::new(Vec::new()),
             pending_check: RefCell::new(None),
         }
     }
 
-    fn step(&self, inputs: &Array, caches: &mut [KvCache], output: bool) -> Result<StepOutput> {
+    fn step(&self, inputs: &Array, rows: &mut [Row], output: bool) -> Result<StepOutput> {
         let cluster = &self.session.cluster;
         cluster.check()?;
         self.verify_pending_check()?;
-        let offset = caches.first().map_or(0, |c| c.offset() as usize);
         let len = inputs.shape()[1] as usize;
+        let plan_rows: Vec<PlanRow> = rows
+            .iter()
+            .map(|r| PlanRow {
+                slot: r.slot,
+                offset: r.caches.first().map_or(0, |c| c.offset() as usize),
+            })
+            .collect();
         let tokens = match self.part {
             Part::Tensor => {
                 inputs.eval()?;
@@ -73,38 +81,42 @@ impl ShardedModel {
             }
             Part::Pipeline { .. } => Vec::new(),
         };
-        if offset == 0 {
-            self.tokens.borrow_mut().clear();
-        }
-        self.tokens.borrow_mut().extend(&tokens);
         let seq = self.seq.get() + 1;
         self.seq.set(seq);
         let check = seq % CHECK_EVERY == 0;
+        if check {
+            let after: Vec<PlanRow> = plan_rows
+                .iter()
+                .map(|r| PlanRow {
+                    offset: r.offset + len,
+                    ..*r
+                })
+                .collect();
+            let expected = state_fingerprint(seq, &after, &self.fingerprint, &tokens);
+            *self.pending_check.borrow_mut() = Some((seq, expected));
+        }
         let plan = StepPlan {
             seq,
-            offset,
+            rows: plan_rows,
             len,
             tokens,
             dtype: String::new(),
             output,
             check,
+            release: std::mem::take(&mut *self.released.borrow_mut()),
         };
-        if check {
-            let expected =
-                state_fingerprint(seq, offset + len, &self.fingerprint, &self.tokens.borrow());
-            *self.pending_check.borrow_mut() = Some((seq, expected));
-        }
         let h = self.decoder.embed(inputs)?;
+        let mut caches = Row::caches(rows);
         match self.part {
             Part::Tensor => {
                 cluster.broadcast(&ToWorker::Step(plan))?;
-                let h = self.decoder.run_layers(&h, caches)?;
+                let h = self.decoder.run_layers(&h, &mut caches)?;
                 Ok(match output {
                     true => StepOutput::Logits(self.decoder.head(&h)?),
                     false => StepOutput::Effects(Vec::new()),
                 })
             }
-            Part::Pipeline { .. } => self.pipeline_step(&h, caches, plan),
+            Part::Pipeline { .. } => self.pipeline_step(&h, &mut caches, plan),
         }
     }
 
@@ -114,13 +126,17 @@ impl ShardedModel {
     fn pipeline_step(
         &self,
         h: &Array,
-        caches: &mut [KvCache],
+        caches: &mut [&mut [KvCache]],
         mut plan: StepPlan,
     ) -> Result<StepOutput> {
         let (cluster, group) = (&self.session.cluster, &self.session.group);
         let h = self.decoder.run_layers(h, caches)?;
         let mut computed = vec![h.clone()];
-        computed.extend(caches.iter().flat_map(|c| c.state().into_iter().cloned()));
+        computed.extend(
+            caches
+                .iter()
+                .flat_map(|r| r.iter().flat_map(|c| c.state().into_iter().cloned())),
+        );
         mlx_rs::transforms::eval(&computed)?;
         plan.dtype = dtype_name(h.dtype()).into();
         let step = ToWorker::Step(plan.clone());
@@ -175,19 +191,32 @@ impl ShardedModel {
 }
 
 impl LanguageModel for ShardedModel {
-    fn forward(&self, inputs: &Array, caches: &mut [KvCache]) -> Result<Array> {
-        match self.step(inputs, caches, true)? {
+    fn forward_rows(&self, inputs: &Array, rows: &mut [Row]) -> Result<Array> {
+        match self.step(inputs, rows, true)? {
             StepOutput::Logits(logits) => Ok(logits),
             StepOutput::Effects(_) => Err(Error::Internal("a step without output".into())),
         }
     }
 
-    fn prefill(&self, inputs: &Array, caches: &mut [KvCache]) -> Result<()> {
-        let StepOutput::Effects(mut effects) = self.step(inputs, caches, false)? else {
+    fn prefill(&self, inputs: &Array, row: &mut Row) -> Result<()> {
+        let caches = &mut *row.caches;
+        let mut rows = [Row {
+            slot: row.slot,
+            caches,
+        }];
+        let StepOutput::Effects(mut effects) = self.step(inputs, &mut rows, false)? else {
             return Err(Error::Internal("a prefill step with output".into()));
         };
-        effects.extend(caches.iter().flat_map(|c| c.state().into_iter().cloned()));
+        effects.extend(
+            row.caches
+                .iter()
+                .flat_map(|c| c.state().into_iter().cloned()),
+        );
         Ok(mlx_rs::transforms::eval(&effects)?)
+    }
+
+    fn release(&self, slot: u64) {
+        self.released.borrow_mut().push(slot);
     }
 
     fn num_layers(&self) -> usize {

@@ -3,17 +3,20 @@
 use std::rc::Rc;
 use std::sync::{mpsc, Arc, RwLock};
 
-use tokio::sync::{mpsc as tmpsc, oneshot};
+use tokio::sync::oneshot;
 
+use std::time::{Duration, Instant};
+
+use super::batch::{Batch, BatchLimits, Events, InFlight, Waiting};
 use super::cluster_load;
-use super::request::{Event, GenerateRequest, PromptInput};
+use super::request::{GenerateRequest, PromptInput};
 use super::sharded::Session;
 use super::shared::{EngineState, ModelInfo, Snapshot};
 use crate::distributed::clear_groups;
 use crate::distributed::leader::Cluster;
 use crate::distributed::protocol::{ToLeader, ToWorker};
 use crate::error::{Error, Result};
-use crate::generate::generate;
+use crate::generate::GenerateOptions;
 use crate::loader::{self, LoadedModel};
 use crate::options::LoadConfig;
 use crate::source;
@@ -25,7 +28,9 @@ pub enum Command {
     },
     Generate {
         request: GenerateRequest,
-        events: tmpsc::Sender<Result<Event>>,
+        events: Events,
+        /// Counts the request against the queue bound until it is answered.
+        in_flight: Option<InFlight>,
     },
     Free {
         reply: oneshot::Sender<Result<()>>,
@@ -51,9 +56,78 @@ pub fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
     let mut session: Option<Rc<Session>> = None;
     // Set when a rank was lost: requests fail with it until LoadModel forms the cluster again.
     let mut degraded: Option<String> = None;
-    while let Ok(command) = commands.recv() {
+    let mut batch = Batch::default();
+    loop {
+        // Between rounds, take every command that came; block only when there is no work.
+        let command = match batch.idle() {
+            true => commands.recv().ok(),
+            false => match commands.try_recv() {
+                Ok(c) => Some(c),
+                Err(mpsc::TryRecvError::Empty) => None,
+                Err(mpsc::TryRecvError::Disconnected) => break,
+            },
+        };
+        let Some(command) = command else {
+            if batch.idle() {
+                break; // the handle is gone
+            }
+            let Some(l) = &loaded else {
+                batch.fail_all(None, &Error::NotLoaded);
+                continue;
+            };
+            publish(&|s| s.state = EngineState::Busy);
+            let limits = BatchLimits {
+                max_batch: l.config.max_batch,
+                queue_timeout: Duration::from_secs(l.config.queue_timeout_secs),
+            };
+            let (model, tok) = (l.model.model.as_ref(), &l.model.tokenizer);
+            let outcome = match &l.session {
+                Some(s) => watched(&s.cluster, batch.senders(), || {
+                    batch.round(model, tok, &limits)
+                }),
+                None => batch.round(model, tok, &limits),
+            };
+            let lost = l.session.as_ref().and_then(|s| s.cluster.fault().get());
+            if let Some(msg) = lost {
+                // The group is broken: forget it, and say so until the next LoadModel.
+                let msg = format!("{msg}; LoadModel again to form the cluster anew");
+                batch.fail_all(None, &Error::RankLost(msg.clone()));
+                loaded = None;
+                session = None;
+                clear_groups();
+                release_memory();
+                degraded = Some(msg.clone());
+                publish(&|s| {
+                    s.state = EngineState::Degraded;
+                    s.model = None;
+                    s.last_error = Some(msg.clone());
+                });
+                continue;
+            }
+            match outcome {
+                Ok(done) => publish(&|s| {
+                    for summary in &done {
+                        let m = &mut s.metrics;
+                        m.requests += 1;
+                        m.prompt_tokens_processed += summary.prompt_tokens as u64;
+                        m.tokens_generated += summary.generated_tokens as u64;
+                        m.last_tokens_per_second =
+                            summary.generated_tokens as f64 / summary.decode_secs.max(1e-9);
+                    }
+                }),
+                Err(e) => batch.fail_all(Some(model), &e),
+            }
+            if batch.idle() {
+                publish(&|s| s.state = EngineState::Ready);
+            }
+            continue;
+        };
         match command {
             Command::Load { config, reply } => {
+                batch.fail_all(
+                    loaded.as_ref().map(|l| l.model.model.as_ref()),
+                    &Error::Internal("another model is being loaded".into()),
+                );
                 loaded = None;
                 degraded = None;
                 publish(&|s| {
@@ -107,7 +181,11 @@ pub fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
                 }
                 release_memory();
             }
-            Command::Generate { request, events } => {
+            Command::Generate {
+                request,
+                events,
+                in_flight,
+            } => {
                 if let Some(msg) = &degraded {
                     let _ = events.blocking_send(Err(Error::RankLost(msg.clone())));
                     continue;
@@ -119,50 +197,24 @@ pub fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
                 if events.is_closed() {
                     continue; // the client left while the request was queued
                 }
-                publish(&|s| s.state = EngineState::Busy);
-                let outcome = match &l.session {
-                    Some(s) => watched(&s.cluster, &events, || run_generation(l, request, &events)),
-                    None => run_generation(l, request, &events),
-                };
-                let lost = l.session.as_ref().and_then(|s| s.cluster.fault().get());
-                if let Some(msg) = lost {
-                    // The group is broken: forget it, and say so until the next LoadModel.
-                    loaded = None;
-                    session = None;
-                    clear_groups();
-                    release_memory();
-                    degraded = Some(format!("{msg}; LoadModel again to form the cluster anew"));
-                    let m = degraded.clone();
-                    publish(&|s| {
-                        s.state = EngineState::Degraded;
-                        s.model = None;
-                        s.last_error = m.clone();
-                    });
-                    let _ = events
-                        .blocking_send(Err(Error::RankLost(degraded.clone().unwrap_or_default())));
-                    continue;
-                }
-                publish(&|s| {
-                    s.state = EngineState::Ready;
-                    if let Ok(summary) = &outcome {
-                        let m = &mut s.metrics;
-                        m.requests += 1;
-                        m.prompt_tokens_processed += summary.prompt_tokens as u64;
-                        m.tokens_generated += summary.generated_tokens as u64;
-                        m.last_tokens_per_second =
-                            summary.generated_tokens as f64 / summary.decode_secs.max(1e-9);
-                    }
-                });
-                match outcome {
-                    Ok(summary) => {
-                        let _ = events.blocking_send(Ok(Event::Done(summary)));
-                    }
+                match prepare(l, request) {
+                    Ok((ids, options)) => batch.enqueue(Waiting {
+                        ids,
+                        options,
+                        events,
+                        since: Instant::now(),
+                        _in_flight: in_flight,
+                    }),
                     Err(e) => {
                         let _ = events.blocking_send(Err(e));
                     }
                 }
             }
             Command::Free { reply } => {
+                batch.fail_all(
+                    loaded.as_ref().map(|l| l.model.model.as_ref()),
+                    &Error::Internal("the model was freed".into()),
+                );
                 if let Some(s) = loaded.as_ref().and_then(|l| l.session.clone()) {
                     if let Err(e) = free_workers(&s) {
                         tracing::warn!("workers did not confirm Free: {e}");
@@ -202,18 +254,15 @@ fn load(config: &LoadConfig, session: &mut Option<Rc<Session>>) -> Result<Loaded
     })
 }
 
-/// Runs `f` with the cluster watched: a lost rank fails the request at once (UNAVAILABLE),
-/// even while this thread is blocked in an MLX collective.
-fn watched<T>(
-    cluster: &Cluster,
-    events: &tmpsc::Sender<Result<Event>>,
-    f: impl FnOnce() -> Result<T>,
-) -> Result<T> {
-    let tx = events.clone();
+/// Runs `f` with the cluster watched: a lost rank fails the running requests at once
+/// (UNAVAILABLE), even while this thread is blocked in an MLX collective.
+fn watched<T>(cluster: &Cluster, running: Vec<Events>, f: impl FnOnce() -> Result<T>) -> Result<T> {
     cluster.fault().set_busy(true);
     cluster.fault().on_fault(Box::new(move |msg| {
         std::thread::spawn(move || {
-            let _ = tx.blocking_send(Err(Error::RankLost(msg)));
+            for tx in running {
+                let _ = tx.blocking_send(Err(Error::RankLost(msg.clone())));
+            }
         });
     }));
     let out = f();
@@ -236,11 +285,8 @@ fn free_workers(s: &Session) -> Result<()> {
     Ok(())
 }
 
-fn run_generation(
-    l: &Loaded,
-    request: GenerateRequest,
-    events: &tmpsc::Sender<Result<Event>>,
-) -> Result<crate::generate::Summary> {
+/// Tokenizes and checks a request against the context; the options get the model's limits.
+fn prepare(l: &Loaded, request: GenerateRequest) -> Result<(Vec<u32>, GenerateOptions)> {
     let tok = &l.model.tokenizer;
     let text = match &request.prompt {
         PromptInput::Text(text) => text.clone(),
@@ -260,9 +306,7 @@ fn run_generation(
     let mut options = request.options;
     options.max_tokens = options.max_tokens.min(l.context - ids.len());
     options.prefill_step = l.config.prefill_step;
-    generate(l.model.model.as_ref(), tok, &ids, &options, |event| {
-        events.blocking_send(Ok(Event::Token(event))).is_ok()
-    })
+    Ok((ids, options))
 }
 
 fn release_memory() {

@@ -10,6 +10,7 @@ pub fn to_status(e: Error) -> Status {
         Error::InvalidRequest(_) | Error::Template(_) => Status::invalid_argument(msg),
         Error::NotLoaded => Status::failed_precondition(msg),
         Error::RankLost(_) => Status::unavailable(msg),
+        Error::Overloaded(_) => Status::resource_exhausted(msg),
         _ => Status::internal(msg),
     }
 }

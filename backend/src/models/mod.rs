@@ -13,18 +13,46 @@ use crate::error::{Error, Result};
 use crate::weights::Weights;
 use common::{Decoder, ShardPlan};
 
+/// One sequence of a batch: the slot every rank keeps its caches under, and its caches (one
+/// per layer).
+pub struct Row<'a> {
+    pub slot: u64,
+    pub caches: &'a mut [KvCache],
+}
+
+impl Row<'_> {
+    /// The caches of each row, as the decoder takes them.
+    pub fn caches<'b>(rows: &'b mut [Row<'_>]) -> Vec<&'b mut [KvCache]> {
+        rows.iter_mut().map(|r| &mut *r.caches).collect()
+    }
+}
+
 /// What the engine needs from a loaded model.
 pub trait LanguageModel {
-    /// Token ids [B, L] to logits [B, L, vocab], extending `caches` (one per layer).
-    fn forward(&self, inputs: &Array, caches: &mut [KvCache]) -> Result<Array>;
+    /// Token ids [B, L] to logits [B, L, vocab]; row b extends `rows[b]`'s caches. A batch of
+    /// several rows decodes one token each (L = 1).
+    fn forward_rows(&self, inputs: &Array, rows: &mut [Row]) -> Result<Array>;
     fn num_layers(&self) -> usize;
+    /// One sequence (slot 0): ids [1, L] to logits [1, L, vocab].
+    fn forward(&self, inputs: &Array, caches: &mut [KvCache]) -> Result<Array> {
+        self.forward_rows(inputs, &mut [Row { slot: 0, caches }])
+    }
     /// Runs prompt ids through, evaluating only what later steps need (the caches).
-    fn prefill(&self, inputs: &Array, caches: &mut [KvCache]) -> Result<()> {
-        self.forward(inputs, caches)?;
+    fn prefill(&self, inputs: &Array, row: &mut Row) -> Result<()> {
+        let caches = &mut *row.caches;
+        self.forward_rows(
+            inputs,
+            &mut [Row {
+                slot: row.slot,
+                caches,
+            }],
+        )?;
         Ok(mlx_rs::transforms::eval(
-            caches.iter().flat_map(KvCache::state),
+            row.caches.iter().flat_map(KvCache::state),
         )?)
     }
+    /// Forgets a finished sequence's slot (other ranks drop their caches for it).
+    fn release(&self, _slot: u64) {}
     /// Whether `forward` may take ids that are not computed yet (device-side greedy decode
     /// one step ahead); false when the ids must be read on the host first.
     fn lazy_inputs(&self) -> bool {
@@ -33,8 +61,8 @@ pub trait LanguageModel {
 }
 
 impl LanguageModel for Decoder {
-    fn forward(&self, inputs: &Array, caches: &mut [KvCache]) -> Result<Array> {
-        Decoder::forward(self, inputs, caches)
+    fn forward_rows(&self, inputs: &Array, rows: &mut [Row]) -> Result<Array> {
+        Decoder::forward(self, inputs, &mut Row::caches(rows))
     }
     fn num_layers(&self) -> usize {
         self.layers.len()

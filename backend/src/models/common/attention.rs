@@ -1,6 +1,8 @@
 //! Multi-head attention with grouped KV heads, optional q/k norms and q/k/v biases.
 
 use mlx_rs::fast::{scaled_dot_product_attention, ScaledDotProductAttentionMask};
+use mlx_rs::ops::concatenate;
+use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::Array;
 
 use super::{Linear, RmsNorm, Rope, Split, TensorSplit};
@@ -94,8 +96,9 @@ impl Attention {
         })
     }
 
-    /// `x`: [B, L, hidden]; appends this step's keys and values to `cache`.
-    pub fn forward(&self, x: &Array, rope: &Rope, cache: &mut KvCache) -> Result<Array> {
+    /// `x`: [B, L, hidden]; row b appends its keys and values to `caches[b]` (rows of a
+    /// batch decode one token each, L = 1).
+    pub fn forward(&self, x: &Array, rope: &Rope, caches: &mut [&mut KvCache]) -> Result<Array> {
         let (b, l) = (x.shape()[0], x.shape()[1]);
         let heads = |y: Array, n: i32, norm: &Option<RmsNorm>| -> Result<Array> {
             let y = y.reshape(&[b, l, n, -1])?;
@@ -108,20 +111,47 @@ impl Attention {
         let queries = heads(self.q_proj.forward(x)?, self.heads, &self.q_norm)?;
         let keys = heads(self.k_proj.forward(x)?, self.kv_heads, &self.k_norm)?;
         let values = heads(self.v_proj.forward(x)?, self.kv_heads, &None)?;
-
-        let offset = cache.offset();
-        let queries = rope.forward(&queries, offset)?;
-        let keys = rope.forward(&keys, offset)?;
-        let (keys, values) = cache.update_and_fetch(&keys, &values)?;
-
-        let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
-        let out = scaled_dot_product_attention(&queries, &keys, &values, self.scale, mask, None)?;
+        let out = match caches {
+            [cache] => self.attend(&queries, &keys, &values, rope, cache)?,
+            rows => {
+                // Each row attends over its own cache, exactly as it would alone.
+                let outs = rows
+                    .iter_mut()
+                    .enumerate()
+                    .map(|(r, cache)| {
+                        let r = r as i32;
+                        let row = |a: &Array| a.index(r..r + 1);
+                        self.attend(&row(&queries), &row(&keys), &row(&values), rope, cache)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                concatenate(&outs, 0)?
+            }
+        };
         let out = out.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?;
         let out = self.o_proj.forward(&out)?;
         match &self.tensor {
             Some(t) => t.all_sum(&out),
             None => Ok(out),
         }
+    }
+
+    /// One sequence's attention ([1, heads, L, head_dim]) over its cache, extended by this step.
+    fn attend(
+        &self,
+        queries: &Array,
+        keys: &Array,
+        values: &Array,
+        rope: &Rope,
+        cache: &mut KvCache,
+    ) -> Result<Array> {
+        let offset = cache.offset();
+        let queries = rope.forward(queries, offset)?;
+        let keys = rope.forward(keys, offset)?;
+        let (keys, values) = cache.update_and_fetch(&keys, values)?;
+        let mask = (queries.shape()[2] > 1).then_some(ScaledDotProductAttentionMask::Causal);
+        Ok(scaled_dot_product_attention(
+            &queries, &keys, &values, self.scale, mask, None,
+        )?)
     }
 
     pub fn arrays(&self) -> Vec<&Array> {

@@ -85,11 +85,12 @@ impl DecoderLayer {
         })
     }
 
-    fn forward(&self, x: &Array, rope: &Rope, cache: &mut KvCache) -> Result<Array> {
-        let h = x.add(
-            self.self_attn
-                .forward(&self.input_layernorm.forward(x)?, rope, cache)?,
-        )?;
+    fn forward(&self, x: &Array, rope: &Rope, caches: &mut [&mut KvCache]) -> Result<Array> {
+        let h = x.add(self.self_attn.forward(
+            &self.input_layernorm.forward(x)?,
+            rope,
+            caches,
+        )?)?;
         Ok(h.add(
             self.mlp
                 .forward(&self.post_attention_layernorm.forward(&h)?)?,
@@ -161,10 +162,10 @@ impl Decoder {
         })
     }
 
-    /// Token ids [B, L] to logits [B, L, vocab], extending every layer's cache.
-    pub fn forward(&self, inputs: &Array, caches: &mut [KvCache]) -> Result<Array> {
+    /// Token ids [B, L] to logits [B, L, vocab]; row b extends `rows[b]` (one cache per layer).
+    pub fn forward(&self, inputs: &Array, rows: &mut [&mut [KvCache]]) -> Result<Array> {
         let h = self.embed(inputs)?;
-        let h = self.run_layers(&h, caches)?;
+        let h = self.run_layers(&h, rows)?;
         self.head(&h)
     }
 
@@ -176,11 +177,12 @@ impl Decoder {
             .forward(inputs)
     }
 
-    /// This rank's layers over `h`, extending their caches.
-    pub fn run_layers(&self, h: &Array, caches: &mut [KvCache]) -> Result<Array> {
+    /// This rank's layers over `h` ([B, L, hidden]), extending each row's caches.
+    pub fn run_layers(&self, h: &Array, rows: &mut [&mut [KvCache]]) -> Result<Array> {
         let mut h = h.clone();
-        for (layer, cache) in self.layers.iter().zip(caches.iter_mut()) {
-            h = layer.forward(&h, &self.rope, cache)?;
+        for (i, layer) in self.layers.iter().enumerate() {
+            let mut caches: Vec<&mut KvCache> = rows.iter_mut().map(|r| &mut r[i]).collect();
+            h = layer.forward(&h, &self.rope, &mut caches)?;
         }
         Ok(h)
     }

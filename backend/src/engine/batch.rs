@@ -1,0 +1,215 @@
+//! Continuous batching on the engine thread: requests in flight share each decode step as
+//! rows of one forward pass; a new request's prefill runs (a chunk per round) between steps,
+//! and a finished request leaves without stalling the others.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mlx_rs::ops::indexing::{argmax_axis, IndexOp};
+use mlx_rs::ops::logsumexp_axis;
+use mlx_rs::{Array, Dtype};
+use tokio::sync::mpsc as tmpsc;
+
+use super::request::Event;
+use crate::error::{Error, Result};
+use crate::generate::{GenerateOptions, Summary};
+use crate::models::{LanguageModel, Row};
+use crate::sequence::Sequence;
+use crate::tokenizer::Tokenizer;
+
+pub type Events = tmpsc::Sender<Result<Event>>;
+
+/// Counts a request from the moment it is accepted until it is answered.
+pub struct InFlight(pub Arc<AtomicUsize>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A tokenized request waiting for a row.
+pub struct Waiting {
+    pub ids: Vec<u32>,
+    pub options: GenerateOptions,
+    pub events: Events,
+    pub since: Instant,
+    pub _in_flight: Option<InFlight>,
+}
+
+struct Active {
+    seq: Sequence,
+    events: Events,
+    _in_flight: Option<InFlight>,
+}
+
+/// How many rows a batch holds and how long a request may wait for one.
+pub struct BatchLimits {
+    pub max_batch: usize,
+    pub queue_timeout: Duration,
+}
+
+#[derive(Default)]
+pub struct Batch {
+    waiting: VecDeque<Waiting>,
+    active: Vec<Active>,
+    next_slot: u64,
+}
+
+impl Batch {
+    /// Nothing queued and nothing running.
+    pub fn idle(&self) -> bool {
+        self.waiting.is_empty() && self.active.is_empty()
+    }
+
+    pub fn enqueue(&mut self, w: Waiting) {
+        self.waiting.push_back(w);
+    }
+
+    /// Fails every request, queued or running (a failed step, an unload, a lost rank).
+    pub fn fail_all(&mut self, model: Option<&dyn LanguageModel>, e: &Error) {
+        for w in self.waiting.drain(..) {
+            let _ = w.events.blocking_send(Err(e.for_each_request()));
+        }
+        for a in self.active.drain(..) {
+            if let Some(m) = model {
+                m.release(a.seq.slot);
+            }
+            let _ = a.events.blocking_send(Err(e.for_each_request()));
+        }
+    }
+
+    /// The senders of every running request, to fail them from another thread.
+    pub fn senders(&self) -> Vec<Events> {
+        self.active.iter().map(|a| a.events.clone()).collect()
+    }
+
+    /// One round: admit, one prefill chunk, one decode step over every ready row, retire.
+    /// Returns the summaries of the requests that finished.
+    pub fn round(
+        &mut self,
+        model: &dyn LanguageModel,
+        tok: &Tokenizer,
+        limits: &BatchLimits,
+    ) -> Result<Vec<Summary>> {
+        self.expire(limits);
+        self.admit(model, limits)?;
+        if let Some(a) = self.active.iter_mut().find(|a| !a.seq.prefill_done()) {
+            a.seq.prefill_chunk(model)?;
+        }
+        self.decode(model, tok)?;
+        self.retire(model, tok)
+    }
+
+    /// Drops requests whose client left, and fails those that waited too long.
+    fn expire(&mut self, limits: &BatchLimits) {
+        self.waiting.retain(|w| {
+            if w.events.is_closed() {
+                return false;
+            }
+            if w.since.elapsed() <= limits.queue_timeout {
+                return true;
+            }
+            let _ = w.events.blocking_send(Err(Error::Overloaded(format!(
+                "the request waited {} s for one of the {} batch rows (queue_timeout)",
+                limits.queue_timeout.as_secs(),
+                limits.max_batch
+            ))));
+            false
+        });
+    }
+
+    fn admit(&mut self, model: &dyn LanguageModel, limits: &BatchLimits) -> Result<()> {
+        while self.active.len() < limits.max_batch {
+            let Some(w) = self.waiting.pop_front() else {
+                break;
+            };
+            self.next_slot += 1;
+            match Sequence::new(self.next_slot, &w.ids, w.options, model.num_layers()) {
+                Ok(seq) => self.active.push(Active {
+                    seq,
+                    events: w.events,
+                    _in_flight: w._in_flight,
+                }),
+                Err(e) => {
+                    let _ = w.events.blocking_send(Err(e));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One forward pass over every prefilled row that is still generating.
+    fn decode(&mut self, model: &dyn LanguageModel, tok: &Tokenizer) -> Result<()> {
+        let mut ready: Vec<&mut Active> = self
+            .active
+            .iter_mut()
+            .filter(|a| a.seq.prefill_done() && !a.seq.ended())
+            .collect();
+        if ready.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<u32> = ready.iter().map(|a| a.seq.input).collect();
+        let greedy = ready.iter().all(|a| a.seq.plain_greedy());
+        let inputs = Array::from_slice(&ids, &[ids.len() as i32, 1]);
+        let mut rows: Vec<Row> = ready
+            .iter_mut()
+            .map(|a| Row {
+                slot: a.seq.slot,
+                caches: &mut a.seq.caches,
+            })
+            .collect();
+        let logits = model.forward_rows(&inputs, &mut rows)?;
+        let last = logits.index((.., -1, ..));
+        let logprobs = last.subtract(logsumexp_axis(&last, -1, true)?)?;
+        let choices = match greedy {
+            // The device's argmax is the sampler's greedy choice (the first maximum).
+            true => {
+                let best = argmax_axis(&logprobs, -1, false)?;
+                best.eval()?;
+                best.as_slice::<u32>()
+                    .iter()
+                    .map(|&id| (id, None))
+                    .collect()
+            }
+            false => {
+                let logprobs = logprobs.as_dtype(Dtype::Float32)?;
+                logprobs.eval()?;
+                let all = logprobs.as_slice::<f32>();
+                let vocab = all.len() / ready.len();
+                ready
+                    .iter_mut()
+                    .enumerate()
+                    .map(|(b, a)| a.seq.choose(all[b * vocab..(b + 1) * vocab].to_vec()))
+                    .collect::<Vec<_>>()
+            }
+        };
+        for (a, (id, logprob)) in ready.into_iter().zip(choices) {
+            let events = &a.events;
+            let mut send = |e| events.blocking_send(Ok(Event::Token(e))).is_ok();
+            a.seq.push(tok, id, logprob, &mut send)?;
+        }
+        Ok(())
+    }
+
+    /// Answers and removes the rows that ended (or whose client left).
+    fn retire(&mut self, model: &dyn LanguageModel, tok: &Tokenizer) -> Result<Vec<Summary>> {
+        let mut done = Vec::new();
+        let mut i = 0;
+        while i < self.active.len() {
+            let a = &self.active[i];
+            if !(a.seq.ended() || a.events.is_closed()) {
+                i += 1;
+                continue;
+            }
+            let a = self.active.remove(i);
+            model.release(a.seq.slot);
+            let summary = a.seq.finish(tok)?;
+            let _ = a.events.blocking_send(Ok(Event::Done(summary.clone())));
+            done.push(summary);
+        }
+        Ok(done)
+    }
+}

@@ -1,0 +1,182 @@
+//! One request's generation state, stepped from outside: alone by `generate`, or as one row
+//! of a batch by the engine's scheduler. Sampling, eos, stops and limits live here, so a
+//! request behaves the same in both.
+
+use std::time::Instant;
+
+use mlx_rs::Array;
+
+use crate::cache::KvCache;
+use crate::error::{Error, Result};
+use crate::generate::{FinishReason, GenerateOptions, Summary, TokenEvent, TokenLogprob};
+use crate::models::{LanguageModel, Row};
+use crate::sampling::Sampler;
+use crate::stopping::StopMatcher;
+use crate::tokenizer::{Detokenizer, Tokenizer};
+
+pub struct Sequence {
+    /// How every rank names this sequence's caches.
+    pub slot: u64,
+    pub caches: Vec<KvCache>,
+    prompt: Vec<u32>,
+    /// Prompt tokens already in the caches (all but the last, which is the first step's input).
+    prefilled: usize,
+    opts: GenerateOptions,
+    sampler: Sampler,
+    detok: Detokenizer,
+    stops: StopMatcher,
+    history: Vec<u32>,
+    summary: Summary,
+    start: Instant,
+    /// The next step's input: the last prompt token, then each generated one.
+    pub input: u32,
+    ended: bool,
+    hit_stop_string: bool,
+}
+
+impl Sequence {
+    pub fn new(
+        slot: u64,
+        prompt: &[u32],
+        opts: GenerateOptions,
+        num_layers: usize,
+    ) -> Result<Sequence> {
+        let Some(&input) = prompt.last() else {
+            return Err(Error::InvalidRequest("the prompt is empty".into()));
+        };
+        Ok(Sequence {
+            slot,
+            caches: (0..num_layers).map(|_| KvCache::new()).collect(),
+            prompt: prompt.to_vec(),
+            prefilled: 0,
+            sampler: Sampler::new(opts.sampling.clone()),
+            detok: Detokenizer::new(),
+            stops: StopMatcher::new(opts.stop.clone()),
+            history: prompt.to_vec(),
+            summary: Summary {
+                prompt_tokens: prompt.len(),
+                generated_tokens: 0,
+                prefill_secs: 0.0,
+                decode_secs: 0.0,
+                finish: FinishReason::Length,
+                tail: String::new(),
+            },
+            start: Instant::now(),
+            input,
+            ended: opts.max_tokens == 0,
+            hit_stop_string: false,
+            opts,
+        })
+    }
+
+    /// Whether the prompt (but its last token) is in the caches.
+    pub fn prefill_done(&self) -> bool {
+        self.prefilled + 1 >= self.prompt.len()
+    }
+
+    /// Runs the next chunk of the prompt through the model; true when prefill is done.
+    pub fn prefill_chunk(&mut self, model: &dyn LanguageModel) -> Result<bool> {
+        if self.prefill_done() {
+            return Ok(true);
+        }
+        let end = (self.prefilled + self.opts.prefill_step.max(1)).min(self.prompt.len() - 1);
+        let chunk = &self.prompt[self.prefilled..end];
+        let input = Array::from_slice(chunk, &[1, chunk.len() as i32]);
+        let mut row = Row {
+            slot: self.slot,
+            caches: &mut self.caches,
+        };
+        model.prefill(&input, &mut row)?;
+        self.prefilled = end;
+        Ok(self.prefill_done())
+    }
+
+    /// No more tokens: eos, a stop, max_tokens or cancellation.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Plain greedy needs no host-side processing, so its token can be picked on the device.
+    pub fn plain_greedy(&self) -> bool {
+        self.opts.sampling.temperature <= 0.0
+            && !self.opts.sampling.has_processors()
+            && self.opts.logprobs.is_none()
+    }
+
+    /// Picks the next token from this step's log-probabilities (f32, on the host).
+    pub fn choose(&mut self, mut logprobs: Vec<f32>) -> (u32, Option<TokenLogprob>) {
+        let raw = self.opts.logprobs.map(|top| (logprobs.clone(), top));
+        self.sampler.process(&mut logprobs, &self.history);
+        let id = self.sampler.sample(&logprobs);
+        (id, raw.map(|(raw, top)| token_logprob(&raw, top, id)))
+    }
+
+    /// Takes the chosen token: emits its text through `on_token` (false = the caller left)
+    /// and ends the sequence on eos, a stop string or max_tokens.
+    pub fn push(
+        &mut self,
+        tok: &Tokenizer,
+        id: u32,
+        logprob: Option<TokenLogprob>,
+        on_token: &mut dyn FnMut(TokenEvent) -> bool,
+    ) -> Result<()> {
+        if self.summary.generated_tokens == 0 {
+            self.summary.prefill_secs = self.start.elapsed().as_secs_f64();
+        }
+        if !self.opts.ignore_eos && tok.eos_ids().contains(&id) {
+            self.summary.finish = FinishReason::Stop;
+            self.ended = true;
+            return Ok(());
+        }
+        self.summary.generated_tokens += 1;
+        self.history.push(id);
+        let check = self.stops.push(&self.detok.push(tok, id)?);
+        if !on_token(TokenEvent {
+            id,
+            text: check.emit,
+            logprob,
+        }) {
+            self.summary.finish = FinishReason::Cancelled;
+            self.ended = true;
+        } else if check.stopped {
+            self.summary.finish = FinishReason::Stop;
+            self.hit_stop_string = true;
+            self.ended = true;
+        } else if self.summary.generated_tokens >= self.opts.max_tokens {
+            self.ended = true;
+        }
+        self.input = id;
+        Ok(())
+    }
+
+    /// Ends the sequence: the text held back and the counts.
+    pub fn finish(mut self, tok: &Tokenizer) -> Result<Summary> {
+        let total = self.start.elapsed().as_secs_f64();
+        self.summary.decode_secs = (total - self.summary.prefill_secs).max(0.0);
+        if !self.hit_stop_string {
+            let mut tail = self.stops.push(&self.detok.finish(tok)?).emit;
+            tail.push_str(&self.stops.flush());
+            self.summary.tail = tail;
+        }
+        Ok(self.summary)
+    }
+}
+
+/// The chosen token's log-probability and the `top` best alternatives.
+fn token_logprob(logprobs: &[f32], top: usize, id: u32) -> TokenLogprob {
+    let mut best: Vec<(u32, f32)> = logprobs
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| (i as u32, l))
+        .collect();
+    let n = top.min(best.len());
+    if n > 0 {
+        best.select_nth_unstable_by(n - 1, |a, b| b.1.total_cmp(&a.1));
+    }
+    best.truncate(n);
+    best.sort_by(|a, b| b.1.total_cmp(&a.1));
+    TokenLogprob {
+        logprob: logprobs[id as usize],
+        top: best,
+    }
+}

@@ -1,0 +1,124 @@
+//! Continuous batching over real gRPC: concurrent greedy streams share decode steps and each
+//! still equals its single-request golden; a full queue gets RESOURCE_EXHAUSTED and the
+//! server keeps serving.
+
+use std::time::Duration;
+
+use backend::grpc::pb::{self, backend_client::BackendClient};
+use integration_tests::cluster::Cluster;
+use integration_tests::goldens;
+use integration_tests::rpc::{golden_request, load_fixture, stream_text};
+use integration_tests::server::BackendProcess;
+use integration_tests::TestResult;
+use tonic::transport::Channel;
+use tonic::Code;
+
+/// Our default CPU mode on the 4-bit fixture equals mlx-lm on its f32 dequantization.
+const GOLDENS: &str = "smollm2-135m-4bit-f32";
+const MODEL: &str = "smollm2-135m-4bit";
+
+/// One cluster or server at a time: each runs several processes on a 2-core box.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `n` greedy streams at once (the golden cases in turn, with different prompt lengths and
+/// finishes); each must equal its golden text exactly.
+async fn concurrent_streams_equal_goldens(c: &BackendClient<Channel>, n: usize) -> TestResult {
+    let g = goldens::load(GOLDENS)?;
+    let mut tasks = Vec::new();
+    for case in g.cases.iter().take(n) {
+        let (mut c, req) = (c.clone(), golden_request(case, g.max_tokens));
+        tasks.push(tokio::spawn(async move {
+            stream_text(&mut c, req).await.map_err(|e| e.to_string())
+        }));
+    }
+    for (case, task) in g.cases.iter().zip(tasks) {
+        let (text, last) = task.await??;
+        assert_eq!(text, case.text, "case {} in a batch of {n}", case.name);
+        assert_eq!(
+            last.tokens as usize,
+            case.tokens.len(),
+            "case {}",
+            case.name
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn eight_concurrent_streams_equal_their_goldens_on_one_node() -> TestResult {
+    let _serial = serial();
+    let server = BackendProcess::start(&[]).await?;
+    let c = server.client().await?;
+    let loaded = load_fixture(&mut c.clone(), MODEL, &[]).await?;
+    assert!(loaded.success, "{loaded:?}");
+    tokio::time::timeout(
+        Duration::from_secs(300),
+        concurrent_streams_equal_goldens(&c, 8),
+    )
+    .await??;
+    Ok(())
+}
+
+#[tokio::test]
+async fn eight_concurrent_streams_equal_their_goldens_on_two_rank_pipeline() -> TestResult {
+    let _serial = serial();
+    let cluster = Cluster::start(2, "batch-pp2")?;
+    let rank0 = cluster.rank0(&[]).await?;
+    let c = rank0.client().await?;
+    let loaded = load_fixture(&mut c.clone(), MODEL, &[]).await?;
+    assert!(loaded.success, "{loaded:?}");
+    tokio::time::timeout(
+        Duration::from_secs(300),
+        concurrent_streams_equal_goldens(&c, 8),
+    )
+    .await??;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_full_queue_gets_resource_exhausted_and_the_server_keeps_serving() -> TestResult {
+    let _serial = serial();
+    let server = BackendProcess::start(&[]).await?;
+    let c = server.client().await?;
+    let loaded = load_fixture(&mut c.clone(), MODEL, &["max_batch:1", "max_queue:1"]).await?;
+    assert!(loaded.success, "{loaded:?}");
+    let long = pb::PredictOptions {
+        prompt: "Tell me a long story.".into(),
+        tokens: 48,
+        ignore_eos: true,
+        ..Default::default()
+    };
+    let mut tasks = Vec::new();
+    for _ in 0..5 {
+        let (mut c, req) = (c.clone(), long.clone());
+        tasks.push(tokio::spawn(async move {
+            c.predict(req).await.map(|r| r.into_inner().tokens)
+        }));
+    }
+    let (mut served, mut refused) = (0, 0);
+    for task in tasks {
+        match tokio::time::timeout(Duration::from_secs(120), task).await?? {
+            Ok(tokens) => {
+                assert_eq!(tokens, 48);
+                served += 1;
+            }
+            Err(status) => {
+                assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+                assert!(status.message().contains("max_queue"), "{status:?}");
+                refused += 1;
+            }
+        }
+    }
+    assert!(
+        served >= 2,
+        "one running and one queued are served ({served})"
+    );
+    assert!(refused >= 1, "the rest are refused ({refused})");
+    let again = c.clone().predict(long).await?.into_inner();
+    assert_eq!(again.tokens, 48);
+    Ok(())
+}
