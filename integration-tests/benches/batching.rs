@@ -64,7 +64,10 @@ fn main() -> TestResult {
         .enable_all()
         .build()?;
     let run = async {
-        println!("{:<12} {:>7} {:>10} {:>8}", "setup", "streams", "tok/s", "x 1");
+        println!(
+            "{:<12} {:>7} {:>10} {:>8}",
+            "setup", "streams", "tok/s", "x 1"
+        );
         let server = BackendProcess::start(&[]).await?;
         let c = server.client().await?;
         let loaded = load_fixture(&mut c.clone(), MODEL, &[]).await?;
@@ -81,7 +84,10 @@ fn main() -> TestResult {
             return Err(loaded.message.into());
         }
         let pipeline = rows("pipeline-2", &c).await?;
-        println!("{}", serde_json::json!({"model": MODEL, "tokens": TOKENS, "single": single, "pipeline-2": pipeline}));
+        println!(
+            "{}",
+            serde_json::json!({"model": MODEL, "tokens": TOKENS, "single": single, "pipeline-2": pipeline})
+        );
         TestResult::Ok(())
     };
     rt.block_on(async { tokio::time::timeout(Duration::from_secs(900), run).await })

@@ -19,7 +19,9 @@ use crate::models::{LanguageModel, Row};
 use crate::sequence::Sequence;
 use crate::tokenizer::Tokenizer;
 
-pub type Events = tmpsc::Sender<Result<Event>>;
+/// Unbounded: a slow client must never stall the other rows of the batch (a request sends at
+/// most max_tokens + 1 events).
+pub type Events = tmpsc::UnboundedSender<Result<Event>>;
 
 /// Counts a request from the moment it is accepted until it is answered.
 pub struct InFlight(pub Arc<AtomicUsize>);
@@ -71,13 +73,13 @@ impl Batch {
     /// Fails every request, queued or running (a failed step, an unload, a lost rank).
     pub fn fail_all(&mut self, model: Option<&dyn LanguageModel>, e: &Error) {
         for w in self.waiting.drain(..) {
-            let _ = w.events.blocking_send(Err(e.for_each_request()));
+            let _ = w.events.send(Err(e.for_each_request()));
         }
         for a in self.active.drain(..) {
             if let Some(m) = model {
                 m.release(a.seq.slot);
             }
-            let _ = a.events.blocking_send(Err(e.for_each_request()));
+            let _ = a.events.send(Err(e.for_each_request()));
         }
     }
 
@@ -112,7 +114,7 @@ impl Batch {
             if w.since.elapsed() <= limits.queue_timeout {
                 return true;
             }
-            let _ = w.events.blocking_send(Err(Error::Overloaded(format!(
+            let _ = w.events.send(Err(Error::Overloaded(format!(
                 "the request waited {} s for one of the {} batch rows (queue_timeout)",
                 limits.queue_timeout.as_secs(),
                 limits.max_batch
@@ -134,7 +136,7 @@ impl Batch {
                     _in_flight: w._in_flight,
                 }),
                 Err(e) => {
-                    let _ = w.events.blocking_send(Err(e));
+                    let _ = w.events.send(Err(e));
                 }
             }
         }
@@ -188,7 +190,7 @@ impl Batch {
         };
         for (a, (id, logprob)) in ready.into_iter().zip(choices) {
             let events = &a.events;
-            let mut send = |e| events.blocking_send(Ok(Event::Token(e))).is_ok();
+            let mut send = |e| events.send(Ok(Event::Token(e))).is_ok();
             a.seq.push(tok, id, logprob, &mut send)?;
         }
         Ok(())
@@ -207,7 +209,7 @@ impl Batch {
             let a = self.active.remove(i);
             model.release(a.seq.slot);
             let summary = a.seq.finish(tok)?;
-            let _ = a.events.blocking_send(Ok(Event::Done(summary.clone())));
+            let _ = a.events.send(Ok(Event::Done(summary.clone())));
             done.push(summary);
         }
         Ok(done)

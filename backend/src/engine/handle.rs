@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::options::LoadConfig;
 
 /// Events of one generation; dropping the receiver cancels it within one step.
-pub type EventStream = tmpsc::Receiver<Result<Event>>;
+pub type EventStream = tmpsc::UnboundedReceiver<Result<Event>>;
 
 /// What the service needs from an engine.
 pub trait Engine: Send + Sync + 'static {
@@ -84,7 +84,7 @@ impl Engine for EngineHandle {
             self.in_flight.fetch_add(1, Ordering::SeqCst);
         }
         let in_flight = Some(InFlight(self.in_flight.clone()));
-        let (events, rx) = tmpsc::channel(64);
+        let (events, rx) = tmpsc::unbounded_channel();
         self.commands
             .send(Command::Generate {
                 request,

@@ -187,11 +187,11 @@ pub fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
                 in_flight,
             } => {
                 if let Some(msg) = &degraded {
-                    let _ = events.blocking_send(Err(Error::RankLost(msg.clone())));
+                    let _ = events.send(Err(Error::RankLost(msg.clone())));
                     continue;
                 }
                 let Some(l) = &loaded else {
-                    let _ = events.blocking_send(Err(Error::NotLoaded));
+                    let _ = events.send(Err(Error::NotLoaded));
                     continue;
                 };
                 if events.is_closed() {
@@ -206,7 +206,7 @@ pub fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
                         _in_flight: in_flight,
                     }),
                     Err(e) => {
-                        let _ = events.blocking_send(Err(e));
+                        let _ = events.send(Err(e));
                     }
                 }
             }
@@ -261,7 +261,7 @@ fn watched<T>(cluster: &Cluster, running: Vec<Events>, f: impl FnOnce() -> Resul
     cluster.fault().on_fault(Box::new(move |msg| {
         std::thread::spawn(move || {
             for tx in running {
-                let _ = tx.blocking_send(Err(Error::RankLost(msg.clone())));
+                let _ = tx.send(Err(Error::RankLost(msg.clone())));
             }
         });
     }));
