@@ -69,4 +69,11 @@ impl KvCache {
     pub fn state(&self) -> Vec<&Array> {
         self.keys.iter().chain(self.values.iter()).collect()
     }
+
+    /// Every cached array of every row (each row one cache per layer), to evaluate a step.
+    pub fn states(rows: &[&mut [KvCache]]) -> Vec<Array> {
+        rows.iter()
+            .flat_map(|r| r.iter().flat_map(|c| c.state().into_iter().cloned()))
+            .collect()
+    }
 }

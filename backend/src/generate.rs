@@ -75,15 +75,19 @@ pub struct Summary {
     pub tail: String,
 }
 
-/// The last position's log-probabilities, lazily, in the model's dtype (as mlx-lm computes them).
+/// Logits [B, L, vocab] to the last position's log-probabilities [B, vocab], lazily, in the
+/// model's dtype (as mlx-lm computes them).
+pub fn last_logprobs(logits: &Array) -> Result<Array> {
+    let last = logits.index((.., -1, ..));
+    Ok(last.subtract(logsumexp_axis(&last, -1, true)?)?)
+}
+
 fn logprobs_graph(
     model: &dyn LanguageModel,
     input: &Array,
     caches: &mut [KvCache],
 ) -> Result<Array> {
-    let logits = model.forward(input, caches)?;
-    let last = logits.index((.., -1, ..));
-    Ok(last.subtract(logsumexp_axis(&last, -1, true)?)?)
+    last_logprobs(&model.forward(input, caches)?)
 }
 
 /// Runs `ids` through the model and returns the last position's log-probabilities (f32, on the host).

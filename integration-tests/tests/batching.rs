@@ -48,19 +48,22 @@ async fn concurrent_streams_equal_goldens(c: &BackendClient<Channel>, n: usize) 
     Ok(())
 }
 
-#[tokio::test]
-async fn eight_concurrent_streams_equal_their_goldens_on_one_node() -> TestResult {
-    let _serial = serial();
-    let server = BackendProcess::start(&[]).await?;
-    let c = server.client().await?;
+/// Loads the fixture, then runs 8 concurrent streams against the goldens, bounded in time.
+async fn load_then_eight_streams(c: BackendClient<Channel>) -> TestResult {
     let loaded = load_fixture(&mut c.clone(), MODEL, &[]).await?;
     assert!(loaded.success, "{loaded:?}");
     tokio::time::timeout(
         Duration::from_secs(300),
         concurrent_streams_equal_goldens(&c, 8),
     )
-    .await??;
-    Ok(())
+    .await?
+}
+
+#[tokio::test]
+async fn eight_concurrent_streams_equal_their_goldens_on_one_node() -> TestResult {
+    let _serial = serial();
+    let server = BackendProcess::start(&[]).await?;
+    load_then_eight_streams(server.client().await?).await
 }
 
 #[tokio::test]
@@ -68,15 +71,7 @@ async fn eight_concurrent_streams_equal_their_goldens_on_two_rank_pipeline() -> 
     let _serial = serial();
     let cluster = Cluster::start(2, "batch-pp2")?;
     let rank0 = cluster.rank0(&[]).await?;
-    let c = rank0.client().await?;
-    let loaded = load_fixture(&mut c.clone(), MODEL, &[]).await?;
-    assert!(loaded.success, "{loaded:?}");
-    tokio::time::timeout(
-        Duration::from_secs(300),
-        concurrent_streams_equal_goldens(&c, 8),
-    )
-    .await??;
-    Ok(())
+    load_then_eight_streams(rank0.client().await?).await
 }
 
 #[tokio::test]

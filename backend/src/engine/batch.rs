@@ -7,14 +7,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mlx_rs::ops::indexing::{argmax_axis, IndexOp};
-use mlx_rs::ops::logsumexp_axis;
+use mlx_rs::ops::indexing::argmax_axis;
 use mlx_rs::{Array, Dtype};
 use tokio::sync::mpsc as tmpsc;
 
 use super::request::Event;
 use crate::error::{Error, Result};
-use crate::generate::{GenerateOptions, Summary};
+use crate::generate::{last_logprobs, GenerateOptions, Summary};
 use crate::models::{LanguageModel, Row};
 use crate::sequence::Sequence;
 use crate::tokenizer::Tokenizer;
@@ -97,7 +96,7 @@ impl Batch {
         limits: &BatchLimits,
     ) -> Result<Vec<Summary>> {
         self.expire(limits);
-        self.admit(model, limits)?;
+        self.admit(model, limits);
         if let Some(a) = self.active.iter_mut().find(|a| !a.seq.prefill_done()) {
             a.seq.prefill_chunk(model)?;
         }
@@ -123,7 +122,7 @@ impl Batch {
         });
     }
 
-    fn admit(&mut self, model: &dyn LanguageModel, limits: &BatchLimits) -> Result<()> {
+    fn admit(&mut self, model: &dyn LanguageModel, limits: &BatchLimits) {
         while self.active.len() < limits.max_batch {
             let Some(w) = self.waiting.pop_front() else {
                 break;
@@ -140,7 +139,6 @@ impl Batch {
                 }
             }
         }
-        Ok(())
     }
 
     /// One forward pass over every prefilled row that is still generating.
@@ -163,9 +161,7 @@ impl Batch {
                 caches: &mut a.seq.caches,
             })
             .collect();
-        let logits = model.forward_rows(&inputs, &mut rows)?;
-        let last = logits.index((.., -1, ..));
-        let logprobs = last.subtract(logsumexp_axis(&last, -1, true)?)?;
+        let logprobs = last_logprobs(&model.forward_rows(&inputs, &mut rows)?)?;
         let choices = match greedy {
             // The device's argmax is the sampler's greedy choice (the first maximum).
             true => {

@@ -239,12 +239,6 @@ fn run_part(
 ) -> Result<()> {
     let (b, len) = (p.rows.len() as i32, p.len as i32);
     let mut caches: Vec<&mut [KvCache]> = taken.iter_mut().map(|(_, c)| c.as_mut_slice()).collect();
-    let state = |caches: &[&mut [KvCache]]| -> Vec<Array> {
-        caches
-            .iter()
-            .flat_map(|r| r.iter().flat_map(|c| c.state().into_iter().cloned()))
-            .collect()
-    };
     match m.part {
         Part::Pipeline { .. } => {
             let dtype = dtype_from_name(&p.dtype).ok_or_else(|| {
@@ -252,7 +246,7 @@ fn run_part(
             })?;
             let h = receive(group, &[b, len, m.hidden], dtype)?;
             let h = m.decoder.run_layers(&h, &mut caches)?;
-            let mut computed = state(&caches);
+            let mut computed = KvCache::states(&caches);
             computed.push(h.clone());
             mlx_rs::transforms::eval(&computed)?;
             let last = group.rank() + 1 == group.size();
@@ -266,7 +260,7 @@ fn run_part(
             let ids = Array::from_slice(&p.tokens, &[b, len]);
             let h = m.decoder.embed(&ids)?;
             let h = m.decoder.run_layers(&h, &mut caches)?;
-            let mut computed = state(&caches);
+            let mut computed = KvCache::states(&caches);
             if p.output {
                 computed.push(h);
             }

@@ -69,21 +69,20 @@ impl Engine for EngineHandle {
     }
 
     fn generate(&self, request: GenerateRequest) -> Result<EventStream> {
-        // Refuse at once when every batch row is taken and the queue is full.
+        // Counted until answered (the guard gives it back); refused at once when every batch
+        // row is taken and the queue is full.
+        let before = self.in_flight.fetch_add(1, Ordering::SeqCst);
+        let in_flight = Some(InFlight(self.in_flight.clone()));
         if let Some(m) = self.snapshot().model {
             let bound = m.config.max_batch + m.config.max_queue;
-            if self.in_flight.fetch_add(1, Ordering::SeqCst) >= bound {
-                self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            if before >= bound {
                 return Err(Error::Overloaded(format!(
                     "{bound} requests are running or queued (max_batch {} + max_queue {}); \
                      retry later",
                     m.config.max_batch, m.config.max_queue
                 )));
             }
-        } else {
-            self.in_flight.fetch_add(1, Ordering::SeqCst);
         }
-        let in_flight = Some(InFlight(self.in_flight.clone()));
         let (events, rx) = tmpsc::unbounded_channel();
         self.commands
             .send(Command::Generate {

@@ -131,12 +131,8 @@ impl ShardedModel {
     ) -> Result<StepOutput> {
         let (cluster, group) = (&self.session.cluster, &self.session.group);
         let h = self.decoder.run_layers(h, caches)?;
-        let mut computed = vec![h.clone()];
-        computed.extend(
-            caches
-                .iter()
-                .flat_map(|r| r.iter().flat_map(|c| c.state().into_iter().cloned())),
-        );
+        let mut computed = KvCache::states(caches);
+        computed.push(h.clone());
         mlx_rs::transforms::eval(&computed)?;
         plan.dtype = dtype_name(h.dtype()).into();
         let step = ToWorker::Step(plan.clone());

@@ -128,11 +128,7 @@ impl Attention {
             }
         };
         let out = out.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?;
-        let out = self.o_proj.forward(&out)?;
-        match &self.tensor {
-            Some(t) => t.all_sum(&out),
-            None => Ok(out),
-        }
+        TensorSplit::all_sum(&self.tensor, self.o_proj.forward(&out)?)
     }
 
     /// One sequence's attention ([1, heads, L, head_dim]) over its cache, extended by this step.

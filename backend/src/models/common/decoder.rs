@@ -51,10 +51,7 @@ impl Mlp {
         let out = self
             .down_proj
             .forward(&gate.multiply(self.up_proj.forward(x)?)?)?;
-        match &self.tensor {
-            Some(t) => t.all_sum(&out),
-            None => Ok(out),
-        }
+        TensorSplit::all_sum(&self.tensor, out)
     }
 }
 

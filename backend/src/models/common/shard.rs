@@ -42,9 +42,12 @@ pub struct TensorSplit {
 }
 
 impl TensorSplit {
-    /// Sharded-to-all: sums every rank's partial output.
-    pub fn all_sum(&self, x: &Array) -> Result<Array> {
-        Ok(self.group.all_sum(x)?)
+    /// Sharded-to-all: sums every rank's partial output (a no-op without a tensor split).
+    pub fn all_sum(split: &Option<TensorSplit>, x: Array) -> Result<Array> {
+        match split {
+            Some(t) => Ok(t.group.all_sum(&x)?),
+            None => Ok(x),
+        }
     }
 
     /// Fails clearly unless every count divides by the number of ranks.
