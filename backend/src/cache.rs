@@ -65,6 +65,25 @@ impl KvCache {
         ))
     }
 
+    /// The first `len` positions, sharing this cache's arrays: MLX copies them on the next
+    /// write, so neither side ever sees the other's later positions.
+    pub fn prefix(&self, len: usize) -> KvCache {
+        KvCache {
+            keys: self.keys.clone(),
+            values: self.values.clone(),
+            offset: self.offset.min(len as i32),
+        }
+    }
+
+    /// Bytes the cache holds (its whole allocation, not only the used positions).
+    pub fn nbytes(&self) -> usize {
+        self.keys
+            .iter()
+            .chain(self.values.iter())
+            .map(Array::nbytes)
+            .sum()
+    }
+
     /// The cached arrays, to evaluate after prefill.
     pub fn state(&self) -> Vec<&Array> {
         self.keys.iter().chain(self.values.iter()).collect()

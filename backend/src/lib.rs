@@ -11,6 +11,7 @@ pub mod loader;
 pub mod models;
 pub mod options;
 pub mod parent_watch;
+pub mod prefix_cache;
 pub mod sampling;
 pub mod sequence;
 pub mod server;

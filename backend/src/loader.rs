@@ -82,4 +82,7 @@ impl LanguageModel for Unset {
     fn num_layers(&self) -> usize {
         0
     }
+    fn kv_bytes_per_position(&self) -> usize {
+        0
+    }
 }

@@ -93,6 +93,9 @@ pub struct LoadConfig {
     pub sampling: SamplingOverrides,
     pub max_kv_size: Option<usize>,
     pub max_cache_entries: usize,
+    /// KV memory for running requests and the prefix cache together (default: half the
+    /// memory free after loading).
+    pub kv_memory_mb: Option<usize>,
     pub max_batch: usize,
     /// Requests that may wait for a batch row; more get RESOURCE_EXHAUSTED at once.
     pub max_queue: usize,
@@ -158,6 +161,7 @@ impl LoadConfig {
             sampling: SamplingOverrides::default(),
             max_kv_size: None,
             max_cache_entries: 10,
+            kv_memory_mb: None,
             max_batch: 8,
             max_queue: 64,
             queue_timeout_secs: 600,
@@ -247,6 +251,10 @@ impl LoadConfig {
                 "max_cache_entries" => {
                     c.max_cache_entries =
                         non_negative(&value).ok_or_else(|| bad("an integer >= 0"))?
+                }
+                "kv_memory_mb" => {
+                    c.kv_memory_mb =
+                        Some(positive(&value).ok_or_else(|| bad("a positive integer"))?)
                 }
                 "max_batch" => {
                     c.max_batch = positive(&value).ok_or_else(|| bad("a positive integer"))?

@@ -69,6 +69,23 @@ impl Sequence {
         })
     }
 
+    /// Starts from a cached prefix of the prompt (a prefix-cache hit) instead of position 0.
+    pub fn resume(&mut self, caches: Vec<KvCache>) {
+        let len = caches.first().map_or(0, |c| c.offset() as usize);
+        self.prefilled = len.min(self.prompt.len() - 1);
+        self.caches = caches;
+    }
+
+    pub fn prompt(&self) -> &[u32] {
+        &self.prompt
+    }
+
+    /// The tokens whose keys and values the caches hold: what the prefix cache keys them by.
+    pub fn cached_tokens(&self) -> &[u32] {
+        let offset = self.caches.first().map_or(0, |c| c.offset() as usize);
+        &self.history[..offset.min(self.history.len())]
+    }
+
     /// Whether the prompt (but its last token) is in the caches.
     pub fn prefill_done(&self) -> bool {
         self.prefilled + 1 >= self.prompt.len()

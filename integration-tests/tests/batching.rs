@@ -117,3 +117,39 @@ async fn a_full_queue_gets_resource_exhausted_and_the_server_keeps_serving() -> 
     assert_eq!(again.tokens, 48);
     Ok(())
 }
+
+#[tokio::test]
+async fn the_kv_budget_queues_what_does_not_fit_and_refuses_what_never_can() -> TestResult {
+    let _serial = serial();
+    let server = BackendProcess::start(&[]).await?;
+    let c = server.client().await?;
+    // A row of 256 positions takes 11.25 MiB here, so 20 MiB holds one row at a time.
+    let loaded = load_fixture(&mut c.clone(), MODEL, &["kv_memory_mb:20"]).await?;
+    assert!(loaded.success, "{loaded:?}");
+    let short = pb::PredictOptions {
+        prompt: "Tell me a long story.".into(),
+        tokens: 48,
+        ignore_eos: true,
+        ..Default::default()
+    };
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        let (mut c, req) = (c.clone(), short.clone());
+        tasks.push(tokio::spawn(async move {
+            c.predict(req).await.map(|r| r.into_inner().tokens)
+        }));
+    }
+    for task in tasks {
+        let tokens = tokio::time::timeout(Duration::from_secs(120), task).await???;
+        assert_eq!(tokens, 48, "queued until the row before it finished");
+    }
+    let huge = pb::PredictOptions {
+        tokens: 1000,
+        ..short.clone()
+    };
+    let status = c.clone().predict(huge).await.expect_err("cannot fit");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().contains("kv_memory_mb"), "{status:?}");
+    assert_eq!(c.clone().predict(short).await?.into_inner().tokens, 48);
+    Ok(())
+}

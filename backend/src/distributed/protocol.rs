@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL: u32 = 3;
+pub const PROTOCOL: u32 = 4;
 
 /// What must be equal on every rank for them to compute together.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -149,8 +149,22 @@ pub struct StepPlan {
     pub output: bool,
     /// Report a state fingerprint after this step.
     pub check: bool,
-    /// Slots whose sequences ended: drop their caches before the step.
-    pub release: Vec<u64>,
+    /// Changes to the caches since the last step, applied in order before this one.
+    pub cache_ops: Vec<CacheOp>,
+}
+
+/// A change to a rank's caches that rank 0 decided; every rank applies the same ones in the
+/// same order, so their prefix caches hold the same entries under the same ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CacheOp {
+    /// Keep `slot`'s first `len` positions as prefix-cache entry `entry`.
+    Save { slot: u64, entry: u64, len: usize },
+    /// Start `slot` from entry `entry`'s first `len` positions.
+    Restore { slot: u64, entry: u64, len: usize },
+    /// The sequence in `slot` ended: drop its caches.
+    Release { slot: u64 },
+    /// Drop prefix-cache entry `entry`.
+    Evict { entry: u64 },
 }
 
 /// One sequence in a step: its slot and its cache position (0 starts the slot afresh).
@@ -161,9 +175,17 @@ pub struct PlanRow {
 }
 
 /// The fingerprint of a rank's state after a step: the batch's rows, their cache positions,
-/// the model and the step's tokens, compared across ranks.
-pub fn state_fingerprint(seq: u64, rows: &[PlanRow], model: &str, tokens: &[u32]) -> String {
-    let mut bytes = format!("{seq}:{model}:").into_bytes();
+/// the prefix-cache entries it holds, the model and the step's tokens, compared across ranks.
+pub fn state_fingerprint(
+    seq: u64,
+    rows: &[PlanRow],
+    entries: &[u64],
+    model: &str,
+    tokens: &[u32],
+) -> String {
+    let mut entries = entries.to_vec();
+    entries.sort_unstable();
+    let mut bytes = format!("{seq}:{model}:{entries:?}:").into_bytes();
     for r in rows {
         bytes.extend_from_slice(format!("{}@{};", r.slot, r.offset).as_bytes());
     }

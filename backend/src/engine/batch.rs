@@ -12,9 +12,11 @@ use mlx_rs::{Array, Dtype};
 use tokio::sync::mpsc as tmpsc;
 
 use super::request::Event;
+use crate::distributed::protocol::CacheOp;
 use crate::error::{Error, Result};
 use crate::generate::{last_logprobs, GenerateOptions, Summary};
 use crate::models::{LanguageModel, Row};
+use crate::prefix_cache::{CacheStats, PrefixCache};
 use crate::sequence::Sequence;
 use crate::tokenizer::Tokenizer;
 
@@ -44,22 +46,57 @@ struct Active {
     seq: Sequence,
     events: Events,
     _in_flight: Option<InFlight>,
+    /// KV bytes held for this row: its prompt plus max_tokens positions.
+    reserved: usize,
+    /// Whether the prefix cache was asked for this row's prompt yet.
+    looked_up: bool,
 }
 
-/// How many rows a batch holds and how long a request may wait for one.
+/// How many rows a batch holds, how long a request may wait for one, and the KV memory the
+/// rows and the prefix cache may hold together.
 pub struct BatchLimits {
     pub max_batch: usize,
     pub queue_timeout: Duration,
+    pub kv_budget: usize,
 }
+
+/// A prompt at least this long is saved in the prefix cache as soon as it is prefilled, so
+/// requests right behind it that share it need not wait for it to finish.
+const SNAPSHOT_MIN_TOKENS: usize = 64;
 
 #[derive(Default)]
 pub struct Batch {
     waiting: VecDeque<Waiting>,
     active: Vec<Active>,
     next_slot: u64,
+    cache: PrefixCache,
+}
+
+/// KV bytes a request may come to hold: its prompt and max_tokens positions, in the cache's
+/// allocation steps.
+pub fn kv_reservation(model: &dyn LanguageModel, prompt: usize, opts: &GenerateOptions) -> usize {
+    let positions = (prompt + opts.max_tokens).div_ceil(256) * 256;
+    positions * model.kv_bytes_per_position()
 }
 
 impl Batch {
+    /// An empty batch with a prefix cache of `max_cache_entries` (0: none).
+    pub fn new(max_cache_entries: usize) -> Batch {
+        Batch {
+            cache: PrefixCache::new(max_cache_entries),
+            ..Batch::default()
+        }
+    }
+
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache.stats()
+    }
+
+    /// KV bytes held for running rows.
+    pub fn reserved(&self) -> usize {
+        self.active.iter().map(|a| a.reserved).sum()
+    }
+
     /// Nothing queued and nothing running.
     pub fn idle(&self) -> bool {
         self.waiting.is_empty() && self.active.is_empty()
@@ -69,16 +106,22 @@ impl Batch {
         self.waiting.push_back(w);
     }
 
-    /// Fails every request, queued or running (a failed step, an unload, a lost rank).
+    /// Fails every request, queued or running (a failed step, an unload, a lost rank), and
+    /// empties the prefix cache: after a failure no cached state is trusted.
     pub fn fail_all(&mut self, model: Option<&dyn LanguageModel>, e: &Error) {
         for w in self.waiting.drain(..) {
             let _ = w.events.send(Err(e.for_each_request()));
         }
         for a in self.active.drain(..) {
             if let Some(m) = model {
-                m.release(a.seq.slot);
+                m.cache_op(CacheOp::Release { slot: a.seq.slot });
             }
             let _ = a.events.send(Err(e.for_each_request()));
+        }
+        for entry in self.cache.clear() {
+            if let Some(m) = model {
+                m.cache_op(CacheOp::Evict { entry });
+            }
         }
     }
 
@@ -97,9 +140,7 @@ impl Batch {
     ) -> Result<Vec<Summary>> {
         self.expire(limits);
         self.admit(model, limits);
-        if let Some(a) = self.active.iter_mut().find(|a| !a.seq.prefill_done()) {
-            a.seq.prefill_chunk(model)?;
-        }
+        self.prefill(model)?;
         self.decode(model, tok)?;
         self.retire(model, tok)
     }
@@ -122,23 +163,62 @@ impl Batch {
         });
     }
 
+    /// Takes waiting requests in order while a row is free and their KV fits the budget
+    /// (evicting cached prefixes to make room); a request that does not fit waits.
     fn admit(&mut self, model: &dyn LanguageModel, limits: &BatchLimits) {
         while self.active.len() < limits.max_batch {
-            let Some(w) = self.waiting.pop_front() else {
+            let Some(w) = self.waiting.front() else {
                 break;
             };
+            let need = kv_reservation(model, w.ids.len(), &w.options);
+            let fits = |b: &Batch| b.reserved() + need + b.cache.bytes() <= limits.kv_budget;
+            while !fits(self) {
+                let Some(entry) = self.cache.evict_lru() else {
+                    break;
+                };
+                model.cache_op(CacheOp::Evict { entry });
+            }
+            if !fits(self) && !self.active.is_empty() {
+                break;
+            }
+            let w = self.waiting.pop_front().expect("a waiting request");
             self.next_slot += 1;
             match Sequence::new(self.next_slot, &w.ids, w.options, model.num_layers()) {
                 Ok(seq) => self.active.push(Active {
                     seq,
                     events: w.events,
                     _in_flight: w._in_flight,
+                    reserved: need,
+                    looked_up: false,
                 }),
                 Err(e) => {
                     let _ = w.events.send(Err(e));
                 }
             }
         }
+    }
+
+    /// One prefill chunk of the first row still prefilling. Its first chunk starts from the
+    /// longest cached prefix of its prompt; a long prompt is cached once prefilled.
+    fn prefill(&mut self, model: &dyn LanguageModel) -> Result<()> {
+        let Some(a) = self.active.iter_mut().find(|a| !a.seq.prefill_done()) else {
+            return Ok(());
+        };
+        if !a.looked_up {
+            a.looked_up = true;
+            if let Some(hit) = self.cache.lookup(a.seq.prompt()) {
+                model.cache_op(CacheOp::Restore {
+                    slot: a.seq.slot,
+                    entry: hit.entry,
+                    len: hit.len,
+                });
+                a.seq.resume(hit.caches);
+            }
+        }
+        if a.seq.prefill_chunk(model)? && a.seq.cached_tokens().len() >= SNAPSHOT_MIN_TOKENS {
+            save(&mut self.cache, model, &a.seq);
+        }
+        Ok(())
     }
 
     /// One forward pass over every prefilled row that is still generating.
@@ -203,11 +283,28 @@ impl Batch {
                 continue;
             }
             let a = self.active.remove(i);
-            model.release(a.seq.slot);
+            save(&mut self.cache, model, &a.seq);
+            model.cache_op(CacheOp::Release { slot: a.seq.slot });
             let summary = a.seq.finish(tok)?;
             let _ = a.events.send(Ok(Event::Done(summary.clone())));
             done.push(summary);
         }
         Ok(done)
+    }
+}
+
+/// Keeps a sequence's caches in the prefix cache, and tells the other ranks to do the same.
+fn save(cache: &mut PrefixCache, model: &dyn LanguageModel, seq: &Sequence) {
+    let tokens = seq.cached_tokens();
+    let inserted = cache.insert(tokens, &seq.caches);
+    if let Some(entry) = inserted.id {
+        model.cache_op(CacheOp::Save {
+            slot: seq.slot,
+            entry,
+            len: tokens.len(),
+        });
+    }
+    for entry in inserted.evicted {
+        model.cache_op(CacheOp::Evict { entry });
     }
 }

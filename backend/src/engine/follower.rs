@@ -12,7 +12,7 @@ use crate::cache::KvCache;
 use crate::distributed::link::{Link, LinkError, LinkOptions};
 use crate::distributed::pipeline::{dtype_from_name, pass_on, receive};
 use crate::distributed::protocol::{
-    state_fingerprint, LoadPlan, Part, PlanRow, StepPlan, ToLeader, ToWorker,
+    state_fingerprint, CacheOp, LoadPlan, Part, PlanRow, StepPlan, ToLeader, ToWorker,
 };
 use crate::distributed::wire::{digest, Secret};
 use crate::distributed::{clear_groups, Group, Hostfile};
@@ -64,6 +64,7 @@ pub fn run(opts: &FollowerOptions) -> Result<()> {
             group: None,
             model: None,
             slots: HashMap::new(),
+            saved: HashMap::new(),
         };
         follower.serve(&link);
         drop(follower);
@@ -85,6 +86,8 @@ struct Follower<'a> {
     model: Option<Worker>,
     /// Each live sequence's caches (one per layer of this rank's part), by the slot rank 0 gave it.
     slots: HashMap<u64, Vec<KvCache>>,
+    /// This rank's layers of each prefix-cache entry, under the id rank 0 gave it.
+    saved: HashMap<u64, Vec<KvCache>>,
 }
 
 impl Follower<'_> {
@@ -95,7 +98,7 @@ impl Follower<'_> {
                 ToWorker::Load(plan) => Some(self.load(&plan)),
                 ToWorker::Free => {
                     self.model = None;
-                    self.slots.clear();
+                    self.forget_caches();
                     let _ = mlx_rs::memory::clear_cache();
                     tracing::info!("model freed");
                     Some(ToLeader::Freed)
@@ -141,7 +144,7 @@ impl Follower<'_> {
 
     fn load(&mut self, plan: &LoadPlan) -> ToLeader {
         self.model = None;
-        self.slots.clear();
+        self.forget_caches();
         let _ = mlx_rs::memory::clear_cache();
         match self.try_load(plan) {
             Ok(worker) => {
@@ -188,12 +191,12 @@ impl Follower<'_> {
 
     /// Runs this rank's part of one forward pass over the plan's rows.
     fn step(&mut self, p: &StepPlan, link: &Link) -> Result<Option<ToLeader>> {
+        for op in &p.cache_ops {
+            self.apply(*op)?;
+        }
         let (Some(m), Some(group)) = (&self.model, &self.group) else {
             return Err(Error::NotLoaded);
         };
-        for slot in &p.release {
-            self.slots.remove(slot);
-        }
         // Take each row's caches out of the map for the step, and put them back after.
         let mut taken: Vec<(u64, Vec<KvCache>)> = Vec::with_capacity(p.rows.len());
         for row in &p.rows {
@@ -224,8 +227,49 @@ impl Follower<'_> {
         outcome?;
         Ok(p.check.then(|| ToLeader::Check {
             seq: p.seq,
-            state: state_fingerprint(p.seq, &rows, &m.fingerprint, &p.tokens),
+            state: state_fingerprint(
+                p.seq,
+                &rows,
+                &self.saved.keys().copied().collect::<Vec<_>>(),
+                &m.fingerprint,
+                &p.tokens,
+            ),
         }))
+    }
+
+    fn forget_caches(&mut self) {
+        self.slots.clear();
+        self.saved.clear();
+    }
+
+    /// Applies one of rank 0's cache changes to this rank's layers.
+    fn apply(&mut self, op: CacheOp) -> Result<()> {
+        let missing = |what: &str| Error::Distributed(format!("{what} is not cached on this rank"));
+        match op {
+            CacheOp::Save { slot, entry, len } => {
+                let caches = self
+                    .slots
+                    .get(&slot)
+                    .ok_or_else(|| missing(&format!("slot {slot}")))?;
+                let kept = caches.iter().map(|c| c.prefix(len)).collect();
+                self.saved.insert(entry, kept);
+            }
+            CacheOp::Restore { slot, entry, len } => {
+                let caches = self
+                    .saved
+                    .get(&entry)
+                    .ok_or_else(|| missing(&format!("prefix-cache entry {entry}")))?;
+                let restored = caches.iter().map(|c| c.prefix(len)).collect();
+                self.slots.insert(slot, restored);
+            }
+            CacheOp::Release { slot } => {
+                self.slots.remove(&slot);
+            }
+            CacheOp::Evict { entry } => {
+                self.saved.remove(&entry);
+            }
+        }
+        Ok(())
     }
 }
 

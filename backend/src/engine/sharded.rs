@@ -2,6 +2,7 @@
 //! worker a step plan, then runs rank 0's part; workers never sample and never decide.
 
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use crate::cache::KvCache;
 use crate::distributed::leader::Cluster;
 use crate::distributed::pipeline::{dtype_name, pass_on, receive};
 use crate::distributed::protocol::{
-    state_fingerprint, Part, PlanRow, StepPlan, ToLeader, ToWorker,
+    state_fingerprint, CacheOp, Part, PlanRow, StepPlan, ToLeader, ToWorker,
 };
 use crate::distributed::Group;
 use crate::error::{Error, Result};
@@ -38,8 +39,10 @@ pub struct ShardedModel {
     pub part: Part,
     pub fingerprint: String,
     seq: Cell<u64>,
-    /// Slots of ended sequences, for the next plan to release.
-    released: RefCell<Vec<u64>>,
+    /// Cache changes since the last step, for the next plan to carry.
+    cache_ops: RefCell<Vec<CacheOp>>,
+    /// The prefix-cache entries every rank holds once those changes are applied.
+    entries: RefCell<BTreeSet<u64>>,
     pending_check: RefCell<Option<(u64, String)>>,
 }
 
@@ -57,7 +60,8 @@ impl ShardedModel {
             part,
             fingerprint,
             seq: Cell::new(0),
-            released: RefCell::new(Vec::new()),
+            cache_ops: RefCell::new(Vec::new()),
+            entries: RefCell::new(BTreeSet::new()),
             pending_check: RefCell::new(None),
         }
     }
@@ -92,7 +96,8 @@ impl ShardedModel {
                     ..*r
                 })
                 .collect();
-            let expected = state_fingerprint(seq, &after, &self.fingerprint, &tokens);
+            let entries: Vec<u64> = self.entries.borrow().iter().copied().collect();
+            let expected = state_fingerprint(seq, &after, &entries, &self.fingerprint, &tokens);
             *self.pending_check.borrow_mut() = Some((seq, expected));
         }
         let plan = StepPlan {
@@ -103,7 +108,7 @@ impl ShardedModel {
             dtype: String::new(),
             output,
             check,
-            release: std::mem::take(&mut *self.released.borrow_mut()),
+            cache_ops: std::mem::take(&mut *self.cache_ops.borrow_mut()),
         };
         let h = self.decoder.embed(inputs)?;
         let mut caches = Row::caches(rows);
@@ -211,8 +216,17 @@ impl LanguageModel for ShardedModel {
         Ok(mlx_rs::transforms::eval(&effects)?)
     }
 
-    fn release(&self, slot: u64) {
-        self.released.borrow_mut().push(slot);
+    fn cache_op(&self, op: CacheOp) {
+        match op {
+            CacheOp::Save { entry, .. } => self.entries.borrow_mut().insert(entry),
+            CacheOp::Evict { entry } => self.entries.borrow_mut().remove(&entry),
+            _ => false,
+        };
+        self.cache_ops.borrow_mut().push(op);
+    }
+
+    fn kv_bytes_per_position(&self) -> usize {
+        self.decoder.kv_bytes_per_position()
     }
 
     fn num_layers(&self) -> usize {

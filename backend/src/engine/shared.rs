@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use crate::prefix_cache::CacheStats;
+
 use crate::options::LoadConfig;
 use crate::tokenizer::Tokenizer;
 
@@ -38,6 +40,9 @@ pub struct Metrics {
     pub tokens_generated: u64,
     /// Decode speed of the last request.
     pub last_tokens_per_second: f64,
+    pub prefix_cache: CacheStats,
+    /// KV bytes held for the requests running now.
+    pub kv_reserved_bytes: usize,
 }
 
 #[derive(Clone)]

@@ -7,7 +7,7 @@ use tokio::sync::oneshot;
 
 use std::time::{Duration, Instant};
 
-use super::batch::{Batch, BatchLimits, Events, InFlight, Waiting};
+use super::batch::{kv_reservation, Batch, BatchLimits, Events, InFlight, Waiting};
 use super::cluster_load;
 use super::request::{GenerateRequest, PromptInput};
 use super::sharded::Session;
@@ -42,6 +42,8 @@ struct Loaded {
     model: LoadedModel,
     config: LoadConfig,
     context: usize,
+    /// Bytes of KV memory the running requests and the prefix cache may hold together.
+    kv_budget: usize,
     /// The cluster it is spread over, if any.
     session: Option<Rc<Session>>,
 }
@@ -79,6 +81,7 @@ pub fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
             let limits = BatchLimits {
                 max_batch: l.config.max_batch,
                 queue_timeout: Duration::from_secs(l.config.queue_timeout_secs),
+                kv_budget: l.kv_budget,
             };
             let (model, tok) = (l.model.model.as_ref(), &l.model.tokenizer);
             let outcome = match &l.session {
@@ -104,8 +107,11 @@ pub fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
                 });
                 continue;
             }
+            let (cache, reserved) = (batch.cache_stats(), batch.reserved());
             match outcome {
                 Ok(done) => publish(&|s| {
+                    s.metrics.prefix_cache = cache.clone();
+                    s.metrics.kv_reserved_bytes = reserved;
                     for summary in &done {
                         let m = &mut s.metrics;
                         m.requests += 1;
@@ -164,6 +170,7 @@ pub fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
                                 ..Snapshot::default()
                             }
                         });
+                        batch = Batch::new(l.config.max_cache_entries);
                         loaded = Some(l);
                         let _ = reply.send(Ok(()));
                     }
@@ -246,10 +253,20 @@ fn load(config: &LoadConfig, session: &mut Option<Rc<Session>>) -> Result<Loaded
         .flatten()
         .min()
         .unwrap_or(4096);
+    let kv_budget = match config.kv_memory_mb {
+        Some(mb) => mb << 20,
+        // Half of what is free once the weights are in: the rest is for MLX's own buffers.
+        None => match crate::distributed::free_memory() {
+            0 => usize::MAX,
+            free => (free / 2) as usize,
+        },
+    };
+    tracing::info!(kv_budget_mb = kv_budget >> 20, "KV memory budget");
     Ok(Loaded {
         model,
         config: config.clone(),
         context,
+        kv_budget,
         session: hostfile.and(session.clone()),
     })
 }
@@ -306,6 +323,17 @@ fn prepare(l: &Loaded, request: GenerateRequest) -> Result<(Vec<u32>, GenerateOp
     let mut options = request.options;
     options.max_tokens = options.max_tokens.min(l.context - ids.len());
     options.prefill_step = l.config.prefill_step;
+    let need = kv_reservation(l.model.model.as_ref(), ids.len(), &options);
+    if need > l.kv_budget {
+        return Err(Error::Overloaded(format!(
+            "the request needs {} MiB of KV memory ({} prompt tokens + max_tokens {}), more \
+             than the whole kv_memory_mb budget of {} MiB; lower max_tokens or raise kv_memory_mb",
+            need.div_ceil(1 << 20),
+            ids.len(),
+            options.max_tokens,
+            l.kv_budget >> 20
+        )));
+    }
     Ok((ids, options))
 }
 

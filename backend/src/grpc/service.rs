@@ -309,12 +309,18 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
         let mlx = mlx_rs::memory::active_memory().unwrap_or(0) as u64;
         let cache = mlx_rs::memory::cache_memory().unwrap_or(0) as u64;
         let rss = resident_bytes();
+        let (prefix, m) = (&snapshot.metrics.prefix_cache, &snapshot.metrics);
         let memory = pb::MemoryUsageData {
             total: rss,
             breakdown: [
                 ("mlx_active".to_string(), mlx),
                 ("mlx_cache".to_string(), cache),
                 ("rss".to_string(), rss),
+                ("kv_reserved".to_string(), m.kv_reserved_bytes as u64),
+                ("prefix_cache_bytes".to_string(), prefix.bytes as u64),
+                ("prefix_cache_entries".to_string(), prefix.entries as u64),
+                ("prefix_cache_hits".to_string(), prefix.hits),
+                ("prefix_cache_misses".to_string(), prefix.misses),
             ]
             .into_iter()
             .collect(),
@@ -341,7 +347,12 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
         let m = self.engine.snapshot().metrics;
         Ok(Response::new(pb::MetricsResponse {
             slot_id: 0,
-            prompt_json_for_slot: String::new(),
+            // The proto has no fields for them, so the counters go here as JSON.
+            prompt_json_for_slot: serde_json::json!({
+                "prefix_cache": m.prefix_cache,
+                "kv_reserved_bytes": m.kv_reserved_bytes,
+            })
+            .to_string(),
             tokens_per_second: m.last_tokens_per_second as f32,
             tokens_generated: m.tokens_generated.min(i32::MAX as u64) as i32,
             prompt_tokens_processed: m.prompt_tokens_processed.min(i32::MAX as u64) as i32,

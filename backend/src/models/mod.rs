@@ -9,6 +9,7 @@ use mlx_rs::Array;
 use serde_json::Value;
 
 use crate::cache::KvCache;
+use crate::distributed::protocol::CacheOp;
 use crate::error::{Error, Result};
 use crate::weights::Weights;
 use common::{Decoder, ShardPlan};
@@ -51,8 +52,11 @@ pub trait LanguageModel {
             row.caches.iter().flat_map(KvCache::state),
         )?)
     }
-    /// Forgets a finished sequence's slot (other ranks drop their caches for it).
-    fn release(&self, _slot: u64) {}
+    /// A change rank 0 made to its caches (a slot saved, restored or released, an entry
+    /// evicted): other ranks apply the same before the next step. One node has nothing to do.
+    fn cache_op(&self, _op: CacheOp) {}
+    /// Bytes of keys and values one position of one sequence takes on this rank.
+    fn kv_bytes_per_position(&self) -> usize;
     /// Whether `forward` may take ids that are not computed yet (device-side greedy decode
     /// one step ahead); false when the ids must be read on the host first.
     fn lazy_inputs(&self) -> bool {
@@ -66,6 +70,9 @@ impl LanguageModel for Decoder {
     }
     fn num_layers(&self) -> usize {
         self.layers.len()
+    }
+    fn kv_bytes_per_position(&self) -> usize {
+        Decoder::kv_bytes_per_position(self)
     }
 }
 

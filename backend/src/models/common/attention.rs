@@ -36,6 +36,7 @@ pub struct Attention {
     /// Heads on this rank (all of them, unless tensor-parallel).
     heads: i32,
     kv_heads: i32,
+    head_dim: i32,
     scale: f32,
     tensor: Option<TensorSplit>,
 }
@@ -91,6 +92,7 @@ impl Attention {
             k_norm: norm(w, "k_norm")?,
             heads: c.heads / n,
             kv_heads: c.kv_heads / n,
+            head_dim: c.head_dim,
             scale: (c.head_dim as f32).powf(-0.5),
             tensor: tensor.clone(),
         })
@@ -148,6 +150,11 @@ impl Attention {
         Ok(scaled_dot_product_attention(
             &queries, &keys, &values, self.scale, mask, None,
         )?)
+    }
+
+    /// Keys and values one position adds to the cache on this rank, in elements.
+    pub fn kv_elements(&self) -> usize {
+        2 * (self.kv_heads * self.head_dim) as usize
     }
 
     pub fn arrays(&self) -> Vec<&Array> {

@@ -197,6 +197,15 @@ impl Decoder {
         }
     }
 
+    /// Bytes of keys and values one position takes in this rank's layers (they are kept in
+    /// the activations' dtype, which the norms share).
+    pub fn kv_bytes_per_position(&self) -> usize {
+        self.layers
+            .iter()
+            .map(|l| l.self_attn.kv_elements() * l.input_layernorm.weight.item_size())
+            .sum()
+    }
+
     /// Every parameter, to evaluate once at load.
     pub fn arrays(&self) -> Vec<&Array> {
         let mut out: Vec<&Array> = self

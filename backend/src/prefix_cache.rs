@@ -1,0 +1,234 @@
+//! Rank 0's prefix cache: an LRU of KV states keyed by the tokens they hold. A new request
+//! reuses the longest cached prefix of its prompt and prefills only the rest. Entries have ids
+//! that rank 0 hands to the other ranks, which keep their own layers' KV under the same ids.
+
+use serde::Serialize;
+
+use crate::cache::KvCache;
+
+/// One cached state: the tokens whose keys and values `caches` hold (one cache per layer).
+struct Entry {
+    id: u64,
+    tokens: Vec<u32>,
+    caches: Vec<KvCache>,
+    bytes: usize,
+    used: u64,
+}
+
+/// A reusable prefix: entry `entry`'s first `len` positions, as caches a sequence may extend.
+pub struct Hit {
+    pub entry: u64,
+    pub len: usize,
+    pub caches: Vec<KvCache>,
+}
+
+/// Counters for Status and GetMetrics.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    /// Prompt tokens that were not prefilled because a cached prefix held them.
+    pub reused_tokens: u64,
+    pub entries: usize,
+    pub bytes: usize,
+}
+
+/// What an insertion did: the new entry's id (None when an entry already covers the tokens)
+/// and the entries it replaced.
+pub struct Inserted {
+    pub id: Option<u64>,
+    pub evicted: Vec<u64>,
+}
+
+#[derive(Default)]
+pub struct PrefixCache {
+    entries: Vec<Entry>,
+    max_entries: usize,
+    next_id: u64,
+    clock: u64,
+    stats: CacheStats,
+}
+
+impl PrefixCache {
+    /// A cache of at most `max_entries` states (0 turns it off).
+    pub fn new(max_entries: usize) -> PrefixCache {
+        PrefixCache {
+            max_entries,
+            ..PrefixCache::default()
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.max_entries > 0
+    }
+
+    /// The longest cached prefix of `prompt` that leaves its last token to be fed (the first
+    /// decode step's input); counts a hit or a miss.
+    pub fn lookup(&mut self, prompt: &[u32]) -> Option<Hit> {
+        if !self.enabled() {
+            return None;
+        }
+        let usable = prompt.len().saturating_sub(1);
+        let best = self
+            .entries
+            .iter_mut()
+            .map(|e| (common_prefix(&e.tokens, &prompt[..usable]), e))
+            .filter(|(len, _)| *len > 0)
+            .max_by_key(|(len, e)| (*len, e.used));
+        let Some((len, entry)) = best else {
+            self.stats.misses += 1;
+            return None;
+        };
+        self.clock += 1;
+        entry.used = self.clock;
+        self.stats.hits += 1;
+        self.stats.reused_tokens += len as u64;
+        Some(Hit {
+            entry: entry.id,
+            len,
+            caches: entry.caches.iter().map(|c| c.prefix(len)).collect(),
+        })
+    }
+
+    /// Keeps `caches` (sharing their arrays) under `tokens`. Entries that hold a prefix of
+    /// `tokens` are replaced; the least recently used go past `max_entries`.
+    pub fn insert(&mut self, tokens: &[u32], caches: &[KvCache]) -> Inserted {
+        let mut evicted = Vec::new();
+        if !self.enabled() || tokens.is_empty() {
+            return Inserted { id: None, evicted };
+        }
+        self.clock += 1;
+        if let Some(e) = self
+            .entries
+            .iter_mut()
+            .find(|e| e.tokens.starts_with(tokens))
+        {
+            e.used = self.clock;
+            return Inserted { id: None, evicted };
+        }
+        self.entries.retain(|e| {
+            let covered = tokens.starts_with(&e.tokens);
+            if covered {
+                evicted.push(e.id);
+            }
+            !covered
+        });
+        self.next_id += 1;
+        let caches: Vec<KvCache> = caches.iter().map(|c| c.prefix(tokens.len())).collect();
+        self.entries.push(Entry {
+            id: self.next_id,
+            tokens: tokens.to_vec(),
+            bytes: caches.iter().map(KvCache::nbytes).sum(),
+            caches,
+            used: self.clock,
+        });
+        while self.entries.len() > self.max_entries {
+            evicted.extend(self.evict_lru());
+        }
+        Inserted {
+            id: Some(self.next_id),
+            evicted,
+        }
+    }
+
+    /// Drops the least recently used entry; its id, or None when the cache is empty.
+    pub fn evict_lru(&mut self) -> Option<u64> {
+        let (i, _) = self
+            .entries
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, e)| e.used)?;
+        Some(self.entries.remove(i).id)
+    }
+
+    /// Drops every entry; their ids.
+    pub fn clear(&mut self) -> Vec<u64> {
+        self.entries.drain(..).map(|e| e.id).collect()
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.entries.iter().map(|e| e.bytes).sum()
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            entries: self.entries.len(),
+            bytes: self.bytes(),
+            ..self.stats.clone()
+        }
+    }
+}
+
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mlx_rs::Array;
+
+    /// One layer's cache holding `tokens` positions whose keys are the token ids.
+    fn caches_for(tokens: &[u32]) -> Vec<KvCache> {
+        let mut c = KvCache::new();
+        let n = tokens.len() as i32;
+        let k = Array::from_slice(tokens, &[1, 1, n, 1]).as_dtype(mlx_rs::Dtype::Float32);
+        let k = k.unwrap();
+        c.update_and_fetch(&k, &k).unwrap();
+        vec![c]
+    }
+
+    fn keys(c: &mut KvCache, next: u32) -> Vec<f32> {
+        let x = Array::from_slice(&[next as f32], &[1, 1, 1, 1]);
+        let (k, _) = c.update_and_fetch(&x, &x).unwrap();
+        k.eval().unwrap();
+        k.as_slice::<f32>().to_vec()
+    }
+
+    #[test]
+    fn longest_prefix_wins_and_leaves_the_last_token() {
+        let mut cache = PrefixCache::new(4);
+        cache.insert(&[1, 2, 3], &caches_for(&[1, 2, 3]));
+        cache.insert(&[1, 2, 9, 9, 9], &caches_for(&[1, 2, 9, 9, 9]));
+        let hit = cache.lookup(&[1, 2, 9, 9, 9]).unwrap();
+        assert_eq!(hit.len, 4, "the whole prompt but its last token");
+        let hit = cache.lookup(&[1, 2, 3, 4]).unwrap();
+        assert_eq!((hit.entry, hit.len), (1, 3));
+        assert!(cache.lookup(&[7, 1, 2]).is_none());
+        let s = cache.stats();
+        assert_eq!((s.hits, s.misses, s.reused_tokens, s.entries), (2, 1, 7, 2));
+    }
+
+    #[test]
+    fn a_trimmed_hit_never_sees_the_entry_s_later_positions() {
+        let mut cache = PrefixCache::new(4);
+        cache.insert(&[1, 2, 3, 4], &caches_for(&[1, 2, 3, 4]));
+        let mut a = cache.lookup(&[1, 2, 7, 7]).unwrap();
+        assert_eq!(a.len, 2);
+        assert_eq!(keys(&mut a.caches[0], 7), vec![1.0, 2.0, 7.0]);
+        let mut b = cache.lookup(&[1, 2, 3, 4, 5]).unwrap();
+        assert_eq!(keys(&mut b.caches[0], 5), vec![1.0, 2.0, 3.0, 4.0, 5.0]);
+    }
+
+    #[test]
+    fn covered_entries_are_replaced_and_lru_evicted() {
+        let mut cache = PrefixCache::new(2);
+        let a = cache.insert(&[1, 2], &caches_for(&[1, 2])).id.unwrap();
+        let b = cache.insert(&[1, 2, 3], &caches_for(&[1, 2, 3]));
+        assert_eq!(b.evicted, vec![a]);
+        assert!(cache.insert(&[1, 2], &caches_for(&[1, 2])).id.is_none());
+        cache.insert(&[5, 6], &caches_for(&[5, 6]));
+        cache.lookup(&[1, 2, 3, 4]);
+        let c = cache.insert(&[8, 9], &caches_for(&[8, 9]));
+        assert_eq!(c.evicted, vec![3], "[5, 6] was used least recently");
+        assert_eq!(cache.stats().entries, 2);
+    }
+
+    #[test]
+    fn zero_entries_turns_it_off() {
+        let mut cache = PrefixCache::new(0);
+        assert!(cache.insert(&[1, 2], &caches_for(&[1, 2])).id.is_none());
+        assert!(cache.lookup(&[1, 2, 3]).is_none());
+        assert_eq!(cache.stats().misses, 0);
+    }
+}

@@ -1,0 +1,160 @@
+//! The prefix cache over real gRPC: a request that shares a 1,000-token prefix with an earlier
+//! one reuses its KV (a counter shows the hit) and answers exactly as it would without the
+//! cache, on one node, on a 2-rank pipeline and in 2-rank tensor mode. A partly matching
+//! cached state never leaks its tail into another request (vllm-mlx #384/#775).
+
+use std::time::Duration;
+
+use backend::grpc::pb::{self, backend_client::BackendClient};
+use integration_tests::cluster::Cluster;
+use integration_tests::rpc::load_fixture;
+use integration_tests::server::BackendProcess;
+use integration_tests::TestResult;
+use serde_json::Value;
+use tonic::transport::Channel;
+
+const MODEL: &str = "smollm2-135m-4bit";
+
+/// One cluster or server at a time: each runs several processes on a 2-core box.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// About 1,000 tokens of facts that the questions below share.
+fn shared_prefix() -> String {
+    let colours = ["red", "blue", "green", "yellow", "white"];
+    let things = ["door", "lamp", "boat", "clock", "gate", "bell"];
+    let mut text = String::from("Read these facts carefully.\n");
+    for i in 0..80 {
+        let (c, t) = (colours[i % colours.len()], things[i % things.len()]);
+        text.push_str(&format!(
+            "Fact {i}: the {c} {t} opens at {}.\n",
+            (i * 7) % 24
+        ));
+    }
+    text
+}
+
+/// The prompts: two full questions after the whole prefix, and one that shares only half of
+/// it (its cached match is trimmed) with a secret the others must never see.
+fn prompts() -> Vec<String> {
+    let prefix = shared_prefix();
+    let half = &prefix[..prefix.len() / 2];
+    vec![
+        format!("{prefix}Question: when does the red door open?\nAnswer:"),
+        format!("{prefix}Question: what is fact 41 about?\nAnswer:"),
+        format!("{half}The password is SWORDFISH. Repeat the password:"),
+        format!("{half}Question: when does the blue lamp open?\nAnswer:"),
+    ]
+}
+
+fn greedy(prompt: &str) -> pb::PredictOptions {
+    pb::PredictOptions {
+        prompt: prompt.into(),
+        tokens: 24,
+        temperature: 0.0,
+        ignore_eos: true,
+        ..Default::default()
+    }
+}
+
+async fn answer(c: &mut BackendClient<Channel>, prompt: &str) -> TestResult<String> {
+    let reply = c.predict(greedy(prompt)).await?.into_inner();
+    assert_eq!(reply.tokens, 24);
+    Ok(String::from_utf8(reply.message)?)
+}
+
+/// GetMetrics' prefix-cache counters.
+async fn cache_stats(c: &mut BackendClient<Channel>) -> TestResult<Value> {
+    let m = c.get_metrics(pb::MetricsRequest {}).await?.into_inner();
+    let json: Value = serde_json::from_str(&m.prompt_json_for_slot)?;
+    Ok(json["prefix_cache"].clone())
+}
+
+/// Answers without the cache, then with it: in order (the second hits the first's 1,000
+/// tokens, the third a trimmed match), again all at once, and once more in order. Every
+/// answer equals its uncached one.
+async fn hits_equal_misses(
+    c: &mut BackendClient<Channel>,
+    model: &str,
+    extra: &[&str],
+) -> TestResult {
+    let off: Vec<&str> = [extra, &["max_cache_entries:0"]].concat();
+    let loaded = load_fixture(c, model, &off).await?;
+    assert!(loaded.success, "{loaded:?}");
+    let prompts = prompts();
+    let mut expected = Vec::new();
+    for p in &prompts {
+        expected.push(answer(c, p).await?);
+    }
+    assert_eq!(cache_stats(c).await?["hits"], 0);
+
+    let loaded = load_fixture(c, model, extra).await?;
+    assert!(loaded.success, "{loaded:?}");
+    for (p, want) in prompts.iter().zip(&expected) {
+        assert_eq!(&answer(c, p).await?, want, "in order, cached: {p:.40}");
+    }
+    let stats = cache_stats(c).await?;
+    assert!(stats["hits"].as_u64() >= Some(2), "{stats}");
+    assert!(stats["reused_tokens"].as_u64() >= Some(1000), "{stats}");
+    let mut tasks = Vec::new();
+    for p in prompts.iter().rev() {
+        let (mut c, p) = (c.clone(), p.clone());
+        tasks.push(tokio::spawn(async move {
+            answer(&mut c, &p).await.map_err(|e| e.to_string())
+        }));
+    }
+    for (task, want) in tasks.into_iter().zip(expected.iter().rev()) {
+        assert_eq!(&task.await??, want, "concurrent, cached");
+    }
+    for (p, want) in prompts.iter().zip(&expected) {
+        let got = answer(c, p).await?;
+        assert_eq!(&got, want, "again: {p:.40}");
+        if !p.contains("SWORDFISH") {
+            assert!(!got.contains("SWORDFISH"), "the secret leaked: {got}");
+        }
+    }
+    Ok(())
+}
+
+fn bounded<F: std::future::Future<Output = TestResult>>(f: F) -> tokio::time::Timeout<F> {
+    tokio::time::timeout(Duration::from_secs(400), f)
+}
+
+#[tokio::test]
+async fn a_shared_prefix_is_reused_and_answers_as_without_the_cache_on_one_node() -> TestResult {
+    let _serial = serial();
+    let server = BackendProcess::start(&[]).await?;
+    let mut c = server.client().await?;
+    bounded(hits_equal_misses(&mut c, MODEL, &[])).await??;
+    let status = c.status(pb::HealthMessage {}).await?.into_inner();
+    let memory = status.memory.ok_or("no memory in Status")?;
+    assert!(memory.breakdown["prefix_cache_hits"] >= 2, "{memory:?}");
+    assert!(memory.breakdown["prefix_cache_bytes"] > 0, "{memory:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_shared_prefix_is_reused_on_a_two_rank_pipeline() -> TestResult {
+    let _serial = serial();
+    let cluster = Cluster::start(2, "prefix-pp2")?;
+    let rank0 = cluster.rank0(&[]).await?;
+    let mut c = rank0.client().await?;
+    bounded(hits_equal_misses(&mut c, MODEL, &[])).await?
+}
+
+#[tokio::test]
+async fn a_shared_prefix_is_reused_in_two_rank_tensor_mode() -> TestResult {
+    let _serial = serial();
+    let cluster = Cluster::start(2, "prefix-tp2")?;
+    let rank0 = cluster.rank0(&[]).await?;
+    let mut c = rank0.client().await?;
+    bounded(hits_equal_misses(
+        &mut c,
+        "tiny-qwen2",
+        &["parallelism:tensor"],
+    ))
+    .await?
+}
