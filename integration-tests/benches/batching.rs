@@ -1,15 +1,28 @@
-//! Continuous batching throughput: aggregate decode tok/s of 1, 4 and 8 concurrent greedy
-//! streams, on one node and on a 2-rank pipeline on loopback. Each stream decodes `TOKENS`
-//! tokens (eos ignored); the aggregate is all tokens over the wall time of the slowest stream.
+//! Throughput and the prefix cache, against `mlx_lm.server` on the same load in the same run:
+//! - aggregate decode tok/s of 1, 4 and 8 concurrent greedy streams, on one node and on a
+//!   2-rank pipeline on loopback. Each stream decodes `TOKENS` tokens (eos ignored); the
+//!   aggregate is all tokens over the wall time of the slowest stream;
+//! - time to first token for a prompt with a 1,000-token prefix nobody sent before (cold),
+//!   then for another question after the same prefix (warm: a prefix-cache hit).
+//!
+//! mlx-lm serves the f32 twin of the checkpoint, which is what our fast mode computes with.
 
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use backend::grpc::pb::{self, backend_client::BackendClient};
 use integration_tests::cluster::Cluster;
+use integration_tests::prompts::shared_prefix;
 use integration_tests::rpc::load_fixture;
 use integration_tests::server::BackendProcess;
-use integration_tests::TestResult;
+use integration_tests::{fixture, free_port, mlx_lm, TestResult};
+use serde_json::{json, Value};
+use tokio_stream::StreamExt;
 use tonic::transport::Channel;
+
+const MLX_LM_MODEL: &str = "smollm2-135m-4bit-f32";
+/// Cold and warm time-to-first-token pairs.
+const TTFT_RUNS: usize = 3;
 
 const MODEL: &str = "smollm2-135m-4bit";
 const TOKENS: i32 = 64;
@@ -47,16 +60,104 @@ async fn aggregate(c: &BackendClient<Channel>, n: usize) -> TestResult<f64> {
     Ok(total as f64 / start.elapsed().as_secs_f64())
 }
 
-async fn rows(name: &str, c: &BackendClient<Channel>) -> TestResult<serde_json::Value> {
-    aggregate(c, 1).await?; // warm-up
-    let mut out = serde_json::json!({});
-    let one = aggregate(c, 1).await?;
-    for n in [1, 4, 8] {
-        let speed = if n == 1 { one } else { aggregate(c, n).await? };
+/// Cold and warm prompts: each pair's prefix is new to the server (a session line first),
+/// and the warm one repeats it with another question.
+fn ttft_pairs() -> Vec<(String, String)> {
+    (0..TTFT_RUNS)
+        .map(|k| {
+            let prefix = format!("Session {k}.\n{}", shared_prefix());
+            (
+                format!("{prefix}Question: when does the red door open?\nAnswer:"),
+                format!("{prefix}Question: what is fact 41 about?\nAnswer:"),
+            )
+        })
+        .collect()
+}
+
+/// Seconds from sending a stream to its first reply.
+async fn ttft(c: &BackendClient<Channel>, prompt: &str) -> TestResult<f64> {
+    let req = pb::PredictOptions {
+        prompt: prompt.into(),
+        tokens: 2,
+        ..Default::default()
+    };
+    let start = Instant::now();
+    let mut stream = c.clone().predict_stream(req).await?.into_inner();
+    stream.next().await.ok_or("an empty stream")??;
+    let first = start.elapsed().as_secs_f64();
+    while stream.next().await.is_some() {}
+    Ok(first)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Prints and returns the aggregate rows and the cold/warm time to first token.
+fn report(name: &str, streams: &[(usize, f64)], cold: f64, warm: f64) -> Value {
+    let one = streams[0].1;
+    let mut out = json!({"ttft_cold_s": cold, "ttft_warm_s": warm});
+    for (n, speed) in streams {
         println!("{name:<12} {n:>7} {speed:>10.2} {:>8.2}", speed / one);
-        out[n.to_string()] = serde_json::json!(speed);
+        out[n.to_string()] = json!(speed);
     }
-    Ok(out)
+    println!(
+        "{name:<12} TTFT cold {:.0} ms, warm {:.0} ms: warm/cold {:.2}",
+        cold * 1e3,
+        warm * 1e3,
+        warm / cold
+    );
+    out
+}
+
+async fn rows(name: &str, c: &BackendClient<Channel>) -> TestResult<Value> {
+    aggregate(c, 1).await?; // warm-up
+    let mut streams = Vec::new();
+    for n in [1, 4, 8] {
+        streams.push((n, aggregate(c, n).await?));
+    }
+    let (mut cold, mut warm) = (Vec::new(), Vec::new());
+    for (a, b) in ttft_pairs() {
+        cold.push(ttft(c, &a).await?);
+        warm.push(ttft(c, &b).await?);
+    }
+    Ok(report(name, &streams, median(cold), median(warm)))
+}
+
+/// The same load against `mlx_lm.server`.
+fn mlx_lm_rows() -> TestResult<Value> {
+    let load = json!({
+        "streams": [1, 4, 8],
+        "tokens": TOKENS,
+        "prompts": PROMPTS,
+        "ttft": ttft_pairs(),
+        "eos": 2,
+    });
+    let path = std::env::temp_dir().join(format!("mlx-lm-load-{}.json", std::process::id()));
+    std::fs::write(&path, load.to_string())?;
+    let mut cmd = Command::new(mlx_lm::venv_bin().join("python"));
+    cmd.arg(mlx_lm::script("mlx_lm_server.py"))
+        .arg("--model")
+        .arg(fixture(MLX_LM_MODEL)?)
+        .args(["--port", &free_port()?.to_string(), "--load"])
+        .arg(&path);
+    let out = mlx_lm::json_output(cmd, Duration::from_secs(600));
+    let _ = std::fs::remove_file(&path);
+    let out = out?;
+    let streams: Vec<(usize, f64)> = [1, 4, 8]
+        .iter()
+        .map(|n| (*n, out["streams"][n.to_string()].as_f64().unwrap_or(0.0)))
+        .collect();
+    let times = |k: &str| -> Vec<f64> {
+        let v = out["ttft"][k].as_array().cloned().unwrap_or_default();
+        v.iter().filter_map(Value::as_f64).collect()
+    };
+    let (cold, warm) = (times("cold"), times("warm"));
+    if cold.is_empty() || warm.is_empty() {
+        return Err(format!("mlx_lm.server gave no TTFT: {out}").into());
+    }
+    Ok(report("mlx_lm.server", &streams, median(cold), median(warm)))
 }
 
 fn main() -> TestResult {
@@ -84,12 +185,17 @@ fn main() -> TestResult {
             return Err(loaded.message.into());
         }
         let pipeline = rows("pipeline-2", &c).await?;
+        drop((rank0, cluster));
+        let lm = mlx_lm_rows()?;
+        let ours = single["8"].as_f64().unwrap_or(0.0);
+        let bar = lm["8"].as_f64().unwrap_or(f64::NAN);
+        println!("8 streams, ours / mlx_lm.server: {:.2}", ours / bar);
         println!(
             "{}",
-            serde_json::json!({"model": MODEL, "tokens": TOKENS, "single": single, "pipeline-2": pipeline})
+            json!({"model": MODEL, "tokens": TOKENS, "single": single, "pipeline-2": pipeline, "mlx_lm_server": lm})
         );
         TestResult::Ok(())
     };
-    rt.block_on(async { tokio::time::timeout(Duration::from_secs(900), run).await })
-        .map_err(|_| "the benchmark did not finish within 15 minutes")?
+    rt.block_on(async { tokio::time::timeout(Duration::from_secs(1500), run).await })
+        .map_err(|_| "the benchmark did not finish within 25 minutes")?
 }

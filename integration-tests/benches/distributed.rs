@@ -7,15 +7,14 @@
 //! for llama) under `mlx.launch --backend ring`, on the f32 twin of the checkpoint, which is
 //! what our fast mode computes with.
 
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use backend::grpc::pb;
 use integration_tests::cluster::Cluster;
 use integration_tests::rpc::load_fixture;
 use integration_tests::server::BackendProcess;
-use integration_tests::{cache_dir, fixture, free_port, wait_bounded, TestResult};
+use integration_tests::{fixture, free_port, mlx_lm, TestResult};
 
 const MODEL: &str = "smollm2-135m-4bit";
 /// What our fast mode computes with, for mlx-lm.
@@ -78,11 +77,7 @@ async fn measure(single: &mut Client, ranks: usize, options: &[&str]) -> TestRes
 
 /// mlx-lm's decode tok/s on one node, or sharded over `ranks` ranks by `mlx.launch`.
 fn mlx_lm_speed(ranks: usize, sharded: &str) -> TestResult<f64> {
-    let venv = cache_dir().join("venv/bin");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench/mlx_lm_engine.py");
-    let model = fixture(MLX_LM_MODEL)?;
-    // The same BLAS as ours: our binaries link OpenBLAS ahead of MLX's reference BLAS.
-    let openblas = "/usr/lib/x86_64-linux-gnu/libblas.so.3";
+    let venv = mlx_lm::venv_bin();
     let mut cmd = match ranks {
         1 => Command::new(venv.join("python")),
         _ => {
@@ -90,38 +85,27 @@ fn mlx_lm_speed(ranks: usize, sharded: &str) -> TestResult<f64> {
             c.args(["--backend", "ring", "--hosts", "127.0.0.1", "-n"])
                 .arg(ranks.to_string())
                 .args(["--starting-port", &free_port()?.to_string()])
-                .args(["--env", &format!("LD_PRELOAD={openblas}")])
+                .args(["--env", &format!("LD_PRELOAD={}", mlx_lm::OPENBLAS)])
                 .arg(venv.join("python"));
             c
         }
     };
-    cmd.arg(script).arg("--model").arg(model).args([
-        "--prompt-lens",
-        "",
-        "--gen-tokens",
-        &tokens(ranks, sharded).to_string(),
-    ]);
+    cmd.arg(mlx_lm::script("mlx_lm_engine.py"))
+        .arg("--model")
+        .arg(fixture(MLX_LM_MODEL)?)
+        .args([
+            "--prompt-lens",
+            "",
+            "--gen-tokens",
+            &tokens(ranks, sharded).to_string(),
+        ]);
     if ranks > 1 {
         cmd.args(["--sharded", sharded]);
     }
-    if Path::new(openblas).exists() {
-        cmd.env("LD_PRELOAD", openblas);
-    }
-    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
-    let out = wait_bounded(child, Duration::from_secs(300))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let json = stdout.lines().rev().find(|l| l.starts_with('{'));
-    let Some(json) = json.filter(|_| out.status.success()) else {
-        return Err(format!(
-            "mlx-lm ({ranks} ranks) failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
-    };
-    let v: serde_json::Value = serde_json::from_str(json)?;
+    let v = mlx_lm::json_output(cmd, Duration::from_secs(300))?;
     v["generation_tps"]
         .as_f64()
-        .ok_or_else(|| format!("mlx-lm printed no generation_tps: {json}").into())
+        .ok_or_else(|| format!("mlx-lm printed no generation_tps: {v}").into())
 }
 
 fn main() -> TestResult {

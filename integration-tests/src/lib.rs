@@ -56,5 +56,7 @@ pub fn wait_bounded(mut child: Child, limit: Duration) -> TestResult<Output> {
 
 pub mod cluster;
 pub mod goldens;
+pub mod mlx_lm;
+pub mod prompts;
 pub mod rpc;
 pub mod server;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use backend::grpc::pb::{self, backend_client::BackendClient};
 use integration_tests::cluster::Cluster;
+use integration_tests::prompts::shared_prefix;
 use integration_tests::rpc::load_fixture;
 use integration_tests::server::BackendProcess;
 use integration_tests::TestResult;
@@ -20,21 +21,6 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// About 1,000 tokens of facts that the questions below share.
-fn shared_prefix() -> String {
-    let colours = ["red", "blue", "green", "yellow", "white"];
-    let things = ["door", "lamp", "boat", "clock", "gate", "bell"];
-    let mut text = String::from("Read these facts carefully.\n");
-    for i in 0..80 {
-        let (c, t) = (colours[i % colours.len()], things[i % things.len()]);
-        text.push_str(&format!(
-            "Fact {i}: the {c} {t} opens at {}.\n",
-            (i * 7) % 24
-        ));
-    }
-    text
 }
 
 /// The prompts: two full questions after the whole prefix, and one that shares only half of
