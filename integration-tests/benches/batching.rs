@@ -125,6 +125,15 @@ async fn rows(name: &str, c: &BackendClient<Channel>) -> TestResult<Value> {
     Ok(report(name, &streams, median(cold), median(warm)))
 }
 
+/// Loads the fixture, then measures.
+async fn loaded_rows(name: &str, c: BackendClient<Channel>) -> TestResult<Value> {
+    let loaded = load_fixture(&mut c.clone(), MODEL, &[]).await?;
+    if !loaded.success {
+        return Err(loaded.message.into());
+    }
+    rows(name, &c).await
+}
+
 /// The same load against `mlx_lm.server`.
 fn mlx_lm_rows() -> TestResult<Value> {
     let load = json!({
@@ -157,43 +166,46 @@ fn mlx_lm_rows() -> TestResult<Value> {
     if cold.is_empty() || warm.is_empty() {
         return Err(format!("mlx_lm.server gave no TTFT: {out}").into());
     }
-    Ok(report("mlx_lm.server", &streams, median(cold), median(warm)))
+    Ok(report(
+        "mlx_lm.server",
+        &streams,
+        median(cold),
+        median(warm),
+    ))
 }
 
 fn main() -> TestResult {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    // BATCH_BENCH_MODES picks some of: single, pipeline-2, mlx-lm.
+    let only = std::env::var("BATCH_BENCH_MODES").unwrap_or_default();
+    let wanted = |m: &str| only.is_empty() || only.split(',').any(|x| x == m);
     let run = async {
         println!(
             "{:<12} {:>7} {:>10} {:>8}",
             "setup", "streams", "tok/s", "x 1"
         );
-        let server = BackendProcess::start(&[]).await?;
-        let c = server.client().await?;
-        let loaded = load_fixture(&mut c.clone(), MODEL, &[]).await?;
-        if !loaded.success {
-            return Err(loaded.message.into());
+        let mut out = json!({"model": MODEL, "tokens": TOKENS});
+        if wanted("single") {
+            let server = BackendProcess::start(&[]).await?;
+            out["single"] = loaded_rows("single", server.client().await?).await?;
         }
-        let single = rows("single", &c).await?;
-        drop(server);
-        let cluster = Cluster::start(2, "batch-bench")?;
-        let rank0 = cluster.rank0(&[]).await?;
-        let c = rank0.client().await?;
-        let loaded = load_fixture(&mut c.clone(), MODEL, &[]).await?;
-        if !loaded.success {
-            return Err(loaded.message.into());
+        if wanted("pipeline-2") {
+            let cluster = Cluster::start(2, "batch-bench")?;
+            let rank0 = cluster.rank0(&[]).await?;
+            out["pipeline-2"] = loaded_rows("pipeline-2", rank0.client().await?).await?;
         }
-        let pipeline = rows("pipeline-2", &c).await?;
-        drop((rank0, cluster));
-        let lm = mlx_lm_rows()?;
-        let ours = single["8"].as_f64().unwrap_or(0.0);
-        let bar = lm["8"].as_f64().unwrap_or(f64::NAN);
-        println!("8 streams, ours / mlx_lm.server: {:.2}", ours / bar);
-        println!(
-            "{}",
-            json!({"model": MODEL, "tokens": TOKENS, "single": single, "pipeline-2": pipeline, "mlx_lm_server": lm})
-        );
+        if wanted("mlx-lm") {
+            out["mlx_lm_server"] = mlx_lm_rows()?;
+            let ours = out["single"]["8"].as_f64().unwrap_or(f64::NAN);
+            let bar = out["mlx_lm_server"]["8"].as_f64().unwrap_or(f64::NAN);
+            println!(
+                "8 streams, ours (single) / mlx_lm.server: {:.2}",
+                ours / bar
+            );
+        }
+        println!("{out}");
         TestResult::Ok(())
     };
     rt.block_on(async { tokio::time::timeout(Duration::from_secs(1500), run).await })

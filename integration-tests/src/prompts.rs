@@ -7,7 +7,10 @@ pub fn shared_prefix() -> String {
     let mut text = String::from("Read these facts carefully.\n");
     for i in 0..80 {
         let (c, t) = (colours[i % colours.len()], things[i % things.len()]);
-        text.push_str(&format!("Fact {i}: the {c} {t} opens at {}.\n", (i * 7) % 24));
+        text.push_str(&format!(
+            "Fact {i}: the {c} {t} opens at {}.\n",
+            (i * 7) % 24
+        ));
     }
     text
 }

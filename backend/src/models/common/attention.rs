@@ -114,16 +114,25 @@ impl Attention {
         let keys = heads(self.k_proj.forward(x)?, self.kv_heads, &self.k_norm)?;
         let values = heads(self.v_proj.forward(x)?, self.kv_heads, &None)?;
         let out = match caches {
-            [cache] => self.attend(&queries, &keys, &values, rope, cache)?,
+            [cache] => {
+                let offset = cache.offset();
+                let queries = rope.forward(&queries, offset)?;
+                let keys = rope.forward(&keys, offset)?;
+                self.attend(&queries, &keys, &values, cache)?
+            }
             rows => {
-                // Each row attends over its own cache, exactly as it would alone.
+                // One rope for the batch, each row from its own position; then each row
+                // attends over its own cache, exactly as it would alone.
+                let offsets: Vec<i32> = rows.iter().map(|c| c.offset()).collect();
+                let queries = rope.forward_rows(&queries, &offsets)?;
+                let keys = rope.forward_rows(&keys, &offsets)?;
                 let outs = rows
                     .iter_mut()
                     .enumerate()
                     .map(|(r, cache)| {
                         let r = r as i32;
                         let row = |a: &Array| a.index(r..r + 1);
-                        self.attend(&row(&queries), &row(&keys), &row(&values), rope, cache)
+                        self.attend(&row(&queries), &row(&keys), &row(&values), cache)
                     })
                     .collect::<Result<Vec<_>>>()?;
                 concatenate(&outs, 0)?
@@ -133,22 +142,19 @@ impl Attention {
         TensorSplit::all_sum(&self.tensor, self.o_proj.forward(&out)?)
     }
 
-    /// One sequence's attention ([1, heads, L, head_dim]) over its cache, extended by this step.
+    /// One sequence's attention ([1, heads, L, head_dim], rotated) over its cache, extended
+    /// by this step.
     fn attend(
         &self,
         queries: &Array,
         keys: &Array,
         values: &Array,
-        rope: &Rope,
         cache: &mut KvCache,
     ) -> Result<Array> {
-        let offset = cache.offset();
-        let queries = rope.forward(queries, offset)?;
-        let keys = rope.forward(keys, offset)?;
-        let (keys, values) = cache.update_and_fetch(&keys, values)?;
+        let (keys, values) = cache.update_and_fetch(keys, values)?;
         let mask = (queries.shape()[2] > 1).then_some(ScaledDotProductAttentionMask::Causal);
         Ok(scaled_dot_product_attention(
-            &queries, &keys, &values, self.scale, mask, None,
+            queries, &keys, &values, self.scale, mask, None,
         )?)
     }
 

@@ -71,6 +71,23 @@ impl Rope {
     }
 }
 
+impl Rope {
+    /// Rotates each row b of `x` ([B, heads, L, head_dim]) from its own `offsets[b]`, in one
+    /// op: per element the same arithmetic as `forward` on the row alone.
+    pub fn forward_rows(&self, x: &Array, offsets: &[i32]) -> Result<Array> {
+        let offsets = Array::from_slice(offsets, &[offsets.len() as i32]);
+        Ok(fast::rope_dynamic(
+            x,
+            self.dims,
+            self.traditional,
+            self.base,
+            self.scale,
+            &offsets,
+            self.freqs.as_ref(),
+        )?)
+    }
+}
+
 /// mlx-lm's `Llama3RoPE` frequencies, computed with the same MLX ops in f32.
 fn llama3_freqs(dims: i32, base: f32, factor: f64, cfg: &Value) -> Result<Array> {
     use mlx_rs::ops::{arange, gt, logical_and, lt, power, select};
