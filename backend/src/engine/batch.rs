@@ -14,7 +14,7 @@ use tokio::sync::mpsc as tmpsc;
 use super::request::Event;
 use crate::distributed::protocol::CacheOp;
 use crate::error::{Error, Result};
-use crate::generate::{last_logprobs, GenerateOptions, Summary};
+use crate::generate::{last_logprobs, GenerateOptions, Summary, TokenLogprob};
 use crate::models::{LanguageModel, Row};
 use crate::prefix_cache::{CacheStats, PrefixCache};
 use crate::sequence::Sequence;
@@ -70,6 +70,14 @@ pub struct Batch {
     active: Vec<Active>,
     next_slot: u64,
     cache: PrefixCache,
+    /// An all-greedy step queued before the host read the one before it.
+    ahead: Option<Ahead>,
+}
+
+/// The rows a queued step runs over, and its tokens (lazy, one per row).
+struct Ahead {
+    slots: Vec<u64>,
+    ids: Array,
 }
 
 /// KV bytes a request may come to hold: its prompt and max_tokens positions, in the cache's
@@ -109,6 +117,7 @@ impl Batch {
     /// Fails every request, queued or running (a failed step, an unload, a lost rank), and
     /// empties the prefix cache: after a failure no cached state is trusted.
     pub fn fail_all(&mut self, model: Option<&dyn LanguageModel>, e: &Error) {
+        self.ahead = None;
         for w in self.waiting.drain(..) {
             let _ = w.events.send(Err(e.for_each_request()));
         }
@@ -228,46 +237,41 @@ impl Batch {
             .iter_mut()
             .filter(|a| a.seq.prefill_done() && !a.seq.ended())
             .collect();
-        if ready.is_empty() {
-            return Ok(());
-        }
-        let ids: Vec<u32> = ready.iter().map(|a| a.seq.input).collect();
-        let greedy = ready.iter().all(|a| a.seq.plain_greedy());
-        let inputs = Array::from_slice(&ids, &[ids.len() as i32, 1]);
-        let mut rows: Vec<Row> = ready
-            .iter_mut()
-            .map(|a| Row {
-                slot: a.seq.slot,
-                caches: &mut a.seq.caches,
-            })
-            .collect();
-        let logprobs = last_logprobs(&model.forward_rows(&inputs, &mut rows)?)?;
-        let choices = match greedy {
-            // The device's argmax is the sampler's greedy choice (the first maximum).
-            true => {
-                let best = argmax_axis(&logprobs, -1, false)?;
-                best.eval()?;
-                best.as_slice::<u32>()
-                    .iter()
-                    .map(|&id| (id, None))
-                    .collect()
+        let slots: Vec<u64> = ready.iter().map(|a| a.seq.slot).collect();
+        let current = match self.ahead.take() {
+            // The same rows as last step: their tokens are already being computed.
+            Some(ahead) if ahead.slots == slots => ahead.ids,
+            Some(ahead) => {
+                // The rows changed: take the queued tokens, then step the new set afresh.
+                settle(&mut self.active, ahead, tok)?;
+                return self.decode(model, tok);
             }
-            false => {
-                let logprobs = logprobs.as_dtype(Dtype::Float32)?;
-                logprobs.eval()?;
-                let all = logprobs.as_slice::<f32>();
-                let vocab = all.len() / ready.len();
-                ready
-                    .iter_mut()
-                    .enumerate()
-                    .map(|(b, a)| a.seq.choose(all[b * vocab..(b + 1) * vocab].to_vec()))
-                    .collect::<Vec<_>>()
+            None if ready.is_empty() => return Ok(()),
+            None => {
+                let ids: Vec<u32> = ready.iter().map(|a| a.seq.input).collect();
+                let inputs = Array::from_slice(&ids, &[ids.len() as i32, 1]);
+                let logprobs = last_logprobs(&forward(model, &inputs, &mut ready)?)?;
+                if !ready.iter().all(|a| a.seq.plain_greedy()) {
+                    return sample_on_host(&mut ready, &logprobs, tok);
+                }
+                // The device's argmax is the sampler's greedy choice (the first maximum).
+                argmax_axis(&logprobs, -1, false)?
             }
         };
-        for (a, (id, logprob)) in ready.into_iter().zip(choices) {
-            let events = &a.events;
-            let mut send = |e| events.send(Ok(Event::Token(e))).is_ok();
-            a.seq.push(tok, id, logprob, &mut send)?;
+        if model.lazy_inputs() {
+            // Queue the next step before reading this one, so the device never waits for us.
+            let inputs = current.reshape(&[slots.len() as i32, 1])?;
+            let next = argmax_axis(
+                last_logprobs(&forward(model, &inputs, &mut ready)?)?,
+                -1,
+                false,
+            )?;
+            mlx_rs::transforms::async_eval([&next])?;
+            self.ahead = Some(Ahead { slots, ids: next });
+        }
+        current.eval()?;
+        for (a, &id) in ready.into_iter().zip(current.as_slice::<u32>()) {
+            a.push(tok, id, None)?;
         }
         Ok(())
     }
@@ -291,6 +295,52 @@ impl Batch {
         }
         Ok(done)
     }
+}
+
+impl Active {
+    /// Takes this row's next token: its text goes to the client.
+    fn push(&mut self, tok: &Tokenizer, id: u32, logprob: Option<TokenLogprob>) -> Result<()> {
+        let events = &self.events;
+        let mut send = |e| events.send(Ok(Event::Token(e))).is_ok();
+        self.seq.push(tok, id, logprob, &mut send)
+    }
+}
+
+/// One forward pass over the rows, each extending its own caches.
+fn forward(model: &dyn LanguageModel, inputs: &Array, ready: &mut [&mut Active]) -> Result<Array> {
+    let mut rows: Vec<Row> = ready
+        .iter_mut()
+        .map(|a| Row {
+            slot: a.seq.slot,
+            caches: &mut a.seq.caches,
+        })
+        .collect();
+    model.forward_rows(inputs, &mut rows)
+}
+
+/// Each row's own sampler picks from its log-probabilities on the host.
+fn sample_on_host(ready: &mut [&mut Active], logprobs: &Array, tok: &Tokenizer) -> Result<()> {
+    let logprobs = logprobs.as_dtype(Dtype::Float32)?;
+    logprobs.eval()?;
+    let all = logprobs.as_slice::<f32>();
+    let vocab = all.len() / ready.len();
+    for (b, a) in ready.iter_mut().enumerate() {
+        let (id, logprob) = a.seq.choose(all[b * vocab..(b + 1) * vocab].to_vec());
+        a.push(tok, id, logprob)?;
+    }
+    Ok(())
+}
+
+/// Gives a queued step's tokens to the rows it ran for that are still generating (a row that
+/// ended meanwhile drops its token; its cache holds one position more, which nothing reads).
+fn settle(active: &mut [Active], ahead: Ahead, tok: &Tokenizer) -> Result<()> {
+    ahead.ids.eval()?;
+    for (slot, &id) in ahead.slots.iter().zip(ahead.ids.as_slice::<u32>()) {
+        if let Some(a) = active.iter_mut().find(|a| a.seq.slot == *slot && !a.seq.ended()) {
+            a.push(tok, id, None)?;
+        }
+    }
+    Ok(())
 }
 
 /// Keeps a sequence's caches in the prefix cache, and tells the other ranks to do the same.
