@@ -277,6 +277,10 @@ impl LoadConfig {
                             .ok_or_else(|| bad("a port number"))?,
                     )
                 }
+                "coordinator" => match value {
+                    OptionValue::Str(v) if v.contains(':') => c.coordinator = Some(v),
+                    _ => return Err(bad("the JACCL coordinator's ip:port")),
+                },
                 "prefill_step_size" => {
                     c.prefill_step = positive(&value).ok_or_else(|| bad("a positive integer"))?
                 }

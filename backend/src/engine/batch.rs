@@ -336,7 +336,10 @@ fn sample_on_host(ready: &mut [&mut Active], logprobs: &Array, tok: &Tokenizer) 
 fn settle(active: &mut [Active], ahead: Ahead, tok: &Tokenizer) -> Result<()> {
     ahead.ids.eval()?;
     for (slot, &id) in ahead.slots.iter().zip(ahead.ids.as_slice::<u32>()) {
-        if let Some(a) = active.iter_mut().find(|a| a.seq.slot == *slot && !a.seq.ended()) {
+        if let Some(a) = active
+            .iter_mut()
+            .find(|a| a.seq.slot == *slot && !a.seq.ended())
+        {
             a.push(tok, id, None)?;
         }
     }
