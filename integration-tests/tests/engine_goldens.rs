@@ -28,15 +28,18 @@ fn prompt_ids(m: &LoadedModel, prompt: &str, chat: bool) -> TestResult<Vec<u32>>
     Ok(m.tokenizer.encode(&text)?)
 }
 
-fn check(folder: &str, golden: &str, mode: WeightMode) -> TestResult {
+/// Greedy output equals mlx-lm's golden tokens for the first `tokens` of each case (a
+/// near-tie after MUST_MATCH is reported, not failed).
+fn check(folder: &str, golden: &str, mode: WeightMode, tokens: usize) -> TestResult {
     let m = loader::load(&fixture(folder)?, mode)?;
     let g = goldens::load(golden)?;
     let opts = GenerateOptions {
-        max_tokens: g.max_tokens,
+        max_tokens: tokens.min(g.max_tokens),
         ..Default::default()
     };
     let mut failures = Vec::new();
     for case in &g.cases {
+        let want = &case.tokens[..case.tokens.len().min(opts.max_tokens)];
         let ids = prompt_ids(&m, &case.prompt, case.chat)?;
         assert_eq!(
             ids, case.prompt_ids,
@@ -51,10 +54,10 @@ fn check(folder: &str, golden: &str, mode: WeightMode) -> TestResult {
             true
         })?;
         text.push_str(&summary.tail);
-        match first_difference(&ours, &case.tokens) {
+        match first_difference(&ours, want) {
             None => assert_eq!(
                 text,
-                m.tokenizer.decode(&case.tokens)?,
+                m.tokenizer.decode(want)?,
                 "{}: streamed text",
                 case.name
             ),
@@ -66,7 +69,7 @@ fn check(folder: &str, golden: &str, mode: WeightMode) -> TestResult {
             }
             Some(at) => failures.push(format!(
                 "{}: differs at token {at}\n  ours:   {:?}\n  mlx-lm: {:?}",
-                case.name, ours, case.tokens
+                case.name, ours, want
             )),
         }
     }
@@ -84,6 +87,7 @@ fn fast_mode_equals_mlx_lm_on_dequantized_4bit() -> TestResult {
         "smollm2-135m-4bit",
         "smollm2-135m-4bit-f32",
         WeightMode::DequantizeF32,
+        usize::MAX,
     )
 }
 
@@ -93,6 +97,7 @@ fn fast_mode_equals_mlx_lm_on_dequantized_8bit() -> TestResult {
         "smollm2-135m-8bit",
         "smollm2-135m-8bit-f32",
         WeightMode::DequantizeF32,
+        usize::MAX,
     )
 }
 
@@ -102,6 +107,8 @@ fn mirror_mode_equals_mlx_lm_on_4bit_as_stored() -> TestResult {
         "smollm2-135m-4bit",
         "smollm2-135m-4bit",
         WeightMode::AsStored,
+        // MLX's scalar quantized kernels run at about 1 tok/s here: the 48 tokens.
+        MUST_MATCH,
     )
 }
 
@@ -111,6 +118,8 @@ fn mirror_mode_equals_mlx_lm_on_8bit_as_stored() -> TestResult {
         "smollm2-135m-8bit",
         "smollm2-135m-8bit",
         WeightMode::AsStored,
+        // MLX's scalar quantized kernels run at about 1 tok/s here: the 48 tokens.
+        MUST_MATCH,
     )
 }
 
@@ -120,5 +129,6 @@ fn bf16_as_stored_equals_mlx_lm() -> TestResult {
         "smollm2-135m-bf16",
         "smollm2-135m-bf16",
         WeightMode::AsStored,
+        usize::MAX,
     )
 }
