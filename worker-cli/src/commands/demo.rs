@@ -2,7 +2,7 @@
 //! starts the workers and then rank 0 (this same binary, `mlx-distributed`), loads the model
 //! over gRPC as LocalAI would, and streams a chat answer to stdout.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -127,20 +127,68 @@ async fn demo(args: &DemoArgs, grpc: &str) -> CliResult {
     };
     let mut stream = client.predict_stream(req).await?.into_inner();
     let mut last = pb::Reply::default();
-    let mut out = std::io::stdout();
+    let mut counter = LiveCounter::new();
     while let Some(reply) = stream.message().await? {
-        out.write_all(&reply.message)?;
-        out.flush()?;
+        counter.show(&reply.message)?;
         last = reply;
     }
-    let gen = last.timing_token_generation / 1000.0;
+    counter.clear()?;
+    let prompt_secs = last.timing_prompt_processing / 1000.0;
+    let gen_secs = last.timing_token_generation / 1000.0;
     eprintln!(
-        "\n[{} prompt tokens, {} generated, {:.1} tok/s over {} ranks]",
+        "\n[{} ranks on loopback | prompt: {} tokens, {:.1} tok/s | generation: {} tokens, \
+         {:.1} tok/s]",
+        args.ranks,
         last.prompt_tokens,
+        last.prompt_tokens as f64 / prompt_secs.max(1e-9),
         last.tokens,
-        last.tokens as f64 / gen.max(1e-9),
-        args.ranks
+        last.tokens as f64 / gen_secs.max(1e-9),
     );
     let _ = client.free(pb::HealthMessage {}).await;
     Ok(())
+}
+
+/// Streams the answer to stdout; on a terminal a dim token counter follows the text.
+struct LiveCounter {
+    tty: bool,
+    tokens: usize,
+    start: Instant,
+}
+
+impl LiveCounter {
+    fn new() -> LiveCounter {
+        LiveCounter {
+            tty: std::io::stdout().is_terminal(),
+            tokens: 0,
+            start: Instant::now(),
+        }
+    }
+
+    /// Writes a text delta (one token's), then the counter after it without moving the cursor.
+    fn show(&mut self, text: &[u8]) -> std::io::Result<()> {
+        self.tokens += 1;
+        let mut out = std::io::stdout().lock();
+        if !self.tty {
+            out.write_all(text)?;
+            return out.flush();
+        }
+        let rate = self.tokens as f64 / self.start.elapsed().as_secs_f64().max(1e-9);
+        // Clear the old counter, write the text, save the cursor, draw, restore.
+        out.write_all(b"\x1b[K")?;
+        out.write_all(text)?;
+        write!(
+            out,
+            "\x1b7\x1b[2m  [{} tokens, {rate:.1} tok/s]\x1b[0m\x1b8",
+            self.tokens
+        )?;
+        out.flush()
+    }
+
+    fn clear(&self) -> std::io::Result<()> {
+        let mut out = std::io::stdout().lock();
+        if self.tty {
+            out.write_all(b"\x1b[K")?;
+        }
+        out.flush()
+    }
 }
