@@ -9,7 +9,7 @@ use crate::server::{workspace_binary, BackendProcess};
 use crate::TestResult;
 
 /// Ports for `ranks` ranks, each with the next port free too (rank 0's control channel).
-fn ring_ports(ranks: usize) -> TestResult<Vec<u16>> {
+pub fn ring_ports(ranks: usize) -> TestResult<Vec<u16>> {
     let mut ports = Vec::new();
     while ports.len() < ranks {
         let a = TcpListener::bind("127.0.0.1:0")?;

@@ -22,6 +22,31 @@ pub enum Command {
     /// Run one rank of a distributed model: rank 0 serves gRPC, ranks 1+ follow rank 0.
     #[command(name = "mlx-distributed")]
     MlxDistributed(DistributedArgs),
+    /// Latency and bandwidth of all_sum and send/recv between ranks (run it on every rank).
+    BenchLink(BenchLinkArgs),
+}
+
+#[derive(Args)]
+pub struct BenchLinkArgs {
+    #[arg(long, env = "MLX_DISTRIBUTED_HOSTFILE")]
+    pub hostfile: PathBuf,
+    #[arg(long, env = "MLX_RANK")]
+    pub rank: usize,
+    #[arg(long, env = "MLX_DISTRIBUTED_BACKEND", default_value = "ring", value_parser = ["ring", "jaccl"])]
+    pub backend: String,
+    /// JACCL: rank 0's coordinator `ip:port`.
+    #[arg(long, env = "MLX_JACCL_COORDINATOR")]
+    pub coordinator: Option<String>,
+    /// Message sizes in KiB (all ranks must pass the same).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "4,16,64,256,1024,4096,16384,65536"
+    )]
+    pub sizes_kb: Vec<usize>,
+    /// At most this many timed repetitions per size (at least 3).
+    #[arg(long, default_value_t = 50)]
+    pub max_iters: usize,
 }
 
 #[derive(Args)]

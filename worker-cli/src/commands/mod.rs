@@ -1,4 +1,5 @@
 mod bench;
+mod bench_link;
 mod demo;
 mod distributed;
 mod generate;
@@ -13,5 +14,6 @@ pub fn run(command: Command) -> CliResult {
         Command::Bench(args) => bench::run(args),
         Command::MlxDistributed(args) => distributed::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::BenchLink(args) => bench_link::run(args),
     }
 }
