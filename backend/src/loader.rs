@@ -68,6 +68,23 @@ pub fn fingerprint(dir: &Path) -> Result<String> {
     Ok(crate::distributed::wire::digest(&bytes))
 }
 
+/// The model `model` names if it is on this machine (never downloaded): its fingerprint and
+/// the bytes of its weights.
+pub fn find_local(
+    model: &str,
+    model_path: Option<&Path>,
+) -> Result<crate::distributed::protocol::ModelFound> {
+    let dir = crate::source::resolve_local(model, model_path)?;
+    let mut weight_bytes = 0;
+    for file in safetensors_files(&dir)? {
+        weight_bytes += std::fs::metadata(&file).map_err(Error::io(&file))?.len();
+    }
+    Ok(crate::distributed::protocol::ModelFound {
+        fingerprint: fingerprint(&dir)?,
+        weight_bytes,
+    })
+}
+
 /// Stands in until the decoder is wrapped; never runs.
 struct Unset;
 

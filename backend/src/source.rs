@@ -17,6 +17,15 @@ const OPTIONAL: &[&str] = &[
 
 /// Resolves `model` to a local folder: as a path, then under `model_path`, then as a repo id.
 pub fn resolve(model: &str, model_path: Option<&Path>) -> Result<PathBuf> {
+    resolve_with(model, model_path, true)
+}
+
+/// As `resolve`, but a repo id is only looked up in the local cache, never downloaded.
+pub fn resolve_local(model: &str, model_path: Option<&Path>) -> Result<PathBuf> {
+    resolve_with(model, model_path, false)
+}
+
+fn resolve_with(model: &str, model_path: Option<&Path>, download: bool) -> Result<PathBuf> {
     if model.is_empty() {
         return Err(Error::Source("no model given".into()));
     }
@@ -39,11 +48,33 @@ pub fn resolve(model: &str, model_path: Option<&Path>) -> Result<PathBuf> {
         }
     }
     if looks_like_repo_id(model) {
-        return from_hub(model);
+        return match download && !offline() {
+            true => from_hub(model),
+            false => cached(model),
+        };
     }
     Err(Error::Source(format!(
         "model `{model}` is neither a folder nor a Hugging Face repo id"
     )))
+}
+
+/// The cached snapshot of `repo_id`, without going online.
+fn cached(repo_id: &str) -> Result<PathBuf> {
+    let cache = hf_hub::Cache::from_env();
+    let config = cache
+        .model(repo_id.to_string())
+        .get("config.json")
+        .ok_or_else(|| {
+            let why = match offline() {
+                true => "HF_HUB_OFFLINE is set and the model",
+                false => "the model",
+            };
+            Error::Source(format!(
+                "{repo_id}: {why} is not in the cache at {}",
+                cache.path().display()
+            ))
+        })?;
+    Ok(config.parent().expect("a file has a folder").to_owned())
 }
 
 fn looks_like_repo_id(s: &str) -> bool {
@@ -66,16 +97,6 @@ fn offline() -> bool {
 fn from_hub(repo_id: &str) -> Result<PathBuf> {
     let err = |e: String| Error::Source(format!("{repo_id}: {e}"));
     let cache = hf_hub::Cache::from_env();
-    if offline() {
-        let repo = cache.model(repo_id.to_string());
-        let config = repo.get("config.json").ok_or_else(|| {
-            err(format!(
-                "HF_HUB_OFFLINE is set and the model is not in the cache at {}",
-                cache.path().display()
-            ))
-        })?;
-        return Ok(config.parent().expect("a file has a folder").to_owned());
-    }
     let api = hf_hub::api::sync::ApiBuilder::from_cache(cache)
         .with_progress(std::io::stderr().is_terminal())
         .build()

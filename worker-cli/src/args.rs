@@ -24,6 +24,30 @@ pub enum Command {
     MlxDistributed(DistributedArgs),
     /// Latency and bandwidth of all_sum and send/recv between ranks (run it on every rank).
     BenchLink(BenchLinkArgs),
+    /// Preflight: hostfile, this machine, ports, the workers' builds, the model and memory.
+    Check(CheckArgs),
+}
+
+#[derive(Args)]
+pub struct CheckArgs {
+    #[arg(long, env = "MLX_DISTRIBUTED_HOSTFILE")]
+    pub hostfile: PathBuf,
+    #[arg(long, env = "MLX_DISTRIBUTED_BACKEND", default_value = "ring", value_parser = ["ring", "jaccl"])]
+    pub backend: String,
+    /// A model folder or repo id every rank should have (never downloaded by the check).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// LocalAI's models folder, where a relative --model is looked for.
+    #[arg(long)]
+    pub model_path: Option<PathBuf>,
+    /// JACCL: rank 0's coordinator `ip:port`.
+    #[arg(long, env = "MLX_JACCL_COORDINATOR")]
+    pub coordinator: Option<String>,
+    #[arg(long, env = "MLX_DISTRIBUTED_CONTROL_PORT")]
+    pub control_port: Option<u16>,
+    /// Seconds to wait for the workers to join.
+    #[arg(long, default_value_t = 10)]
+    pub join_timeout: u64,
 }
 
 #[derive(Args)]

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL: u32 = 4;
+pub const PROTOCOL: u32 = 5;
 
 /// What must be equal on every rank for them to compute together.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,6 +104,18 @@ pub enum ToLeader {
     Ready {
         seq: u64,
     },
+    /// The answer to a Probe: the model's fingerprint and weight bytes, or why it is not here.
+    Probed {
+        model: Result<ModelFound, String>,
+        free_memory: u64,
+    },
+}
+
+/// A model a worker has on disk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelFound {
+    pub fingerprint: String,
+    pub weight_bytes: u64,
 }
 
 /// Rank 0's messages to a worker.
@@ -123,6 +135,11 @@ pub enum ToWorker {
     Step(StepPlan),
     Free,
     Ping,
+    /// `worker check`: is this model here (never downloaded), and how much memory is free?
+    Probe {
+        model: String,
+        model_path: Option<String>,
+    },
 }
 
 /// What to load and which part of it.

@@ -103,6 +103,14 @@ impl Follower<'_> {
                     tracing::info!("model freed");
                     Some(ToLeader::Freed)
                 }
+                ToWorker::Probe { model, model_path } => Some(ToLeader::Probed {
+                    model: loader::find_local(
+                        &model,
+                        model_path.as_deref().map(std::path::Path::new),
+                    )
+                    .map_err(|e| e.to_string()),
+                    free_memory: crate::distributed::free_memory(),
+                }),
                 ToWorker::Step(plan) => match self.step(&plan, link) {
                     Ok(reply) => reply,
                     Err(e) => {

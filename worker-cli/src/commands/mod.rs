@@ -1,5 +1,6 @@
 mod bench;
 mod bench_link;
+mod check;
 mod demo;
 mod distributed;
 mod generate;
@@ -15,5 +16,6 @@ pub fn run(command: Command) -> CliResult {
         Command::MlxDistributed(args) => distributed::run(args),
         Command::Demo(args) => demo::run(args),
         Command::BenchLink(args) => bench_link::run(args),
+        Command::Check(args) => check::run(args),
     }
 }
