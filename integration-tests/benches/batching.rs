@@ -91,7 +91,7 @@ async fn ttft(c: &BackendClient<Channel>, prompt: &str) -> TestResult<f64> {
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// Prints and returns the aggregate rows and the cold/warm time to first token.

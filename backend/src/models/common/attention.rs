@@ -2,7 +2,6 @@
 
 use mlx_rs::fast::{scaled_dot_product_attention, ScaledDotProductAttentionMask};
 use mlx_rs::ops::concatenate;
-use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::Array;
 
 use super::{Linear, RmsNorm, Rope, Split, TensorSplit};
@@ -126,14 +125,12 @@ impl Attention {
                 let offsets: Vec<i32> = rows.iter().map(|c| c.offset()).collect();
                 let queries = rope.forward_rows(&queries, &offsets)?;
                 let keys = rope.forward_rows(&keys, &offsets)?;
+                let n = rows.len() as i32;
+                let (qs, ks, vs) = (queries.split(n, 0)?, keys.split(n, 0)?, values.split(n, 0)?);
                 let outs = rows
                     .iter_mut()
                     .enumerate()
-                    .map(|(r, cache)| {
-                        let r = r as i32;
-                        let row = |a: &Array| a.index(r..r + 1);
-                        self.attend(&row(&queries), &row(&keys), &row(&values), cache)
-                    })
+                    .map(|(r, cache)| self.attend(&qs[r], &ks[r], &vs[r], cache))
                     .collect::<Result<Vec<_>>>()?;
                 concatenate(&outs, 0)?
             }
