@@ -26,6 +26,34 @@ pub enum Command {
     BenchLink(BenchLinkArgs),
     /// Preflight: hostfile, this machine, ports, the workers' builds, the model and memory.
     Check(CheckArgs),
+    /// Find the other nodes on the LAN over mDNS (no hostfile), agree on ranks and join.
+    #[command(name = "p2p-mlx")]
+    P2pMlx(P2pArgs),
+}
+
+#[derive(Args)]
+pub struct P2pArgs {
+    /// The shared secret: only nodes with the same token find and join each other.
+    #[arg(long, env = "MLX_DISTRIBUTED_TOKEN")]
+    pub token: String,
+    /// How many nodes form the cluster (this one included).
+    #[arg(long)]
+    pub ranks: usize,
+    /// Serve gRPC at this address: this node becomes rank 0 (exactly one node must).
+    #[arg(long)]
+    pub serve: Option<String>,
+    /// This node's address for the ring (default: the one that routes to the LAN).
+    #[arg(long)]
+    pub ip: Option<String>,
+    /// The ring port (default: a free one, with the next port free for rank 0's control channel).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Where to write the agreed hostfile (default: a temporary file).
+    #[arg(long)]
+    pub hostfile_out: Option<PathBuf>,
+    /// Seconds to wait for the other nodes.
+    #[arg(long, default_value_t = 120)]
+    pub timeout: u64,
 }
 
 #[derive(Args)]

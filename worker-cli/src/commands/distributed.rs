@@ -8,6 +8,29 @@ use backend::options::Transport;
 use crate::args::DistributedArgs;
 
 pub fn run(args: DistributedArgs) -> Result<(), Box<dyn std::error::Error>> {
+    run_rank(RankOptions {
+        hostfile: args.hostfile,
+        rank: args.rank,
+        backend: args.backend,
+        addr: args.addr,
+        coordinator: args.coordinator,
+        control_port: args.control_port,
+    })
+}
+
+/// One rank of a cluster, however its hostfile and rank were found.
+pub struct RankOptions {
+    pub hostfile: std::path::PathBuf,
+    pub rank: usize,
+    pub backend: String,
+    /// Rank 0: where to serve gRPC.
+    pub addr: String,
+    pub coordinator: Option<String>,
+    pub control_port: Option<u16>,
+}
+
+/// Rank 0 serves gRPC with the hostfile as its default; the others follow rank 0.
+pub fn run_rank(args: RankOptions) -> Result<(), Box<dyn std::error::Error>> {
     let transport = match args.backend.as_str() {
         "jaccl" => Transport::Jaccl,
         _ => Transport::Ring,

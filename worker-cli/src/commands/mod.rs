@@ -4,6 +4,7 @@ mod check;
 mod demo;
 mod distributed;
 mod generate;
+mod p2p;
 
 use crate::args::Command;
 
@@ -17,5 +18,6 @@ pub fn run(command: Command) -> CliResult {
         Command::Demo(args) => demo::run(args),
         Command::BenchLink(args) => bench_link::run(args),
         Command::Check(args) => check::run(args),
+        Command::P2pMlx(args) => p2p::run(args),
     }
 }
