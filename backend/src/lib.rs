@@ -12,6 +12,7 @@ pub mod models;
 pub mod options;
 pub mod parent_watch;
 pub mod prefix_cache;
+pub mod progress;
 pub mod sampling;
 pub mod sequence;
 pub mod server;

@@ -106,6 +106,12 @@ pub fn build(config: &Value, mut weights: Weights, plan: &ShardPlan) -> Result<D
             || (tied && key.starts_with("lm_head."))
             || not_in_plan(key, plan)
     })?;
+    // Layer by layer: the weights are read (and dequantized) here, which is what takes time.
+    let mut progress = crate::progress::Progress::new("loading layers", model.layers.len());
+    for layer in &model.layers {
+        mlx_rs::transforms::eval(layer.arrays())?;
+        progress.tick();
+    }
     mlx_rs::transforms::eval(model.arrays())?;
     Ok(model)
 }

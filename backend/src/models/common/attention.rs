@@ -126,7 +126,11 @@ impl Attention {
                 let queries = rope.forward_rows(&queries, &offsets)?;
                 let keys = rope.forward_rows(&keys, &offsets)?;
                 let n = rows.len() as i32;
-                let (qs, ks, vs) = (queries.split_equal(n, 0)?, keys.split_equal(n, 0)?, values.split_equal(n, 0)?);
+                let (qs, ks, vs) = (
+                    queries.split_equal(n, 0)?,
+                    keys.split_equal(n, 0)?,
+                    values.split_equal(n, 0)?,
+                );
                 let outs = rows
                     .iter_mut()
                     .enumerate()

@@ -94,7 +94,7 @@ impl DecoderLayer {
         )?)
     }
 
-    fn arrays(&self) -> Vec<&Array> {
+    pub fn arrays(&self) -> Vec<&Array> {
         let mlp = [&self.mlp.gate_proj, &self.mlp.up_proj, &self.mlp.down_proj];
         let mut out = self.self_attn.arrays();
         out.extend(mlp.into_iter().flat_map(Linear::arrays));
