@@ -57,6 +57,7 @@ pub fn wait_bounded(mut child: Child, limit: Duration) -> TestResult<Output> {
 pub mod cluster;
 pub mod goldens;
 pub mod mlx_lm;
+pub mod netns;
 pub mod prompts;
 pub mod rpc;
 pub mod server;

@@ -3,11 +3,12 @@
 //! on ranks and serve a real model; a node with another token is never let in. The gRPC client
 //! runs inside the first node's namespace (this test binary, re-run there).
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use backend::grpc::pb;
 use integration_tests::goldens;
+use integration_tests::netns::Lan;
 use integration_tests::rpc::{golden_request, load_fixture};
 use integration_tests::server::workspace_binary;
 use integration_tests::{wait_bounded, TestResult};
@@ -16,81 +17,6 @@ use tonic::transport::Channel;
 const MODEL: &str = "smollm2-135m-4bit";
 const GOLDENS: &str = "smollm2-135m-4bit-f32";
 const TOKEN: &str = "p2p-test-token";
-
-/// Namespaces `{p}hub` (a bridge) and `{p}a`, `{p}b`, `{p}c` on it (10.77.0.11-13), removed on drop.
-struct Lan {
-    prefix: String,
-}
-
-fn ip(args: &[&str]) -> TestResult {
-    let out = Command::new("ip").args(args).output()?;
-    if !out.status.success() {
-        return Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
-    }
-    Ok(())
-}
-
-impl Lan {
-    fn new() -> TestResult<Lan> {
-        let lan = Lan {
-            prefix: format!("mlxp{}", std::process::id() % 100_000),
-        };
-        let hub = lan.ns("hub");
-        ip(&["netns", "add", &hub])?;
-        ip(&["-n", &hub, "link", "add", "br0", "type", "bridge"])?;
-        ip(&["-n", &hub, "link", "set", "br0", "up"])?;
-        for (i, node) in ["a", "b", "c"].iter().enumerate() {
-            let ns = lan.ns(node);
-            ip(&["netns", "add", &ns])?;
-            let port = format!("v{node}");
-            ip(&[
-                "-n", &hub, "link", "add", &port, "type", "veth", "peer", "name", "eth0", "netns",
-                &ns,
-            ])?;
-            ip(&["-n", &hub, "link", "set", &port, "master", "br0", "up"])?;
-            ip(&[
-                "-n",
-                &ns,
-                "addr",
-                "add",
-                &format!("{}/24", Lan::addr(i)),
-                "dev",
-                "eth0",
-            ])?;
-            ip(&["-n", &ns, "link", "set", "eth0", "up"])?;
-            ip(&["-n", &ns, "link", "set", "lo", "up"])?;
-        }
-        Ok(lan)
-    }
-
-    fn ns(&self, name: &str) -> String {
-        format!("{}{name}", self.prefix)
-    }
-
-    fn addr(i: usize) -> String {
-        format!("10.77.0.{}", 11 + i)
-    }
-
-    /// `program args...` inside namespace `node`.
-    fn command(&self, node: &str, program: &std::path::Path) -> Command {
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &self.ns(node)]).arg(program);
-        cmd
-    }
-}
-
-impl Drop for Lan {
-    fn drop(&mut self) {
-        for n in ["a", "b", "c", "hub"] {
-            let _ = ip(&["netns", "del", &self.ns(n)]);
-        }
-    }
-}
 
 /// Kills the nodes when the test ends, however it ends.
 struct Nodes(Vec<Child>);

@@ -1,0 +1,83 @@
+//! Network namespaces a test creates for itself: a bridge in a hub namespace and one
+//! namespace per node (10.77.0.11, .12, .13), so tests can use real LAN addresses, multicast
+//! and link failures without touching the host's network. Removed on drop.
+
+use std::process::Command;
+
+use crate::TestResult;
+
+/// Namespaces `{p}hub` (a bridge) and `{p}a`, `{p}b`, `{p}c` on it (10.77.0.11-13), removed on drop.
+pub struct Lan {
+    prefix: String,
+}
+
+/// Runs `ip args...`, failing with its stderr.
+pub fn ip(args: &[&str]) -> TestResult {
+    let out = Command::new("ip").args(args).output()?;
+    if !out.status.success() {
+        return Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    Ok(())
+}
+
+impl Lan {
+    pub fn new() -> TestResult<Lan> {
+        let lan = Lan {
+            prefix: format!("mlxp{}", std::process::id() % 100_000),
+        };
+        let hub = lan.ns("hub");
+        ip(&["netns", "add", &hub])?;
+        ip(&["-n", &hub, "link", "add", "br0", "type", "bridge"])?;
+        ip(&["-n", &hub, "link", "set", "br0", "up"])?;
+        for (i, node) in ["a", "b", "c"].iter().enumerate() {
+            let ns = lan.ns(node);
+            ip(&["netns", "add", &ns])?;
+            let port = format!("v{node}");
+            ip(&[
+                "-n", &hub, "link", "add", &port, "type", "veth", "peer", "name", "eth0", "netns",
+                &ns,
+            ])?;
+            ip(&["-n", &hub, "link", "set", &port, "master", "br0", "up"])?;
+            ip(&[
+                "-n",
+                &ns,
+                "addr",
+                "add",
+                &format!("{}/24", Lan::addr(i)),
+                "dev",
+                "eth0",
+            ])?;
+            ip(&["-n", &ns, "link", "set", "eth0", "up"])?;
+            ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+        }
+        Ok(lan)
+    }
+
+    pub fn ns(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
+    pub fn addr(i: usize) -> String {
+        format!("10.77.0.{}", 11 + i)
+    }
+
+    /// `program args...` inside namespace `node`.
+    pub fn command(&self, node: &str, program: &std::path::Path) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.ns(node)]).arg(program);
+        cmd
+    }
+}
+
+impl Drop for Lan {
+    fn drop(&mut self) {
+        for n in ["a", "b", "c", "hub"] {
+            let _ = ip(&["netns", "del", &self.ns(n)]);
+        }
+    }
+}
