@@ -91,6 +91,12 @@ impl Sequence {
         self.prefilled + 1 >= self.prompt.len()
     }
 
+    /// Prompt tokens the next prefill chunk will take (0 when prefill is done).
+    pub fn next_chunk_len(&self) -> usize {
+        let left = self.prompt.len().saturating_sub(1 + self.prefilled);
+        left.min(self.opts.prefill_step.max(1))
+    }
+
     /// Runs the next chunk of the prompt through the model; true when prefill is done.
     pub fn prefill_chunk(&mut self, model: &dyn LanguageModel) -> Result<bool> {
         if self.prefill_done() {

@@ -58,6 +58,8 @@ pub struct BatchLimits {
     pub max_batch: usize,
     pub queue_timeout: Duration,
     pub kv_budget: usize,
+    /// Prompt tokens prefilled per round, over all the rows that need it.
+    pub prefill_budget: usize,
 }
 
 /// A prompt at least this long is saved in the prefix cache as soon as it is prefilled, so
@@ -149,7 +151,7 @@ impl Batch {
     ) -> Result<Vec<Summary>> {
         self.expire(limits);
         self.admit(model, limits);
-        self.prefill(model)?;
+        self.prefill(model, limits.prefill_budget)?;
         self.decode(model, tok)?;
         self.retire(model, tok)
     }
@@ -207,25 +209,32 @@ impl Batch {
         }
     }
 
-    /// One prefill chunk of the first row still prefilling. Its first chunk starts from the
-    /// longest cached prefix of its prompt; a long prompt is cached once prefilled.
-    fn prefill(&mut self, model: &dyn LanguageModel) -> Result<()> {
-        let Some(a) = self.active.iter_mut().find(|a| !a.seq.prefill_done()) else {
-            return Ok(());
-        };
-        if !a.looked_up {
-            a.looked_up = true;
-            if let Some(hit) = self.cache.lookup(a.seq.prompt()) {
-                model.cache_op(CacheOp::Restore {
-                    slot: a.seq.slot,
-                    entry: hit.entry,
-                    len: hit.len,
-                });
-                a.seq.resume(hit.caches);
+    /// Prefill chunks of the rows still prefilling, in order, up to `budget` prompt tokens a
+    /// round (at least one chunk), so short prompts that arrive together all join the next
+    /// decode step. A row's first chunk starts from the longest cached prefix of its prompt; a
+    /// long prompt is cached once prefilled.
+    fn prefill(&mut self, model: &dyn LanguageModel, budget: usize) -> Result<()> {
+        let mut spent = 0;
+        while let Some(a) = self.active.iter_mut().find(|a| !a.seq.prefill_done()) {
+            if !a.looked_up {
+                a.looked_up = true;
+                if let Some(hit) = self.cache.lookup(a.seq.prompt()) {
+                    model.cache_op(CacheOp::Restore {
+                        slot: a.seq.slot,
+                        entry: hit.entry,
+                        len: hit.len,
+                    });
+                    a.seq.resume(hit.caches);
+                }
             }
-        }
-        if a.seq.prefill_chunk(model)? && a.seq.cached_tokens().len() >= SNAPSHOT_MIN_TOKENS {
-            save(&mut self.cache, model, &a.seq);
+            let chunk = a.seq.next_chunk_len();
+            if spent > 0 && spent + chunk > budget {
+                break;
+            }
+            spent += chunk;
+            if a.seq.prefill_chunk(model)? && a.seq.cached_tokens().len() >= SNAPSHOT_MIN_TOKENS {
+                save(&mut self.cache, model, &a.seq);
+            }
         }
         Ok(())
     }

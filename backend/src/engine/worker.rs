@@ -82,6 +82,7 @@ pub fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
                 max_batch: l.config.max_batch,
                 queue_timeout: Duration::from_secs(l.config.queue_timeout_secs),
                 kv_budget: l.kv_budget,
+                prefill_budget: l.config.prefill_step,
             };
             let (model, tok) = (l.model.model.as_ref(), &l.model.tokenizer);
             let outcome = match &l.session {
