@@ -55,3 +55,22 @@ pub async fn stream_text(
     }
     Ok((String::from_utf8(text)?, last))
 }
+
+/// The error a stream ends in, within `limit` (replies before it are skipped); an error if it
+/// ends cleanly or takes longer.
+pub async fn stream_error(
+    stream: &mut tonic::Streaming<pb::Reply>,
+    limit: std::time::Duration,
+) -> TestResult<tonic::Status> {
+    let ended = tokio::time::timeout(limit, async {
+        while let Some(reply) = stream.next().await {
+            if let Err(status) = reply {
+                return Ok(status);
+            }
+        }
+        Err("the stream ended without an error")
+    })
+    .await
+    .map_err(|_| format!("no error within {limit:?}"))?;
+    Ok(ended?)
+}

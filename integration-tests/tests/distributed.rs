@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use backend::grpc::pb;
 use integration_tests::cluster::Cluster;
 use integration_tests::goldens;
-use integration_tests::rpc::{golden_request, load_fixture, stream_text};
+use integration_tests::rpc::{golden_request, load_fixture, stream_error, stream_text};
 use integration_tests::TestResult;
 use tokio_stream::StreamExt;
 use tonic::Code;
@@ -184,17 +184,7 @@ async fn a_killed_worker_fails_the_request_within_seconds_and_a_restart_recovers
     let mut worker = cluster.workers.remove(0);
     worker.kill()?;
     worker.wait()?;
-    let err = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            match stream.next().await {
-                Some(Ok(_)) => continue,
-                Some(Err(status)) => return Ok(status),
-                None => return Err("the stream ended without an error"),
-            }
-        }
-    })
-    .await
-    .map_err(|_| "no error within 10 s of the kill")??;
+    let err = stream_error(&mut stream, Duration::from_secs(10)).await?;
     assert!(killed.elapsed() < Duration::from_secs(10));
     assert_eq!(err.code(), Code::Unavailable, "{err:?}");
     assert!(err.message().contains("rank 1"), "{err:?}");

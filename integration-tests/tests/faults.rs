@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use backend::grpc::pb::{self, backend_client::BackendClient};
 use integration_tests::cluster::Cluster;
-use integration_tests::rpc::load_fixture;
+use integration_tests::rpc::{load_fixture, stream_error};
 use integration_tests::TestResult;
 use tokio_stream::StreamExt;
 use tonic::transport::Channel;
@@ -66,17 +66,7 @@ async fn fails_with_rank_lost(
     stream: &mut tonic::Streaming<pb::Reply>,
     since: Instant,
 ) -> TestResult {
-    let status = tokio::time::timeout(REPORTED_WITHIN, async {
-        loop {
-            match stream.next().await {
-                Some(Ok(_)) => continue,
-                Some(Err(status)) => return Ok(status),
-                None => return Err("the stream ended without an error"),
-            }
-        }
-    })
-    .await
-    .map_err(|_| "no error within 10 s of the fault")??;
+    let status = stream_error(stream, REPORTED_WITHIN).await?;
     assert!(since.elapsed() < REPORTED_WITHIN);
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     assert!(status.message().contains("rank 1"), "{status:?}");

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use backend::grpc::pb;
 use integration_tests::netns::{ip, Lan};
-use integration_tests::rpc::load_fixture;
+use integration_tests::rpc::{load_fixture, stream_error};
 use integration_tests::server::workspace_binary;
 use integration_tests::{wait_bounded, TestResult};
 use tokio_stream::StreamExt;
@@ -118,17 +118,7 @@ async fn scenario_in_rank0_namespace() -> TestResult {
     stream.next().await.ok_or("no first token")??;
     ip(&["-n", &ns, "link", "set", "eth0", "down"])?;
     let cut = Instant::now();
-    let status = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            match stream.next().await {
-                Some(Ok(_)) => continue,
-                Some(Err(status)) => return Ok(status),
-                None => return Err("the stream ended without an error"),
-            }
-        }
-    })
-    .await
-    .map_err(|_| "no error within 10 s of the cut")??;
+    let status = stream_error(&mut stream, Duration::from_secs(10)).await?;
     assert!(cut.elapsed() < Duration::from_secs(10));
     assert_eq!(status.code(), Code::Unavailable, "{status:?}");
     assert!(status.message().contains("rank 1"), "{status:?}");

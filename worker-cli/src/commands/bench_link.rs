@@ -5,8 +5,7 @@
 
 use std::time::Instant;
 
-use backend::distributed::{Group, Hostfile};
-use backend::options::Transport;
+use backend::distributed::Group;
 use mlx_rs::{Array, Dtype};
 use serde_json::json;
 
@@ -51,14 +50,7 @@ fn iterations(bytes: usize, max: usize) -> usize {
 }
 
 pub fn run(args: BenchLinkArgs) -> CliResult {
-    let transport = match args.backend.as_str() {
-        "jaccl" => Transport::Jaccl,
-        _ => Transport::Ring,
-    };
-    let hostfile = Hostfile::read(&args.hostfile, transport)?;
-    hostfile
-        .check_rank(args.rank)
-        .map_err(|e| format!("--rank: {e}"))?;
+    let hostfile = super::hostfile_for_rank(&args.hostfile, &args.backend, args.rank)?;
     let group = Group::join(&hostfile, args.rank, args.coordinator.as_deref())?;
     let (rank, size) = (group.rank(), group.size());
     if rank == 0 {

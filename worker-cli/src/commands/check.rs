@@ -11,7 +11,6 @@ use backend::distributed::protocol::{Identity, ModelFound, ToLeader, ToWorker};
 use backend::distributed::wire::{digest, Secret};
 use backend::distributed::Hostfile;
 use backend::loader;
-use backend::options::Transport;
 
 use super::CliResult;
 use crate::args::CheckArgs;
@@ -43,11 +42,7 @@ impl Report {
 
 pub fn run(args: CheckArgs) -> CliResult {
     let mut report = Report::default();
-    let transport = match args.backend.as_str() {
-        "jaccl" => Transport::Jaccl,
-        _ => Transport::Ring,
-    };
-    let hostfile = match Hostfile::read(&args.hostfile, transport) {
+    let hostfile = match Hostfile::read(&args.hostfile, super::transport(&args.backend)) {
         Ok(h) => {
             report.ok(format!(
                 "{}: {} ranks over {}",

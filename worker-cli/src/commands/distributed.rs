@@ -1,9 +1,7 @@
 //! `worker mlx-distributed`: rank 0 serves the gRPC backend with this hostfile as its
 //! default; ranks 1 and up join rank 0 and follow it until stopped.
 
-use backend::distributed::Hostfile;
 use backend::engine::follower::{self, FollowerOptions};
-use backend::options::Transport;
 
 use crate::args::DistributedArgs;
 
@@ -31,14 +29,7 @@ pub struct RankOptions {
 
 /// Rank 0 serves gRPC with the hostfile as its default; the others follow rank 0.
 pub fn run_rank(args: RankOptions) -> Result<(), Box<dyn std::error::Error>> {
-    let transport = match args.backend.as_str() {
-        "jaccl" => Transport::Jaccl,
-        _ => Transport::Ring,
-    };
-    let hostfile = Hostfile::read(&args.hostfile, transport)?;
-    hostfile
-        .check_rank(args.rank)
-        .map_err(|e| format!("--rank: {e}"))?;
+    let hostfile = super::hostfile_for_rank(&args.hostfile, &args.backend, args.rank)?;
     if args.rank == 0 {
         // LoadModel without a hostfile option uses these (the env fallbacks).
         std::env::set_var("MLX_DISTRIBUTED_HOSTFILE", &args.hostfile);

@@ -10,6 +10,27 @@ use crate::args::Command;
 
 pub type CliResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
+/// The transport a `--backend` value names (clap allows only ring and jaccl).
+pub fn transport(backend: &str) -> backend::options::Transport {
+    match backend {
+        "jaccl" => backend::options::Transport::Jaccl,
+        _ => backend::options::Transport::Ring,
+    }
+}
+
+/// The hostfile for `backend`, with `rank` checked to be one of its ranks.
+pub fn hostfile_for_rank(
+    path: &std::path::Path,
+    backend: &str,
+    rank: usize,
+) -> CliResult<backend::distributed::Hostfile> {
+    let hostfile = backend::distributed::Hostfile::read(path, transport(backend))?;
+    hostfile
+        .check_rank(rank)
+        .map_err(|e| format!("--rank: {e}"))?;
+    Ok(hostfile)
+}
+
 pub fn run(command: Command) -> CliResult {
     match command {
         Command::Generate(args) => generate::run(args),
