@@ -38,7 +38,13 @@ pub fn load_part(dir: &Path, mode: WeightMode, plan: &ShardPlan) -> Result<(Deco
     let tokenizer = Arc::new(Tokenizer::load(dir)?);
     let weights = Weights::open(dir, &config, mode)?;
     let decoder = models::build(&config, weights, plan)?;
-    tracing::info!(dir = %dir.display(), ?mode, secs = start.elapsed().as_secs_f64(), "model loaded");
+    tracing::info!(
+        dir = %dir.display(),
+        ?mode,
+        secs = start.elapsed().as_secs_f64(),
+        skinny_gemm = skinny_gemm::active(),
+        "model loaded"
+    );
     let loaded = LoadedModel {
         model: Box::new(Unset),
         tokenizer,

@@ -1,0 +1,197 @@
+//! The AVX2/FMA kernel: tiles of up to 3 activation rows by 4 weight rows, each output an
+//! 8-lane FMA accumulation over k, one fixed horizontal sum, then a scalar tail.
+
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::*;
+
+/// Most activation rows a product may have to take the kernel (a decode batch, or a short
+/// prompt chunk); above it, sgemm's packing pays for itself.
+pub const MAX_ROWS: usize = 16;
+
+/// One product `C = alpha * A B^T + beta * C`: `A` [m, k] (row stride `lda`), `B` [n, k]
+/// (row stride `ldb`), `C` [m, n] (row stride `ldc`).
+#[derive(Clone, Copy, Debug)]
+pub struct Gemm {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub alpha: f32,
+    pub a: *const f32,
+    pub lda: usize,
+    pub b: *const f32,
+    pub ldb: usize,
+    pub beta: f32,
+    pub c: *mut f32,
+    pub ldc: usize,
+}
+
+// Threads write disjoint column ranges of `C` and only read `A` and `B`.
+unsafe impl Send for Gemm {}
+unsafe impl Sync for Gemm {}
+
+/// Weight rows per tile.
+const NT: usize = 4;
+
+/// Computes the columns `n0..n1` of `g` (every row).
+///
+/// # Safety
+/// As [`crate::gemm_nt`], and the CPU must have AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn columns(g: &Gemm, n0: usize, n1: usize) {
+    let mut n = n0;
+    while n + NT <= n1 {
+        rows::<NT>(g, n);
+        n += NT;
+    }
+    while n < n1 {
+        rows::<1>(g, n);
+        n += 1;
+    }
+}
+
+/// Every activation row against the weight rows `n..n + W`, three rows at a time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn rows<const W: usize>(g: &Gemm, n: usize) {
+    let mut m = 0;
+    while m < g.m {
+        match g.m - m {
+            1 => tile::<1, W>(g, m, n),
+            2 => tile::<2, W>(g, m, n),
+            _ => tile::<3, W>(g, m, n),
+        }
+        m += 3;
+    }
+}
+
+/// `R` activation rows from `m` by `W` weight rows from `n`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn tile<const R: usize, const W: usize>(g: &Gemm, m: usize, n: usize) {
+    let k8 = g.k / 8 * 8;
+    let a = |i: usize| g.a.add((m + i) * g.lda);
+    let b = |j: usize| g.b.add((n + j) * g.ldb);
+    let mut acc = [[_mm256_setzero_ps(); W]; R];
+    let mut k = 0;
+    while k < k8 {
+        let mut w = [_mm256_setzero_ps(); W];
+        for (j, w) in w.iter_mut().enumerate() {
+            *w = _mm256_loadu_ps(b(j).add(k));
+        }
+        for (i, acc) in acc.iter_mut().enumerate() {
+            let x = _mm256_loadu_ps(a(i).add(k));
+            for j in 0..W {
+                acc[j] = _mm256_fmadd_ps(x, w[j], acc[j]);
+            }
+        }
+        k += 8;
+    }
+    for (i, acc) in acc.iter().enumerate() {
+        for (j, acc) in acc.iter().enumerate() {
+            let mut s = hsum(*acc);
+            for k in k8..g.k {
+                s = (*a(i).add(k)).mul_add(*b(j).add(k), s);
+            }
+            let c = g.c.add((m + i) * g.ldc + n + j);
+            *c = match g.beta == 0.0 {
+                true => g.alpha * s,
+                false => g.alpha * s + g.beta * *c,
+            };
+        }
+    }
+}
+
+/// The lanes' sum, always in the same order: (0+4, 1+5, 2+6, 3+7), then pairs, then the two.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn hsum(v: __m256) -> f32 {
+    let s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)))
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+
+    /// A deterministic pseudo-random matrix.
+    fn matrix(rows: usize, cols: usize, seed: u32) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(2654435761).wrapping_add(1);
+        (0..rows * cols)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn product(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], beta: f32) -> Vec<f32> {
+        let mut c = vec![0.5; m * n];
+        let g = Gemm {
+            m,
+            n,
+            k,
+            alpha: 1.0,
+            a: a.as_ptr(),
+            lda: k,
+            b: b.as_ptr(),
+            ldb: k,
+            beta,
+            c: c.as_mut_ptr(),
+            ldc: n,
+        };
+        unsafe { columns(&g, 0, n) };
+        c
+    }
+
+    #[test]
+    fn matches_a_double_precision_reference() {
+        if !is_x86_feature_detected!("avx2") || !is_x86_feature_detected!("fma") {
+            return;
+        }
+        for (m, n, k) in [
+            (1, 7, 5),
+            (2, 9, 19),
+            (3, 4, 64),
+            (5, 13, 100),
+            (16, 33, 576),
+        ] {
+            let (a, b) = (matrix(m, k, 1), matrix(n, k, 2));
+            for beta in [0.0, 1.0] {
+                let c = product(m, n, k, &a, &b, beta);
+                for i in 0..m {
+                    for j in 0..n {
+                        let want: f64 = (0..k)
+                            .map(|t| a[i * k + t] as f64 * b[j * k + t] as f64)
+                            .sum::<f64>()
+                            + beta as f64 * 0.5;
+                        let got = c[i * n + j] as f64;
+                        assert!(
+                            (got - want).abs() < 1e-4 * (1.0 + want.abs()),
+                            "{m}x{n}x{k}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_row_is_the_same_bits_in_any_batch() {
+        if !is_x86_feature_detected!("avx2") || !is_x86_feature_detected!("fma") {
+            return;
+        }
+        let (n, k) = (37, 203);
+        let (a, b) = (matrix(MAX_ROWS, k, 3), matrix(n, k, 4));
+        let batch = product(MAX_ROWS, n, k, &a, &b, 0.0);
+        for m in 0..MAX_ROWS {
+            let alone = product(1, n, k, &a[m * k..(m + 1) * k], &b, 0.0);
+            assert_eq!(alone, batch[m * n..(m + 1) * n], "row {m}");
+        }
+    }
+}
