@@ -65,6 +65,29 @@ impl KvCache {
         ))
     }
 
+    /// Keys and values for positions `..len` (past the offset: zeros, or stale values that a
+    /// mask must hide), for a batch padded to its longest row.
+    pub fn padded(&self, len: i32) -> Result<(Array, Array)> {
+        let pad = |x: &Array| -> Result<Array> {
+            let have = x.shape()[2];
+            if have >= len {
+                return Ok(x.index((.., .., ..len, ..)));
+            }
+            let mut shape = x.shape().to_vec();
+            shape[2] = len - have;
+            Ok(concatenate(
+                &[x.clone(), zeros_dtype(&shape, x.dtype())?],
+                2,
+            )?)
+        };
+        match (&self.keys, &self.values) {
+            (Some(k), Some(v)) => Ok((pad(k)?, pad(v)?)),
+            _ => Err(crate::error::Error::Internal(
+                "padding an empty KV cache".into(),
+            )),
+        }
+    }
+
     /// The first `len` positions, sharing this cache's arrays: MLX copies them on the next
     /// write, so neither side ever sees the other's later positions.
     pub fn prefix(&self, len: usize) -> KvCache {

@@ -114,7 +114,12 @@ fn report(name: &str, streams: &[(usize, f64)], cold: f64, warm: f64) -> Value {
 async fn rows(name: &str, c: &BackendClient<Channel>) -> TestResult<Value> {
     aggregate(c, 1).await?; // warm-up
     let mut streams = Vec::new();
-    for n in [1, 4, 8] {
+    // BATCH_BENCH_STREAMS picks the stream counts (default 1,4,8; the first is the "x 1" base).
+    let counts = std::env::var("BATCH_BENCH_STREAMS").unwrap_or_else(|_| "1,4,8".into());
+    for n in counts
+        .split(',')
+        .filter_map(|n| n.trim().parse::<usize>().ok())
+    {
         // The best of two: this box's speed drifts between runs by up to a third.
         let best = aggregate(c, n).await?.max(aggregate(c, n).await?);
         streams.push((n, best));

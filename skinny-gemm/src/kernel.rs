@@ -8,8 +8,9 @@ use std::arch::x86_64::*;
 /// prompt chunk); above it, sgemm's packing pays for itself.
 pub const MAX_ROWS: usize = 16;
 
-/// One product `C = alpha * A B^T + beta * C`: `A` [m, k] (row stride `lda`), `B` [n, k]
-/// (row stride `ldb`), `C` [m, n] (row stride `ldc`).
+/// One product `C = alpha * A op(B) + beta * C`: `A` [m, k] (row stride `lda`), `B` [n, k]
+/// when `b_trans` (a weight, `x W^T`) or else [k, n] (attention's values), with row stride
+/// `ldb`, and `C` [m, n] (row stride `ldc`).
 #[derive(Clone, Copy, Debug)]
 pub struct Gemm {
     pub m: usize,
@@ -20,6 +21,7 @@ pub struct Gemm {
     pub lda: usize,
     pub b: *const f32,
     pub ldb: usize,
+    pub b_trans: bool,
     pub beta: f32,
     pub c: *mut f32,
     pub ldc: usize,
@@ -39,6 +41,9 @@ const NT: usize = 4;
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn columns(g: &Gemm, n0: usize, n1: usize) {
+    if !g.b_trans {
+        return columns_nn(g, n0, n1);
+    }
     let mut n = n0;
     while n + NT <= n1 {
         rows::<NT>(g, n);
@@ -94,13 +99,67 @@ unsafe fn tile<const R: usize, const W: usize>(g: &Gemm, m: usize, n: usize) {
             for k in k8..g.k {
                 s = (*a(i).add(k)).mul_add(*b(j).add(k), s);
             }
-            let c = g.c.add((m + i) * g.ldc + n + j);
-            *c = match g.beta == 0.0 {
-                true => g.alpha * s,
-                false => g.alpha * s + g.beta * *c,
-            };
+            store(g, m + i, n + j, s);
         }
     }
+}
+
+/// `A B` with `B` [k, n]: each output is one FMA chain over k in order, so zero terms at
+/// the end (a masked, padded attention row) leave it bit-identical.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn columns_nn(g: &Gemm, n0: usize, n1: usize) {
+    for m in 0..g.m {
+        let a = g.a.add(m * g.lda);
+        let mut n = n0;
+        while n + 32 <= n1 {
+            chunk_nn::<4>(g, a, m, n);
+            n += 32;
+        }
+        while n + 8 <= n1 {
+            chunk_nn::<1>(g, a, m, n);
+            n += 8;
+        }
+        for n in n..n1 {
+            let mut s = 0.0f32;
+            for k in 0..g.k {
+                s = (*a.add(k)).mul_add(*g.b.add(k * g.ldb + n), s);
+            }
+            store(g, m, n, s);
+        }
+    }
+}
+
+/// Row `m` of `A` against `V` groups of 8 columns of `B` from `n`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn chunk_nn<const V: usize>(g: &Gemm, a: *const f32, m: usize, n: usize) {
+    let mut acc = [_mm256_setzero_ps(); V];
+    for k in 0..g.k {
+        let x = _mm256_set1_ps(*a.add(k));
+        let row = g.b.add(k * g.ldb + n);
+        for (v, acc) in acc.iter_mut().enumerate() {
+            *acc = _mm256_fmadd_ps(x, _mm256_loadu_ps(row.add(8 * v)), *acc);
+        }
+    }
+    let mut out = [0.0f32; 8];
+    for (v, acc) in acc.iter().enumerate() {
+        _mm256_storeu_ps(out.as_mut_ptr(), *acc);
+        for (j, s) in out.iter().enumerate() {
+            store(g, m, n + 8 * v + j, *s);
+        }
+    }
+}
+
+/// `C[m, n] = alpha * s + beta * C[m, n]` (C is not read when beta is 0).
+#[inline]
+unsafe fn store(g: &Gemm, m: usize, n: usize, s: f32) {
+    let c = g.c.add(m * g.ldc + n);
+    *c = match g.beta == 0.0 {
+        true => g.alpha * s,
+        false => g.alpha * s + g.beta * *c,
+    };
 }
 
 /// The lanes' sum, always in the same order: (0+4, 1+5, 2+6, 3+7), then pairs, then the two.
@@ -131,6 +190,18 @@ mod tests {
     }
 
     fn product(m: usize, n: usize, k: usize, a: &[f32], b: &[f32], beta: f32) -> Vec<f32> {
+        product_with(m, n, k, a, b, beta, true)
+    }
+
+    fn product_with(
+        m: usize,
+        n: usize,
+        k: usize,
+        a: &[f32],
+        b: &[f32],
+        beta: f32,
+        b_trans: bool,
+    ) -> Vec<f32> {
         let mut c = vec![0.5; m * n];
         let g = Gemm {
             m,
@@ -140,7 +211,8 @@ mod tests {
             a: a.as_ptr(),
             lda: k,
             b: b.as_ptr(),
-            ldb: k,
+            ldb: if b_trans { k } else { n },
+            b_trans,
             beta,
             c: c.as_mut_ptr(),
             ldc: n,
@@ -193,5 +265,22 @@ mod tests {
             let alone = product(1, n, k, &a[m * k..(m + 1) * k], &b, 0.0);
             assert_eq!(alone, batch[m * n..(m + 1) * n], "row {m}");
         }
+    }
+
+    #[test]
+    fn zero_terms_at_the_end_change_no_bit() {
+        if !is_x86_feature_detected!("avx2") || !is_x86_feature_detected!("fma") {
+            return;
+        }
+        // A padded attention row: probabilities [m, k] with zeros past k, values [k + pad, n].
+        let (m, n, k, pad) = (3, 64, 37, 219);
+        let (a, b) = (matrix(m, k, 5), matrix(k + pad, n, 6));
+        let mut padded = vec![0.0; m * (k + pad)];
+        for i in 0..m {
+            padded[i * (k + pad)..i * (k + pad) + k].copy_from_slice(&a[i * k..(i + 1) * k]);
+        }
+        let want = product_with(m, n, k, &a, &b[..k * n], 0.0, false);
+        let got = product_with(m, n, k + pad, &padded, &b, 0.0, false);
+        assert_eq!(want, got);
     }
 }

@@ -56,6 +56,7 @@ fn pool() -> &'static Pool {
                 lda: 0,
                 b: std::ptr::null(),
                 ldb: 0,
+                b_trans: true,
                 beta: 0.0,
                 c: std::ptr::null_mut(),
                 ldc: 0,

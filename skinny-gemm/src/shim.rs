@@ -1,6 +1,6 @@
 //! `cblas_sgemm`, defined in the executable so that libmlx's calls bind here first (the
-//! binaries export it: see `build-support/mlx_rpath.rs`). Few-row `x W^T` products take the
-//! kernel; every other call goes on to the next `cblas_sgemm` in the search order (OpenBLAS).
+//! binaries export it: see `build-support/mlx_rpath.rs`). Few-row products (`x W^T` for
+//! layers, `p V` for attention) take the kernel; every other call goes on to the next `cblas_sgemm` in the search order (OpenBLAS).
 
 use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
@@ -90,7 +90,7 @@ mod export {
     ) {
         let skinny = order == ROW_MAJOR
             && trans_a == NO_TRANS
-            && trans_b == TRANS
+            && (trans_b == TRANS || trans_b == NO_TRANS)
             && (1..=MAX_ROWS as c_int).contains(&m)
             && n > 0
             && k > 0
@@ -109,6 +109,7 @@ mod export {
             lda: lda as usize,
             b,
             ldb: ldb as usize,
+            b_trans: trans_b == TRANS,
             beta,
             c,
             ldc: ldc as usize,

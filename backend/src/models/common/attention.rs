@@ -1,8 +1,8 @@
 //! Multi-head attention with grouped KV heads, optional q/k norms and q/k/v biases.
 
 use mlx_rs::fast::{scaled_dot_product_attention, ScaledDotProductAttentionMask};
-use mlx_rs::ops::concatenate;
-use mlx_rs::Array;
+use mlx_rs::ops::{concatenate, matmul, softmax_axis};
+use mlx_rs::{Array, Dtype};
 
 use super::{Linear, RmsNorm, Rope, Split, TensorSplit};
 use crate::cache::KvCache;
@@ -120,27 +120,73 @@ impl Attention {
                 self.attend(&queries, &keys, &values, cache)?
             }
             rows => {
-                // One rope for the batch, each row from its own position; then each row
-                // attends over its own cache, exactly as it would alone.
+                // One rope for the batch, each row from its own position.
                 let offsets: Vec<i32> = rows.iter().map(|c| c.offset()).collect();
                 let queries = rope.forward_rows(&queries, &offsets)?;
                 let keys = rope.forward_rows(&keys, &offsets)?;
-                let n = rows.len() as i32;
-                let (qs, ks, vs) = (
-                    queries.split_equal(n, 0)?,
-                    keys.split_equal(n, 0)?,
-                    values.split_equal(n, 0)?,
-                );
-                let outs = rows
-                    .iter_mut()
-                    .enumerate()
-                    .map(|(r, cache)| self.attend(&qs[r], &ks[r], &vs[r], cache))
-                    .collect::<Result<Vec<_>>>()?;
-                concatenate(&outs, 0)?
+                match padded_is_exact(&queries) {
+                    true => self.attend_padded(&queries, &keys, &values, rows)?,
+                    false => self.attend_each(&queries, &keys, &values, rows)?,
+                }
             }
         };
         let out = out.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?;
         TensorSplit::all_sum(&self.tensor, self.o_proj.forward(&out)?)
+    }
+
+    /// Each row of a decode batch over its own cache, one by one (exact everywhere).
+    fn attend_each(
+        &self,
+        queries: &Array,
+        keys: &Array,
+        values: &Array,
+        rows: &mut [&mut KvCache],
+    ) -> Result<Array> {
+        let n = rows.len() as i32;
+        let (qs, ks, vs) = (
+            queries.split_equal(n, 0)?,
+            keys.split_equal(n, 0)?,
+            values.split_equal(n, 0)?,
+        );
+        let outs = rows
+            .iter_mut()
+            .enumerate()
+            .map(|(r, cache)| self.attend(&qs[r], &ks[r], &vs[r], cache))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(concatenate(&outs, 0)?)
+    }
+
+    /// A decode batch in one attention: every row's cache padded to the longest and masked.
+    /// Bit-identical to [`Self::attend`] per row where [`padded_is_exact`] holds.
+    fn attend_padded(
+        &self,
+        queries: &Array,
+        keys: &Array,
+        values: &Array,
+        rows: &mut [&mut KvCache],
+    ) -> Result<Array> {
+        let n = rows.len() as i32;
+        let (ks, vs) = (keys.split_equal(n, 0)?, values.split_equal(n, 0)?);
+        for (r, cache) in rows.iter_mut().enumerate() {
+            cache.update_and_fetch(&ks[r], &vs[r])?;
+        }
+        let lens: Vec<i32> = rows.iter().map(|c| c.offset()).collect();
+        let longest = lens.iter().copied().max().unwrap_or(0);
+        let (mut all_k, mut all_v) = (Vec::new(), Vec::new());
+        for cache in rows.iter() {
+            let (k, v) = cache.padded(longest)?;
+            all_k.push(k);
+            all_v.push(v);
+        }
+        let (keys, values) = (concatenate(&all_k, 0)?, concatenate(&all_v, 0)?);
+        // Queries [B, heads, 1, D] as [B, kv_heads, repeats, D]: each KV head's query rows.
+        let q = queries
+            .multiply(Array::from_f32(self.scale).as_dtype(queries.dtype())?)?
+            .reshape(&[n, self.kv_heads, self.heads / self.kv_heads, self.head_dim])?;
+        let scores = matmul(&q, keys.swap_axes(-1, -2)?)?;
+        let scores = scores.add(padding_mask(&lens, longest)?.as_dtype(scores.dtype())?)?;
+        let out = matmul(softmax_axis(&scores, -1, true)?, &values)?;
+        Ok(out.reshape(&[n, self.heads, 1, self.head_dim])?)
     }
 
     /// One sequence's attention ([1, heads, L, head_dim], rotated) over its cache, extended
@@ -175,4 +221,23 @@ impl Attention {
             .chain(norms)
             .collect()
     }
+}
+
+/// Whether a padded batch attention gives each row the same bits as attending alone: on
+/// x86-64 with f32 activations, where both products run skinny-gemm's kernels (each output a
+/// fixed-order chain, so masked zero terms add nothing) and MLX's CPU softmax sums in order.
+fn padded_is_exact(queries: &Array) -> bool {
+    cfg!(target_arch = "x86_64") && queries.dtype() == Dtype::Float32 && skinny_gemm::active()
+}
+
+/// [B, 1, 1, longest]: 0 for a row's cached positions, -inf past its length.
+fn padding_mask(lens: &[i32], longest: i32) -> Result<Array> {
+    let mask: Vec<f32> = lens
+        .iter()
+        .flat_map(|&len| (0..longest).map(move |t| if t < len { 0.0 } else { f32::NEG_INFINITY }))
+        .collect();
+    Ok(Array::from_slice(
+        &mask,
+        &[lens.len() as i32, 1, 1, longest],
+    ))
 }
