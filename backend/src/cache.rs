@@ -28,6 +28,12 @@ impl KvCache {
 
     /// Appends `keys`/`values` ([B, kv_heads, L, head_dim]) and returns all cached so far.
     pub fn update_and_fetch(&mut self, keys: &Array, values: &Array) -> Result<(Array, Array)> {
+        self.update(keys, values)?;
+        self.padded(self.offset)
+    }
+
+    /// Appends `keys`/`values` ([B, kv_heads, L, head_dim]).
+    pub fn update(&mut self, keys: &Array, values: &Array) -> Result<()> {
         let prev = self.offset;
         let len = keys.shape()[2];
         let capacity = self.keys.as_ref().map_or(0, |k| k.shape()[2]);
@@ -59,10 +65,7 @@ impl KvCache {
         );
         k.try_index_mut((.., .., prev..self.offset, ..), keys)?;
         v.try_index_mut((.., .., prev..self.offset, ..), values)?;
-        Ok((
-            k.index((.., .., ..self.offset, ..)),
-            v.index((.., .., ..self.offset, ..)),
-        ))
+        Ok(())
     }
 
     /// Keys and values for positions `..len` (past the offset: zeros, or stale values that a

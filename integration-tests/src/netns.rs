@@ -2,9 +2,10 @@
 //! namespace per node (10.77.0.11, .12, .13), so tests can use real LAN addresses, multicast
 //! and link failures without touching the host's network. Removed on drop.
 
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use crate::TestResult;
+use crate::{wait_bounded, TestResult};
 
 /// Namespaces `{p}hub` (a bridge) and `{p}a`, `{p}b`, `{p}c` on it (10.77.0.11-13), removed on drop.
 pub struct Lan {
@@ -71,6 +72,27 @@ impl Lan {
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &self.ns(node)]).arg(program);
         cmd
+    }
+
+    /// Runs this test binary's ignored test `name` inside namespace `node`, with `env`, and
+    /// asserts that it passed within `limit`.
+    pub fn run_test_in(
+        &self,
+        node: &str,
+        name: &str,
+        env: &[(&str, &str)],
+        limit: Duration,
+    ) -> TestResult {
+        let mut cmd = self.command(node, &std::env::current_exe()?);
+        cmd.args(["--ignored", "--exact", name, "--nocapture"])
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let out = wait_bounded(cmd.spawn()?, limit)?;
+        let log = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && log.contains("1 passed"), "{log}");
+        Ok(())
     }
 }
 

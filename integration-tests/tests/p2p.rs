@@ -58,21 +58,12 @@ fn two_nodes_find_each_other_and_serve_and_a_stranger_stays_out() -> TestResult 
         p2p_node(&lan, "a", 0, TOKEN, &["--timeout", "60", "--serve", &grpc])?,
     ]);
     // The client: this binary's ignored test, inside node a's namespace.
-    let mut client = lan.command("a", &std::env::current_exe()?);
-    client
-        .args([
-            "--ignored",
-            "--exact",
-            "client_in_the_first_namespace",
-            "--nocapture",
-        ])
-        .env("P2P_GRPC", &grpc)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let out = wait_bounded(client.spawn()?, Duration::from_secs(180))?;
-    let log =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && log.contains("1 passed"), "{log}");
+    lan.run_test_in(
+        "a",
+        "client_in_the_first_namespace",
+        &[("P2P_GRPC", &grpc)],
+        Duration::from_secs(180),
+    )?;
     let out = wait_bounded(stranger, Duration::from_secs(40))?;
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the stranger must not join: {err}");

@@ -11,7 +11,7 @@ use backend::grpc::pb;
 use integration_tests::netns::{ip, Lan};
 use integration_tests::rpc::{load_fixture, stream_error};
 use integration_tests::server::workspace_binary;
-use integration_tests::{wait_bounded, TestResult};
+use integration_tests::TestResult;
 use tokio_stream::StreamExt;
 use tonic::transport::Channel;
 use tonic::Code;
@@ -28,22 +28,16 @@ fn a_cut_link_is_reported_within_seconds_and_the_cluster_recovers() -> TestResul
         format!("{}:5000", Lan::addr(1)),
     ];
     std::fs::write(&hostfile, serde_json::to_string(&ranks)?)?;
-    let mut scenario = lan.command("a", &std::env::current_exe()?);
-    scenario
-        .args([
-            "--ignored",
-            "--exact",
-            "scenario_in_rank0_namespace",
-            "--nocapture",
-        ])
-        .env("PARTITION_WORKER_NS", lan.ns("b"))
-        .env("PARTITION_HOSTFILE", &hostfile)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let out = wait_bounded(scenario.spawn()?, Duration::from_secs(240))?;
-    let log =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && log.contains("1 passed"), "{log}");
+    let hostfile = hostfile.to_string_lossy();
+    lan.run_test_in(
+        "a",
+        "scenario_in_rank0_namespace",
+        &[
+            ("PARTITION_WORKER_NS", &lan.ns("b")),
+            ("PARTITION_HOSTFILE", &hostfile),
+        ],
+        Duration::from_secs(240),
+    )?;
     Ok(())
 }
 

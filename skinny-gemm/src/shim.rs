@@ -118,20 +118,5 @@ mod export {
 
     /// Keeps the exported symbol in every binary that links this crate.
     #[used]
-    static KEEP: unsafe extern "C" fn(
-        c_int,
-        c_int,
-        c_int,
-        c_int,
-        c_int,
-        c_int,
-        f32,
-        *const f32,
-        c_int,
-        *const f32,
-        c_int,
-        f32,
-        *mut f32,
-        c_int,
-    ) = cblas_sgemm;
+    static KEEP: Sgemm = cblas_sgemm;
 }

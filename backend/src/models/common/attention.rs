@@ -124,9 +124,14 @@ impl Attention {
                 let offsets: Vec<i32> = rows.iter().map(|c| c.offset()).collect();
                 let queries = rope.forward_rows(&queries, &offsets)?;
                 let keys = rope.forward_rows(&keys, &offsets)?;
+                let n = rows.len() as i32;
+                let (ks, vs) = (keys.split_equal(n, 0)?, values.split_equal(n, 0)?);
+                for (r, cache) in rows.iter_mut().enumerate() {
+                    cache.update(&ks[r], &vs[r])?;
+                }
                 match padded_is_exact(&queries) {
-                    true => self.attend_padded(&queries, &keys, &values, rows)?,
-                    false => self.attend_each(&queries, &keys, &values, rows)?,
+                    true => self.attend_padded(&queries, rows)?,
+                    false => self.attend_each(&queries, rows)?,
                 }
             }
         };
@@ -134,42 +139,24 @@ impl Attention {
         TensorSplit::all_sum(&self.tensor, self.o_proj.forward(&out)?)
     }
 
-    /// Each row of a decode batch over its own cache, one by one (exact everywhere).
-    fn attend_each(
-        &self,
-        queries: &Array,
-        keys: &Array,
-        values: &Array,
-        rows: &mut [&mut KvCache],
-    ) -> Result<Array> {
-        let n = rows.len() as i32;
-        let (qs, ks, vs) = (
-            queries.split_equal(n, 0)?,
-            keys.split_equal(n, 0)?,
-            values.split_equal(n, 0)?,
-        );
+    /// Each row of a decode batch over its own (updated) cache, one by one (exact everywhere).
+    fn attend_each(&self, queries: &Array, rows: &[&mut KvCache]) -> Result<Array> {
+        let qs = queries.split_equal(rows.len() as i32, 0)?;
         let outs = rows
-            .iter_mut()
-            .enumerate()
-            .map(|(r, cache)| self.attend(&qs[r], &ks[r], &vs[r], cache))
+            .iter()
+            .zip(&qs)
+            .map(|(cache, q)| {
+                let (k, v) = cache.padded(cache.offset())?;
+                self.sdpa(q, &k, &v)
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(concatenate(&outs, 0)?)
     }
 
-    /// A decode batch in one attention: every row's cache padded to the longest and masked.
-    /// Bit-identical to [`Self::attend`] per row where [`padded_is_exact`] holds.
-    fn attend_padded(
-        &self,
-        queries: &Array,
-        keys: &Array,
-        values: &Array,
-        rows: &mut [&mut KvCache],
-    ) -> Result<Array> {
+    /// A decode batch in one attention over its (updated) caches, each padded to the longest
+    /// row and masked. Bit-identical to [`Self::attend`] per row where [`padded_is_exact`] holds.
+    fn attend_padded(&self, queries: &Array, rows: &[&mut KvCache]) -> Result<Array> {
         let n = rows.len() as i32;
-        let (ks, vs) = (keys.split_equal(n, 0)?, values.split_equal(n, 0)?);
-        for (r, cache) in rows.iter_mut().enumerate() {
-            cache.update_and_fetch(&ks[r], &vs[r])?;
-        }
         let lens: Vec<i32> = rows.iter().map(|c| c.offset()).collect();
         let longest = lens.iter().copied().max().unwrap_or(0);
         let (mut all_k, mut all_v) = (Vec::new(), Vec::new());
@@ -199,9 +186,14 @@ impl Attention {
         cache: &mut KvCache,
     ) -> Result<Array> {
         let (keys, values) = cache.update_and_fetch(keys, values)?;
+        self.sdpa(queries, &keys, &values)
+    }
+
+    /// MLX's attention of rotated queries over all cached keys and values (causal for prefill).
+    fn sdpa(&self, queries: &Array, keys: &Array, values: &Array) -> Result<Array> {
         let mask = (queries.shape()[2] > 1).then_some(ScaledDotProductAttentionMask::Causal);
         Ok(scaled_dot_product_attention(
-            queries, &keys, &values, self.scale, mask, None,
+            queries, keys, values, self.scale, mask, None,
         )?)
     }
 
