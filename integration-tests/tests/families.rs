@@ -63,3 +63,37 @@ fn qwen3_with_qk_norm_and_explicit_head_dim() -> TestResult {
 fn llama_with_llama3_rope_and_untied_head() -> TestResult {
     check("tiny-llama3")
 }
+
+/// A long prompt in one forward pass (on CPU its attention runs in query blocks, each over the
+/// keys up to its last query) gives every position the logits it gets fed one token at a time.
+#[test]
+fn a_long_prompt_at_once_equals_one_token_at_a_time() -> TestResult {
+    let m = loader::load(&fixture("tiny-llama3")?, WeightMode::AsStored)?;
+    let caches = || -> Vec<_> {
+        (0..m.model.num_layers())
+            .map(|_| backend::cache::KvCache::new())
+            .collect()
+    };
+    // Long enough for three blocks and a ragged last one.
+    let ids: Vec<u32> = (0..300u32).map(|i| (i * 7919 + 13) % 49152).collect();
+    let len = ids.len() as i32;
+    let all = m
+        .model
+        .forward(&Array::from_slice(&ids, &[1, len]), &mut caches())?
+        .as_dtype(Dtype::Float32)?;
+    let mut one = caches();
+    for (t, id) in ids.iter().enumerate() {
+        let step = m
+            .model
+            .forward(&Array::from_slice(&[*id], &[1, 1]), &mut one)?
+            .index((0, 0, ..))
+            .as_dtype(Dtype::Float32)?;
+        let want = all.index((0, t as i32, ..));
+        let worst = step.subtract(&want)?.abs()?.max(None)?.item::<f32>();
+        assert!(
+            worst <= LOGIT_TOLERANCE,
+            "position {t}: max |diff| = {worst}"
+        );
+    }
+    Ok(())
+}

@@ -1,5 +1,6 @@
-//! The AVX2/FMA kernel: tiles of up to 3 activation rows by 4 weight rows, each output an
-//! 8-lane FMA accumulation over k, one fixed horizontal sum, then a scalar tail.
+//! The AVX2/FMA kernel: tiles of up to 8 activation rows by one weight row (or one row by 4
+//! weight rows), each output an 8-lane FMA accumulation over k, one fixed horizontal sum, then
+//! a scalar tail.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
@@ -31,7 +32,7 @@ pub struct Gemm {
 unsafe impl Send for Gemm {}
 unsafe impl Sync for Gemm {}
 
-/// Weight rows per tile.
+/// Weight rows per tile of a single activation row.
 const NT: usize = 4;
 
 /// Computes the columns `n0..n1` of `g` (every row).
@@ -44,29 +45,42 @@ pub unsafe fn columns(g: &Gemm, n0: usize, n1: usize) {
     if !g.b_trans {
         return columns_nn(g, n0, n1);
     }
+    if g.m > 1 {
+        for n in n0..n1 {
+            rows(g, n);
+        }
+        return;
+    }
+    // One row: four weight rows at a time keep four FMA chains in flight.
     let mut n = n0;
     while n + NT <= n1 {
-        rows::<NT>(g, n);
+        tile::<1, NT>(g, 0, n);
         n += NT;
     }
     while n < n1 {
-        rows::<1>(g, n);
+        tile::<1, 1>(g, 0, n);
         n += 1;
     }
 }
 
-/// Every activation row against the weight rows `n..n + W`, three rows at a time.
+/// Every activation row against weight row `n`, eight at a time: the weight streams from
+/// memory once while the rows (small, cached) are reread, and no pass leaves memory idle.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn rows<const W: usize>(g: &Gemm, n: usize) {
+unsafe fn rows(g: &Gemm, n: usize) {
     let mut m = 0;
     while m < g.m {
         match g.m - m {
-            1 => tile::<1, W>(g, m, n),
-            2 => tile::<2, W>(g, m, n),
-            _ => tile::<3, W>(g, m, n),
+            1 => tile::<1, 1>(g, m, n),
+            2 => tile::<2, 1>(g, m, n),
+            3 => tile::<3, 1>(g, m, n),
+            4 => tile::<4, 1>(g, m, n),
+            5 => tile::<5, 1>(g, m, n),
+            6 => tile::<6, 1>(g, m, n),
+            7 => tile::<7, 1>(g, m, n),
+            _ => tile::<8, 1>(g, m, n),
         }
-        m += 3;
+        m += 8;
     }
 }
 

@@ -1,5 +1,6 @@
-//! Helper threads that take a share of a product's weight rows. They spin briefly between
-//! products (a decode step calls hundreds back to back), then park.
+//! Helper threads that take chunks of a product's weight rows. The caller claims chunks too,
+//! so a helper that is not running (a busy box, another rank's process) never stalls it. They
+//! spin briefly between products (a decode step calls hundreds back to back), then park.
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
@@ -12,6 +13,8 @@ use crate::kernel::{columns, Gemm};
 const PARALLEL_MIN: usize = 64 * 1024;
 /// Spins before a helper parks (about 50-100 µs).
 const SPINS: u32 = 20_000;
+/// Chunks per thread: enough to even out a helper that starts late.
+const CHUNKS_PER_THREAD: usize = 4;
 
 struct Helper {
     thread: Thread,
@@ -21,14 +24,18 @@ struct Helper {
 struct Pool {
     /// Held while a product is shared out; a second caller computes alone.
     busy: Mutex<()>,
-    /// The current product; written only under `busy` before `epoch` moves.
+    /// The current product; written only under `busy`, while no chunk of it is claimed.
     job: UnsafeCell<Gemm>,
-    epoch: AtomicU64,
-    done: AtomicUsize,
+    /// The product's epoch (high 32 bits), its chunk count (16) and the next unclaimed chunk
+    /// (16): a claim is one compare-exchange, and a late helper's stale epoch claims nothing.
+    claim: AtomicU64,
+    /// Chunks of the current product computed.
+    finished: AtomicUsize,
     helpers: OnceLock<Vec<Helper>>,
 }
 
-// `job` is published through `epoch` (release/acquire) and read only until `done` says so.
+// `job` is published through `claim` (release/acquire) and read only by a thread holding an
+// unfinished chunk of it, which the caller waits for before writing the next.
 unsafe impl Sync for Pool {}
 
 static POOL: OnceLock<&'static Pool> = OnceLock::new();
@@ -61,8 +68,8 @@ fn pool() -> &'static Pool {
                 c: std::ptr::null_mut(),
                 ldc: 0,
             }),
-            epoch: AtomicU64::new(0),
-            done: AtomicUsize::new(0),
+            claim: AtomicU64::new(0),
+            finished: AtomicUsize::new(0),
             helpers: OnceLock::new(),
         }));
         let helpers = (1..threads())
@@ -82,14 +89,41 @@ fn pool() -> &'static Pool {
     })
 }
 
-/// Weight rows `part` of `parts` takes, in whole tiles of 4.
-fn share(n: usize, part: usize, parts: usize) -> (usize, usize) {
+/// Weight rows of chunk `i` of `chunks`, in whole tiles of 4.
+fn chunk(n: usize, i: usize, chunks: usize) -> (usize, usize) {
     let tiles = n.div_ceil(4);
-    let at = |p: usize| (tiles * p / parts * 4).min(n);
-    (at(part), at(part + 1))
+    let at = |c: usize| (tiles * c / chunks * 4).min(n);
+    (at(i), at(i + 1))
 }
 
-/// Computes `g`, split over the helpers when it is big enough and they are free.
+/// Claims the next chunk of product `epoch`: its index and the chunk count, or None when every
+/// chunk is taken or the product is no longer current.
+fn claim_next(pool: &Pool, epoch: u64) -> Option<(usize, usize)> {
+    let mut c = pool.claim.load(Acquire);
+    loop {
+        let (chunks, next) = ((c >> 16) & 0xffff, c & 0xffff);
+        if c >> 32 != epoch || next >= chunks {
+            return None;
+        }
+        match pool.claim.compare_exchange_weak(c, c + 1, AcqRel, Acquire) {
+            Ok(_) => return Some((next as usize, chunks as usize)),
+            Err(now) => c = now,
+        }
+    }
+}
+
+/// Computes chunks of product `epoch` until none is left unclaimed.
+fn work(pool: &Pool, epoch: u64) {
+    while let Some((i, chunks)) = claim_next(pool, epoch) {
+        // Stable: the caller does not replace the job while this chunk is unfinished.
+        let g = unsafe { *pool.job.get() };
+        let (n0, n1) = chunk(g.n, i, chunks);
+        unsafe { columns(&g, n0, n1) };
+        pool.finished.fetch_add(1, Release);
+    }
+}
+
+/// Computes `g`, in chunks shared with the helpers when it is big enough and they are free.
 pub fn run(g: &Gemm) {
     let pool = pool();
     let helpers = pool.helpers.get().map_or(0, Vec::len);
@@ -101,19 +135,20 @@ pub fn run(g: &Gemm) {
         unsafe { columns(g, 0, g.n) };
         return;
     };
-    let parts = helpers + 1;
+    let chunks = g.n.div_ceil(4).min(CHUNKS_PER_THREAD * (helpers + 1));
     unsafe { *pool.job.get() = *g };
-    pool.done.store(0, Relaxed);
-    pool.epoch.fetch_add(1, SeqCst);
+    pool.finished.store(0, Relaxed);
+    let epoch = ((pool.claim.load(Relaxed) >> 32) + 1) & 0xffff_ffff;
+    pool.claim
+        .store(epoch << 32 | (chunks as u64) << 16, SeqCst);
     for h in pool.helpers.get().into_iter().flatten() {
         if h.sleeping.load(SeqCst) {
             h.thread.unpark();
         }
     }
-    let (n0, n1) = share(g.n, 0, parts);
-    unsafe { columns(g, n0, n1) };
+    work(pool, epoch);
     let mut spins = 0u32;
-    while pool.done.load(Acquire) < helpers {
+    while pool.finished.load(Acquire) < chunks {
         spins += 1;
         match spins < SPINS {
             true => std::hint::spin_loop(),
@@ -130,43 +165,83 @@ fn helper_loop(pool: &'static Pool, part: usize) {
         }
         thread::yield_now();
     };
-    // Helpers exist before the first product, so every epoch after 0 is work for them.
+    let epoch = || pool.claim.load(SeqCst) >> 32;
     let mut seen = 0;
     loop {
         let mut spins = 0u32;
-        while pool.epoch.load(Acquire) == seen {
+        while epoch() == seen {
             spins += 1;
             if spins < SPINS {
                 std::hint::spin_loop();
                 continue;
             }
             me.sleeping.store(true, SeqCst);
-            if pool.epoch.load(SeqCst) == seen {
+            if epoch() == seen {
                 thread::park();
             }
             me.sleeping.store(false, SeqCst);
             spins = 0;
         }
-        seen = pool.epoch.load(Acquire);
-        let g = unsafe { *pool.job.get() };
-        let parts = pool.helpers.get().map_or(0, Vec::len) + 1;
-        let (n0, n1) = share(g.n, part, parts);
-        unsafe { columns(&g, n0, n1) };
-        pool.done.fetch_add(1, Release);
+        seen = epoch();
+        work(pool, seen);
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::share;
+    use super::{chunk, run};
+    use crate::kernel::{columns, Gemm};
+
+    /// `x W^T` for 8 rows of 96 against 1,000 weight rows: big enough to be shared out.
+    fn product(a: &[f32], b: &[f32], c: &mut [f32]) -> Gemm {
+        Gemm {
+            m: 8,
+            n: 1000,
+            k: 96,
+            alpha: 1.0,
+            a: a.as_ptr(),
+            lda: 96,
+            b: b.as_ptr(),
+            ldb: 96,
+            b_trans: true,
+            beta: 0.0,
+            c: c.as_mut_ptr(),
+            ldc: 1000,
+        }
+    }
 
     #[test]
-    fn shares_cover_every_row_once_in_whole_tiles() {
+    fn shared_products_equal_one_thread_even_with_callers_racing() {
+        if !is_x86_feature_detected!("avx2") || !is_x86_feature_detected!("fma") {
+            return;
+        }
+        let a: Vec<f32> = (0..8 * 96).map(|i| (i % 17) as f32 / 17.0 - 0.5).collect();
+        let b: Vec<f32> = (0..1000 * 96)
+            .map(|i| (i % 29) as f32 / 29.0 - 0.5)
+            .collect();
+        let mut want = vec![0.0; 8 * 1000];
+        unsafe { columns(&product(&a, &b, &mut want), 0, 1000) };
+        // Several callers at once: one shares out each product, the others compute alone.
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    for _ in 0..200 {
+                        let mut got = vec![0.0; 8 * 1000];
+                        run(&product(&a, &b, &mut got));
+                        assert_eq!(got, want);
+                    }
+                });
+            }
+        });
+    }
+
+    #[test]
+    fn chunks_cover_every_row_once_in_whole_tiles() {
         for n in [1, 3, 4, 5, 17, 49152] {
-            for parts in 1..5 {
+            for parts in 1..9 {
                 let mut next = 0;
                 for p in 0..parts {
-                    let (a, b) = share(n, p, parts);
+                    let (a, b) = chunk(n, p, parts);
                     assert_eq!(a, next);
                     assert!(a % 4 == 0 && a <= b);
                     next = b;

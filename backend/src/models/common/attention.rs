@@ -1,6 +1,7 @@
 //! Multi-head attention with grouped KV heads, optional q/k norms and q/k/v biases.
 
 use mlx_rs::fast::{scaled_dot_product_attention, ScaledDotProductAttentionMask};
+use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::ops::{concatenate, matmul, softmax_axis};
 use mlx_rs::{Array, Dtype};
 
@@ -186,7 +187,27 @@ impl Attention {
         cache: &mut KvCache,
     ) -> Result<Array> {
         let (keys, values) = cache.update_and_fetch(keys, values)?;
-        self.sdpa(queries, &keys, &values)
+        let len = queries.shape()[2];
+        // Metal's fused kernel skips masked keys itself.
+        if len <= QUERY_BLOCK || cfg!(target_os = "macos") {
+            return self.sdpa(queries, &keys, &values);
+        }
+        // Unfused (CPU) attention scores and softmaxes every key for every query; a block of
+        // queries needs only the keys up to its last one, which halves a long prefill's work.
+        let past = keys.shape()[2] - len;
+        let blocks = (0..len)
+            .step_by(QUERY_BLOCK as usize)
+            .map(|start| {
+                let end = (start + QUERY_BLOCK).min(len);
+                let seen = past + end;
+                self.sdpa(
+                    &queries.index((.., .., start..end, ..)),
+                    &keys.index((.., .., ..seen, ..)),
+                    &values.index((.., .., ..seen, ..)),
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(concatenate(&blocks, 2)?)
     }
 
     /// MLX's attention of rotated queries over all cached keys and values (causal for prefill).
@@ -214,6 +235,9 @@ impl Attention {
             .collect()
     }
 }
+
+/// Queries per block of a long causal attention on CPU (see [`Attention::attend`]).
+const QUERY_BLOCK: i32 = 128;
 
 /// Whether a padded batch attention gives each row the same bits as attending alone: on
 /// x86-64 with f32 activations, where both products run skinny-gemm's kernels (each output a
