@@ -154,6 +154,10 @@ pub struct BenchArgs {
     pub as_stored_prompt_lens: Vec<usize>,
     #[arg(long, default_value_t = 128)]
     pub gen_tokens: usize,
+    /// Runs per prompt length in the f32 measurements, the best one counting (a first run pays
+    /// one-time set-up such as BLAS buffers); the slow as-stored runs run once.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
     /// Python with mlx-lm (default: the fixture venv).
     #[arg(long, env = "MLX_LM_PYTHON")]
     pub python: Option<PathBuf>,
