@@ -2,18 +2,17 @@
 //! weight rows), each output an 8-lane FMA accumulation over k, one fixed horizontal sum, then
 //! a scalar tail.
 
-#[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
 /// Most activation rows a product may have to take the kernel (a decode batch, or a short
 /// prompt chunk); above it, sgemm's packing pays for itself.
-pub const MAX_ROWS: usize = 16;
+pub(crate) const MAX_ROWS: usize = 16;
 
 /// One product `C = alpha * A op(B) + beta * C`: `A` [m, k] (row stride `lda`), `B` [n, k]
 /// when `b_trans` (a weight, `x W^T`) or else [k, n] (attention's values), with row stride
 /// `ldb`, and `C` [m, n] (row stride `ldc`).
 #[derive(Clone, Copy, Debug)]
-pub struct Gemm {
+pub(crate) struct Gemm {
     pub m: usize,
     pub n: usize,
     pub k: usize,
@@ -38,10 +37,10 @@ const NT: usize = 4;
 /// Computes the columns `n0..n1` of `g` (every row).
 ///
 /// # Safety
-/// As [`crate::gemm_nt`], and the CPU must have AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
+/// The pointers must cover the described matrices, `C` must not overlap `A` or `B`, and the
+/// CPU must have AVX2 and FMA.
 #[target_feature(enable = "avx2,fma")]
-pub unsafe fn columns(g: &Gemm, n0: usize, n1: usize) {
+pub(crate) unsafe fn columns(g: &Gemm, n0: usize, n1: usize) {
     if !g.b_trans {
         return columns_nn(g, n0, n1);
     }
@@ -65,7 +64,6 @@ pub unsafe fn columns(g: &Gemm, n0: usize, n1: usize) {
 
 /// Every activation row against weight row `n`, eight at a time: the weight streams from
 /// memory once while the rows (small, cached) are reread, and no pass leaves memory idle.
-#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn rows(g: &Gemm, n: usize) {
     let mut m = 0;
@@ -85,7 +83,6 @@ unsafe fn rows(g: &Gemm, n: usize) {
 }
 
 /// `R` activation rows from `m` by `W` weight rows from `n`.
-#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 unsafe fn tile<const R: usize, const W: usize>(g: &Gemm, m: usize, n: usize) {
@@ -120,7 +117,6 @@ unsafe fn tile<const R: usize, const W: usize>(g: &Gemm, m: usize, n: usize) {
 
 /// `A B` with `B` [k, n]: each output is one FMA chain over k in order, so zero terms at
 /// the end (a masked, padded attention row) leave it bit-identical.
-#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn columns_nn(g: &Gemm, n0: usize, n1: usize) {
     for m in 0..g.m {
@@ -145,7 +141,6 @@ unsafe fn columns_nn(g: &Gemm, n0: usize, n1: usize) {
 }
 
 /// Row `m` of `A` against `V` groups of 8 columns of `B` from `n`.
-#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 unsafe fn chunk_nn<const V: usize>(g: &Gemm, a: *const f32, m: usize, n: usize) {
@@ -177,7 +172,6 @@ unsafe fn store(g: &Gemm, m: usize, n: usize, s: f32) {
 }
 
 /// The lanes' sum, always in the same order: (0+4, 1+5, 2+6, 3+7), then pairs, then the two.
-#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 unsafe fn hsum(v: __m256) -> f32 {
@@ -186,7 +180,7 @@ unsafe fn hsum(v: __m256) -> f32 {
     _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)))
 }
 
-#[cfg(all(test, target_arch = "x86_64"))]
+#[cfg(test)]
 mod tests {
     use super::*;
 

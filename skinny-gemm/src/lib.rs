@@ -10,27 +10,20 @@
 //! Every output element is the same sequence of operations whatever the number of rows or
 //! threads, so a row computed in a batch is bit-identical to the same row computed alone.
 
+// The kernel is AVX2/FMA code and the shim a Linux symbol override; elsewhere (macOS:
+// Accelerate and Metal) the crate is empty and MLX's BLAS takes every product.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod kernel;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod pool;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod shim;
-
-pub use kernel::{Gemm, MAX_ROWS};
 
 /// Whether few-row products take this crate's kernel (x86-64 Linux with AVX2 and FMA, and not
 /// turned off by `MLX_DISTRIBUTED_SKINNY_GEMM=0`).
 pub fn active() -> bool {
-    shim::enabled()
-}
-
-/// `C = alpha * A B^T + beta * C` for `A` [m, k], `B` [n, k] and `C` [m, n], row-major with
-/// leading dimensions; `m` at most [`MAX_ROWS`]. Returns false (computing nothing) where the
-/// kernel cannot run on this CPU.
-///
-/// # Safety
-/// The pointers must cover the described matrices, and `C` must not overlap `A` or `B`.
-pub unsafe fn gemm_nt(g: &Gemm) -> bool {
-    shim::enabled() && {
-        pool::run(g);
-        true
-    }
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    return shim::enabled();
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    return false;
 }

@@ -1,6 +1,7 @@
 //! `cblas_sgemm`, defined in the executable so that libmlx's calls bind here first (the
 //! binaries export it: see `build-support/mlx_rpath.rs`). Few-row products (`x W^T` for
-//! layers, `p V` for attention) take the kernel; every other call goes on to the next `cblas_sgemm` in the search order (OpenBLAS).
+//! layers, `p V` for attention) take the kernel; every other call goes on to the next
+//! `cblas_sgemm` in the search order (OpenBLAS).
 
 use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
@@ -12,21 +13,10 @@ pub fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| {
         let wanted = std::env::var("MLX_DISTRIBUTED_SKINNY_GEMM").map_or(true, |v| v != "0");
-        wanted && cpu_has_kernel()
+        wanted && is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
     })
 }
 
-#[cfg(target_arch = "x86_64")]
-fn cpu_has_kernel() -> bool {
-    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn cpu_has_kernel() -> bool {
-    false
-}
-
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod export {
     use super::*;
 
