@@ -116,10 +116,12 @@ async fn rows(name: &str, c: &BackendClient<Channel>) -> TestResult<Value> {
     let mut streams = Vec::new();
     // BATCH_BENCH_STREAMS picks the stream counts (default 1,4,8; the first is the "x 1" base).
     let counts = std::env::var("BATCH_BENCH_STREAMS").unwrap_or_else(|_| "1,4,8".into());
-    for n in counts
+    let counts: Vec<usize> = counts
         .split(',')
-        .filter_map(|n| n.trim().parse::<usize>().ok())
-    {
+        .map(|n| n.trim().parse().ok().filter(|&n| n > 0))
+        .collect::<Option<_>>()
+        .ok_or_else(|| format!("BATCH_BENCH_STREAMS={counts:?}: want stream counts like 1,4,8"))?;
+    for n in counts {
         // The best of two: this box's speed drifts between runs by up to a third.
         let best = aggregate(c, n).await?.max(aggregate(c, n).await?);
         streams.push((n, best));
