@@ -53,6 +53,9 @@ pub enum Error {
     /// The request queue is full, or a request waited too long for a batch row.
     #[error("overloaded: {0}")]
     Overloaded(String),
+    /// The process is stopping (SIGTERM, SIGINT, or its parent went away).
+    #[error("the backend is shutting down")]
+    ShuttingDown,
 }
 
 impl Error {
@@ -63,6 +66,7 @@ impl Error {
             Error::Distributed(m) => Error::Distributed(m.clone()),
             Error::NotLoaded => Error::NotLoaded,
             Error::Overloaded(m) => Error::Overloaded(m.clone()),
+            Error::ShuttingDown => Error::ShuttingDown,
             other => Error::Internal(other.to_string()),
         }
     }

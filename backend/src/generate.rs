@@ -136,6 +136,15 @@ impl GreedyPipeline {
             .try_item_exact::<u32>()
             .map_err(|e| Error::Internal(format!("reading the sampled token: {e}")))
     }
+
+    /// Waits for the step queued ahead, which nobody will read: work left in flight would
+    /// outlive the caller's arrays and run into the process's exit (see `lifecycle`).
+    fn drain(self) -> Result<()> {
+        match self.pending {
+            Some(ahead) => Ok(ahead.eval()?),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Generates from `prompt`, calling `on_token` for each token; it returns false to cancel.
@@ -160,5 +169,7 @@ pub fn generate(
         };
         seq.push(tok, id, logprob, &mut on_token)?;
     }
-    seq.finish(tok)
+    let summary = seq.finish(tok)?;
+    pipeline.map_or(Ok(()), GreedyPipeline::drain)?;
+    Ok(summary)
 }

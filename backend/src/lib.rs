@@ -7,6 +7,7 @@ pub mod engine;
 pub mod error;
 pub mod generate;
 pub mod grpc;
+pub mod lifecycle;
 pub mod loader;
 pub mod models;
 pub mod options;

@@ -22,11 +22,13 @@ fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    match backend::server::run(&args.addr) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+    let code = match backend::server::run(&args.addr) {
+        Ok(()) => 0,
         Err(e) => {
             tracing::error!("{e}");
-            std::process::ExitCode::FAILURE
+            1
         }
-    }
+    };
+    // MLX must be idle before `exit` runs its destructors.
+    backend::lifecycle::end_process(code)
 }

@@ -1,12 +1,30 @@
-//! Exit when the process that started us dies, as LocalAI's backends do:
+//! Stop when the process that started us dies, as LocalAI's backends do:
 //! `LOCALAI_BACKEND_PARENT_WATCH` (on unless falsy), `LOCALAI_BACKEND_PARENT_WATCH_INTERVAL` (Go duration, 2s).
+//! The watch asks for the same orderly stop as SIGTERM; the process then exits with 1.
 
-use std::time::Duration;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::lifecycle;
 
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(2);
+/// How often the watch looks for a stop, so that joining it is quick.
+const TICK: Duration = Duration::from_millis(100);
+
+/// The watcher thread; it ends when the parent goes or a stop is requested.
+pub struct ParentWatch {
+    thread: JoinHandle<bool>,
+}
+
+impl ParentWatch {
+    /// Waits for the watch to end (call after requesting a stop); true if the parent went.
+    pub fn join(self) -> bool {
+        self.thread.join().unwrap_or(false)
+    }
+}
 
 /// Starts the watcher thread unless it is turned off or there is no parent to watch.
-pub fn start_from_env() {
+pub fn start_from_env() -> Option<ParentWatch> {
     let enabled = std::env::var("LOCALAI_BACKEND_PARENT_WATCH")
         .map(|v| {
             !matches!(
@@ -16,7 +34,7 @@ pub fn start_from_env() {
         })
         .unwrap_or(true);
     if !enabled {
-        return;
+        return None;
     }
     let interval = std::env::var("LOCALAI_BACKEND_PARENT_WATCH_INTERVAL")
         .ok()
@@ -25,19 +43,35 @@ pub fn start_from_env() {
         .unwrap_or(DEFAULT_INTERVAL);
     let parent = std::os::unix::process::parent_id();
     if parent <= 1 {
-        return;
+        return None;
     }
-    std::thread::spawn(move || loop {
-        std::thread::sleep(interval);
+    let thread = std::thread::Builder::new()
+        .name("parent-watch".into())
+        .spawn(move || watch(parent, interval))
+        .ok()?;
+    Some(ParentWatch { thread })
+}
+
+/// True once the parent is gone (and a stop requested); false when stopped otherwise.
+fn watch(parent: u32, interval: Duration) -> bool {
+    let mut next = Instant::now() + interval;
+    while !lifecycle::stop_requested() {
+        std::thread::sleep(TICK);
+        if Instant::now() < next {
+            continue;
+        }
+        next = Instant::now() + interval;
         let now = std::os::unix::process::parent_id();
         if now != parent || now == 1 {
             tracing::error!(
                 parent,
-                "the parent process exited without stopping this backend; exiting"
+                "the parent process exited without stopping this backend; shutting down"
             );
-            std::process::exit(1);
+            lifecycle::request_stop();
+            return true;
         }
-    });
+    }
+    false
 }
 
 /// Parses Go's `time.ParseDuration` form: `1.5s`, `300ms`, `1m30s`, `2h`.

@@ -1,25 +1,65 @@
-//! Serving rank 0's gRPC backend until SIGTERM or Ctrl-C: shared by
-//! `mlx-distributed-backend` and `worker mlx-distributed --rank 0`.
+//! Serving rank 0's gRPC backend until SIGTERM, Ctrl-C or the parent's exit: shared by
+//! `mlx-distributed-backend` and `worker mlx-distributed --rank 0`. Shutting down is
+//! orderly and bounded: running requests fail with UNAVAILABLE, the connections close,
+//! the engine thread drops the model and waits for MLX, and every thread is joined.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::engine::EngineHandle;
+use crate::lifecycle;
+
+/// How long open connections may take to close once the requests have ended.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+/// How long the engine thread may take to end (it waits for MLX itself).
+const ENGINE_LIMIT: Duration = Duration::from_secs(3);
 
 /// Serves at `addr` (`host:port`) with a fresh engine; blocks until shut down.
 pub fn run(addr: &str) -> Result<(), Box<dyn std::error::Error>> {
     let addr = resolve(addr)?;
-    crate::parent_watch::start_from_env();
+    lifecycle::watch_signals()?;
+    let parent = crate::parent_watch::start_from_env();
     let engine = Arc::new(EngineHandle::spawn()?);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    runtime.block_on(async {
-        tracing::info!(%addr, "serving");
-        crate::grpc::serve(addr, engine, shutdown_signal()).await
-    })?;
+    let served = runtime.block_on(serve(addr, engine.clone()));
+    // However serving ended (a stop, or the port was taken), everything else stops too.
+    lifecycle::request_stop();
+    let engine_ended = engine.join(ENGINE_LIMIT);
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    let orphaned = parent.is_some_and(|p| p.join());
+    served?;
+    engine_ended?;
+    if orphaned {
+        return Err("the parent process exited without stopping this backend".into());
+    }
     Ok(())
+}
+
+/// Serves until a stop is requested; then ends the running requests so that the
+/// connections can close, and gives them `DRAIN_LIMIT` to do so.
+async fn serve(addr: SocketAddr, engine: Arc<EngineHandle>) -> Result<(), tonic::transport::Error> {
+    tracing::info!(%addr, "serving");
+    let stopping = engine.clone();
+    let on_stop = async move {
+        lifecycle::stopped().await;
+        tracing::info!("shutting down");
+        stopping.stop();
+    };
+    let drained = async {
+        lifecycle::stopped().await;
+        tokio::time::sleep(DRAIN_LIMIT).await;
+    };
+    tokio::select! {
+        served = crate::grpc::serve(addr, engine, on_stop) => served,
+        () = drained => {
+            tracing::warn!("connections still open {DRAIN_LIMIT:?} after the stop; closing them");
+            Ok(())
+        }
+    }
 }
 
 fn resolve(addr: &str) -> Result<SocketAddr, String> {
@@ -30,12 +70,3 @@ fn resolve(addr: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("--addr {addr}: no address"))
 }
 
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-    tracing::info!("shutting down");
-}

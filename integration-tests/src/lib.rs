@@ -2,7 +2,7 @@
 
 use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Output};
+use std::process::{Child, ExitStatus, Output};
 use std::time::{Duration, Instant};
 
 pub type TestResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
@@ -51,6 +51,34 @@ pub fn wait_bounded(mut child: Child, limit: Duration) -> TestResult<Output> {
             .into());
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Sends signal `name` (TERM, INT, KILL, STOP, ...) to a process.
+pub fn signal(pid: u32, name: &str) -> TestResult {
+    let status = std::process::Command::new("kill")
+        .args([format!("-{name}"), pid.to_string()])
+        .status()?;
+    if !status.success() {
+        return Err(format!("kill -{name} {pid} failed").into());
+    }
+    Ok(())
+}
+
+/// Waits for a child to exit, up to `limit`; its status and how long it took. A child still
+/// running then is killed, and that is an error.
+pub fn wait_exit(child: &mut Child, limit: Duration) -> TestResult<(ExitStatus, Duration)> {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok((status, start.elapsed()));
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("process {} did not exit within {limit:?}", child.id()).into());
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

@@ -98,6 +98,16 @@ impl BackendProcess {
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
+
+    /// Sends signal `name` and waits up to `limit` for the exit: its status and how long.
+    pub fn stop(
+        &mut self,
+        name: &str,
+        limit: Duration,
+    ) -> TestResult<(std::process::ExitStatus, Duration)> {
+        crate::signal(self.pid(), name)?;
+        crate::wait_exit(&mut self.child, limit)
+    }
 }
 
 impl Drop for BackendProcess {

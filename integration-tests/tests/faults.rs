@@ -32,11 +32,7 @@ enum Phase {
 }
 
 fn signal(child: &Child, name: &str) -> TestResult {
-    let status = std::process::Command::new("kill")
-        .args([format!("-{name}"), child.id().to_string()])
-        .status()?;
-    assert!(status.success(), "kill -{name}");
-    Ok(())
+    integration_tests::signal(child.id(), name)
 }
 
 fn long_request(prompt: String, tokens: i32) -> pb::PredictOptions {

@@ -27,3 +27,10 @@ pub fn active() -> bool {
     #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
     return false;
 }
+
+/// Stops and joins the helper threads (before the process exits); products after it run on
+/// the calling thread alone.
+pub fn shutdown() {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    pool::shutdown();
+}

@@ -1,11 +1,13 @@
 //! Helper threads that take chunks of a product's weight rows. The caller claims chunks too,
 //! so a helper that is not running (a busy box, another rank's process) never stalls it. They
 //! spin briefly between products (a decode step calls hundreds back to back), then park.
+//! `shutdown` stops and joins them before the process exits; products after it run on the
+//! calling thread alone.
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Mutex, OnceLock};
-use std::thread::{self, Thread};
+use std::thread::{self, JoinHandle, Thread};
 
 use crate::kernel::{columns, Gemm};
 
@@ -21,6 +23,13 @@ struct Helper {
     sleeping: AtomicBool,
 }
 
+/// Whether the helpers take work, or have been told to end.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Running = 0,
+    Stopped = 1,
+}
+
 struct Pool {
     /// Held while a product is shared out; a second caller computes alone.
     busy: Mutex<()>,
@@ -32,6 +41,10 @@ struct Pool {
     /// Chunks of the current product computed.
     finished: AtomicUsize,
     helpers: OnceLock<Vec<Helper>>,
+    /// A `State`: set to `Stopped` (under `busy`) by `shutdown`.
+    state: AtomicUsize,
+    /// The helpers' handles, taken by `shutdown` to join them.
+    handles: Mutex<Vec<JoinHandle<()>>>,
 }
 
 // `job` is published through `claim` (release/acquire) and read only by a thread holding an
@@ -51,42 +64,81 @@ fn threads() -> usize {
 }
 
 fn pool() -> &'static Pool {
-    POOL.get_or_init(|| {
-        let pool: &'static Pool = Box::leak(Box::new(Pool {
-            busy: Mutex::new(()),
-            job: UnsafeCell::new(Gemm {
-                m: 0,
-                n: 0,
-                k: 0,
-                alpha: 0.0,
-                a: std::ptr::null(),
-                lda: 0,
-                b: std::ptr::null(),
-                ldb: 0,
-                b_trans: true,
-                beta: 0.0,
-                c: std::ptr::null_mut(),
-                ldc: 0,
-            }),
-            claim: AtomicU64::new(0),
-            finished: AtomicUsize::new(0),
-            helpers: OnceLock::new(),
-        }));
-        let helpers = (1..threads())
-            .map(|i| {
-                let t = thread::Builder::new()
-                    .name(format!("skinny-gemm-{i}"))
-                    .spawn(move || helper_loop(pool, i))
-                    .expect("spawning a GEMM helper thread");
-                Helper {
-                    thread: t.thread().clone(),
-                    sleeping: AtomicBool::new(false),
-                }
-            })
-            .collect();
-        let _ = pool.helpers.set(helpers);
-        pool
-    })
+    POOL.get_or_init(|| start(threads()))
+}
+
+/// A pool of `threads - 1` helpers (the caller is the other thread).
+fn start(threads: usize) -> &'static Pool {
+    let pool: &'static Pool = Box::leak(Box::new(Pool {
+        busy: Mutex::new(()),
+        job: UnsafeCell::new(Gemm {
+            m: 0,
+            n: 0,
+            k: 0,
+            alpha: 0.0,
+            a: std::ptr::null(),
+            lda: 0,
+            b: std::ptr::null(),
+            ldb: 0,
+            b_trans: true,
+            beta: 0.0,
+            c: std::ptr::null_mut(),
+            ldc: 0,
+        }),
+        claim: AtomicU64::new(0),
+        finished: AtomicUsize::new(0),
+        helpers: OnceLock::new(),
+        state: AtomicUsize::new(State::Running as usize),
+        handles: Mutex::new(Vec::new()),
+    }));
+    let mut handles = Vec::new();
+    let mut helpers = Vec::new();
+    for i in 1..threads {
+        // Without a helper the caller computes every chunk itself.
+        let Ok(t) = thread::Builder::new()
+            .name(format!("skinny-gemm-{i}"))
+            .spawn(move || helper_loop(pool, i))
+        else {
+            break;
+        };
+        helpers.push(Helper {
+            thread: t.thread().clone(),
+            sleeping: AtomicBool::new(false),
+        });
+        handles.push(t);
+    }
+    *pool.handles.lock().unwrap_or_else(|e| e.into_inner()) = handles;
+    let _ = pool.helpers.set(helpers);
+    pool
+}
+
+fn stopped(pool: &Pool) -> bool {
+    pool.state.load(Acquire) == State::Stopped as usize
+}
+
+/// Stops the helper threads and joins them; later products run on the calling thread.
+/// Waits for a product being shared out to finish first.
+pub fn shutdown() {
+    if let Some(pool) = POOL.get() {
+        stop(pool);
+    }
+}
+
+fn stop(pool: &Pool) {
+    {
+        let _busy = pool.busy.lock().unwrap_or_else(|e| e.into_inner());
+        pool.state.store(State::Stopped as usize, SeqCst);
+        // A new epoch with no chunks wakes every helper to see the state.
+        let epoch = ((pool.claim.load(Relaxed) >> 32) + 1) & 0xffff_ffff;
+        pool.claim.store(epoch << 32, SeqCst);
+    }
+    for h in pool.helpers.get().into_iter().flatten() {
+        h.thread.unpark();
+    }
+    let handles = std::mem::take(&mut *pool.handles.lock().unwrap_or_else(|e| e.into_inner()));
+    for t in handles {
+        let _ = t.join();
+    }
 }
 
 /// Weight rows of chunk `i` of `chunks`, in whole tiles of 4.
@@ -125,10 +177,13 @@ fn work(pool: &Pool, epoch: u64) {
 
 /// Computes `g`, in chunks shared with the helpers when it is big enough and they are free.
 pub fn run(g: &Gemm) {
-    let pool = pool();
+    run_on(pool(), g);
+}
+
+fn run_on(pool: &Pool, g: &Gemm) {
     let helpers = pool.helpers.get().map_or(0, Vec::len);
     let guard = match helpers > 0 && g.n * g.k >= PARALLEL_MIN {
-        true => pool.busy.try_lock().ok(),
+        true => pool.busy.try_lock().ok().filter(|_| !stopped(pool)),
         false => None,
     };
     let Some(_guard) = guard else {
@@ -167,16 +222,16 @@ fn helper_loop(pool: &'static Pool, part: usize) {
     };
     let epoch = || pool.claim.load(SeqCst) >> 32;
     let mut seen = 0;
-    loop {
+    while !stopped(pool) {
         let mut spins = 0u32;
-        while epoch() == seen {
+        while epoch() == seen && !stopped(pool) {
             spins += 1;
             if spins < SPINS {
                 std::hint::spin_loop();
                 continue;
             }
             me.sleeping.store(true, SeqCst);
-            if epoch() == seen {
+            if epoch() == seen && !stopped(pool) {
                 thread::park();
             }
             me.sleeping.store(false, SeqCst);
@@ -189,7 +244,7 @@ fn helper_loop(pool: &'static Pool, part: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::{chunk, run};
+    use super::{chunk, run, run_on, start, stop};
     use crate::kernel::{columns, Gemm};
 
     /// `x W^T` for 8 rows of 96 against 1,000 weight rows: big enough to be shared out.
@@ -233,6 +288,31 @@ mod tests {
                 });
             }
         });
+    }
+
+    #[test]
+    fn products_after_shutdown_run_alone_and_stay_exact() {
+        if !is_x86_feature_detected!("avx2") || !is_x86_feature_detected!("fma") {
+            return;
+        }
+        let a: Vec<f32> = (0..8 * 96).map(|i| (i % 13) as f32 / 13.0 - 0.5).collect();
+        let b: Vec<f32> = (0..1000 * 96)
+            .map(|i| (i % 31) as f32 / 31.0 - 0.5)
+            .collect();
+        let mut want = vec![0.0; 8 * 1000];
+        unsafe { columns(&product(&a, &b, &mut want), 0, 1000) };
+        // A pool of its own, so the process-wide one stays up for the other tests.
+        let pool = start(3);
+        let mut got = vec![0.0; 8 * 1000];
+        run_on(pool, &product(&a, &b, &mut got));
+        assert_eq!(got, want);
+        stop(pool);
+        stop(pool);
+        let left = pool.handles.lock().unwrap_or_else(|e| e.into_inner()).len();
+        assert_eq!(left, 0, "every helper was joined");
+        let mut after = vec![0.0; 8 * 1000];
+        run_on(pool, &product(&a, &b, &mut after));
+        assert_eq!(after, want);
     }
 
     #[test]

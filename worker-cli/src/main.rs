@@ -19,11 +19,13 @@ fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    match commands::run(cli.command) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+    let code = match commands::run(cli.command) {
+        Ok(()) => 0,
         Err(e) => {
             eprintln!("error: {e}");
-            std::process::ExitCode::FAILURE
+            1
         }
-    }
+    };
+    // MLX must be idle before `exit` runs its destructors.
+    backend::lifecycle::end_process(code)
 }

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::protocol::{Identity, ToLeader, ToWorker};
@@ -76,7 +77,8 @@ impl Fault {
                          that the host restarts this backend",
                         WEDGED_EXIT_AFTER.as_secs()
                     );
-                    std::process::exit(75);
+                    // Not `exit`: its destructors would race the MLX work that is stuck.
+                    crate::lifecycle::exit_now(crate::lifecycle::EXIT_STUCK);
                 }
             });
         }
@@ -137,6 +139,10 @@ pub struct Cluster {
     kept: RefCell<VecDeque<(usize, ToLeader)>>,
     fault: Arc<Fault>,
     stop: Arc<AtomicBool>,
+    /// Dropped to wake the heartbeat at once.
+    stop_heartbeat: Option<mpsc::Sender<()>>,
+    /// The readers and the heartbeat, joined when the cluster is dropped.
+    threads: Vec<JoinHandle<()>>,
 }
 
 impl Cluster {
@@ -163,6 +169,9 @@ impl Cluster {
                     Err(Refusal::Ignore(msg)) => tracing::warn!(%from, "{msg}"),
                 },
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if crate::lifecycle::stop_requested() {
+                        return Err(Error::ShuttingDown);
+                    }
                     if Instant::now() >= deadline {
                         return Err(Error::Distributed(missing_ranks(opts, &joined)));
                     }
@@ -193,12 +202,13 @@ impl Cluster {
         let (tx, replies) = mpsc::channel();
         let last_seen: Arc<Vec<Mutex<Instant>>> =
             Arc::new(peers.iter().map(|_| Mutex::new(Instant::now())).collect());
+        let mut threads = Vec::new();
         for (i, peer) in peers.iter().enumerate() {
             let reader = peer.writer.lock().expect("fresh").try_clone();
             let (fault, stop, tx, seen) =
                 (fault.clone(), stop.clone(), tx.clone(), last_seen.clone());
             let (rank, address) = (peer.rank, peer.address.clone());
-            std::thread::spawn(move || {
+            threads.push(std::thread::spawn(move || {
                 let Ok(mut reader) = reader else { return };
                 loop {
                     match read_frame::<ToLeader>(&mut reader) {
@@ -219,12 +229,13 @@ impl Cluster {
                         }
                     }
                 }
-            });
+            }));
         }
         let (p, f, s) = (peers.clone(), fault.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !s.load(Ordering::SeqCst) {
-                std::thread::sleep(heartbeat);
+        let (stop_heartbeat, woken) = mpsc::channel::<()>();
+        threads.push(std::thread::spawn(move || {
+            // A beat every `heartbeat`, until the cluster is dropped (the channel closes).
+            while let Err(mpsc::RecvTimeoutError::Timeout) = woken.recv_timeout(heartbeat) {
                 for (i, peer) in p.iter().enumerate() {
                     let silent = last_seen[i]
                         .lock()
@@ -242,13 +253,15 @@ impl Cluster {
                     let _ = write_frame(&mut *w, &ToWorker::Ping);
                 }
             }
-        });
+        }));
         Cluster {
             peers,
             replies,
             kept: RefCell::new(VecDeque::new()),
             fault,
             stop,
+            stop_heartbeat: Some(stop_heartbeat),
+            threads,
         }
     }
 
@@ -438,10 +451,15 @@ fn late(what: &str, timeout: Duration, who: String) -> Error {
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        self.stop_heartbeat.take();
         for peer in self.peers.iter() {
             if let Ok(w) = peer.writer.lock() {
                 let _ = w.shutdown(std::net::Shutdown::Both);
             }
+        }
+        // The shut sockets end the readers' reads; the closed channel wakes the heartbeat.
+        for t in self.threads.drain(..) {
+            let _ = t.join();
         }
     }
 }

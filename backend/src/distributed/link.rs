@@ -4,7 +4,10 @@
 
 use std::net::TcpStream;
 use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use crate::lifecycle;
 
 use super::protocol::{Identity, ToLeader, ToWorker};
 use super::wire::{nonce, read_frame, write_frame, Secret};
@@ -27,12 +30,20 @@ pub enum LinkError {
     /// Rank 0 refused this worker: waiting will not help.
     #[error("rank 0 refused this worker: {0}")]
     Rejected(String),
+    /// This process was asked to stop while it waited.
+    #[error("stopped while waiting for rank 0")]
+    Stopped,
 }
+
+/// How often a worker waiting on rank 0 looks for a stop.
+const STOP_TICK: Duration = Duration::from_millis(100);
 
 /// An accepted worker's connection to rank 0.
 pub struct Link {
-    pub messages: mpsc::Receiver<ToWorker>,
+    messages: mpsc::Receiver<ToWorker>,
     writer: Arc<Mutex<TcpStream>>,
+    /// The reader thread, joined when the link is dropped.
+    reader: Option<JoinHandle<()>>,
 }
 
 impl Link {
@@ -40,6 +51,9 @@ impl Link {
     pub fn wait_for_leader(opts: &LinkOptions) -> Result<Link, LinkError> {
         let mut last_log: Option<Instant> = None;
         loop {
+            if lifecycle::stop_requested() {
+                return Err(LinkError::Stopped);
+            }
             match Link::connect(opts) {
                 Ok(link) => return Ok(link),
                 Err(LinkError::Retry(why)) => {
@@ -105,7 +119,7 @@ impl Link {
         let (tx, messages) = mpsc::channel();
         let pong = writer.clone();
         let mut reader = stream;
-        std::thread::spawn(move || loop {
+        let reader = std::thread::Builder::new().name("control-reader".into()).spawn(move || loop {
             match read_frame::<ToWorker>(&mut reader) {
                 Ok(ToWorker::Ping) => {
                     let mut w = pong.lock().unwrap_or_else(|e| e.into_inner());
@@ -117,12 +131,31 @@ impl Link {
                     }
                 }
                 Err(e) => {
-                    tracing::warn!("the connection to rank 0 ended: {e}");
+                    if !lifecycle::stop_requested() {
+                        tracing::warn!("the connection to rank 0 ended: {e}");
+                    }
                     return;
                 }
             }
-        });
-        Ok(Link { messages, writer })
+        })?;
+        Ok(Link {
+            messages,
+            writer,
+            reader: Some(reader),
+        })
+    }
+
+    /// The next message from rank 0; None once rank 0 is gone or a stop was requested.
+    pub fn next_message(&self) -> Option<ToWorker> {
+        // Checked before every message too: a busy rank may never wait.
+        while !lifecycle::stop_requested() {
+            match self.messages.recv_timeout(STOP_TICK) {
+                Ok(msg) => return Some(msg),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+        }
+        None
     }
 
     pub fn send(&self, msg: &ToLeader) -> std::io::Result<()> {
@@ -135,6 +168,10 @@ impl Drop for Link {
     fn drop(&mut self) {
         if let Ok(w) = self.writer.lock() {
             let _ = w.shutdown(std::net::Shutdown::Both);
+        }
+        // The shut socket ends the reader's read.
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
         }
     }
 }

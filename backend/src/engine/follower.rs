@@ -17,6 +17,7 @@ use crate::distributed::protocol::{
 use crate::distributed::wire::{digest, Secret};
 use crate::distributed::{clear_groups, Group, Hostfile};
 use crate::error::{Error, Result};
+use crate::lifecycle;
 use crate::loader;
 use crate::models::common::Decoder;
 use crate::source;
@@ -29,7 +30,7 @@ pub struct FollowerOptions {
     pub control_port: Option<u16>,
 }
 
-/// Serves rank 0 forever; returns only when rank 0 refuses this worker.
+/// Serves rank 0 until a stop is requested (`Ok`) or rank 0 refuses this worker.
 pub fn run(opts: &FollowerOptions) -> Result<()> {
     opts.hostfile
         .check_rank(opts.rank)
@@ -55,6 +56,7 @@ pub fn run(opts: &FollowerOptions) -> Result<()> {
     loop {
         let link = match Link::wait_for_leader(&link_opts) {
             Ok(link) => link,
+            Err(LinkError::Stopped) => return Ok(()),
             Err(LinkError::Rejected(reason)) => return Err(Error::Distributed(reason)),
             Err(LinkError::Retry(why)) => return Err(Error::Distributed(why)),
         };
@@ -68,7 +70,12 @@ pub fn run(opts: &FollowerOptions) -> Result<()> {
         };
         follower.serve(&link);
         drop(follower);
+        drop(link);
         clear_groups();
+        if lifecycle::stop_requested() {
+            tracing::info!("stopping");
+            return Ok(());
+        }
         tracing::info!("rank 0 went away; waiting for it to come back");
     }
 }
@@ -91,8 +98,9 @@ struct Follower<'a> {
 }
 
 impl Follower<'_> {
+    /// Answers rank 0's messages until it goes away or a stop is requested.
     fn serve(&mut self, link: &Link) {
-        for msg in link.messages.iter() {
+        while let Some(msg) = link.next_message() {
             let reply = match msg {
                 ToWorker::InitGroup => Some(self.init_group()),
                 ToWorker::Load(plan) => Some(self.load(&plan)),

@@ -1,7 +1,9 @@
 //! The narrow interface between the gRPC service and the engine thread.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, RwLock};
+use std::sync::{mpsc, Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc as tmpsc, oneshot};
 
@@ -10,6 +12,7 @@ use super::request::{Event, GenerateRequest};
 use super::shared::Snapshot;
 use super::worker::{self, Command};
 use crate::error::{Error, Result};
+use crate::lifecycle::ExitError;
 use crate::options::LoadConfig;
 
 /// Events of one generation; dropping the receiver cancels it within one step.
@@ -33,6 +36,8 @@ pub struct EngineHandle {
     shared: Arc<RwLock<Snapshot>>,
     /// Requests accepted and not yet answered (running and queued).
     in_flight: Arc<AtomicUsize>,
+    /// The engine thread, until `join` takes it.
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl EngineHandle {
@@ -41,7 +46,7 @@ impl EngineHandle {
         let (commands, rx) = mpsc::channel();
         let shared = Arc::new(RwLock::new(Snapshot::default()));
         let thread_shared = shared.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("engine".into())
             .spawn(move || worker::run(rx, thread_shared))
             .map_err(|e| Error::Internal(format!("cannot start the engine thread: {e}")))?;
@@ -49,7 +54,35 @@ impl EngineHandle {
             commands,
             shared,
             in_flight: Arc::new(AtomicUsize::new(0)),
+            thread: Mutex::new(Some(thread)),
         })
+    }
+
+    /// Asks the engine thread to fail every request (UNAVAILABLE, shutting down), drop the
+    /// model and end; returns at once.
+    pub fn stop(&self) {
+        let _ = self.commands.send(Command::Shutdown);
+    }
+
+    /// Stops the engine thread and waits up to `limit` for it to end.
+    pub fn join(&self, limit: Duration) -> Result<(), ExitError> {
+        self.stop();
+        let Some(thread) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return Ok(());
+        };
+        let deadline = Instant::now() + limit;
+        while !thread.is_finished() {
+            if Instant::now() >= deadline {
+                return Err(ExitError::Stuck {
+                    what: "the engine thread",
+                    limit,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // A panic was printed where it happened; the thread is gone either way.
+        let _ = thread.join();
+        Ok(())
     }
 
     /// Sends a command that answers once; if the engine is gone, the receiver reports it closed.

@@ -21,6 +21,8 @@ pub enum EngineState {
     Error,
     /// A rank was lost; `last_error` names it. LoadModel forms the cluster again.
     Degraded,
+    /// The engine thread has ended (the process is stopping); `last_error` says why.
+    Stopped,
 }
 
 /// The loaded model, as far as the gRPC layer needs to know it.

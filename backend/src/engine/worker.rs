@@ -35,6 +35,8 @@ pub enum Command {
     Free {
         reply: oneshot::Sender<Result<()>>,
     },
+    /// Fail every request, drop the model, wait for MLX, and end the thread.
+    Shutdown,
 }
 
 /// The model the engine holds, with the config it was loaded with.
@@ -47,6 +49,9 @@ struct Loaded {
     /// The cluster it is spread over, if any.
     session: Option<Rc<Session>>,
 }
+
+/// How long the engine thread waits for its MLX stream before it ends.
+const STREAM_LIMIT: Duration = Duration::from_secs(2);
 
 pub fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
     let publish = |f: &dyn Fn(&mut Snapshot)| {
@@ -233,7 +238,27 @@ pub fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
                 publish(&|s| *s = Snapshot::default());
                 let _ = reply.send(Ok(()));
             }
+            Command::Shutdown => {
+                batch.fail_all(
+                    loaded.as_ref().map(|l| l.model.model.as_ref()),
+                    &Error::ShuttingDown,
+                );
+                break;
+            }
         }
+    }
+    // The model, the batch and the cluster go first; then this thread's MLX stream must
+    // finish what they queued before the thread (and its MLX thread-locals) ends.
+    drop((batch, loaded, session));
+    publish(&|s| {
+        *s = Snapshot {
+            state: EngineState::Stopped,
+            last_error: Some(Error::ShuttingDown.to_string()),
+            ..Snapshot::default()
+        }
+    });
+    if let Err(e) = crate::lifecycle::synchronize_streams(STREAM_LIMIT) {
+        tracing::error!("the engine thread ends with MLX work in flight: {e}");
     }
 }
 

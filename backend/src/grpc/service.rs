@@ -104,6 +104,9 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
             EngineState::Degraded => {
                 format!("DEGRADED: {}", snapshot.last_error.unwrap_or_default())
             }
+            EngineState::Stopped => {
+                format!("STOPPED: {}", snapshot.last_error.unwrap_or_default())
+            }
             _ => "OK".to_string(),
         };
         Ok(Response::new(pb::Reply {
@@ -304,7 +307,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
             EngineState::Uninitialized | EngineState::Loading => State::Uninitialized,
             EngineState::Ready => State::Ready,
             EngineState::Busy => State::Busy,
-            EngineState::Error | EngineState::Degraded => State::Error,
+            EngineState::Error | EngineState::Degraded | EngineState::Stopped => State::Error,
         };
         let mlx = mlx_rs::memory::active_memory().unwrap_or(0) as u64;
         let cache = mlx_rs::memory::cache_memory().unwrap_or(0) as u64;

@@ -9,7 +9,7 @@ pub fn to_status(e: Error) -> Status {
     match e {
         Error::InvalidRequest(_) | Error::Template(_) => Status::invalid_argument(msg),
         Error::NotLoaded => Status::failed_precondition(msg),
-        Error::RankLost(_) => Status::unavailable(msg),
+        Error::RankLost(_) | Error::ShuttingDown => Status::unavailable(msg),
         Error::Overloaded(_) => Status::resource_exhausted(msg),
         _ => Status::internal(msg),
     }

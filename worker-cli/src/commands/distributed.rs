@@ -44,6 +44,8 @@ pub fn run_rank(args: RankOptions) -> Result<(), Box<dyn std::error::Error>> {
     }
     let span = tracing::info_span!("rank", n = args.rank);
     let _enter = span.enter();
+    // SIGTERM and Ctrl-C end the rank in order (see `backend::lifecycle`).
+    backend::lifecycle::watch_signals()?;
     follower::run(&FollowerOptions {
         rank: args.rank,
         hostfile,
