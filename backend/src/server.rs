@@ -28,11 +28,14 @@ pub fn run(addr: &str) -> Result<(), Box<dyn std::error::Error>> {
     let served = runtime.block_on(serve(addr, engine.clone()));
     // However serving ended (a stop, or the port was taken), everything else stops too.
     lifecycle::request_stop();
-    let engine_ended = engine.join(ENGINE_LIMIT);
+    if let Err(e) = engine.join(ENGINE_LIMIT) {
+        // It may be inside MLX: `exit`'s destructors would race it.
+        tracing::error!("{e}; exiting without cleanup");
+        lifecycle::exit_now(lifecycle::EXIT_STUCK);
+    }
     runtime.shutdown_timeout(Duration::from_secs(1));
     let orphaned = parent.is_some_and(|p| p.join());
     served?;
-    engine_ended?;
     if orphaned {
         return Err("the parent process exited without stopping this backend".into());
     }

@@ -8,12 +8,14 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use backend::grpc::pb;
+use backend::grpc::pb::{self, backend_client::BackendClient};
 use integration_tests::cluster::Cluster;
 use integration_tests::goldens::{self, GoldenCase};
 use integration_tests::rpc::{golden_request, load_fixture, stream_error};
 use integration_tests::server::{workspace_binary, BackendProcess};
 use integration_tests::{fixture, wait_exit, TestResult};
+
+type Client = BackendClient<tonic::transport::Channel>;
 
 const MODEL: &str = "smollm2-135m-4bit";
 /// Our default CPU mode on the 4-bit fixture equals mlx-lm on its f32 dequantization.
@@ -77,6 +79,15 @@ fn generate_once(case: &GoldenCase, i: usize) -> TestResult {
     Ok(())
 }
 
+/// LoadModel of the fixture, then a greedy Predict of a few tokens of `case`.
+async fn load_and_predict(c: &mut Client, case: &GoldenCase, i: usize) -> TestResult {
+    let loaded = load_fixture(c, MODEL, &[]).await?;
+    assert!(loaded.success, "cycle {i}: {loaded:?}");
+    let reply = c.predict(golden_request(case, TOKENS)).await?.into_inner();
+    assert_eq!(reply.tokens as usize, TOKENS, "cycle {i}");
+    Ok(())
+}
+
 #[test]
 fn hundred_generate_processes_exit_zero() -> TestResult {
     let _serial = serial();
@@ -97,11 +108,8 @@ async fn backend_start_load_predict_stop_cycles_exit_zero() -> TestResult {
     for i in 0..20 {
         let backend = BackendProcess::start(&variant(i)).await?;
         let mut c = backend.client().await?;
-        let loaded = load_fixture(&mut c, MODEL, &[]).await?;
-        assert!(loaded.success, "cycle {i}: {loaded:?}");
         let case = &g.cases[i % g.cases.len()];
-        let reply = c.predict(golden_request(case, TOKENS)).await?.into_inner();
-        assert_eq!(reply.tokens as usize, TOKENS, "cycle {i}");
+        load_and_predict(&mut c, case, i).await?;
         let sig = ["TERM", "INT"][i % 2];
         if i % 3 == 2 {
             let long = pb::PredictOptions {
@@ -138,11 +146,7 @@ async fn two_rank_cluster_cycles_exit_zero() -> TestResult {
         let mut cluster = Cluster::start(2, &format!("exit{i}"))?;
         let rank0 = cluster.rank0(&[]).await?;
         let mut c = rank0.client().await?;
-        let loaded = load_fixture(&mut c, MODEL, &[]).await?;
-        assert!(loaded.success, "cycle {i}: {loaded:?}");
-        let case = &g.cases[i % g.cases.len()];
-        let reply = c.predict(golden_request(case, TOKENS)).await?.into_inner();
-        assert_eq!(reply.tokens as usize, TOKENS, "cycle {i}");
+        load_and_predict(&mut c, &g.cases[i % g.cases.len()], i).await?;
         let (status, took) = stop(rank0, "TERM").await?;
         assert!(status.success(), "cycle {i}: rank 0: {status} after {took:?}");
         let mut worker = cluster.workers.remove(0);
@@ -151,5 +155,36 @@ async fn two_rank_cluster_cycles_exit_zero() -> TestResult {
         assert!(status.success(), "cycle {i}: rank 1: {status} after {worker_took:?}");
         eprintln!("cycle {i}: rank 0 exited 0 in {took:?}, rank 1 in {worker_took:?}");
     }
+    Ok(())
+}
+
+/// Rank 0 waiting on a worker that hangs (SIGSTOP, sockets open) mid-stream still stops in
+/// order: the wait gives up on the stop, the stream ends UNAVAILABLE, and rank 0 exits 0
+/// within `EXIT_WITHIN`.
+#[tokio::test]
+async fn rank0_waiting_on_a_hung_worker_still_exits_zero() -> TestResult {
+    let _serial = serial();
+    let g = goldens::load(GOLDENS)?;
+    let cluster = Cluster::start(2, "exit-hung")?;
+    let rank0 = cluster.rank0(&[]).await?;
+    let mut c = rank0.client().await?;
+    load_and_predict(&mut c, &g.cases[0], 0).await?;
+    let long = pb::PredictOptions {
+        tokens: 4000,
+        ignore_eos: true,
+        ..golden_request(&g.cases[0], 0)
+    };
+    let mut stream = c.predict_stream(long).await?.into_inner();
+    stream.message().await?;
+    integration_tests::signal(cluster.workers[0].id(), "STOP")?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (ended, stopped) = tokio::join!(
+        stream_error(&mut stream, EXIT_WITHIN),
+        stop(rank0, "TERM")
+    );
+    let (ended, (status, took)) = (ended?, stopped?);
+    assert_eq!(ended.code(), tonic::Code::Unavailable, "{ended:?}");
+    assert!(status.success(), "rank 0: {status} after {took:?}");
+    eprintln!("rank 0 with a hung worker: exited 0 in {took:?}");
     Ok(())
 }

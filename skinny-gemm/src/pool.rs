@@ -265,17 +265,22 @@ mod tests {
         }
     }
 
-    #[test]
-    fn shared_products_equal_one_thread_even_with_callers_racing() {
+    /// Inputs for `product` and its one-thread result; None without AVX2 and FMA.
+    fn inputs(seed: usize) -> Option<(Vec<f32>, Vec<f32>, Vec<f32>)> {
         if !is_x86_feature_detected!("avx2") || !is_x86_feature_detected!("fma") {
-            return;
+            return None;
         }
-        let a: Vec<f32> = (0..8 * 96).map(|i| (i % 17) as f32 / 17.0 - 0.5).collect();
-        let b: Vec<f32> = (0..1000 * 96)
-            .map(|i| (i % 29) as f32 / 29.0 - 0.5)
-            .collect();
+        let value = |i: usize, m: usize| (i % m) as f32 / m as f32 - 0.5;
+        let a: Vec<f32> = (0..8 * 96).map(|i| value(i, 13 + seed)).collect();
+        let b: Vec<f32> = (0..1000 * 96).map(|i| value(i, 29 + seed)).collect();
         let mut want = vec![0.0; 8 * 1000];
         unsafe { columns(&product(&a, &b, &mut want), 0, 1000) };
+        Some((a, b, want))
+    }
+
+    #[test]
+    fn shared_products_equal_one_thread_even_with_callers_racing() {
+        let Some((a, b, want)) = inputs(0) else { return };
         // Several callers at once: one shares out each product, the others compute alone.
         std::thread::scope(|s| {
             for _ in 0..3 {
@@ -292,15 +297,7 @@ mod tests {
 
     #[test]
     fn products_after_shutdown_run_alone_and_stay_exact() {
-        if !is_x86_feature_detected!("avx2") || !is_x86_feature_detected!("fma") {
-            return;
-        }
-        let a: Vec<f32> = (0..8 * 96).map(|i| (i % 13) as f32 / 13.0 - 0.5).collect();
-        let b: Vec<f32> = (0..1000 * 96)
-            .map(|i| (i % 31) as f32 / 31.0 - 0.5)
-            .collect();
-        let mut want = vec![0.0; 8 * 1000];
-        unsafe { columns(&product(&a, &b, &mut want), 0, 1000) };
+        let Some((a, b, want)) = inputs(2) else { return };
         // A pool of its own, so the process-wide one stays up for the other tests.
         let pool = start(3);
         let mut got = vec![0.0; 8 * 1000];

@@ -406,13 +406,17 @@ impl Cluster {
         self.kept.borrow_mut().drain(..).collect()
     }
 
-    /// Waits a little for the next reply; fails on a fault, a `Failed` reply, or the deadline.
+    /// Waits a little for the next reply; fails on a fault, a `Failed` reply, a stop, or the
+    /// deadline.
     fn next_reply(
         &self,
         deadline: Instant,
         late: impl FnOnce() -> Error,
     ) -> Result<Option<(usize, ToLeader)>> {
         self.check()?;
+        if crate::lifecycle::stop_requested() {
+            return Err(Error::ShuttingDown);
+        }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(late());
