@@ -68,10 +68,29 @@ pub fn watch_signals() -> std::io::Result<()> {
                 }
                 tracing::info!(signal, "stop signal received; shutting down");
                 request_stop();
+                start_stop_deadline();
             }
         })?;
     *watching = true;
     Ok(())
+}
+
+/// How long an orderly stop may take: a rank inside a long MLX step (a big prefill chunk)
+/// cannot be interrupted, and the host and the other ranks must learn of the stop in seconds.
+const STOP_LIMIT: Duration = Duration::from_millis(4500);
+
+/// Ends the process `STOP_LIMIT` after a stop signal if it has not ended by itself, without
+/// destructors (MLX is still busy). Not joined on purpose: it dies with the process.
+fn start_stop_deadline() {
+    let _ = std::thread::Builder::new()
+        .name("stop-deadline".into())
+        .spawn(|| {
+            std::thread::sleep(STOP_LIMIT);
+            tracing::error!(
+                "still busy {STOP_LIMIT:?} after the stop signal (inside MLX?); exiting without cleanup"
+            );
+            exit_now(EXIT_STUCK);
+        });
 }
 
 /// Resolves once the process was asked to stop.

@@ -136,8 +136,8 @@ async fn backend_start_load_predict_stop_cycles_exit_zero() -> TestResult {
     Ok(())
 }
 
-/// A 2-rank pipeline: start, LoadModel, Predict, then SIGTERM to rank 0 and the worker; both
-/// are gone, with status 0, within `EXIT_WITHIN`.
+/// A 2-rank pipeline: start, LoadModel, Predict, then SIGTERM to rank 0 (exit 0) and the
+/// worker; both are gone within `EXIT_WITHIN`.
 #[tokio::test]
 async fn two_rank_cluster_cycles_exit_zero() -> TestResult {
     let _serial = serial();
@@ -149,10 +149,13 @@ async fn two_rank_cluster_cycles_exit_zero() -> TestResult {
         load_and_predict(&mut c, &g.cases[i % g.cases.len()], i).await?;
         let (status, took) = stop(rank0, "TERM").await?;
         assert!(status.success(), "cycle {i}: rank 0: {status} after {took:?}");
+        // A worker keeps SIGTERM's default (it dies at once, no destructors run): gone in
+        // time, by that signal and not by an abort or a fault.
         let mut worker = cluster.workers.remove(0);
         integration_tests::signal(worker.id(), "TERM")?;
         let (status, worker_took) = wait_exit(&mut worker, EXIT_WITHIN)?;
-        assert!(status.success(), "cycle {i}: rank 1: {status} after {worker_took:?}");
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(15), "cycle {i}: rank 1: {status} after {worker_took:?}");
         eprintln!("cycle {i}: rank 0 exited 0 in {took:?}, rank 1 in {worker_took:?}");
     }
     Ok(())

@@ -44,8 +44,9 @@ pub fn run_rank(args: RankOptions) -> Result<(), Box<dyn std::error::Error>> {
     }
     let span = tracing::info_span!("rank", n = args.rank);
     let _enter = span.enter();
-    // SIGTERM and Ctrl-C end the rank in order (see `backend::lifecycle`).
-    backend::lifecycle::watch_signals()?;
+    // SIGTERM keeps its default here (the rank dies at once, running no destructors): an
+    // orderly stop that lets the current step finish left rank 0's request hanging for over
+    // 10 s (faults.rs, TERM during prefill); see `backend::lifecycle`.
     follower::run(&FollowerOptions {
         rank: args.rank,
         hostfile,
