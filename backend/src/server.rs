@@ -72,4 +72,3 @@ fn resolve(addr: &str) -> Result<SocketAddr, String> {
         .next()
         .ok_or_else(|| format!("--addr {addr}: no address"))
 }
-

@@ -54,14 +54,20 @@ fn variant(i: usize) -> [(&'static str, &'static str); 2] {
 /// `worker generate` for one golden case; its greedy ids must be the golden's first ones.
 fn generate_once(case: &GoldenCase, i: usize) -> TestResult {
     let mut cmd = Command::new(workspace_binary("worker")?);
-    cmd.args(["generate", "--temperature", "0", "--print-ids", "--max-tokens"])
-        .arg(TOKENS.to_string())
-        .arg("--model")
-        .arg(fixture(MODEL)?)
-        .args(["--prompt", &case.prompt])
-        .envs(variant(i))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.args([
+        "generate",
+        "--temperature",
+        "0",
+        "--print-ids",
+        "--max-tokens",
+    ])
+    .arg(TOKENS.to_string())
+    .arg("--model")
+    .arg(fixture(MODEL)?)
+    .args(["--prompt", &case.prompt])
+    .envs(variant(i))
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     if case.chat {
         cmd.arg("--chat");
     }
@@ -75,7 +81,10 @@ fn generate_once(case: &GoldenCase, i: usize) -> TestResult {
         out.status
     );
     let want = format!("ids={:?}", &case.tokens[..TOKENS]);
-    assert!(stderr.contains(&want), "run {i}: want {want}; stderr:\n{stderr}");
+    assert!(
+        stderr.contains(&want),
+        "run {i}: want {want}; stderr:\n{stderr}"
+    );
     Ok(())
 }
 
@@ -119,25 +128,33 @@ async fn backend_start_load_predict_stop_cycles_exit_zero() -> TestResult {
             };
             let mut stream = c.predict_stream(long).await?.into_inner();
             stream.message().await?;
-            let (ended, stopped) = tokio::join!(
-                stream_error(&mut stream, EXIT_WITHIN),
-                stop(backend, sig)
-            );
+            let (ended, stopped) =
+                tokio::join!(stream_error(&mut stream, EXIT_WITHIN), stop(backend, sig));
             let (ended, (status, took)) = (ended?, stopped?);
-            assert_eq!(ended.code(), tonic::Code::Unavailable, "cycle {i}: {ended:?}");
-            assert!(status.success(), "cycle {i}: SIG{sig} mid-stream: {status} after {took:?}");
+            assert_eq!(
+                ended.code(),
+                tonic::Code::Unavailable,
+                "cycle {i}: {ended:?}"
+            );
+            assert!(
+                status.success(),
+                "cycle {i}: SIG{sig} mid-stream: {status} after {took:?}"
+            );
             eprintln!("cycle {i}: SIG{sig} mid-stream: exited 0 in {took:?}");
         } else {
             let (status, took) = stop(backend, sig).await?;
-            assert!(status.success(), "cycle {i}: SIG{sig}: {status} after {took:?}");
+            assert!(
+                status.success(),
+                "cycle {i}: SIG{sig}: {status} after {took:?}"
+            );
             eprintln!("cycle {i}: SIG{sig}: exited 0 in {took:?}");
         }
     }
     Ok(())
 }
 
-/// A 2-rank pipeline: start, LoadModel, Predict, then SIGTERM to rank 0 (exit 0) and the
-/// worker; both are gone within `EXIT_WITHIN`.
+/// A 2-rank pipeline: start, LoadModel, Predict, then SIGTERM to rank 0 and the worker;
+/// both exit 0 within `EXIT_WITHIN`.
 #[tokio::test]
 async fn two_rank_cluster_cycles_exit_zero() -> TestResult {
     let _serial = serial();
@@ -148,14 +165,17 @@ async fn two_rank_cluster_cycles_exit_zero() -> TestResult {
         let mut c = rank0.client().await?;
         load_and_predict(&mut c, &g.cases[i % g.cases.len()], i).await?;
         let (status, took) = stop(rank0, "TERM").await?;
-        assert!(status.success(), "cycle {i}: rank 0: {status} after {took:?}");
-        // A worker keeps SIGTERM's default (it dies at once, no destructors run): gone in
-        // time, by that signal and not by an abort or a fault.
+        assert!(
+            status.success(),
+            "cycle {i}: rank 0: {status} after {took:?}"
+        );
         let mut worker = cluster.workers.remove(0);
         integration_tests::signal(worker.id(), "TERM")?;
         let (status, worker_took) = wait_exit(&mut worker, EXIT_WITHIN)?;
-        use std::os::unix::process::ExitStatusExt;
-        assert_eq!(status.signal(), Some(15), "cycle {i}: rank 1: {status} after {worker_took:?}");
+        assert!(
+            status.success(),
+            "cycle {i}: rank 1: {status} after {worker_took:?}"
+        );
         eprintln!("cycle {i}: rank 0 exited 0 in {took:?}, rank 1 in {worker_took:?}");
     }
     Ok(())
@@ -181,10 +201,8 @@ async fn rank0_waiting_on_a_hung_worker_still_exits_zero() -> TestResult {
     stream.message().await?;
     integration_tests::signal(cluster.workers[0].id(), "STOP")?;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (ended, stopped) = tokio::join!(
-        stream_error(&mut stream, EXIT_WITHIN),
-        stop(rank0, "TERM")
-    );
+    let (ended, stopped) =
+        tokio::join!(stream_error(&mut stream, EXIT_WITHIN), stop(rank0, "TERM"));
     let (ended, (status, took)) = (ended?, stopped?);
     assert_eq!(ended.code(), tonic::Code::Unavailable, "{ended:?}");
     assert!(status.success(), "rank 0: {status} after {took:?}");

@@ -112,12 +112,19 @@ async fn fault_and_recover(
     Ok(())
 }
 
-/// Ends a signalled worker for good (a stopped one is killed).
+/// Ends a signalled worker for good (a stopped one is killed). SIGTERM is an orderly stop:
+/// the worker leaves between steps and exits 0.
 fn reap(mut worker: Child, sig: &str) -> TestResult {
     if sig == "STOP" {
         worker.kill()?;
     }
-    worker.wait()?;
+    let (status, took) = integration_tests::wait_exit(&mut worker, Duration::from_secs(10))?;
+    if sig == "TERM" {
+        assert!(
+            status.success(),
+            "TERM: the worker ended with {status} after {took:?}"
+        );
+    }
     Ok(())
 }
 

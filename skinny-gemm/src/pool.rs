@@ -280,7 +280,9 @@ mod tests {
 
     #[test]
     fn shared_products_equal_one_thread_even_with_callers_racing() {
-        let Some((a, b, want)) = inputs(0) else { return };
+        let Some((a, b, want)) = inputs(0) else {
+            return;
+        };
         // Several callers at once: one shares out each product, the others compute alone.
         std::thread::scope(|s| {
             for _ in 0..3 {
@@ -297,7 +299,9 @@ mod tests {
 
     #[test]
     fn products_after_shutdown_run_alone_and_stay_exact() {
-        let Some((a, b, want)) = inputs(2) else { return };
+        let Some((a, b, want)) = inputs(2) else {
+            return;
+        };
         // A pool of its own, so the process-wide one stays up for the other tests.
         let pool = start(3);
         let mut got = vec![0.0; 8 * 1000];

@@ -119,25 +119,27 @@ impl Link {
         let (tx, messages) = mpsc::channel();
         let pong = writer.clone();
         let mut reader = stream;
-        let reader = std::thread::Builder::new().name("control-reader".into()).spawn(move || loop {
-            match read_frame::<ToWorker>(&mut reader) {
-                Ok(ToWorker::Ping) => {
-                    let mut w = pong.lock().unwrap_or_else(|e| e.into_inner());
-                    let _ = write_frame(&mut *w, &ToLeader::Pong);
-                }
-                Ok(msg) => {
-                    if tx.send(msg).is_err() {
+        let reader = std::thread::Builder::new()
+            .name("control-reader".into())
+            .spawn(move || loop {
+                match read_frame::<ToWorker>(&mut reader) {
+                    Ok(ToWorker::Ping) => {
+                        let mut w = pong.lock().unwrap_or_else(|e| e.into_inner());
+                        let _ = write_frame(&mut *w, &ToLeader::Pong);
+                    }
+                    Ok(msg) => {
+                        if tx.send(msg).is_err() {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        if !lifecycle::stop_requested() {
+                            tracing::warn!("the connection to rank 0 ended: {e}");
+                        }
                         return;
                     }
                 }
-                Err(e) => {
-                    if !lifecycle::stop_requested() {
-                        tracing::warn!("the connection to rank 0 ended: {e}");
-                    }
-                    return;
-                }
-            }
-        })?;
+            })?;
         Ok(Link {
             messages,
             writer,

@@ -136,9 +136,14 @@ impl Batch {
         }
     }
 
-    /// The senders of every running request, to fail them from another thread.
+    /// The senders of every request a round may run, to fail them from another thread: the
+    /// waiting ones too, since the round admits some of them before its first step.
     pub fn senders(&self) -> Vec<Events> {
-        self.active.iter().map(|a| a.events.clone()).collect()
+        let waiting = self.waiting.iter().map(|w| &w.events);
+        waiting
+            .chain(self.active.iter().map(|a| &a.events))
+            .cloned()
+            .collect()
     }
 
     /// One round: admit, one prefill chunk, one decode step over every ready row, retire.
@@ -368,5 +373,32 @@ fn save(cache: &mut PrefixCache, model: &dyn LanguageModel, seq: &Sequence) {
     }
     for entry in inserted.evicted {
         model.cache_op(CacheOp::Evict { entry });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rank lost during the round that admits a request must fail that request too: the
+    /// round's senders include the queued requests, not just the running ones.
+    #[test]
+    fn senders_cover_queued_requests() {
+        let mut batch = Batch::new(0);
+        let (tx, mut rx) = tmpsc::unbounded_channel();
+        batch.enqueue(Waiting {
+            ids: vec![1, 2, 3],
+            options: GenerateOptions::default(),
+            events: tx,
+            since: Instant::now(),
+            _in_flight: None,
+        });
+        let senders = batch.senders();
+        assert_eq!(senders.len(), 1);
+        for s in senders {
+            s.send(Err(Error::RankLost("rank 1 was lost".into())))
+                .expect("the request is listening");
+        }
+        assert!(matches!(rx.try_recv(), Ok(Err(Error::RankLost(_)))));
     }
 }

@@ -44,9 +44,8 @@ pub fn run_rank(args: RankOptions) -> Result<(), Box<dyn std::error::Error>> {
     }
     let span = tracing::info_span!("rank", n = args.rank);
     let _enter = span.enter();
-    // SIGTERM keeps its default here (the rank dies at once, running no destructors): an
-    // orderly stop that lets the current step finish left rank 0's request hanging for over
-    // 10 s (faults.rs, TERM during prefill); see `backend::lifecycle`.
+    // SIGTERM and SIGINT stop the rank between steps (a second one, or 4.5 s, ends it now).
+    backend::lifecycle::watch_signals()?;
     follower::run(&FollowerOptions {
         rank: args.rank,
         hostfile,
