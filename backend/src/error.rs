@@ -53,6 +53,9 @@ pub enum Error {
     /// The request queue is full, or a request waited too long for a batch row.
     #[error("overloaded: {0}")]
     Overloaded(String),
+    /// The request was ended by another call: Free, or a LoadModel that replaced the model.
+    #[error("aborted: {0}")]
+    Aborted(String),
     /// The process is stopping (SIGTERM, SIGINT, or its parent went away).
     #[error("the backend is shutting down")]
     ShuttingDown,
@@ -67,6 +70,7 @@ impl Error {
             Error::NotLoaded => Error::NotLoaded,
             Error::Overloaded(m) => Error::Overloaded(m.clone()),
             Error::ShuttingDown => Error::ShuttingDown,
+            Error::Aborted(m) => Error::Aborted(m.clone()),
             other => Error::Internal(other.to_string()),
         }
     }
@@ -84,4 +88,30 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Resu
         path: path.to_owned(),
         source,
     })
+}
+
+/// The most of a user's value an error message quotes.
+const QUOTE_LIMIT: usize = 200;
+
+/// `value` for an error message: cut to 200 characters (at a character boundary), saying how
+/// long it was, so a hostile value cannot flood logs and replies.
+pub fn quote(value: &str) -> String {
+    match value.char_indices().nth(QUOTE_LIMIT) {
+        None => value.to_string(),
+        Some((cut, _)) => format!("{}… ({} bytes)", &value[..cut], value.len()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quote_cuts_long_values_at_a_char_boundary() {
+        assert_eq!(quote("short"), "short");
+        let long = "é".repeat(1000);
+        let q = quote(&long);
+        assert!(q.starts_with(&"é".repeat(200)), "{q}");
+        assert!(q.ends_with("… (2000 bytes)"), "{q}");
+    }
 }

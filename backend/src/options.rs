@@ -84,6 +84,9 @@ pub struct LoadConfig {
     pub model: String,
     /// `ModelOptions.ModelPath`: LocalAI's models folder.
     pub model_path: Option<PathBuf>,
+    /// Lets a relative model leave `model_path` through `..` or a symbolic link (off: a
+    /// client may name a model, not any folder on the machine).
+    pub allow_paths_outside_model_path: bool,
     pub hostfile: Option<PathBuf>,
     pub transport: Transport,
     /// None: the transport's default (ring: pipeline, jaccl: tensor).
@@ -153,6 +156,7 @@ impl LoadConfig {
         let mut c = LoadConfig {
             model: req.model.clone(),
             model_path: Some(PathBuf::from(&req.model_path)).filter(|p| !p.as_os_str().is_empty()),
+            allow_paths_outside_model_path: false,
             hostfile: None,
             transport: Transport::Ring,
             parallelism: None,
@@ -175,7 +179,13 @@ impl LoadConfig {
         let mut control_port = None;
         let (mut hostfile, mut transport) = (None, None);
         for (key, value) in parse_options(&req.options) {
-            let bad = |want: &str| format!("option `{key}`: expected {want}, got {value:?}");
+            let bad = |want: &str| {
+                format!(
+                    "option `{}`: expected {want}, got {}",
+                    crate::error::quote(&key),
+                    crate::error::quote(&format!("{value:?}"))
+                )
+            };
             let s = &mut c.sampling;
             match key.as_str() {
                 "hostfile" => match value {
@@ -198,6 +208,10 @@ impl LoadConfig {
                         OptionValue::Int(i) => i.to_string(),
                         _ => return Err(bad("\"auto\" or comma-separated layer counts")),
                     })
+                }
+                "allow_paths_outside_model_path" => {
+                    c.allow_paths_outside_model_path =
+                        bool_of(&value).ok_or_else(|| bad("true or false"))?
                 }
                 "trust_remote_code" => {
                     c.trust_remote_code = bool_of(&value).ok_or_else(|| bad("true or false"))?
@@ -417,6 +431,10 @@ mod tests {
         assert_eq!(c.sampling.temperature, Some(0.7));
         assert_eq!(c.sampling.top_k, Some(40));
         assert_eq!(c.sampling.max_tokens, Some(99));
+        assert!(!c.allow_paths_outside_model_path);
+        assert!(
+            load(&["allow_paths_outside_model_path:true"], &[])?.allow_paths_outside_model_path
+        );
         assert_eq!(c.hostfile, Some(PathBuf::from("/h.json")));
         assert_eq!(c.transport, Transport::Jaccl);
         assert_eq!(c.effective_parallelism(), Parallelism::Tensor);
@@ -444,6 +462,10 @@ mod tests {
             ("parallelism:data", "parallelism"),
             ("seed:abc", "seed"),
             ("trust_remote_code:maybe", "trust_remote_code"),
+            (
+                "allow_paths_outside_model_path:yes",
+                "allow_paths_outside_model_path",
+            ),
         ] {
             let err = load(&[opt], &[]).unwrap_err();
             assert!(err.contains(needle), "{opt}: {err}");

@@ -133,13 +133,18 @@ impl Weights {
             return Ok(None);
         }
         let q = self.quant.for_layer(prefix)?;
-        if cols % q.group_size != 0 || (cols * q.bits) % 32 != 0 {
+        // In i64: the product must not wrap into a negative "expected" shape.
+        let packed_bits = i64::from(cols) * i64::from(q.bits);
+        let packed = i32::try_from(packed_bits / 32)
+            .ok()
+            .filter(|_| packed_bits % 32 == 0);
+        let (Some(packed), 0) = (packed, cols % q.group_size) else {
             return Err(Error::Weights(format!(
                 "`{prefix}`: {cols} inputs do not fit group size {} and {} bits",
                 q.group_size, q.bits
             )));
-        }
-        let weight = self.take(&format!("{prefix}.weight"), &[rows, cols * q.bits / 32])?;
+        };
+        let weight = self.take(&format!("{prefix}.weight"), &[rows, packed])?;
         let scales = self.take(&format!("{prefix}.scales"), &[rows, cols / q.group_size])?;
         let biases = self.take(&format!("{prefix}.biases"), &[rows, cols / q.group_size])?;
         Ok(Some((weight, scales, biases, q)))

@@ -34,6 +34,17 @@ pub struct Cluster {
 impl Cluster {
     /// Writes a ring hostfile for `ranks` ranks and starts ranks 1.. (workers first, as in production).
     pub fn start(ranks: usize, name: &str) -> TestResult<Cluster> {
+        let mut cluster = Cluster::without_workers(ranks, name)?;
+        for rank in 1..ranks {
+            let child = cluster.spawn_worker(rank, &[])?;
+            cluster.workers.push(child);
+        }
+        Ok(cluster)
+    }
+
+    /// Writes a ring hostfile for `ranks` ranks and starts no worker (a test starts them when
+    /// it wants, with `spawn_worker`).
+    pub fn without_workers(ranks: usize, name: &str) -> TestResult<Cluster> {
         let dir = TempDir::new(name)?;
         let addrs: Vec<String> = ring_ports(ranks)?
             .iter()
@@ -41,16 +52,23 @@ impl Cluster {
             .collect();
         let hostfile = dir.0.join("hostfile.json");
         std::fs::write(&hostfile, serde_json::to_string(&addrs)?)?;
-        let mut cluster = Cluster {
+        Ok(Cluster {
             hostfile,
             workers: Vec::new(),
             _dir: dir,
-        };
-        for rank in 1..ranks {
-            let child = cluster.spawn_worker(rank, &[])?;
-            cluster.workers.push(child);
-        }
-        Ok(cluster)
+        })
+    }
+
+    /// Rank 0's control address: its ring port + 1 (no `control_port` option set).
+    pub fn control_address(&self) -> TestResult<String> {
+        let addrs: Vec<String> = serde_json::from_str(&std::fs::read_to_string(&self.hostfile)?)?;
+        let first = addrs.first().ok_or("an empty hostfile")?;
+        let (host, port) = first.rsplit_once(':').ok_or("no port in the hostfile")?;
+        let port = port
+            .parse::<u16>()?
+            .checked_add(1)
+            .ok_or("no port after rank 0's")?;
+        Ok(format!("{host}:{port}"))
     }
 
     /// Starts `worker mlx-distributed --rank N` with extra environment variables.

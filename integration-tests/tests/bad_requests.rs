@@ -155,3 +155,58 @@ async fn absurd_requests_get_clear_statuses_and_the_server_keeps_serving() -> Te
     assert_eq!(c.predict(request("Hello")).await?.into_inner().tokens, 4);
     Ok(())
 }
+
+/// LoadModel with `Model`, `ModelPath` and `options`; the reply.
+async fn load(
+    c: &mut BackendClient<Channel>,
+    model: &str,
+    model_path: &std::path::Path,
+    options: &[&str],
+) -> TestResult<pb::Result> {
+    let req = pb::ModelOptions {
+        model: model.into(),
+        model_path: model_path.to_string_lossy().into_owned(),
+        options: options.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    };
+    Ok(c.load_model(req).await?.into_inner())
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_model_may_not_leave_the_model_path() -> TestResult {
+    let fixture = integration_tests::fixture(MODEL)?;
+    let dir = std::env::temp_dir().join(format!("mlxd-escape-{}", std::process::id()));
+    let models = dir.join("models");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&models)?;
+    std::os::unix::fs::symlink(&fixture, models.join("linked"))?;
+    // `../../../<fixture>`: up from the models folder to `/`, then down to the fixture.
+    let ups = models.components().count() - 1;
+    let escape = format!(
+        "{}{}",
+        "../".repeat(ups),
+        fixture.strip_prefix("/")?.display()
+    );
+    let server = BackendProcess::start(&[]).await?;
+    let mut c = server.client().await?;
+    for model in [escape.as_str(), "linked"] {
+        let r = load(&mut c, model, &models, &[]).await?;
+        assert!(
+            !r.success && r.message.contains("may not leave the model path"),
+            "{model}: {r:?}"
+        );
+    }
+    // `tests` is a folder relative to the backend's working directory, not under ModelPath.
+    let r = load(&mut c, "tests", &models, &[]).await?;
+    assert!(
+        !r.success && r.message.contains("neither a folder nor"),
+        "{r:?}"
+    );
+    let allow = ["allow_paths_outside_model_path:true"];
+    let r = load(&mut c, "linked", &models, &allow).await?;
+    assert!(r.success, "{r:?}");
+    assert_eq!(c.predict(request("Hello")).await?.into_inner().tokens, 4);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

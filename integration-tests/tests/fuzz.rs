@@ -280,3 +280,88 @@ fn the_detokenizer_takes_any_ids_and_its_deltas_add_up_to_the_decode() -> TestRe
         Ok(())
     })
 }
+
+/// A copy of a tiny fixture whose config.json the test may rewrite (the weights are links).
+fn scratch_model(name: &str) -> TestResult<std::path::PathBuf> {
+    let from = fixture(name)?;
+    let to = std::env::temp_dir().join(format!("mlxd-fuzz-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&to);
+    std::fs::create_dir_all(&to)?;
+    for entry in std::fs::read_dir(&from)? {
+        let entry = entry?;
+        std::os::unix::fs::symlink(entry.path(), to.join(entry.file_name()))?;
+    }
+    std::fs::remove_file(to.join("config.json"))?;
+    Ok(to)
+}
+
+/// A hostile value for a config field: zero, negative, huge, the wrong type, or a near miss.
+fn hostile_value(rng: &mut Rng, original: &serde_json::Value) -> serde_json::Value {
+    use serde_json::json;
+    let near = original.as_i64().unwrap_or(64);
+    match rng.below(14) {
+        0 => json!(0),
+        1 => json!(-1),
+        2 => json!(i32::MAX),
+        3 => json!(1_000_000_000),
+        4 => json!(1e30),
+        5 => json!(near * 2),
+        6 => json!(near / 2 + 1),
+        7 => json!(near + 1),
+        8 => json!(0.5),
+        9 => serde_json::Value::Null,
+        10 => json!(rng.text(8)),
+        11 => json!([near]),
+        12 => json!({ "type": rng.pick(&["linear", "llama3", "yarn", ""]), "factor": near }),
+        _ => json!(-1e-6),
+    }
+}
+
+/// Rewrites one to three fields each family reads, then loads: nothing may panic, and a
+/// refused config says what is wrong.
+#[test]
+fn hostile_model_configs_never_panic_and_errors_name_the_problem() -> TestResult {
+    use backend::weights::WeightMode;
+    const FIELDS: &[&str] = &[
+        "hidden_size",
+        "num_hidden_layers",
+        "intermediate_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "vocab_size",
+        "rms_norm_eps",
+        "rope_theta",
+        "rope_scaling",
+        "max_position_embeddings",
+        "tie_word_embeddings",
+        "model_type",
+        "quantization",
+    ];
+    for family in ["tiny-llama3", "tiny-qwen2", "tiny-qwen3"] {
+        let dir = scratch_model(family)?;
+        let original: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(fixture(family)?.join("config.json"))?)?;
+        for_seeds(&format!("config of {family}"), 50, |rng| {
+            let mut config = original.clone();
+            for _ in 0..1 + rng.below(3) {
+                let field = rng.pick(FIELDS);
+                let value = hostile_value(rng, &config[field]);
+                config[field] = value;
+            }
+            std::fs::write(dir.join("config.json"), serde_json::to_vec(&config)?)?;
+            let mode = match rng.below(2) {
+                0 => WeightMode::AsStored,
+                _ => WeightMode::DequantizeF32,
+            };
+            if let Err(e) = backend::loader::load(&dir, mode) {
+                let msg = e.to_string();
+                assert!(msg.len() > 10, "a bare error for {config}: {msg:?}");
+                assert!(!msg.contains("-1843"), "an overflowed shape: {msg}");
+            }
+            Ok(())
+        })?;
+        std::fs::remove_dir_all(&dir)?;
+    }
+    Ok(())
+}

@@ -233,6 +233,14 @@ async fn identity_mismatch_and_bad_requests_get_clear_errors() -> TestResult {
             "LogitBias",
         ),
         (
+            Box::new(|r: &mut pb::PredictOptions| r.logit_bias = r#"{"49152": 5}"#.into()),
+            "not in the vocabulary",
+        ),
+        (
+            Box::new(|r: &mut pb::PredictOptions| r.logit_bias = r#"{"999999999": 5}"#.into()),
+            "not in the vocabulary",
+        ),
+        (
             Box::new(|r: &mut pb::PredictOptions| {
                 r.use_tokenizer_template = true;
                 r.prompt.clear();

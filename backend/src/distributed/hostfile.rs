@@ -24,7 +24,7 @@ pub enum Hostfile {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("hostfile {path}: {message}")]
+#[error("hostfile {}: {message}", crate::error::quote(&path.display().to_string()))]
 pub struct HostfileError {
     pub path: PathBuf,
     pub message: String,

@@ -4,8 +4,9 @@
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -146,7 +147,9 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Waits for every worker to join, authenticates them and checks their builds.
+    /// Waits for every worker to join, authenticates them and checks their builds. Each
+    /// connection is handshaken on its own thread, so an idle or slow peer delays nobody, and
+    /// `join_timeout` is a hard deadline.
     pub fn form(opts: &ClusterOptions) -> Result<Cluster> {
         let listener = TcpListener::bind(&opts.control).map_err(|e| {
             Error::Distributed(format!(
@@ -157,30 +160,25 @@ impl Cluster {
         listener.set_nonblocking(true)?;
         tracing::info!(control = %opts.control, ranks = opts.size, "waiting for the workers to join");
         let deadline = Instant::now() + opts.join_timeout;
-        let mut joined: BTreeMap<usize, (TcpStream, u64)> = BTreeMap::new();
-        while joined.len() + 1 < opts.size {
-            match listener.accept() {
-                Ok((stream, from)) => match handshake(stream, opts, &joined) {
-                    Ok((rank, stream, free)) => {
-                        tracing::info!(rank, %from, "worker joined");
-                        joined.insert(rank, (stream, free));
-                    }
-                    Err(Refusal::Fatal(msg)) => return Err(Error::Distributed(msg)),
-                    Err(Refusal::Ignore(msg)) => tracing::warn!(%from, "{msg}"),
-                },
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if crate::lifecycle::stop_requested() {
-                        return Err(Error::ShuttingDown);
-                    }
-                    if Instant::now() >= deadline {
-                        return Err(Error::Distributed(missing_ranks(opts, &joined)));
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Err(e) => return Err(e.into()),
+        let mut joining = Joining::new(opts);
+        while joining.members.len() + 1 < opts.size {
+            joining.accept(&listener)?;
+            if crate::lifecycle::stop_requested() {
+                return Err(Error::ShuttingDown);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::Distributed(missing_ranks(opts, &joining.members)));
+            }
+            match joining.results.recv_timeout(left.min(ACCEPT_TICK)) {
+                Ok((from, Ok(candidate))) => joining.admit(from, candidate),
+                Ok((_, Err(Refusal::Fatal(msg)))) => return Err(Error::Distributed(msg)),
+                Ok((from, Err(Refusal::Ignore(msg)))) => tracing::warn!(%from, "{msg}"),
+                Err(_) => {}
             }
         }
-        let peers: Vec<Peer> = joined
+        let peers: Vec<Peer> = joining
+            .members
             .into_iter()
             .map(|(rank, (stream, free_memory))| {
                 Ok(Peer {
@@ -204,7 +202,11 @@ impl Cluster {
             Arc::new(peers.iter().map(|_| Mutex::new(Instant::now())).collect());
         let mut threads = Vec::new();
         for (i, peer) in peers.iter().enumerate() {
-            let reader = peer.writer.lock().expect("fresh").try_clone();
+            let reader = peer
+                .writer
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .try_clone();
             let (fault, stop, tx, seen) =
                 (fault.clone(), stop.clone(), tx.clone(), last_seen.clone());
             let (rank, address) = (peer.rank, peer.address.clone());
@@ -468,6 +470,20 @@ impl Drop for Cluster {
     }
 }
 
+/// A whole handshake must end within this: a silent or slow peer holds only its own thread,
+/// and not for long.
+const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(5);
+
+/// At most this many handshakes run at once; connections past it are closed at once.
+const MAX_HANDSHAKES: usize = 64;
+
+/// A handshake reads at most this many bytes (`Join` and `Proof` are small), so a stranger
+/// cannot make rank 0 take in a large frame before it has proved anything.
+const HANDSHAKE_MAX_BYTES: u64 = 64 << 10;
+
+/// How often the join loop looks for new connections, a stop and the deadline.
+const ACCEPT_TICK: Duration = Duration::from_millis(20);
+
 enum Refusal {
     /// The deployment is wrong (another build, another hostfile): LoadModel must fail.
     Fatal(String),
@@ -475,19 +491,202 @@ enum Refusal {
     Ignore(String),
 }
 
-/// Authenticates one connecting worker; returns its rank and free memory.
+/// A worker that passed the handshake, not yet told `Accepted`.
+struct Candidate {
+    rank: usize,
+    stream: TcpStream,
+    free_memory: u64,
+}
+
+/// What a handshake thread reports, and from where.
+type Outcome = (SocketAddr, std::result::Result<Candidate, Refusal>);
+
+/// One cluster formation: the handshakes in flight and the workers admitted so far.
+struct Joining {
+    opts: Arc<ClusterOptions>,
+    /// The ranks admitted so far, for the handshakes' early duplicate check.
+    joined: Arc<Vec<AtomicBool>>,
+    /// Handshakes in flight.
+    active: Arc<AtomicUsize>,
+    tx: mpsc::Sender<Outcome>,
+    results: mpsc::Receiver<Outcome>,
+    members: BTreeMap<usize, (TcpStream, u64)>,
+}
+
+/// Counts one handshake in flight until dropped.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Joining {
+    fn new(opts: &ClusterOptions) -> Joining {
+        let (tx, results) = mpsc::channel();
+        Joining {
+            opts: Arc::new(opts.clone()),
+            joined: Arc::new((0..opts.size).map(|_| AtomicBool::new(false)).collect()),
+            active: Arc::new(AtomicUsize::new(0)),
+            tx,
+            results,
+            members: BTreeMap::new(),
+        }
+    }
+
+    /// Takes the connections waiting on the listener (a bounded number per call, so a flood
+    /// cannot keep the loop from its deadline) and starts a handshake thread for each.
+    ///
+    /// The threads are detached: when `form` returns, each still running ends by its own
+    /// `HANDSHAKE_DEADLINE` and its result, sent to a closed channel, is dropped with the
+    /// connection (a worker then sees EOF and tries again).
+    fn accept(&mut self, listener: &TcpListener) -> Result<()> {
+        for _ in 0..MAX_HANDSHAKES {
+            let (stream, from) = match listener.accept() {
+                Ok(accepted) => accepted,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionAborted => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if self.active.fetch_add(1, Ordering::SeqCst) >= MAX_HANDSHAKES {
+                self.active.fetch_sub(1, Ordering::SeqCst);
+                tracing::warn!(%from, "{MAX_HANDSHAKES} handshakes already running; closing this connection");
+                continue;
+            }
+            let slot = Slot(self.active.clone());
+            let (opts, joined, tx) = (self.opts.clone(), self.joined.clone(), self.tx.clone());
+            let spawned = std::thread::Builder::new()
+                .name("control-handshake".into())
+                .spawn(move || {
+                    let _slot = slot;
+                    let _ = tx.send((from, handshake(stream, &opts, &joined)));
+                });
+            if let Err(e) = spawned {
+                tracing::warn!(%from, "cannot start a handshake thread ({e}); closing this connection");
+            }
+        }
+        Ok(())
+    }
+
+    /// Admits a worker whose handshake passed, unless its rank joined meanwhile (the first
+    /// handshake to finish wins; the later one is told `Rejected`).
+    fn admit(&mut self, from: SocketAddr, candidate: Candidate) {
+        let Candidate {
+            rank,
+            mut stream,
+            free_memory,
+        } = candidate;
+        if self.members.contains_key(&rank) {
+            let reason = format!("rank {rank} joined twice");
+            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+            let _ = write_frame(
+                &mut stream,
+                &ToWorker::Rejected {
+                    reason: reason.clone(),
+                },
+            );
+            tracing::warn!(%from, "{reason}");
+            return;
+        }
+        let accepted = stream
+            .set_write_timeout(Some(Duration::from_secs(1)))
+            .and_then(|()| write_frame(&mut stream, &ToWorker::Accepted))
+            .and_then(|()| stream.set_write_timeout(None))
+            .and_then(|()| stream.set_read_timeout(None));
+        if let Err(e) = accepted {
+            tracing::warn!(%from, "a worker's handshake failed: {e}");
+            return;
+        }
+        tracing::info!(rank, %from, "worker joined");
+        if let Some(flag) = self.joined.get(rank) {
+            flag.store(true, Ordering::SeqCst);
+        }
+        self.members.insert(rank, (stream, free_memory));
+    }
+}
+
+/// A handshake's view of its connection: reads and writes fail once `until` has passed, and
+/// reads stop after `budget` bytes, so a peer cannot stretch a handshake by trickling bytes.
+struct Bounded<'a> {
+    stream: &'a TcpStream,
+    until: Instant,
+    budget: u64,
+}
+
+impl Bounded<'_> {
+    /// Time left; an error once the deadline has passed.
+    fn left(&self) -> std::io::Result<Duration> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        match left.is_zero() {
+            true => Err(late_handshake()),
+            false => Ok(left),
+        }
+    }
+}
+
+/// A socket timeout during a handshake means the deadline passed: say so.
+fn late_handshake() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("no handshake within {} s", HANDSHAKE_DEADLINE.as_secs()),
+    )
+}
+
+fn timeout_is_late(e: std::io::Error) -> std::io::Error {
+    match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => late_handshake(),
+        _ => e,
+    }
+}
+
+impl Read for Bounded<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.stream.set_read_timeout(Some(self.left()?))?;
+        if self.budget == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("a handshake over {HANDSHAKE_MAX_BYTES} bytes"),
+            ));
+        }
+        let room = buf
+            .len()
+            .min(usize::try_from(self.budget).unwrap_or(usize::MAX));
+        let mut stream: &TcpStream = self.stream;
+        let n = stream.read(&mut buf[..room]).map_err(timeout_is_late)?;
+        self.budget = self.budget.saturating_sub(n as u64);
+        Ok(n)
+    }
+}
+
+impl Write for Bounded<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.stream.set_write_timeout(Some(self.left()?))?;
+        let mut stream: &TcpStream = self.stream;
+        stream.write(buf).map_err(timeout_is_late)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Authenticates one connecting worker, all within `HANDSHAKE_DEADLINE`; `Accepted` is left
+/// to the join loop, which alone knows whether the rank has joined meanwhile.
 fn handshake(
     stream: TcpStream,
     opts: &ClusterOptions,
-    joined: &BTreeMap<usize, (TcpStream, u64)>,
-) -> std::result::Result<(usize, TcpStream, u64), Refusal> {
+    joined: &[AtomicBool],
+) -> std::result::Result<Candidate, Refusal> {
     let io = |e: std::io::Error| Refusal::Ignore(format!("a worker's handshake failed: {e}"));
     stream.set_nonblocking(false).map_err(io)?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .map_err(io)?;
     stream.set_nodelay(true).map_err(io)?;
-    let mut s = stream;
+    let mut s = Bounded {
+        stream: &stream,
+        until: Instant::now() + HANDSHAKE_DEADLINE,
+        budget: HANDSHAKE_MAX_BYTES,
+    };
     let ToLeader::Join {
         rank,
         identity,
@@ -500,46 +699,7 @@ fn handshake(
             "a peer opened with something other than Join".into(),
         ));
     };
-    let reject = |s: &mut TcpStream, reason: String, fatal: bool| {
-        let _ = write_frame(
-            s,
-            &ToWorker::Rejected {
-                reason: reason.clone(),
-            },
-        );
-        match fatal {
-            true => Refusal::Fatal(reason),
-            false => Refusal::Ignore(reason),
-        }
-    };
-    let address = opts.rank_addresses.get(rank).cloned().unwrap_or_default();
-    if rank == 0 || rank >= opts.size {
-        return Err(reject(
-            &mut s,
-            format!(
-                "a worker claims rank {rank}, but the hostfile has ranks 0..{}",
-                opts.size
-            ),
-            false,
-        ));
-    }
-    if let Some(why) = Identity::current().mismatch(&identity) {
-        return Err(reject(
-            &mut s,
-            format!("rank {rank} ({address}) cannot join: {why}"),
-            true,
-        ));
-    }
-    if hostfile != opts.hostfile_digest {
-        return Err(reject(
-            &mut s,
-            format!("rank {rank} ({address}) cannot join: its hostfile differs from rank 0's"),
-            true,
-        ));
-    }
-    if joined.contains_key(&rank) {
-        return Err(reject(&mut s, format!("rank {rank} joined twice"), false));
-    }
+    check_join(&mut s, opts, joined, rank, &identity, &hostfile)?;
     let ours = nonce();
     write_frame(
         &mut s,
@@ -557,9 +717,63 @@ fn handshake(
     if !opts.secret.verify("worker", &ours, &proof) {
         return Err(reject(&mut s, format!("a peer claiming rank {rank} failed authentication (MLX_DISTRIBUTED_TOKEN differs?)"), false));
     }
-    write_frame(&mut s, &ToWorker::Accepted).map_err(io)?;
-    s.set_read_timeout(None).map_err(io)?;
-    Ok((rank, s, free_memory))
+    Ok(Candidate {
+        rank,
+        stream,
+        free_memory,
+    })
+}
+
+/// Checks a `Join` before the challenge: the rank, the build, the hostfile, and whether the
+/// rank has joined already.
+fn check_join(
+    s: &mut Bounded<'_>,
+    opts: &ClusterOptions,
+    joined: &[AtomicBool],
+    rank: usize,
+    identity: &Identity,
+    hostfile: &str,
+) -> std::result::Result<(), Refusal> {
+    let address = opts.rank_addresses.get(rank).cloned().unwrap_or_default();
+    if rank == 0 || rank >= opts.size {
+        let reason = format!(
+            "a worker claims rank {rank}, but the hostfile has ranks 0..{}",
+            opts.size
+        );
+        return Err(reject(s, reason, false));
+    }
+    if let Some(why) = Identity::current().mismatch(identity) {
+        return Err(reject(
+            s,
+            format!("rank {rank} ({address}) cannot join: {why}"),
+            true,
+        ));
+    }
+    if hostfile != opts.hostfile_digest {
+        return Err(reject(
+            s,
+            format!("rank {rank} ({address}) cannot join: its hostfile differs from rank 0's"),
+            true,
+        ));
+    }
+    if joined.get(rank).is_some_and(|j| j.load(Ordering::SeqCst)) {
+        return Err(reject(s, format!("rank {rank} joined twice"), false));
+    }
+    Ok(())
+}
+
+/// Tells the peer why it is refused (best effort) and classifies the refusal.
+fn reject(s: &mut Bounded<'_>, reason: String, fatal: bool) -> Refusal {
+    let _ = write_frame(
+        s,
+        &ToWorker::Rejected {
+            reason: reason.clone(),
+        },
+    );
+    match fatal {
+        true => Refusal::Fatal(reason),
+        false => Refusal::Ignore(reason),
+    }
 }
 
 fn missing_ranks(opts: &ClusterOptions, joined: &BTreeMap<usize, (TcpStream, u64)>) -> String {
@@ -582,4 +796,173 @@ fn missing_ranks(opts: &ClusterOptions, joined: &BTreeMap<usize, (TcpStream, u64
         opts.join_timeout.as_secs(),
         opts.control
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::distributed::link::{Link, LinkError, LinkOptions};
+
+    type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+    fn options(size: usize, join_timeout: Duration) -> std::io::Result<ClusterOptions> {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        Ok(ClusterOptions {
+            size,
+            control: format!("127.0.0.1:{port}"),
+            rank_addresses: (0..size).map(|r| format!("host{r}:1")).collect(),
+            hostfile_digest: "digest".into(),
+            secret: Secret::new(Some("token"), ""),
+            join_timeout,
+            heartbeat: Duration::from_secs(1),
+        })
+    }
+
+    /// Forms the cluster on a thread.
+    fn form_later(opts: &ClusterOptions) -> mpsc::Receiver<Result<Cluster>> {
+        let (tx, rx) = mpsc::channel();
+        let opts = opts.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(Cluster::form(&opts));
+        });
+        rx
+    }
+
+    /// `n` connections that never say anything, opened once rank 0 listens.
+    fn idle(opts: &ClusterOptions, n: usize) -> std::result::Result<Vec<TcpStream>, String> {
+        let start = Instant::now();
+        let mut open = Vec::new();
+        while open.len() < n {
+            match TcpStream::connect(&opts.control) {
+                Ok(s) => open.push(s),
+                Err(_) if start.elapsed() < Duration::from_secs(5) => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                Err(e) => return Err(format!("rank 0 does not listen: {e}")),
+            }
+        }
+        Ok(open)
+    }
+
+    fn join(opts: &ClusterOptions, rank: usize) -> std::result::Result<Link, LinkError> {
+        Link::connect(&LinkOptions {
+            rank,
+            control: opts.control.clone(),
+            hostfile_digest: opts.hostfile_digest.clone(),
+            secret: opts.secret.clone(),
+        })
+    }
+
+    #[test]
+    fn idle_connections_do_not_delay_a_worker() -> TestResult {
+        let opts = options(2, Duration::from_secs(20))?;
+        let formed = form_later(&opts);
+        let _idle = idle(&opts, 8)?;
+        std::thread::sleep(Duration::from_millis(100));
+        let start = Instant::now();
+        let link = join(&opts, 1)?;
+        let cluster = formed.recv_timeout(Duration::from_secs(5))??;
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            start.elapsed()
+        );
+        assert_eq!(cluster.size(), 2);
+        drop(cluster);
+        drop(link);
+        Ok(())
+    }
+
+    #[test]
+    fn join_timeout_is_a_hard_deadline_whatever_strangers_do() -> TestResult {
+        let opts = options(2, Duration::from_secs(2))?;
+        let start = Instant::now();
+        let formed = form_later(&opts);
+        let _idle = idle(&opts, 8)?;
+        let Err(e) = formed.recv_timeout(Duration::from_secs(5))? else {
+            return Err("formed without a worker".into());
+        };
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_secs(2) && took < Duration::from_secs(3),
+            "{took:?}"
+        );
+        assert!(
+            e.to_string()
+                .contains("rank 1 (host1:1) did not join within 2 s"),
+            "{e}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_rank_that_joins_twice_is_refused() -> TestResult {
+        let opts = options(3, Duration::from_secs(20))?;
+        let formed = form_later(&opts);
+        let _idle = idle(&opts, 1)?;
+        let first = join(&opts, 1)?;
+        match join(&opts, 1) {
+            Err(LinkError::Rejected(why)) => assert!(why.contains("rank 1 joined twice"), "{why}"),
+            Err(e) => return Err(format!("not refused as a duplicate: {e}").into()),
+            Ok(_) => return Err("rank 1 joined twice".into()),
+        }
+        let second = join(&opts, 2)?;
+        let cluster = formed.recv_timeout(Duration::from_secs(5))??;
+        assert_eq!(cluster.size(), 3);
+        drop(cluster);
+        drop((first, second));
+        Ok(())
+    }
+
+    #[test]
+    fn of_two_handshakes_for_one_rank_the_first_to_finish_wins() -> TestResult {
+        let opts = options(3, Duration::from_secs(20))?;
+        let formed = form_later(&opts);
+        let mut slow = idle(&opts, 1)?.remove(0);
+        slow.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let ours = nonce();
+        let join_msg = ToLeader::Join {
+            rank: 1,
+            identity: Identity::current(),
+            hostfile: opts.hostfile_digest.clone(),
+            nonce: ours,
+            free_memory: 0,
+        };
+        write_frame(&mut slow, &join_msg)?;
+        let ToWorker::Challenge { nonce: theirs, .. } = read_frame(&mut slow)? else {
+            return Err("no challenge".into());
+        };
+        // Another rank 1 starts later but finishes first.
+        let first = join(&opts, 1)?;
+        let proof = opts.secret.proof("worker", &theirs);
+        write_frame(&mut slow, &ToLeader::Proof { proof })?;
+        match read_frame(&mut slow)? {
+            ToWorker::Rejected { reason } => assert!(reason.contains("joined twice"), "{reason}"),
+            other => return Err(format!("the late duplicate got {other:?}").into()),
+        }
+        let second = join(&opts, 2)?;
+        let cluster = formed.recv_timeout(Duration::from_secs(5))??;
+        assert_eq!(cluster.size(), 3);
+        drop(cluster);
+        drop((first, second));
+        Ok(())
+    }
+
+    #[test]
+    fn connections_past_the_cap_are_closed() -> TestResult {
+        let opts = options(2, Duration::from_secs(3))?;
+        let formed = form_later(&opts);
+        let mut open = idle(&opts, MAX_HANDSHAKES + 6)?;
+        std::thread::sleep(Duration::from_millis(300));
+        let mut closed = 0;
+        for s in &mut open {
+            s.set_read_timeout(Some(Duration::from_millis(5)))?;
+            if matches!(s.read(&mut [0u8; 1]), Ok(0)) {
+                closed += 1;
+            }
+        }
+        assert_eq!(closed, 6);
+        assert!(formed.recv_timeout(Duration::from_secs(5))?.is_err());
+        Ok(())
+    }
 }

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL: u32 = 5;
+pub const PROTOCOL: u32 = 6;
 
 /// What must be equal on every rank for them to compute together.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -131,7 +131,12 @@ pub enum ToWorker {
     },
     /// Join the MLX group (ring or jaccl) that the hostfile describes.
     InitGroup,
+    /// Build this part beside the one being served; `Commit` swaps it in, `Abort` drops it.
     Load(LoadPlan),
+    /// Every rank loaded the new model: serve it from the next step on.
+    Commit,
+    /// Some rank failed to load: drop the new part, keep serving the old one.
+    Abort,
     Step(StepPlan),
     Free,
     Ping,
@@ -147,6 +152,9 @@ pub enum ToWorker {
 pub struct LoadPlan {
     pub model: String,
     pub model_path: Option<String>,
+    /// The `allow_paths_outside_model_path` option: workers resolve the model by the same rule.
+    #[serde(default)]
+    pub allow_paths_outside_model_path: bool,
     pub dequantize: bool,
     pub part: Part,
 }

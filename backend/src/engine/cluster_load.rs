@@ -31,32 +31,63 @@ pub fn read_hostfile(config: &LoadConfig) -> Result<Option<Hostfile>> {
     Ok(Some(hostfile))
 }
 
+/// Whether `session` is the cluster `hostfile` describes, still whole: a load over it keeps
+/// the model it serves until the new one is in on every rank.
+pub fn reusable(session: Option<&Rc<Session>>, hostfile: &Hostfile) -> bool {
+    let digest = digest(hostfile.mlx_json().as_bytes());
+    session.is_some_and(|s| s.hostfile_digest == digest && s.cluster.check().is_ok())
+}
+
 /// Loads `config`'s model over the cluster `hostfile` describes, reusing `session` when it
-/// is the same cluster and still whole.
+/// is the same cluster and still whole. Workers build their part beside the old one and
+/// swap only on `Commit`, sent once every rank has loaded the same model.
 pub fn load(
     config: &LoadConfig,
     hostfile: &Hostfile,
     session: &mut Option<Rc<Session>>,
 ) -> Result<LoadedModel> {
-    let digest = digest(hostfile.mlx_json().as_bytes());
-    let reusable = session
-        .as_ref()
-        .is_some_and(|s| s.hostfile_digest == digest && s.cluster.check().is_ok());
-    if !reusable {
+    if !reusable(session.as_ref(), hostfile) {
         *session = None;
         clear_groups();
+        let digest = digest(hostfile.mlx_json().as_bytes());
         *session = Some(Rc::new(form(config, hostfile, digest)?));
     }
-    let session = session.clone().expect("formed above");
-    let cluster = &session.cluster;
-    let dir = source::resolve(&config.model, config.model_path.as_deref())?;
+    let session = session
+        .clone()
+        .ok_or_else(|| Error::Internal("the cluster was not formed".into()))?;
+    let dir = source::resolve_with(&config.model, &source::Lookup::of(config))?;
+    let parts = plan_parts(config, &dir, &session.cluster)?;
+    tracing::info!(?parts, "loading over {} ranks", parts.len());
+    for (rank, part) in parts.iter().enumerate().skip(1) {
+        session.cluster.send_to(
+            rank,
+            &ToWorker::Load(LoadPlan {
+                model: config.model.clone(),
+                model_path: config.model_path.as_ref().map(|p| p.display().to_string()),
+                allow_paths_outside_model_path: config.allow_paths_outside_model_path,
+                dequantize: config.weight_mode == WeightMode::DequantizeF32,
+                part: part.clone(),
+            }),
+        )?;
+    }
+    let outcome = load_everywhere(config, &dir, &parts, &session);
+    // Best effort: a worker that cannot hear Abort is lost, and the cluster is formed anew.
+    let _ = match &outcome {
+        Ok(_) => session.cluster.broadcast(&ToWorker::Commit),
+        Err(_) => session.cluster.broadcast(&ToWorker::Abort),
+    };
+    outcome
+}
+
+/// Each rank's part: layer ranges (pipeline) or the whole model split by heads (tensor).
+fn plan_parts(config: &LoadConfig, dir: &std::path::Path, cluster: &Cluster) -> Result<Vec<Part>> {
     let model_config: serde_json::Value = read_json(&dir.join("config.json"))?;
     let layers = model_config["num_hidden_layers"]
         .as_u64()
         .ok_or_else(|| Error::Config("config.json has no num_hidden_layers".into()))?
         as usize;
     let size = cluster.size();
-    let parts: Vec<Part> = match config.effective_parallelism() {
+    Ok(match config.effective_parallelism() {
         Parallelism::Pipeline => layer_ranges(
             layers,
             size,
@@ -71,32 +102,31 @@ pub fn load(
         })
         .collect(),
         Parallelism::Tensor => vec![Part::Tensor; size],
-    };
-    tracing::info!(?parts, "loading over {size} ranks");
-    for (rank, part) in parts.iter().enumerate().skip(1) {
-        cluster.send_to(
-            rank,
-            &ToWorker::Load(LoadPlan {
-                model: config.model.clone(),
-                model_path: config.model_path.as_ref().map(|p| p.display().to_string()),
-                dequantize: config.weight_mode == WeightMode::DequantizeF32,
-                part: part.clone(),
-            }),
-        )?;
-    }
-    let own = load_part(config, &dir, &parts[0], &session);
-    let theirs = cluster.collect("LoadModel", LOAD_TIMEOUT, |rank, msg| match msg {
-        ToLeader::Loaded { fingerprint } => Ok(Some((rank, fingerprint.clone()))),
-        _ => Ok(None),
-    });
+    })
+}
+
+/// Rank 0's part, then every worker's answer, checked to be the same model.
+fn load_everywhere(
+    config: &LoadConfig,
+    dir: &std::path::Path,
+    parts: &[Part],
+    session: &Rc<Session>,
+) -> Result<LoadedModel> {
+    let own = load_part(config, dir, &parts[0], session);
+    let theirs = session
+        .cluster
+        .collect("LoadModel", LOAD_TIMEOUT, |rank, msg| match msg {
+            ToLeader::Loaded { fingerprint } => Ok(Some((rank, fingerprint.clone()))),
+            _ => Ok(None),
+        });
     let (decoder, mut loaded) = own?;
-    let fingerprint = loader::fingerprint(&dir)?;
+    let fingerprint = loader::fingerprint(dir)?;
     for (rank, theirs) in theirs? {
         if theirs != fingerprint {
             return Err(Error::Distributed(format!(
                 "rank {rank} loaded a different model than rank 0 from `{}` (config or weights \
                  differ: fingerprint {theirs} vs {fingerprint}); give every machine the same files",
-                config.model
+                crate::error::quote(&config.model)
             )));
         }
     }

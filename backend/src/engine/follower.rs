@@ -65,6 +65,7 @@ pub fn run(opts: &FollowerOptions) -> Result<()> {
             opts,
             group: None,
             model: None,
+            pending: None,
             slots: HashMap::new(),
             saved: HashMap::new(),
         };
@@ -91,6 +92,8 @@ struct Follower<'a> {
     opts: &'a FollowerOptions,
     group: Option<Rc<Group>>,
     model: Option<Worker>,
+    /// A part loaded beside `model`, waiting for rank 0's `Commit` (every rank loaded).
+    pending: Option<Worker>,
     /// Each live sequence's caches (one per layer of this rank's part), by the slot rank 0 gave it.
     slots: HashMap<u64, Vec<KvCache>>,
     /// This rank's layers of each prefix-cache entry, under the id rank 0 gave it.
@@ -104,8 +107,18 @@ impl Follower<'_> {
             let reply = match msg {
                 ToWorker::InitGroup => Some(self.init_group()),
                 ToWorker::Load(plan) => Some(self.load(&plan)),
+                ToWorker::Commit => {
+                    self.commit();
+                    None
+                }
+                ToWorker::Abort => {
+                    self.pending = None;
+                    let _ = mlx_rs::memory::clear_cache();
+                    None
+                }
                 ToWorker::Free => {
                     self.model = None;
+                    self.pending = None;
                     self.forget_caches();
                     let _ = mlx_rs::memory::clear_cache();
                     tracing::info!("model freed");
@@ -158,15 +171,16 @@ impl Follower<'_> {
         }
     }
 
+    /// Builds the new part beside the one being served (a failed load on any rank leaves
+    /// every rank serving the old model); `Commit` swaps it in.
     fn load(&mut self, plan: &LoadPlan) -> ToLeader {
-        self.model = None;
-        self.forget_caches();
+        self.pending = None;
         let _ = mlx_rs::memory::clear_cache();
         match self.try_load(plan) {
             Ok(worker) => {
                 let fingerprint = worker.fingerprint.clone();
                 tracing::info!(model = %plan.model, part = ?plan.part, "model part loaded");
-                self.model = Some(worker);
+                self.pending = Some(worker);
                 ToLeader::Loaded { fingerprint }
             }
             Err(e) => {
@@ -183,10 +197,11 @@ impl Follower<'_> {
             .group
             .as_ref()
             .ok_or_else(|| Error::Distributed("no MLX group yet".into()))?;
-        let dir = source::resolve(
-            &plan.model,
-            plan.model_path.as_deref().map(std::path::Path::new),
-        )?;
+        let lookup = source::Lookup {
+            model_path: plan.model_path.as_deref().map(std::path::Path::new),
+            allow_outside: plan.allow_paths_outside_model_path,
+        };
+        let dir = source::resolve_with(&plan.model, &lookup)?;
         let mode = match plan.dequantize {
             true => WeightMode::DequantizeF32,
             false => WeightMode::AsStored,
@@ -251,6 +266,18 @@ impl Follower<'_> {
                 &p.tokens,
             ),
         }))
+    }
+
+    /// Serves the part loaded last; the old part and every cache of it go.
+    fn commit(&mut self) {
+        match self.pending.take() {
+            Some(worker) => {
+                self.model = Some(worker);
+                self.forget_caches();
+                let _ = mlx_rs::memory::clear_cache();
+            }
+            None => tracing::warn!("rank 0 committed a load this rank does not hold"),
+        }
     }
 
     fn forget_caches(&mut self) {

@@ -48,7 +48,7 @@ impl EngineHandle {
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("engine".into())
-            .spawn(move || worker::run(rx, thread_shared))
+            .spawn(move || worker::run_guarded(rx, thread_shared))
             .map_err(|e| Error::Internal(format!("cannot start the engine thread: {e}")))?;
         Ok(EngineHandle {
             commands,

@@ -23,6 +23,9 @@ pub enum EngineState {
     Degraded,
     /// The engine thread has ended (the process is stopping); `last_error` says why.
     Stopped,
+    /// The engine thread ended on a panic it could not recover from; `last_error` names it.
+    /// Only a restart helps, so Health says so.
+    Failed,
 }
 
 /// The loaded model, as far as the gRPC layer needs to know it.

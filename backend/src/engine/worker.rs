@@ -1,5 +1,6 @@
 //! The engine thread: owns the loaded model, runs commands one at a time in arrival order.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::{mpsc, Arc, RwLock};
 
@@ -53,20 +54,48 @@ struct Loaded {
 /// How long the engine thread waits for its MLX stream before it ends.
 const STREAM_LIMIT: Duration = Duration::from_secs(2);
 
-pub fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
-    let publish = |f: &dyn Fn(&mut Snapshot)| {
-        if let Ok(mut s) = shared.write() {
-            f(&mut s);
+/// Runs the engine thread; a panic that escapes it (one the command guards could not hold)
+/// is published as `Failed`, so Health tells the host to restart the backend.
+pub fn run_guarded(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
+    let publish_to = shared.clone();
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| run(commands, shared))) {
+        let msg = format!("the engine thread failed: {}", panic_message(&*panic));
+        tracing::error!("{msg}; restart the backend");
+        if let Ok(mut s) = publish_to.write() {
+            *s = Snapshot {
+                state: EngineState::Failed,
+                last_error: Some(msg),
+                ..Snapshot::default()
+            };
         }
+    }
+}
+
+/// What a panic payload says.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+/// Runs `f`; a panic becomes `Err` with its message, so one bad command cannot end the thread.
+fn guard<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|p| panic_message(&*p))
+}
+
+fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
+    let mut engine = EngineThread {
+        shared,
+        loaded: None,
+        session: None,
+        degraded: None,
+        batch: Batch::default(),
     };
-    let mut loaded: Option<Loaded> = None;
-    let mut session: Option<Rc<Session>> = None;
-    // Set when a rank was lost: requests fail with it until LoadModel forms the cluster again.
-    let mut degraded: Option<String> = None;
-    let mut batch = Batch::default();
     loop {
         // Between rounds, take every command that came; block only when there is no work.
-        let command = match batch.idle() {
+        let command = match engine.batch.idle() {
             true => commands.recv().ok(),
             false => match commands.try_recv() {
                 Ok(c) => Some(c),
@@ -74,227 +103,374 @@ pub fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
                 Err(mpsc::TryRecvError::Disconnected) => break,
             },
         };
-        let Some(command) = command else {
-            if batch.idle() {
-                break; // the handle is gone
-            }
-            let Some(l) = &loaded else {
-                batch.fail_all(None, &Error::NotLoaded);
-                continue;
-            };
-            publish(&|s| s.state = EngineState::Busy);
-            let limits = BatchLimits {
-                max_batch: l.config.max_batch,
-                queue_timeout: Duration::from_secs(l.config.queue_timeout_secs),
-                kv_budget: l.kv_budget,
-                prefill_budget: l.config.prefill_step,
-            };
-            let (model, tok) = (l.model.model.as_ref(), &l.model.tokenizer);
-            let outcome = match &l.session {
-                Some(s) => watched(&s.cluster, batch.senders(), || {
-                    batch.round(model, tok, &limits)
-                }),
-                None => batch.round(model, tok, &limits),
-            };
-            let lost = l.session.as_ref().and_then(|s| s.cluster.fault().get());
-            if let Some(msg) = lost {
-                // The group is broken: forget it, and say so until the next LoadModel.
-                let msg = format!("{msg}; LoadModel again to form the cluster anew");
-                batch.fail_all(None, &Error::RankLost(msg.clone()));
-                loaded = None;
-                session = None;
-                clear_groups();
-                release_memory();
-                degraded = Some(msg.clone());
-                publish(&|s| {
-                    s.state = EngineState::Degraded;
-                    s.model = None;
-                    s.last_error = Some(msg.clone());
-                });
-                continue;
-            }
-            let (cache, reserved) = (batch.cache_stats(), batch.reserved());
-            match outcome {
-                Ok(done) => publish(&|s| {
-                    s.metrics.prefix_cache = cache.clone();
-                    s.metrics.kv_reserved_bytes = reserved;
-                    for summary in &done {
-                        let m = &mut s.metrics;
-                        m.requests += 1;
-                        m.prompt_tokens_processed += summary.prompt_tokens as u64;
-                        m.tokens_generated += summary.generated_tokens as u64;
-                        m.last_tokens_per_second =
-                            summary.generated_tokens as f64 / summary.decode_secs.max(1e-9);
-                    }
-                }),
-                Err(e) => batch.fail_all(Some(model), &e),
-            }
-            if batch.idle() {
-                publish(&|s| s.state = EngineState::Ready);
-            }
-            continue;
-        };
         match command {
-            Command::Load { config, reply } => {
-                batch.fail_all(
-                    loaded.as_ref().map(|l| l.model.model.as_ref()),
-                    &Error::Internal("another model is being loaded".into()),
-                );
-                loaded = None;
-                degraded = None;
-                publish(&|s| {
-                    *s = Snapshot {
-                        state: EngineState::Loading,
-                        ..Snapshot::default()
-                    }
-                });
-                let outcome = load(&config, &mut session);
-                if let Err(Error::RankLost(_)) = &outcome {
-                    session = None;
-                    clear_groups();
-                }
-                match outcome {
-                    Ok(l) => {
-                        if let Some(s) = &l.session {
-                            let shared = shared.clone();
-                            s.cluster.fault().observe(Box::new(move |msg| {
-                                if let Ok(mut s) = shared.write() {
-                                    s.state = EngineState::Degraded;
-                                    s.last_error = Some(msg.to_string());
-                                }
-                            }));
-                        }
-                        let info = ModelInfo {
-                            config: l.config.clone(),
-                            tokenizer: l.model.tokenizer.clone(),
-                            context: l.context,
-                        };
-                        publish(&|s| {
-                            *s = Snapshot {
-                                state: EngineState::Ready,
-                                model: Some(info.clone()),
-                                ..Snapshot::default()
-                            }
-                        });
-                        batch = Batch::new(l.config.max_cache_entries);
-                        loaded = Some(l);
-                        let _ = reply.send(Ok(()));
-                    }
-                    Err(e) => {
-                        let msg = e.to_string();
-                        publish(&|s| {
-                            *s = Snapshot {
-                                state: EngineState::Error,
-                                last_error: Some(msg.clone()),
-                                ..Snapshot::default()
-                            }
-                        });
-                        let _ = reply.send(Err(e));
-                    }
-                }
-                release_memory();
+            None if engine.batch.idle() => break, // the handle is gone
+            None => engine.round(),
+            Some(Command::Load { config, reply }) => {
+                let _ = reply.send(engine.load(config));
             }
-            Command::Generate {
+            Some(Command::Generate {
                 request,
                 events,
                 in_flight,
-            } => {
-                if let Some(msg) = &degraded {
-                    let _ = events.send(Err(Error::RankLost(msg.clone())));
-                    continue;
-                }
-                let Some(l) = &loaded else {
-                    let _ = events.send(Err(Error::NotLoaded));
-                    continue;
-                };
-                if events.is_closed() {
-                    continue; // the client left while the request was queued
-                }
-                match prepare(l, request) {
-                    Ok((ids, options)) => batch.enqueue(Waiting {
-                        ids,
-                        options,
-                        events,
-                        since: Instant::now(),
-                        _in_flight: in_flight,
-                    }),
-                    Err(e) => {
-                        let _ = events.send(Err(e));
-                    }
-                }
-            }
-            Command::Free { reply } => {
-                batch.fail_all(
-                    loaded.as_ref().map(|l| l.model.model.as_ref()),
-                    &Error::Internal("the model was freed".into()),
-                );
-                if let Some(s) = loaded.as_ref().and_then(|l| l.session.clone()) {
-                    if let Err(e) = free_workers(&s) {
-                        tracing::warn!("workers did not confirm Free: {e}");
-                    }
-                }
-                loaded = None;
-                release_memory();
-                publish(&|s| *s = Snapshot::default());
+            }) => engine.enqueue(request, events, in_flight),
+            Some(Command::Free { reply }) => {
+                engine.free();
                 let _ = reply.send(Ok(()));
             }
-            Command::Shutdown => {
-                batch.fail_all(
-                    loaded.as_ref().map(|l| l.model.model.as_ref()),
-                    &Error::ShuttingDown,
-                );
-                break;
-            }
+            Some(Command::Shutdown) => break,
         }
     }
-    // The model, the batch and the cluster go first; then this thread's MLX stream must
-    // finish what they queued before the thread (and its MLX thread-locals) ends.
-    drop((batch, loaded, session));
-    publish(&|s| {
-        *s = Snapshot {
-            state: EngineState::Stopped,
-            last_error: Some(Error::ShuttingDown.to_string()),
-            ..Snapshot::default()
+    engine.finish();
+}
+
+/// The engine thread's state: what is loaded, the cluster, and the requests.
+struct EngineThread {
+    shared: Arc<RwLock<Snapshot>>,
+    loaded: Option<Loaded>,
+    session: Option<Rc<Session>>,
+    /// Set when a rank was lost: requests fail with it until LoadModel forms the cluster again.
+    degraded: Option<String>,
+    batch: Batch,
+}
+
+impl EngineThread {
+    fn publish(&self, f: impl FnOnce(&mut Snapshot)) {
+        if let Ok(mut s) = self.shared.write() {
+            f(&mut s);
         }
-    });
-    if let Err(e) = crate::lifecycle::synchronize_streams(STREAM_LIMIT) {
-        tracing::error!("the engine thread ends with MLX work in flight: {e}");
+    }
+
+    /// Fails every request with `e` and empties the prefix cache.
+    fn fail_all(&mut self, e: &Error) {
+        let model = self.loaded.as_ref().map(|l| l.model.model.as_ref());
+        self.batch.fail_all(model, e);
+    }
+
+    /// One round of the batch; a lost rank degrades the engine, a panic fails the round.
+    fn round(&mut self) {
+        let Some(l) = &self.loaded else {
+            self.batch.fail_all(None, &Error::NotLoaded);
+            return;
+        };
+        self.publish(|s| s.state = EngineState::Busy);
+        let limits = BatchLimits {
+            max_batch: l.config.max_batch,
+            queue_timeout: Duration::from_secs(l.config.queue_timeout_secs),
+            kv_budget: l.kv_budget,
+            prefill_budget: l.config.prefill_step,
+        };
+        let (model, tok, batch) = (l.model.model.as_ref(), &l.model.tokenizer, &mut self.batch);
+        let outcome = guard(|| match &l.session {
+            Some(s) => watched(&s.cluster, batch.senders(), || {
+                batch.round(model, tok, &limits)
+            }),
+            None => batch.round(model, tok, &limits),
+        });
+        let lost = l.session.as_ref().and_then(|s| s.cluster.fault().get());
+        match (lost, outcome) {
+            (Some(msg), _) => self.degrade(&msg),
+            (None, Err(panic)) => self.after_panic(&panic),
+            (None, Ok(Err(e))) => self.fail_all(&e),
+            (None, Ok(Ok(done))) => self.count(&done),
+        }
+        if self.batch.idle() && self.loaded.is_some() {
+            self.publish(|s| s.state = EngineState::Ready);
+        }
+    }
+
+    fn count(&self, done: &[crate::generate::Summary]) {
+        let (cache, reserved) = (self.batch.cache_stats(), self.batch.reserved());
+        self.publish(|s| {
+            s.metrics.prefix_cache = cache;
+            s.metrics.kv_reserved_bytes = reserved;
+            for summary in done {
+                let m = &mut s.metrics;
+                m.requests += 1;
+                m.prompt_tokens_processed += summary.prompt_tokens as u64;
+                m.tokens_generated += summary.generated_tokens as u64;
+                m.last_tokens_per_second =
+                    summary.generated_tokens as f64 / summary.decode_secs.max(1e-9);
+            }
+        });
+    }
+
+    /// The group is broken: forget it, and say so until the next LoadModel.
+    fn degrade(&mut self, lost: &str) {
+        let msg = format!("{lost}; LoadModel again to form the cluster anew");
+        self.batch.fail_all(None, &Error::RankLost(msg.clone()));
+        self.loaded = None;
+        self.session = None;
+        clear_groups();
+        release_memory();
+        self.degraded = Some(msg.clone());
+        self.publish(|s| {
+            s.state = EngineState::Degraded;
+            s.model = None;
+            s.last_error = Some(msg);
+        });
+    }
+
+    /// A round panicked: its requests fail with INTERNAL naming the panic. Over a cluster the
+    /// ranks may be out of step, so the engine degrades; alone it keeps the model, unless
+    /// releasing the requests' caches panics too.
+    fn after_panic(&mut self, panic: &str) {
+        let msg = format!("the engine panicked in a generation step: {panic}");
+        tracing::error!("{msg}");
+        if self.loaded.as_ref().is_some_and(|l| l.session.is_some()) {
+            return self.degrade(&msg);
+        }
+        let e = Error::Internal(msg.clone());
+        if guard(|| self.fail_all(&e)).is_err() {
+            self.batch = Batch::default();
+            self.loaded = None;
+            release_memory();
+            self.publish(|s| {
+                *s = Snapshot {
+                    state: EngineState::Error,
+                    last_error: Some(format!("{msg}; the model was dropped: LoadModel again")),
+                    ..Snapshot::default()
+                }
+            });
+        }
     }
 }
 
-fn load(config: &LoadConfig, session: &mut Option<Rc<Session>>) -> Result<Loaded> {
-    let hostfile = cluster_load::read_hostfile(config)?.filter(|h| h.size() > 1);
-    let model = match &hostfile {
-        Some(h) => cluster_load::load(config, h, session)?,
-        None => {
-            let dir = source::resolve(&config.model, config.model_path.as_deref())?;
-            loader::load(&dir, config.weight_mode)?
+impl EngineThread {
+    fn enqueue(&mut self, request: GenerateRequest, events: Events, in_flight: Option<InFlight>) {
+        if let Some(msg) = &self.degraded {
+            let _ = events.send(Err(Error::RankLost(msg.clone())));
+            return;
         }
-    };
-    let model_context = model.config["max_position_embeddings"]
-        .as_u64()
-        .map(|n| n as usize);
-    let context = [config.context_size, config.max_kv_size, model_context]
-        .into_iter()
-        .flatten()
-        .min()
-        .unwrap_or(4096);
-    let kv_budget = match config.kv_memory_mb {
+        let Some(l) = &self.loaded else {
+            let _ = events.send(Err(Error::NotLoaded));
+            return;
+        };
+        if events.is_closed() {
+            return; // the client left while the request was queued
+        }
+        match guard(|| prepare(l, request)) {
+            Ok(Ok((ids, options))) => self.batch.enqueue(Waiting {
+                ids,
+                options,
+                events,
+                since: Instant::now(),
+                _in_flight: in_flight,
+            }),
+            Ok(Err(e)) => drop(events.send(Err(e))),
+            Err(panic) => drop(events.send(Err(Error::Internal(format!(
+                "the engine panicked preparing the request: {panic}"
+            ))))),
+        }
+    }
+
+    /// LoadModel, all or nothing: the new model is built beside the one being served and
+    /// replaces it only once complete; on failure the old one keeps serving.
+    fn load(&mut self, config: LoadConfig) -> Result<()> {
+        self.publish(|s| {
+            s.state = EngineState::Loading;
+            s.last_error = None;
+        });
+        let outcome = match guard(|| self.build(&config)) {
+            Ok(outcome) => outcome,
+            Err(panic) => Err(Error::Internal(format!("loading panicked: {panic}"))),
+        };
+        let result = match outcome {
+            Ok(built) => {
+                self.install(built);
+                Ok(())
+            }
+            Err(e) => {
+                self.after_failed_load(&e);
+                Err(e)
+            }
+        };
+        release_memory();
+        result
+    }
+
+    /// Loads `config`'s model, leaving the one being served in place (unless the load needs
+    /// another cluster: MLX holds one group at a time, so that one goes first).
+    fn build(&mut self, config: &LoadConfig) -> Result<Built> {
+        let hostfile = cluster_load::read_hostfile(config)?.filter(|h| h.size() > 1);
+        let model = match &hostfile {
+            Some(h) => {
+                let on_cluster = self.loaded.as_ref().is_some_and(|l| l.session.is_some());
+                if on_cluster && !cluster_load::reusable(self.session.as_ref(), h) {
+                    self.unload(&Error::Aborted(
+                        "the model was replaced by LoadModel over another cluster".into(),
+                    ));
+                }
+                cluster_load::load(config, h, &mut self.session)?
+            }
+            None => {
+                let dir = source::resolve_with(&config.model, &source::Lookup::of(config))?;
+                self.check_room(&dir, config)?;
+                loader::load(&dir, config.weight_mode)?
+            }
+        };
+        let model_context = model.config["max_position_embeddings"]
+            .as_u64()
+            .map(|n| n as usize);
+        let context = [config.context_size, config.max_kv_size, model_context]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(4096);
+        Ok(Built {
+            model,
+            config: config.clone(),
+            context,
+            session: hostfile.and(self.session.clone()),
+        })
+    }
+
+    /// Refuses a load that cannot fit beside the model being served, which stays resident
+    /// until the new one is complete.
+    fn check_room(&self, dir: &std::path::Path, config: &LoadConfig) -> Result<()> {
+        let Some(old) = &self.loaded else {
+            return Ok(());
+        };
+        let need = loader::resident_estimate(dir, config.weight_mode)?;
+        let free = crate::distributed::free_memory();
+        if free == 0 || need <= free {
+            return Ok(());
+        }
+        Err(Error::Overloaded(format!(
+            "`{}` needs about {} MiB beside the loaded `{}`, and {} MiB is free: LoadModel keeps \
+             the loaded model until the new one is complete; call Free first, then LoadModel",
+            crate::error::quote(&config.model),
+            need >> 20,
+            crate::error::quote(&old.config.model),
+            free >> 20
+        )))
+    }
+
+    /// Serves `built` from now on: the requests of the old model end ABORTED.
+    fn install(&mut self, built: Built) {
+        self.unload(&Error::Aborted(
+            "the model was replaced by LoadModel".into(),
+        ));
+        let kv_budget = kv_budget(&built.config);
+        if let Some(s) = &built.session {
+            let shared = self.shared.clone();
+            s.cluster.fault().observe(Box::new(move |msg| {
+                if let Ok(mut s) = shared.write() {
+                    s.state = EngineState::Degraded;
+                    s.last_error = Some(msg.to_string());
+                }
+            }));
+        }
+        let info = ModelInfo {
+            config: built.config.clone(),
+            tokenizer: built.model.tokenizer.clone(),
+            context: built.context,
+        };
+        self.publish(|s| {
+            *s = Snapshot {
+                state: EngineState::Ready,
+                model: Some(info),
+                ..Snapshot::default()
+            }
+        });
+        self.batch = Batch::new(built.config.max_cache_entries);
+        self.degraded = None;
+        self.loaded = Some(Loaded {
+            model: built.model,
+            config: built.config,
+            context: built.context,
+            kv_budget,
+            session: built.session,
+        });
+    }
+
+    /// Ends the requests with `why` and drops the model being served.
+    fn unload(&mut self, why: &Error) {
+        self.fail_all(why);
+        self.loaded = None;
+        release_memory();
+    }
+
+    /// The old model (if any) keeps serving; the error is the last one Status reports.
+    fn after_failed_load(&mut self, e: &Error) {
+        if let Error::RankLost(_) = e {
+            self.session = None;
+            clear_groups();
+        }
+        // A lost rank under the served model degrades it at its next round.
+        let msg = e.to_string();
+        let serving = self.loaded.is_some();
+        self.publish(|s| {
+            if !serving {
+                s.model = None;
+            }
+            s.state = match serving {
+                true => EngineState::Ready,
+                false => EngineState::Error,
+            };
+            s.last_error = Some(msg);
+        });
+    }
+
+    /// Free: the requests end ABORTED, the model and the workers' parts go.
+    fn free(&mut self) {
+        let session = self.loaded.as_ref().and_then(|l| l.session.clone());
+        self.unload(&Error::Aborted("the model was freed".into()));
+        if let Some(s) = session {
+            if let Err(e) = free_workers(&s) {
+                tracing::warn!("workers did not confirm Free: {e}");
+            }
+        }
+        self.degraded = None;
+        self.publish(|s| *s = Snapshot::default());
+    }
+
+    /// The requests end UNAVAILABLE; the model, the batch and the cluster go first, then
+    /// this thread's MLX stream must finish what they queued before the thread (and its MLX
+    /// thread-locals) ends.
+    fn finish(mut self) {
+        self.fail_all(&Error::ShuttingDown);
+        let EngineThread {
+            shared,
+            loaded,
+            session,
+            batch,
+            ..
+        } = self;
+        drop((batch, loaded, session));
+        if let Ok(mut s) = shared.write() {
+            *s = Snapshot {
+                state: EngineState::Stopped,
+                last_error: Some(Error::ShuttingDown.to_string()),
+                ..Snapshot::default()
+            };
+        }
+        if let Err(e) = crate::lifecycle::synchronize_streams(STREAM_LIMIT) {
+            tracing::error!("the engine thread ends with MLX work in flight: {e}");
+        }
+    }
+}
+
+/// A model loaded beside the one being served, not yet installed.
+struct Built {
+    model: LoadedModel,
+    config: LoadConfig,
+    context: usize,
+    session: Option<Rc<Session>>,
+}
+
+/// Bytes of KV memory for `config`: its `kv_memory_mb`, or half of what is free once the
+/// weights are in (the rest is for MLX's own buffers).
+fn kv_budget(config: &LoadConfig) -> usize {
+    let budget = match config.kv_memory_mb {
         Some(mb) => mb << 20,
-        // Half of what is free once the weights are in: the rest is for MLX's own buffers.
         None => match crate::distributed::free_memory() {
             0 => usize::MAX,
             free => (free / 2) as usize,
         },
     };
-    tracing::info!(kv_budget_mb = kv_budget >> 20, "KV memory budget");
-    Ok(Loaded {
-        model,
-        config: config.clone(),
-        context,
-        kv_budget,
-        session: hostfile.and(session.clone()),
-    })
+    tracing::info!(kv_budget_mb = budget >> 20, "KV memory budget");
+    budget
 }
 
 /// Runs `f` with the cluster watched: a lost rank fails the running requests at once
@@ -308,10 +484,19 @@ fn watched<T>(cluster: &Cluster, running: Vec<Events>, f: impl FnOnce() -> Resul
             }
         });
     }));
-    let out = f();
-    cluster.fault().clear_listener();
-    cluster.fault().set_busy(false);
-    out
+    let _watching = Watching(cluster);
+    f()
+}
+
+/// Ends `watched`'s watch even when `f` panics, so the wedged-rank watchdog is not armed by
+/// a step that is no longer running.
+struct Watching<'a>(&'a Cluster);
+
+impl Drop for Watching<'_> {
+    fn drop(&mut self) {
+        self.0.fault().clear_listener();
+        self.0.fault().set_busy(false);
+    }
 }
 
 /// Tells every worker to drop its part.

@@ -167,7 +167,7 @@ pub fn generate_options(
         }),
         presence_penalty: o.presence_penalty.unwrap_or(req.presence_penalty),
         frequency_penalty: o.frequency_penalty.unwrap_or(req.frequency_penalty),
-        logit_bias: logit_bias(&req.logit_bias)?,
+        logit_bias: logit_bias(&req.logit_bias, model.tokenizer.vocab_size())?,
         seed: o.seed.or((req.seed != 0).then_some(req.seed as i64 as u64)),
         ..SamplingParams::default()
     };
@@ -189,8 +189,8 @@ pub fn generate_options(
     })
 }
 
-/// `{"token_id": bias}` as JSON text.
-fn logit_bias(text: &str) -> Result<HashMap<u32, f32>, Status> {
+/// `{"token_id": bias}` as JSON text; every id must be in the vocabulary (as Detokenize's).
+fn logit_bias(text: &str, vocab: usize) -> Result<HashMap<u32, f32>, Status> {
     if text.trim().is_empty() {
         return Ok(HashMap::new());
     }
@@ -201,8 +201,14 @@ fn logit_bias(text: &str) -> Result<HashMap<u32, f32>, Status> {
     })?;
     map.into_iter()
         .map(|(k, v)| match k.trim().parse::<u32>() {
+            Ok(id) if (id as usize) >= vocab => Err(invalid(format!(
+                "LogitBias: token {id} is not in the vocabulary (0..{vocab})"
+            ))),
             Ok(id) if v.is_finite() => Ok((id, v)),
-            _ => Err(invalid(format!("LogitBias: bad entry {k:?}: {v}"))),
+            _ => Err(invalid(format!(
+                "LogitBias: bad entry {}: {v}",
+                crate::error::quote(&format!("{k:?}"))
+            ))),
         })
         .collect()
 }

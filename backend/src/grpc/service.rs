@@ -97,7 +97,8 @@ type ReplyStream = Pin<Box<dyn Stream<Item = Result<pb::Reply, Status>> + Send>>
 
 #[tonic::async_trait]
 impl<E: Engine> pb::backend_server::Backend for Service<E> {
-    /// "OK", or (a rank was lost) "DEGRADED: ..." naming it, which hosts read as not healthy.
+    /// "OK", or "DEGRADED: ..." (a rank was lost), "STOPPED: ..." or "FAILED: ..." (the
+    /// engine thread ended), which hosts read as not healthy.
     async fn health(&self, _: Request<pb::HealthMessage>) -> Result<Response<pb::Reply>, Status> {
         let snapshot = self.engine.snapshot();
         let message = match snapshot.state {
@@ -106,6 +107,9 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
             }
             EngineState::Stopped => {
                 format!("STOPPED: {}", snapshot.last_error.unwrap_or_default())
+            }
+            EngineState::Failed => {
+                format!("FAILED: {}", snapshot.last_error.unwrap_or_default())
             }
             _ => "OK".to_string(),
         };
@@ -230,10 +234,9 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
                         let rest = splitter.finish();
                         content.push_str(&rest.content);
                         tail.chat_deltas.extend(chat_delta(rest));
-                        if !tail.message.is_empty() || !tail.chat_deltas.is_empty() {
-                            if tx.send(Ok(tail)).await.is_err() {
-                                return;
-                            }
+                        let has_tail = !tail.message.is_empty() || !tail.chat_deltas.is_empty();
+                        if has_tail && tx.send(Ok(tail)).await.is_err() {
+                            return;
                         }
                         let (calls, _) = parse_tool_calls(&format, &content);
                         let last = pb::Reply {
@@ -307,7 +310,10 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
             EngineState::Uninitialized | EngineState::Loading => State::Uninitialized,
             EngineState::Ready => State::Ready,
             EngineState::Busy => State::Busy,
-            EngineState::Error | EngineState::Degraded | EngineState::Stopped => State::Error,
+            EngineState::Error
+            | EngineState::Degraded
+            | EngineState::Stopped
+            | EngineState::Failed => State::Error,
         };
         let mlx = mlx_rs::memory::active_memory().unwrap_or(0) as u64;
         let cache = mlx_rs::memory::cache_memory().unwrap_or(0) as u64;

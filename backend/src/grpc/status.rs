@@ -11,6 +11,7 @@ pub fn to_status(e: Error) -> Status {
         Error::NotLoaded => Status::failed_precondition(msg),
         Error::RankLost(_) | Error::ShuttingDown => Status::unavailable(msg),
         Error::Overloaded(_) => Status::resource_exhausted(msg),
+        Error::Aborted(_) => Status::aborted(msg),
         _ => Status::internal(msg),
     }
 }

@@ -32,7 +32,10 @@ fn default_theta() -> f32 {
 pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Decoder> {
     let a: Args = args(config)?;
     let traits = FamilyTraits {
-        head_dim: a.head_dim.unwrap_or(a.base.default_head_dim()),
+        head_dim: match a.head_dim {
+            Some(d) => d,
+            None => a.base.default_head_dim()?,
+        },
         qkv_bias: a.attention_bias,
         o_bias: a.attention_bias,
         qk_norm: false,

@@ -27,7 +27,7 @@ fn default_theta() -> f32 {
 pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Decoder> {
     let a: Args = args(config)?;
     let traits = FamilyTraits {
-        head_dim: a.base.default_head_dim(),
+        head_dim: a.base.default_head_dim()?,
         qkv_bias: true,
         o_bias: false,
         qk_norm: false,

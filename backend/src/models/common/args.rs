@@ -4,7 +4,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{AttentionConfig, DecoderConfig, Rope};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 #[derive(Deserialize)]
 pub struct BaseArgs {
@@ -30,13 +30,90 @@ pub struct FamilyTraits {
     pub rope_traditional: bool,
 }
 
+/// Upper bounds on config sizes, far above any real model (DeepSeek-V3: hidden 7,168, 61
+/// layers, vocab 129,280) and low enough that no shape built from them overflows an i32.
+const MAX_HIDDEN: i32 = 1 << 16;
+const MAX_INTERMEDIATE: i32 = 1 << 20;
+const MAX_LAYERS: i32 = 1 << 12;
+const MAX_HEADS: i32 = 1 << 10;
+const MAX_HEAD_DIM: i32 = 1 << 12;
+const MAX_VOCAB: i32 = 1 << 22;
+
+/// `value` if it is in `1..=max`, else an error naming the field.
+pub fn positive(field: &str, value: i32, max: i32) -> Result<i32> {
+    match value {
+        v if v < 1 => Err(Error::Config(format!(
+            "{field} is {v}; it must be at least 1"
+        ))),
+        v if v > max => Err(Error::Config(format!(
+            "{field} is {v}, more than the {max} this backend accepts"
+        ))),
+        v => Ok(v),
+    }
+}
+
+/// `value` if it is finite and above zero, else an error naming the field.
+pub fn positive_f32(field: &str, value: f32) -> Result<f32> {
+    match value.is_finite() && value > 0.0 {
+        true => Ok(value),
+        false => Err(Error::Config(format!(
+            "{field} is {value}; it must be a finite number above 0"
+        ))),
+    }
+}
+
 impl BaseArgs {
     /// `hidden_size / num_attention_heads`, for families without an explicit head_dim.
-    pub fn default_head_dim(&self) -> i32 {
-        self.hidden_size / self.num_attention_heads
+    pub fn default_head_dim(&self) -> Result<i32> {
+        let heads = positive("num_attention_heads", self.num_attention_heads, MAX_HEADS)?;
+        let hidden = positive("hidden_size", self.hidden_size, MAX_HIDDEN)?;
+        if hidden % heads != 0 {
+            return Err(Error::Config(format!(
+                "hidden_size {hidden} is not a multiple of num_attention_heads {heads} (and \
+                 there is no head_dim)"
+            )));
+        }
+        Ok(hidden / heads)
+    }
+
+    /// Checks every size before any arithmetic uses it: a zero, negative, huge or
+    /// inconsistent value is an error naming the field, never a panic or an overflow.
+    fn validate(&self, t: &FamilyTraits) -> Result<()> {
+        positive("hidden_size", self.hidden_size, MAX_HIDDEN)?;
+        positive("num_hidden_layers", self.num_hidden_layers, MAX_LAYERS)?;
+        positive(
+            "intermediate_size",
+            self.intermediate_size,
+            MAX_INTERMEDIATE,
+        )?;
+        positive("vocab_size", self.vocab_size, MAX_VOCAB)?;
+        positive("head_dim", t.head_dim, MAX_HEAD_DIM)?;
+        let heads = positive("num_attention_heads", self.num_attention_heads, MAX_HEADS)?;
+        let kv_heads = self.num_key_value_heads.unwrap_or(heads);
+        positive("num_key_value_heads", kv_heads, heads)?;
+        if heads % kv_heads != 0 {
+            return Err(Error::Config(format!(
+                "num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}"
+            )));
+        }
+        if t.head_dim % 2 != 0 {
+            return Err(Error::Config(format!(
+                "head_dim {} is odd; rotary embeddings need an even head_dim",
+                t.head_dim
+            )));
+        }
+        positive(
+            "num_attention_heads * head_dim",
+            heads * t.head_dim,
+            MAX_HIDDEN * 4,
+        )?;
+        positive_f32("rms_norm_eps", self.rms_norm_eps)?;
+        positive_f32("rope_theta", t.rope_theta)?;
+        Ok(())
     }
 
     pub fn decoder(&self, t: FamilyTraits, rope_scaling: Option<&Value>) -> Result<DecoderConfig> {
+        self.validate(&t)?;
         Ok(DecoderConfig {
             vocab_size: self.vocab_size,
             num_hidden_layers: self.num_hidden_layers,

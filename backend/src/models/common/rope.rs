@@ -25,8 +25,11 @@ impl Rope {
             scaling
                 .and_then(|s| s.get("factor"))
                 .and_then(Value::as_f64)
+                .filter(|f| f.is_finite() && *f > 0.0)
                 .ok_or_else(|| {
-                    Error::Config(format!("rope_scaling of type {rope_type} needs a factor"))
+                    Error::Config(format!(
+                        "rope_scaling of type {rope_type} needs a factor above 0"
+                    ))
                 })
         };
         let plain = |scale| Rope {
@@ -48,7 +51,7 @@ impl Rope {
                     dims,
                     base,
                     factor()?,
-                    scaling.expect("checked"),
+                    scaling.unwrap_or(&Value::Null),
                 )?),
             }),
             other => Err(Error::Config(format!(
@@ -98,6 +101,12 @@ fn llama3_freqs(dims: i32, base: f32, factor: f64, cfg: &Value) -> Result<Array>
         get("high_freq_factor", 4.0),
     );
     let old_len = get("original_max_position_embeddings", 8192.0);
+    if !(low > 0.0 && high > low && old_len > 0.0 && high.is_finite() && old_len.is_finite()) {
+        return Err(Error::Config(format!(
+            "llama3 rope_scaling needs 0 < low_freq_factor < high_freq_factor and \
+             original_max_position_embeddings above 0 (got {low}, {high}, {old_len})"
+        )));
+    }
     let (low_wavelen, high_wavelen) = (old_len / low, old_len / high);
 
     let exponents =

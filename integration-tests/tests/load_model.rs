@@ -1,0 +1,264 @@
+//! LoadModel is all or nothing, over real gRPC and the real model: hostile checkpoints (bad
+//! sizes in every config field a family reads, truncated weights, a broken tokenizer, a
+//! symlink loop) each fail naming the problem while the model already loaded keeps answering
+//! its golden; a good and a bad LoadModel racing end where each caller was told; Free and a
+//! replacing LoadModel end running streams with ABORTED.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use backend::grpc::pb::{self, backend_client::BackendClient};
+use integration_tests::goldens::{self, Goldens};
+use integration_tests::rpc::{golden_request, load_fixture, stream_error};
+use integration_tests::server::BackendProcess;
+use integration_tests::{fixture, TestResult};
+use tonic::transport::Channel;
+use tonic::Code;
+
+const MODEL: &str = "smollm2-135m-4bit";
+const GOLDENS: &str = "smollm2-135m-4bit-f32";
+
+/// A folder of links to a fixture's files, with `config.json` (and whatever `edit` writes)
+/// of its own.
+fn scratch(
+    root: &Path,
+    name: &str,
+    from: &str,
+    edit: impl FnOnce(&Path) -> TestResult,
+) -> TestResult<PathBuf> {
+    let dir = root.join(name);
+    std::fs::create_dir_all(&dir)?;
+    for entry in std::fs::read_dir(fixture(from)?)? {
+        let entry = entry?;
+        if entry.file_name() != "config.json" {
+            std::os::unix::fs::symlink(entry.path(), dir.join(entry.file_name()))?;
+        }
+    }
+    std::fs::copy(fixture(from)?.join("config.json"), dir.join("config.json"))?;
+    edit(&dir)?;
+    Ok(dir)
+}
+
+/// Sets `field` of the folder's config.json to `value`.
+fn set_field(field: &'static str, value: serde_json::Value) -> impl FnOnce(&Path) -> TestResult {
+    move |dir| {
+        let path = dir.join("config.json");
+        let mut config: serde_json::Value = serde_json::from_slice(&std::fs::read(&path)?)?;
+        config[field] = value;
+        std::fs::write(&path, serde_json::to_vec(&config)?)?;
+        Ok(())
+    }
+}
+
+/// Replaces the link `file` with a real file holding `bytes`.
+fn replace(file: &'static str, bytes: Vec<u8>) -> impl FnOnce(&Path) -> TestResult {
+    move |dir| {
+        std::fs::remove_file(dir.join(file))?;
+        std::fs::write(dir.join(file), bytes)?;
+        Ok(())
+    }
+}
+
+/// The golden case still comes out word for word.
+async fn answers_golden(c: &mut BackendClient<Channel>, g: &Goldens, when: &str) -> TestResult {
+    let case = &g.cases[0];
+    let reply = c
+        .predict(golden_request(case, g.max_tokens))
+        .await?
+        .into_inner();
+    // Predict trims the text as LocalAI's backends do.
+    assert_eq!(
+        String::from_utf8(reply.message)?.trim(),
+        case.text.trim(),
+        "{when}"
+    );
+    Ok(())
+}
+
+async fn load_dir(
+    c: &mut BackendClient<Channel>,
+    root: &Path,
+    model: &str,
+) -> TestResult<pb::Result> {
+    let req = pb::ModelOptions {
+        model: model.into(),
+        model_path: root.to_string_lossy().into_owned(),
+        ..Default::default()
+    };
+    Ok(c.load_model(req).await?.into_inner())
+}
+
+type Case = (
+    &'static str,
+    &'static str,
+    Box<dyn FnOnce(&Path) -> TestResult>,
+    &'static str,
+);
+
+/// Every config field a family reads, zero, negative, huge and inconsistent, plus broken files.
+fn hostile_cases() -> TestResult<Vec<Case>> {
+    use serde_json::json;
+    let weights = std::fs::read(fixture("tiny-qwen3")?.join("model.safetensors"))?;
+    let truncated = weights[..weights.len() / 2].to_vec();
+    let mut cases: Vec<Case> = Vec::new();
+    let sizes: &[(&str, &str)] = &[
+        ("hidden_size", "hidden_size"),
+        ("num_hidden_layers", "num_hidden_layers"),
+        ("intermediate_size", "intermediate_size"),
+        ("num_attention_heads", "num_attention_heads"),
+        ("num_key_value_heads", "num_key_value_heads"),
+        ("vocab_size", "vocab_size"),
+    ];
+    for family in ["tiny-llama3", "tiny-qwen2", "tiny-qwen3"] {
+        for (field, named) in sizes {
+            for value in [json!(0), json!(-1), json!(1_000_000_000)] {
+                cases.push((family, named, Box::new(set_field(field, value)), field));
+            }
+        }
+        cases.push((
+            family,
+            "rms_norm_eps",
+            Box::new(set_field("rms_norm_eps", json!(0.0))),
+            "rms_norm_eps",
+        ));
+        cases.push((
+            family,
+            "rope_theta",
+            Box::new(set_field("rope_theta", json!(-1.0))),
+            "rope_theta",
+        ));
+        cases.push((
+            family,
+            "num_key_value_heads",
+            Box::new(set_field("num_key_value_heads", json!(3))),
+            "kv heads 3",
+        ));
+    }
+    cases.push((
+        "tiny-qwen3",
+        "head_dim",
+        Box::new(set_field("head_dim", json!(0))),
+        "head_dim 0",
+    ));
+    cases.push((
+        "tiny-qwen2",
+        "num_attention_heads",
+        Box::new(set_field("num_attention_heads", json!(5))),
+        "heads not dividing hidden",
+    ));
+    cases.push((
+        "tiny-qwen3",
+        "model.safetensors",
+        Box::new(replace("model.safetensors", truncated)),
+        "truncated weights",
+    ));
+    cases.push((
+        "tiny-qwen3",
+        "tokenizer",
+        Box::new(replace("tokenizer.json", b"{not json".to_vec())),
+        "broken tokenizer",
+    ));
+    Ok(cases)
+}
+
+#[tokio::test]
+async fn hostile_checkpoints_fail_by_name_and_the_loaded_model_keeps_serving() -> TestResult {
+    let g = goldens::load(GOLDENS)?;
+    let server = BackendProcess::start(&[]).await?;
+    let mut c = server.client().await?;
+    assert!(load_fixture(&mut c, MODEL, &[]).await?.success);
+    answers_golden(&mut c, &g, "before").await?;
+    let root = std::env::temp_dir().join(format!("mlxd-hostile-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    for (i, (family, named, edit, what)) in hostile_cases()?.into_iter().enumerate() {
+        let name = format!("case{i}");
+        scratch(&root, &name, family, edit)?;
+        let reply =
+            tokio::time::timeout(Duration::from_secs(60), load_dir(&mut c, &root, &name)).await??;
+        assert!(!reply.success, "{family} {what}: {reply:?}");
+        assert!(
+            reply.message.contains(named),
+            "{family} {what}: {}",
+            reply.message
+        );
+    }
+    std::os::unix::fs::symlink(root.join("loop"), root.join("loop"))?;
+    let reply = load_dir(&mut c, &root, "loop").await?;
+    assert!(
+        !reply.success && reply.message.contains("symbolic links"),
+        "{reply:?}"
+    );
+    let huge = format!("hostfile:/{}", "a".repeat(1 << 20));
+    let reply = load_fixture(&mut c, MODEL, &[&huge]).await?;
+    assert!(
+        !reply.success && reply.message.len() < 1000,
+        "{}",
+        reply.message.chars().take(300).collect::<String>()
+    );
+    answers_golden(&mut c, &g, "after every hostile load").await?;
+    let health = c.health(pb::HealthMessage {}).await?.into_inner();
+    assert_eq!(health.message, b"OK");
+    std::fs::remove_dir_all(&root)?;
+    Ok(())
+}
+
+/// A good and a bad LoadModel at once: each caller hears the truth, and the good model serves.
+#[tokio::test]
+async fn racing_good_and_bad_loads_end_as_each_caller_was_told() -> TestResult {
+    let g = goldens::load(GOLDENS)?;
+    let server = BackendProcess::start(&[]).await?;
+    let c = server.client().await?;
+    for round in 0..3 {
+        let (mut good, mut bad) = (c.clone(), c.clone());
+        let missing = pb::ModelOptions {
+            model: "/nonexistent/model/folder".into(),
+            ..Default::default()
+        };
+        let (ok, failed) = tokio::join!(load_fixture(&mut good, MODEL, &[]), async move {
+            Ok::<_, tonic::Status>(bad.load_model(missing).await?.into_inner())
+        });
+        let (ok, failed) = (ok?, failed?);
+        assert!(ok.success, "round {round}: {ok:?}");
+        assert!(
+            !failed.success && failed.message.contains("nonexistent"),
+            "round {round}: {failed:?}"
+        );
+        answers_golden(&mut c.clone(), &g, &format!("round {round}")).await?;
+    }
+    Ok(())
+}
+
+/// Free, and a LoadModel that replaces the model, end the running streams with ABORTED.
+#[tokio::test]
+async fn free_and_replacing_load_abort_running_streams() -> TestResult {
+    let g = goldens::load(GOLDENS)?;
+    let server = BackendProcess::start(&[]).await?;
+    let mut c = server.client().await?;
+    let long = pb::PredictOptions {
+        tokens: 2000,
+        ignore_eos: true,
+        ..golden_request(&g.cases[0], 0)
+    };
+    for (what, message) in [("LoadModel", "replaced"), ("Free", "freed")] {
+        assert!(load_fixture(&mut c, MODEL, &[]).await?.success);
+        let mut stream = c.predict_stream(long.clone()).await?.into_inner();
+        stream.message().await?;
+        let mut other = c.clone();
+        let call = async move {
+            match what {
+                "Free" => other.free(pb::HealthMessage {}).await.map(|_| ()),
+                _ => load_fixture(&mut other, MODEL, &[])
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| tonic::Status::internal(e.to_string())),
+            }
+        };
+        let (ended, called) =
+            tokio::join!(stream_error(&mut stream, Duration::from_secs(60)), call);
+        called?;
+        let ended = ended?;
+        assert_eq!(ended.code(), Code::Aborted, "{what}: {ended:?}");
+        assert!(ended.message().contains(message), "{what}: {ended:?}");
+    }
+    Ok(())
+}
