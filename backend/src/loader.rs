@@ -55,8 +55,8 @@ pub fn load_part(dir: &Path, mode: WeightMode, plan: &ShardPlan) -> Result<(Deco
 }
 
 /// About how many bytes the model in `dir` holds once loaded in `mode`: its safetensors
-/// bytes, times the widening to f32 when `DequantizeF32` applies (32 / bits for a quantized
-/// checkpoint, 2 for a 16-bit one; measured: a 4-bit 76 MB checkpoint holds 587 MB).
+/// bytes, times the widening to f32 of the f32 modes (32 / bits for a quantized checkpoint
+/// dequantized, 2 for a 16-bit one; measured: a 4-bit 76 MB checkpoint holds 587 MB).
 pub fn resident_estimate(dir: &Path, mode: WeightMode) -> Result<u64> {
     let mut stored = 0u64;
     for file in safetensors_files(dir)? {
@@ -66,11 +66,16 @@ pub fn resident_estimate(dir: &Path, mode: WeightMode) -> Result<u64> {
         return Ok(stored);
     }
     let config: Value = read_json(&dir.join("config.json"))?;
-    let widen = match config["quantization"]["bits"].as_u64() {
-        Some(bits) if (1..=32).contains(&bits) => 32 / bits,
-        _ => 2,
-    };
-    Ok(stored.saturating_mul(widen))
+    let bits = config["quantization"]["bits"]
+        .as_u64()
+        .filter(|b| (1..=32).contains(b));
+    Ok(match (mode, bits) {
+        // Packed codes as stored; 16-bit scales and biases (1/8 of the bytes at 4 bits)
+        // widened to f32.
+        (WeightMode::PackedF32, Some(_)) => stored.saturating_add(stored / 8),
+        (_, Some(bits)) => stored.saturating_mul(32 / bits),
+        (_, None) => stored.saturating_mul(2),
+    })
 }
 
 /// What identifies a model on every rank without reading its weights: config.json, and

@@ -252,6 +252,6 @@ mod tests {
         s.process(&mut l, &[1, 2]);
         assert_eq!(l[0], 10.1);
         assert_eq!(l[1], 2.0 / 2.0 - 0.5);
-        assert_eq!(l[2], -1.0 * 2.0 - 0.5);
+        assert_eq!(l[2], -2.0 - 0.5);
     }
 }

@@ -8,16 +8,20 @@ use mlx_rs::{Array, Dtype};
 use serde_json::Value;
 
 use crate::error::{read_json, Error, Result};
-use crate::models::common::{Embedding, Linear, QuantParams, RmsNorm, Split};
+use crate::models::common::{Embedding, Linear, Packed, QuantParams, RmsNorm, Split};
 
 /// How stored weights become the arrays the model computes with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum WeightMode {
     /// The checkpoint's dtypes and MLX's quantized kernels: numerically what mlx-lm does.
     AsStored,
     /// Dequantize (as `mlx_lm convert --dequantize` does) and compute in f32: fast on CPU,
     /// where MLX's quantized kernels are scalar code and float matmuls use BLAS.
     DequantizeF32,
+    /// The f32 numerics of `DequantizeF32`, but quantized matrices stay packed as stored
+    /// (scales and biases widened to f32) and multiply through `quant-cpu`'s kernels: the
+    /// memory and bytes per token of the checkpoint. CPU only.
+    PackedF32,
 }
 
 impl WeightMode {
@@ -27,6 +31,16 @@ impl WeightMode {
             WeightMode::AsStored
         } else {
             WeightMode::DequantizeF32
+        }
+    }
+
+    /// What `dequantize:false` means here: the checkpoint's own quantized kernels on Metal,
+    /// `quant-cpu`'s on the CPU.
+    pub fn quantized_for_device() -> WeightMode {
+        if cfg!(target_os = "macos") {
+            WeightMode::AsStored
+        } else {
+            WeightMode::PackedF32
         }
     }
 }
@@ -115,7 +129,9 @@ impl Weights {
 
     fn to_compute_dtype(&self, array: Array) -> Result<Array> {
         match self.mode {
-            WeightMode::DequantizeF32 if array.dtype() != Dtype::Float32 => {
+            WeightMode::DequantizeF32 | WeightMode::PackedF32
+                if array.dtype() != Dtype::Float32 =>
+            {
                 Ok(array.as_dtype(Dtype::Float32)?)
             }
             _ => Ok(array),
@@ -194,6 +210,16 @@ impl Weights {
                     scales.as_dtype(Dtype::Float32)?,
                     biases.as_dtype(Dtype::Float32)?,
                 );
+                if self.mode == WeightMode::PackedF32 {
+                    let format = quant_cpu::Format::new(q.bits as u32, q.group_size as usize)
+                        .map_err(|e| Error::Weights(format!("`{prefix}`: {e}")))?;
+                    return Ok(MatrixWeight::Packed(Packed {
+                        weight,
+                        scales,
+                        biases,
+                        format,
+                    }));
+                }
                 let dense =
                     mlx_rs::ops::dequantize(&weight, &scales, &biases, q.group_size, q.bits)?;
                 Ok(MatrixWeight::Dense(dense))
@@ -245,6 +271,7 @@ impl Weights {
         };
         Ok(match weight {
             MatrixWeight::Dense(weight) => Linear::Dense { weight, bias },
+            MatrixWeight::Packed(packed) => Linear::Packed { packed, bias },
             MatrixWeight::Quantized {
                 weight,
                 scales,
@@ -264,6 +291,7 @@ impl Weights {
     pub fn embedding(&mut self, prefix: &str, vocab: i32, dim: i32) -> Result<Embedding> {
         Ok(match self.take_matrix(prefix, vocab, dim, Split::Whole)? {
             MatrixWeight::Dense(weight) => Embedding::Dense { weight },
+            MatrixWeight::Packed(packed) => Embedding::Packed(packed),
             MatrixWeight::Quantized {
                 weight,
                 scales,
@@ -321,6 +349,7 @@ fn shard(a: &Array, axis: i32, rank: usize, size: usize, prefix: &str) -> Result
 
 enum MatrixWeight {
     Dense(Array),
+    Packed(Packed),
     Quantized {
         weight: Array,
         scales: Array,

@@ -48,9 +48,10 @@ async fn concurrent_streams_equal_goldens(c: &BackendClient<Channel>, n: usize) 
     Ok(())
 }
 
-/// Loads the fixture, then runs 8 concurrent streams against the goldens, bounded in time.
-async fn load_then_eight_streams(c: BackendClient<Channel>) -> TestResult {
-    let loaded = load_fixture(&mut c.clone(), MODEL, &[]).await?;
+/// Loads the fixture with `options`, then runs 8 concurrent streams against the goldens,
+/// bounded in time.
+async fn load_then_eight_streams(c: BackendClient<Channel>, options: &[&str]) -> TestResult {
+    let loaded = load_fixture(&mut c.clone(), MODEL, options).await?;
     assert!(loaded.success, "{loaded:?}");
     tokio::time::timeout(
         Duration::from_secs(300),
@@ -63,7 +64,15 @@ async fn load_then_eight_streams(c: BackendClient<Channel>) -> TestResult {
 async fn eight_concurrent_streams_equal_their_goldens_on_one_node() -> TestResult {
     let _serial = serial();
     let server = BackendProcess::start(&[]).await?;
-    load_then_eight_streams(server.client().await?).await
+    load_then_eight_streams(server.client().await?, &[]).await
+}
+
+/// Packed weights (quant-cpu): decode rows batched together equal each row alone.
+#[tokio::test]
+async fn eight_concurrent_streams_equal_their_goldens_with_packed_weights() -> TestResult {
+    let _serial = serial();
+    let server = BackendProcess::start(&[]).await?;
+    load_then_eight_streams(server.client().await?, &["dequantize:false"]).await
 }
 
 #[tokio::test]
@@ -71,7 +80,7 @@ async fn eight_concurrent_streams_equal_their_goldens_on_two_rank_pipeline() -> 
     let _serial = serial();
     let cluster = Cluster::start(2, "batch-pp2")?;
     let rank0 = cluster.rank0(&[]).await?;
-    load_then_eight_streams(rank0.client().await?).await
+    load_then_eight_streams(rank0.client().await?, &[]).await
 }
 
 #[tokio::test]

@@ -102,6 +102,26 @@ fn fast_mode_equals_mlx_lm_on_dequantized_8bit() -> TestResult {
 }
 
 #[test]
+fn packed_mode_equals_mlx_lm_on_dequantized_4bit() -> TestResult {
+    check(
+        "smollm2-135m-4bit",
+        "smollm2-135m-4bit-f32",
+        WeightMode::PackedF32,
+        usize::MAX,
+    )
+}
+
+#[test]
+fn packed_mode_equals_mlx_lm_on_dequantized_8bit() -> TestResult {
+    check(
+        "smollm2-135m-8bit",
+        "smollm2-135m-8bit-f32",
+        WeightMode::PackedF32,
+        usize::MAX,
+    )
+}
+
+#[test]
 fn mirror_mode_equals_mlx_lm_on_4bit_as_stored() -> TestResult {
     check(
         "smollm2-135m-4bit",

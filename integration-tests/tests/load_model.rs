@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use backend::grpc::pb::{self, backend_client::BackendClient};
+use integration_tests::cluster::Cluster;
 use integration_tests::goldens::{self, Goldens};
 use integration_tests::rpc::{golden_request, load_fixture, stream_error};
 use integration_tests::server::BackendProcess;
@@ -260,5 +261,51 @@ async fn free_and_replacing_load_abort_running_streams() -> TestResult {
         assert_eq!(ended.code(), Code::Aborted, "{what}: {ended:?}");
         assert!(ended.message().contains(message), "{what}: {ended:?}");
     }
+    Ok(())
+}
+
+/// Over a 2-rank pipeline, a LoadModel that fails on every rank (truncated weights) or on a
+/// config check leaves both ranks serving the old model: workers build beside it and drop the
+/// new part on `Abort`.
+#[tokio::test]
+async fn a_failed_load_over_a_cluster_leaves_every_rank_serving() -> TestResult {
+    use serde_json::json;
+    let g = goldens::load(GOLDENS)?;
+    let cluster = Cluster::start(2, "load-txn")?;
+    let rank0 = cluster.rank0(&[]).await?;
+    let mut c = rank0.client().await?;
+    assert!(load_fixture(&mut c, MODEL, &[]).await?.success);
+    answers_golden(&mut c, &g, "cluster, before").await?;
+    let root = std::env::temp_dir().join(format!("mlxd-load-txn-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let weights = std::fs::read(fixture("tiny-qwen3")?.join("model.safetensors"))?;
+    let truncated = weights[..weights.len() / 2].to_vec();
+    scratch(
+        &root,
+        "truncated",
+        "tiny-qwen3",
+        replace("model.safetensors", truncated),
+    )?;
+    scratch(
+        &root,
+        "no-heads",
+        "tiny-llama3",
+        set_field("num_attention_heads", json!(0)),
+    )?;
+    for (name, named) in [
+        ("truncated", "model.safetensors"),
+        ("no-heads", "num_attention_heads"),
+    ] {
+        let load = load_dir(&mut c, &root, name);
+        let reply = tokio::time::timeout(Duration::from_secs(120), load).await??;
+        assert!(
+            !reply.success && reply.message.contains(named),
+            "{name}: {reply:?}"
+        );
+        answers_golden(&mut c, &g, &format!("cluster, after {name}")).await?;
+    }
+    let health = c.health(pb::HealthMessage {}).await?.into_inner();
+    assert_eq!(health.message, b"OK");
+    std::fs::remove_dir_all(&root)?;
     Ok(())
 }

@@ -28,6 +28,20 @@ pub fn active() -> bool {
     return false;
 }
 
+/// Runs `columns(n0, n1)` over `0..n` in chunks (whole tiles of 4 columns), shared with this
+/// crate's helper threads when the product reads `elements` weights or more and they are free;
+/// otherwise (and off x86-64 Linux) on the calling thread. Each column is computed once, by
+/// one thread, so a product whose columns do not depend on each other keeps its bits.
+pub fn share(n: usize, elements: usize, columns: &(dyn Fn(usize, usize) + Sync)) {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    return pool::share(n, elements, columns);
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    {
+        let _ = elements;
+        columns(0, n)
+    }
+}
+
 /// Stops and joins the helper threads (before the process exits); products after it run on
 /// the calling thread alone.
 pub fn shutdown() {

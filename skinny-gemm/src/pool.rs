@@ -1,4 +1,5 @@
-//! Helper threads that take chunks of a product's weight rows. The caller claims chunks too,
+//! Helper threads that take chunks of a product's weight rows (this crate's f32 products, and
+//! any other few-row product split by output columns: `quant-cpu`'s). The caller claims chunks too,
 //! so a helper that is not running (a busy box, another rank's process) never stalls it. They
 //! spin briefly between products (a decode step calls hundreds back to back), then park.
 //! `shutdown` stops and joins them before the process exits; products after it run on the
@@ -30,11 +31,22 @@ enum State {
     Stopped = 1,
 }
 
+/// Work split by output columns: `columns(n0, n1)` computes columns `n0..n1` of `n`.
+type Columns<'a> = &'a (dyn Fn(usize, usize) + Sync);
+
+/// The current job: the caller's closure, with its lifetime erased. It stays valid because the
+/// caller waits for every chunk before it returns (and so before the closure goes).
+#[derive(Clone, Copy)]
+struct Job {
+    columns: *const (dyn Fn(usize, usize) + Sync + 'static),
+    n: usize,
+}
+
 struct Pool {
     /// Held while a product is shared out; a second caller computes alone.
     busy: Mutex<()>,
     /// The current product; written only under `busy`, while no chunk of it is claimed.
-    job: UnsafeCell<Gemm>,
+    job: UnsafeCell<Option<Job>>,
     /// The product's epoch (high 32 bits), its chunk count (16) and the next unclaimed chunk
     /// (16): a claim is one compare-exchange, and a late helper's stale epoch claims nothing.
     claim: AtomicU64,
@@ -71,20 +83,7 @@ fn pool() -> &'static Pool {
 fn start(threads: usize) -> &'static Pool {
     let pool: &'static Pool = Box::leak(Box::new(Pool {
         busy: Mutex::new(()),
-        job: UnsafeCell::new(Gemm {
-            m: 0,
-            n: 0,
-            k: 0,
-            alpha: 0.0,
-            a: std::ptr::null(),
-            lda: 0,
-            b: std::ptr::null(),
-            ldb: 0,
-            b_trans: true,
-            beta: 0.0,
-            c: std::ptr::null_mut(),
-            ldc: 0,
-        }),
+        job: UnsafeCell::new(None),
         claim: AtomicU64::new(0),
         finished: AtomicUsize::new(0),
         helpers: OnceLock::new(),
@@ -168,9 +167,11 @@ fn claim_next(pool: &Pool, epoch: u64) -> Option<(usize, usize)> {
 fn work(pool: &Pool, epoch: u64) {
     while let Some((i, chunks)) = claim_next(pool, epoch) {
         // Stable: the caller does not replace the job while this chunk is unfinished.
-        let g = unsafe { *pool.job.get() };
-        let (n0, n1) = chunk(g.n, i, chunks);
-        unsafe { columns(&g, n0, n1) };
+        if let Some(job) = unsafe { *pool.job.get() } {
+            let (n0, n1) = chunk(job.n, i, chunks);
+            // SAFETY: the caller's closure lives until every chunk is finished.
+            unsafe { (*job.columns)(n0, n1) };
+        }
         pool.finished.fetch_add(1, Release);
     }
 }
@@ -181,17 +182,33 @@ pub fn run(g: &Gemm) {
 }
 
 fn run_on(pool: &Pool, g: &Gemm) {
+    // SAFETY: `columns` reads `g`'s operands and writes columns n0..n1 of its output only.
+    let work = |n0: usize, n1: usize| unsafe { columns(g, n0, n1) };
+    share_on(pool, g.n, g.n * g.k, &work);
+}
+
+/// Runs `columns` over `0..n` in chunks of whole tiles of 4 columns, shared with the helpers
+/// when `elements` (the weights it reads) is big enough and they are free; else on the
+/// calling thread. Returns when every column is done.
+pub fn share(n: usize, elements: usize, columns: Columns) {
+    share_on(pool(), n, elements, columns);
+}
+
+fn share_on(pool: &Pool, n: usize, elements: usize, columns: Columns) {
     let helpers = pool.helpers.get().map_or(0, Vec::len);
-    let guard = match helpers > 0 && g.n * g.k >= PARALLEL_MIN {
+    let guard = match helpers > 0 && elements >= PARALLEL_MIN {
         true => pool.busy.try_lock().ok().filter(|_| !stopped(pool)),
         false => None,
     };
     let Some(_guard) = guard else {
-        unsafe { columns(g, 0, g.n) };
+        columns(0, n);
         return;
     };
-    let chunks = g.n.div_ceil(4).min(CHUNKS_PER_THREAD * (helpers + 1));
-    unsafe { *pool.job.get() = *g };
+    let chunks = n.div_ceil(4).min(CHUNKS_PER_THREAD * (helpers + 1));
+    // SAFETY: only the lifetime is erased; this function waits for every chunk below.
+    let erased: *const (dyn Fn(usize, usize) + Sync + 'static) =
+        unsafe { std::mem::transmute(columns as *const (dyn Fn(usize, usize) + Sync + '_)) };
+    unsafe { *pool.job.get() = Some(Job { columns: erased, n }) };
     pool.finished.store(0, Relaxed);
     let epoch = ((pool.claim.load(Relaxed) >> 32) + 1) & 0xffff_ffff;
     pool.claim

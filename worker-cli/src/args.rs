@@ -193,8 +193,11 @@ pub struct GenerateArgs {
     pub seed: Option<u64>,
     /// Compute as the checkpoint stores it (MLX's quantized kernels), as mlx-lm does,
     /// instead of dequantizing to f32 (the fast default on CPU).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "packed")]
     pub as_stored: bool,
+    /// Keep quantized weights packed and multiply through our CPU kernels (f32 numerics).
+    #[arg(long)]
+    pub packed: bool,
     /// Write the generated token ids to stderr.
     #[arg(long, hide = true)]
     pub print_ids: bool,

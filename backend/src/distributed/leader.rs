@@ -895,6 +895,20 @@ mod tests {
         Ok(())
     }
 
+    /// Rank 2 joins, and the 3-rank cluster forms with the first rank 1.
+    fn rank_2_completes_the_cluster(
+        opts: &ClusterOptions,
+        formed: mpsc::Receiver<Result<Cluster>>,
+        first: Link,
+    ) -> TestResult {
+        let second = join(opts, 2)?;
+        let cluster = formed.recv_timeout(Duration::from_secs(5))??;
+        assert_eq!(cluster.size(), 3);
+        drop(cluster);
+        drop((first, second));
+        Ok(())
+    }
+
     #[test]
     fn a_rank_that_joins_twice_is_refused() -> TestResult {
         let opts = options(3, Duration::from_secs(20))?;
@@ -906,12 +920,7 @@ mod tests {
             Err(e) => return Err(format!("not refused as a duplicate: {e}").into()),
             Ok(_) => return Err("rank 1 joined twice".into()),
         }
-        let second = join(&opts, 2)?;
-        let cluster = formed.recv_timeout(Duration::from_secs(5))??;
-        assert_eq!(cluster.size(), 3);
-        drop(cluster);
-        drop((first, second));
-        Ok(())
+        rank_2_completes_the_cluster(&opts, formed, first)
     }
 
     #[test]
@@ -940,12 +949,7 @@ mod tests {
             ToWorker::Rejected { reason } => assert!(reason.contains("joined twice"), "{reason}"),
             other => return Err(format!("the late duplicate got {other:?}").into()),
         }
-        let second = join(&opts, 2)?;
-        let cluster = formed.recv_timeout(Duration::from_secs(5))??;
-        assert_eq!(cluster.size(), 3);
-        drop(cluster);
-        drop((first, second));
-        Ok(())
+        rank_2_completes_the_cluster(&opts, formed, first)
     }
 
     #[test]

@@ -155,7 +155,7 @@ pub struct LoadPlan {
     /// The `allow_paths_outside_model_path` option: workers resolve the model by the same rule.
     #[serde(default)]
     pub allow_paths_outside_model_path: bool,
-    pub dequantize: bool,
+    pub weight_mode: crate::weights::WeightMode,
     pub part: Part,
 }
 

@@ -16,7 +16,6 @@ use crate::loader::{self, LoadedModel};
 use crate::models::common::{ShardPlan, TensorSplit};
 use crate::options::{LoadConfig, Parallelism};
 use crate::source;
-use crate::weights::WeightMode;
 
 /// How long workers get to load their part.
 const LOAD_TIMEOUT: Duration = Duration::from_secs(900);
@@ -65,7 +64,7 @@ pub fn load(
                 model: config.model.clone(),
                 model_path: config.model_path.as_ref().map(|p| p.display().to_string()),
                 allow_paths_outside_model_path: config.allow_paths_outside_model_path,
-                dequantize: config.weight_mode == WeightMode::DequantizeF32,
+                weight_mode: config.weight_mode,
                 part: part.clone(),
             }),
         )?;

@@ -21,7 +21,6 @@ use crate::lifecycle;
 use crate::loader;
 use crate::models::common::Decoder;
 use crate::source;
-use crate::weights::WeightMode;
 
 pub struct FollowerOptions {
     pub rank: usize,
@@ -202,10 +201,7 @@ impl Follower<'_> {
             allow_outside: plan.allow_paths_outside_model_path,
         };
         let dir = source::resolve_with(&plan.model, &lookup)?;
-        let mode = match plan.dequantize {
-            true => WeightMode::DequantizeF32,
-            false => WeightMode::AsStored,
-        };
+        let mode = plan.weight_mode;
         let shard = shard_plan(&plan.part, self.opts.rank, group);
         let (decoder, loaded) = loader::load_part(&dir, mode, &shard)?;
         let hidden = loaded.config["hidden_size"]

@@ -553,3 +553,19 @@ fn release_memory() {
         tracing::warn!("clearing MLX's cache failed: {e}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A panic in a command becomes an error naming it, whether its message was a literal
+    /// or formatted, so the engine thread can fail that command and go on.
+    #[test]
+    fn guard_turns_a_panic_into_its_message() {
+        let literal = guard(|| -> u8 { panic!("attempt to divide by zero") });
+        assert_eq!(literal, Err("attempt to divide by zero".to_string()));
+        let formatted = guard(|| -> u8 { panic!("head_dim {}", 0) });
+        assert_eq!(formatted, Err("head_dim 0".to_string()));
+        assert_eq!(guard(|| 7), Ok(7));
+    }
+}

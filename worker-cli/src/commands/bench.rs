@@ -161,6 +161,11 @@ pub fn run(args: BenchArgs) -> CliResult {
     eprintln!("[bench] ours, default CPU mode (dequantized to f32)");
     let ours = measure_ours(&args.model, WeightMode::DequantizeF32, &fast)?;
     rows.push(("ours dequantized-f32", ours));
+    if cfg!(not(target_os = "macos")) {
+        eprintln!("[bench] ours, packed as stored (quant-cpu kernels, f32 numerics)");
+        let ours = measure_ours(&args.model, WeightMode::PackedF32, &fast)?;
+        rows.push(("ours packed", ours));
+    }
     if !args.skip_as_stored {
         eprintln!("[bench] ours, as stored (MLX quantized kernels, mirrors mlx-lm)");
         let ours = measure_ours(&args.model, WeightMode::AsStored, &as_stored)?;
@@ -229,6 +234,11 @@ pub fn run(args: BenchArgs) -> CliResult {
             "ours as-stored",
             "mlx-lm as-stored",
             "mirror_vs_mlx_lm_as_stored",
+        ),
+        (
+            "ours packed",
+            "ours dequantized-f32",
+            "packed_vs_dequantized_f32",
         ),
     ] {
         if let (Some(a), Some(b)) = (find(ours), find(theirs)) {

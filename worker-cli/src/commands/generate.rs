@@ -14,10 +14,10 @@ use crate::args::GenerateArgs;
 
 pub fn run(args: GenerateArgs) -> CliResult {
     let dir = source::resolve(&args.model, None)?;
-    let mode = if args.as_stored {
-        WeightMode::AsStored
-    } else {
-        WeightMode::default_for_device()
+    let mode = match (args.as_stored, args.packed) {
+        (true, _) => WeightMode::AsStored,
+        (_, true) => WeightMode::PackedF32,
+        _ => WeightMode::default_for_device(),
     };
     let loaded = loader::load(&dir, mode)?;
     let tok = &loaded.tokenizer;

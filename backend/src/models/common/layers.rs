@@ -12,6 +12,45 @@ pub struct QuantParams {
     pub bits: i32,
 }
 
+/// A quantized matrix kept as stored for `quant-cpu`'s kernels: packed codes, f32 scales and
+/// biases.
+pub struct Packed {
+    pub weight: Array,
+    pub scales: Array,
+    pub biases: Array,
+    pub format: quant_cpu::Format,
+}
+
+impl Packed {
+    /// `x W^T` without a dequantized copy of W.
+    fn matmul(&self, x: &Array) -> Result<Array> {
+        let Packed {
+            weight,
+            scales,
+            biases,
+            format,
+        } = self;
+        Ok(quant_cpu::quantized_matmul(
+            x, weight, scales, biases, *format,
+        )?)
+    }
+
+    /// Rows `ids` of W, dequantized (an embedding lookup).
+    fn rows(&self, ids: &Array) -> Result<Array> {
+        Ok(dequantize(
+            self.weight.take_axis(ids, 0)?,
+            self.scales.take_axis(ids, 0)?,
+            &self.biases.take_axis(ids, 0)?,
+            self.format.group as i32,
+            self.format.bits as i32,
+        )?)
+    }
+
+    fn arrays(&self) -> Vec<&Array> {
+        vec![&self.weight, &self.scales, &self.biases]
+    }
+}
+
 /// `y = x W^T + b`, as mlx's `nn.Linear` or `nn.QuantizedLinear`.
 pub enum Linear {
     Dense {
@@ -24,6 +63,10 @@ pub enum Linear {
         biases: Array,
         bias: Option<Array>,
         q: QuantParams,
+    },
+    Packed {
+        packed: Packed,
+        bias: Option<Array>,
     },
 }
 
@@ -43,6 +86,13 @@ impl Linear {
                 q,
             } => {
                 let y = quantized_matmul(x, weight, scales, biases, true, q.group_size, q.bits)?;
+                match bias {
+                    Some(b) => y.add(b)?,
+                    None => y,
+                }
+            }
+            Linear::Packed { packed, bias } => {
+                let y = packed.matmul(x)?;
                 match bias {
                     Some(b) => y.add(b)?,
                     None => y,
@@ -68,6 +118,11 @@ impl Linear {
                 .into_iter()
                 .flatten()
                 .collect(),
+            Linear::Packed { packed, bias } => {
+                let mut arrays = packed.arrays();
+                arrays.extend(bias.as_ref());
+                arrays
+            }
         }
     }
 }
@@ -83,6 +138,7 @@ pub enum Embedding {
         biases: Array,
         q: QuantParams,
     },
+    Packed(Packed),
 }
 
 impl Embedding {
@@ -102,6 +158,7 @@ impl Embedding {
                 q.group_size,
                 q.bits,
             )?,
+            Embedding::Packed(packed) => packed.rows(ids)?,
         })
     }
 
@@ -115,6 +172,7 @@ impl Embedding {
                 biases,
                 q,
             } => quantized_matmul(x, weight, scales, biases, true, q.group_size, q.bits)?,
+            Embedding::Packed(packed) => packed.matmul(x)?,
         })
     }
 
@@ -127,6 +185,7 @@ impl Embedding {
                 biases,
                 ..
             } => vec![weight, scales, biases],
+            Embedding::Packed(packed) => packed.arrays(),
         }
     }
 }

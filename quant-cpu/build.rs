@@ -1,0 +1,30 @@
+//! Compiles the MLX primitive (C++) against the MLX and mlx-c headers mlx-sys publishes,
+//! and lets the tests find libmlx.so.
+
+include!("../build-support/mlx_rpath.rs");
+
+fn main() {
+    link_mlx_rpath();
+    println!("cargo:rerun-if-changed=cpp/quantized_matmul.cpp");
+    println!("cargo:rerun-if-env-changed=DEP_MLX_INCLUDE");
+    let Some(include) = std::env::var_os("DEP_MLX_INCLUDE") else {
+        panic!("mlx-sys did not publish its include folders (DEP_MLX_INCLUDE)");
+    };
+    let mut build = cc::Build::new();
+    build
+        .cpp(true)
+        .std("c++20")
+        .file("cpp/quantized_matmul.cpp")
+        .flag_if_supported("-Wno-unused-parameter")
+        // mlx-c's headers define a static they do not use.
+        .flag_if_supported("-Wno-unused-variable");
+    for dir in std::env::split_paths(&include) {
+        build.include(dir);
+    }
+    if let Ok(defines) = std::env::var("DEP_MLX_DEFINES") {
+        for define in defines.split(',').filter(|d| !d.is_empty()) {
+            build.define(define, None);
+        }
+    }
+    build.compile("mlxd_quant_shim");
+}

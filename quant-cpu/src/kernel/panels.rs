@@ -1,0 +1,87 @@
+//! Many rows (a prefill chunk): the weight is dequantized a tile of rows at a time into an f32
+//! panel the size of the L2 cache, and the BLAS multiplies it, so compute runs at GEMM speed
+//! and the whole dequantized weight never exists.
+
+use std::cell::RefCell;
+
+use super::{code, Operands};
+
+/// Weight rows dequantized per panel.
+const TILE: usize = 128;
+
+const ROW_MAJOR: i32 = 101;
+const NO_TRANS: i32 = 111;
+const TRANS: i32 = 112;
+
+extern "C" {
+    /// The BLAS the binaries link (OpenBLAS on Linux, reached through skinny-gemm's shim).
+    fn cblas_sgemm(
+        layout: i32,
+        trans_a: i32,
+        trans_b: i32,
+        m: i32,
+        n: i32,
+        k: i32,
+        alpha: f32,
+        a: *const f32,
+        lda: i32,
+        b: *const f32,
+        ldb: i32,
+        beta: f32,
+        c: *mut f32,
+        ldc: i32,
+    );
+}
+
+thread_local! {
+    /// One panel per thread (MLX's stream thread), kept between calls.
+    static PANEL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `out[m, n]` through dequantized panels and `cblas_sgemm`.
+pub fn matmul(ops: &Operands, out: &mut [f32]) {
+    PANEL.with_borrow_mut(|panel| {
+        panel.resize(TILE * ops.k, 0.0);
+        for n0 in (0..ops.n).step_by(TILE) {
+            let rows = TILE.min(ops.n - n0);
+            for r in 0..rows {
+                dequantize_row(ops, n0 + r, &mut panel[r * ops.k..(r + 1) * ops.k]);
+            }
+            // SAFETY: x is [m, k], the panel [rows, k], and out [m, n] with n0 + rows <= n;
+            // every size fits i32 (the shim took them from MLX shapes).
+            unsafe {
+                cblas_sgemm(
+                    ROW_MAJOR,
+                    NO_TRANS,
+                    TRANS,
+                    ops.m as i32,
+                    rows as i32,
+                    ops.k as i32,
+                    1.0,
+                    ops.x.as_ptr(),
+                    ops.k as i32,
+                    panel.as_ptr(),
+                    ops.k as i32,
+                    0.0,
+                    out[n0..].as_mut_ptr(),
+                    ops.n as i32,
+                );
+            }
+        }
+    });
+}
+
+/// Weight row `n` as f32: `fma(s, q, b)` per code, as every kernel dequantizes.
+fn dequantize_row(ops: &Operands, n: usize, dst: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::vectorized(ops.format) {
+        // SAFETY: `vectorized` checked AVX2 and FMA and the format; dst holds k floats.
+        return unsafe { super::x86::dequantize_row(ops, n, dst) };
+    }
+    let row = ops.w_row(n);
+    let (scales, biases) = ops.groups(n);
+    for (k, w) in dst.iter_mut().enumerate() {
+        let g = k / ops.format.group;
+        *w = scales[g].mul_add(code(row, k, ops.format.bits) as f32, biases[g]);
+    }
+}

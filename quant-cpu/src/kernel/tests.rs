@@ -1,0 +1,194 @@
+use super::*;
+
+/// SplitMix64, for seeded operands.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn float(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+    }
+}
+
+struct Case {
+    x: Vec<f32>,
+    w: Vec<u8>,
+    scales: Vec<f32>,
+    biases: Vec<f32>,
+    m: usize,
+    k: usize,
+    n: usize,
+    format: Format,
+}
+
+impl Case {
+    fn new(format: Format, m: usize, n: usize, seed: u64) -> Case {
+        let mut rng = Rng(seed);
+        let k = format.group * 3;
+        let groups = n * k / format.group;
+        Case {
+            x: (0..m * k).map(|_| rng.float()).collect(),
+            w: (0..n * format.row_bytes(k))
+                .map(|_| rng.next() as u8)
+                .collect(),
+            scales: (0..groups).map(|_| rng.float() * 0.1).collect(),
+            biases: (0..groups).map(|_| rng.float() * 0.1).collect(),
+            m,
+            k,
+            n,
+            format,
+        }
+    }
+
+    fn ops(&self) -> Operands<'_> {
+        Operands {
+            x: &self.x,
+            m: self.m,
+            k: self.k,
+            w: &self.w,
+            scales: &self.scales,
+            biases: &self.biases,
+            n: self.n,
+            format: self.format,
+        }
+    }
+
+    /// |ours - exact| / Σ|x·w| per output: the error relative to the product's own size.
+    fn worst_error(&self, ours: &[f32]) -> f64 {
+        let exact = reference(&self.ops());
+        let ops = self.ops();
+        let mut worst = 0f64;
+        for m in 0..self.m {
+            for n in 0..self.n {
+                let (s, b) = ops.groups(n);
+                let scale: f64 = (0..self.k)
+                    .map(|k| {
+                        let g = k / self.format.group;
+                        let q = code(ops.w_row(n), k, self.format.bits) as f64;
+                        (self.x[m * self.k + k] as f64 * (s[g] as f64 * q + b[g] as f64)).abs()
+                    })
+                    .sum();
+                let err = (ours[m * self.n + n] as f64 - exact[m * self.n + n]).abs();
+                worst = worst.max(err / scale.max(1e-30));
+            }
+        }
+        worst
+    }
+}
+
+fn formats() -> impl Iterator<Item = Format> {
+    BITS.into_iter()
+        .flat_map(|bits| GROUPS.into_iter().map(move |group| Format { bits, group }))
+}
+
+#[test]
+fn every_format_matches_the_exact_product() {
+    for format in formats() {
+        // 33 rows take the panel path.
+        for (m, seed) in [(1, 1), (4, 2), (7, 3), (33, 4)] {
+            let case = Case::new(format, m, 13, seed);
+            let mut out = vec![0f32; m * case.n];
+            matmul(&case.ops(), &mut out);
+            let err = case.worst_error(&out);
+            assert!(err <= 1e-5, "{format:?} m={m}: relative error {err:e}");
+        }
+    }
+}
+
+#[test]
+fn vector_kernels_equal_the_portable_one_bit_for_bit() {
+    for format in formats().filter(|f| vectorized(*f)) {
+        let case = Case::new(format, 6, 11, 7);
+        let (mut fast, mut portable) = (vec![0f32; 66], vec![0f32; 66]);
+        rows(&case.ops(), &mut fast);
+        // SAFETY: `portable` holds m * n floats, written by this thread alone.
+        unsafe { scalar::matmul(&case.ops(), 0..case.n, Out(portable.as_mut_ptr())) };
+        assert_eq!(fast, portable, "{format:?}");
+    }
+}
+
+/// A row's result does not depend on the rows beside it in the call.
+#[test]
+fn a_row_alone_equals_the_row_in_a_batch() {
+    for format in formats() {
+        let batch = Case::new(format, 7, 9, 11);
+        let mut all = vec![0f32; 7 * 9];
+        matmul(&batch.ops(), &mut all);
+        for m in 0..7 {
+            let alone = Case {
+                x: batch.x[m * batch.k..(m + 1) * batch.k].to_vec(),
+                m: 1,
+                w: batch.w.clone(),
+                scales: batch.scales.clone(),
+                biases: batch.biases.clone(),
+                ..Case::new(format, 1, 9, 11)
+            };
+            let mut one = vec![0f32; 9];
+            matmul(&alone.ops(), &mut one);
+            assert_eq!(one, all[m * 9..(m + 1) * 9], "{format:?} row {m}");
+        }
+    }
+}
+
+/// The bit stream agrees with MLX's own unpacking of 3, 5 and 6 bits (`extract_bits`).
+#[test]
+fn codes_follow_mlx_packing() {
+    let b = [
+        0b1011_0110u8,
+        0b0101_1101,
+        0b1110_0011,
+        0b0001_1011,
+        0b1010_0101,
+    ];
+    let three = [
+        b[0] & 0x7,
+        (b[0] & 0x38) >> 3,
+        ((b[0] & 0xc0) >> 6) + ((b[1] & 0x1) << 2),
+        (b[1] & 0xe) >> 1,
+        (b[1] & 0x70) >> 4,
+        ((b[1] & 0x80) >> 7) + ((b[2] & 0x3) << 1),
+        (b[2] & 0x1c) >> 2,
+        (b[2] & 0xe0) >> 5,
+    ];
+    let five = [
+        b[0] & 0x1f,
+        ((b[0] & 0xe0) >> 5) + ((b[1] & 0x3) << 3),
+        (b[1] & 0x7c) >> 2,
+        ((b[1] & 0x80) >> 7) + ((b[2] & 0xf) << 1),
+        ((b[2] & 0xf0) >> 4) + ((b[3] & 0x1) << 4),
+        (b[3] & 0x3e) >> 1,
+        ((b[3] & 0xc0) >> 6) + ((b[4] & 0x7) << 2),
+        (b[4] & 0xf8) >> 3,
+    ];
+    let six = [
+        b[0] & 0x3f,
+        ((b[0] >> 6) & 0x03) + ((b[1] & 0x0f) << 2),
+        ((b[1] >> 4) & 0x0f) + ((b[2] & 0x03) << 4),
+        (b[2] >> 2) & 0x3f,
+    ];
+    for (bits, want) in [(3, &three[..]), (5, &five[..]), (6, &six[..])] {
+        for (i, w) in want.iter().enumerate() {
+            assert_eq!(code(&b, i, bits), *w as u32, "{bits} bits, code {i}");
+        }
+    }
+}
+
+/// Products big enough to be shared over skinny-gemm's threads give the one-thread bits.
+#[test]
+fn shared_columns_equal_one_thread() {
+    for format in [Format { bits: 4, group: 64 }, Format { bits: 3, group: 32 }] {
+        let case = Case::new(format, 3, 1000, 5);
+        assert!(case.n * case.k >= 64 * 1024, "big enough to share");
+        let (mut shared, mut alone) = (vec![0f32; 3000], vec![0f32; 3000]);
+        rows(&case.ops(), &mut shared);
+        // SAFETY: `alone` holds m * n floats, written by this thread alone.
+        unsafe { columns(&case.ops(), 0..case.n, Out(alone.as_mut_ptr())) };
+        assert_eq!(shared, alone, "{format:?}");
+    }
+}

@@ -1,0 +1,15 @@
+//! Products with MLX affine-quantized weights as stored, on the CPU.
+//!
+//! MLX's CPU `quantized_matmul` is scalar code, so today's fast CPU mode dequantizes every
+//! weight to f32, which costs 5–8× the memory and reads 7× the bytes per token. This crate
+//! multiplies f32 activations by the packed weights themselves: an MLX `Primitive` (a small
+//! C++ shim, `cpp/quantized_matmul.cpp`) keeps the product inside MLX's lazy graph and calls
+//! [`kernel::matmul`], which unpacks weights in registers and accumulates in f32. Kernels are
+//! per format and per instruction set, chosen at run time, each tested against
+//! [`kernel::reference`].
+
+pub mod kernel;
+mod op;
+
+pub use kernel::{Format, FormatError, Operands};
+pub use op::quantized_matmul;
