@@ -213,6 +213,15 @@ impl Weights {
                 if self.mode == WeightMode::PackedF32 {
                     let format = quant_cpu::Format::new(q.bits as u32, q.group_size as usize)
                         .map_err(|e| Error::Weights(format!("`{prefix}`: {e}")))?;
+                    if !quant_cpu::kernel::vectorized(format) {
+                        // Never a silent slow path: say which layers take the portable kernel.
+                        tracing::warn!(
+                            layer = prefix,
+                            bits = format.bits,
+                            group = format.group,
+                            "no vector kernel for this format on this CPU: the portable one runs"
+                        );
+                    }
                     return Ok(MatrixWeight::Packed(Packed {
                         weight,
                         scales,
