@@ -70,9 +70,8 @@ pub fn resident_estimate(dir: &Path, mode: WeightMode) -> Result<u64> {
         .as_u64()
         .filter(|b| (1..=32).contains(b));
     Ok(match (mode, bits) {
-        // Packed codes as stored; 16-bit scales and biases (1/8 of the bytes at 4 bits)
-        // widened to f32.
-        (WeightMode::PackedF32, Some(_)) => stored.saturating_add(stored / 8),
+        // Packed codes, scales and biases as stored.
+        (WeightMode::PackedF32, Some(_)) => stored,
         (_, Some(bits)) => stored.saturating_mul(32 / bits),
         (_, None) => stored.saturating_mul(2),
     })
@@ -131,5 +130,8 @@ impl LanguageModel for Unset {
     }
     fn kv_bytes_per_position(&self) -> usize {
         0
+    }
+    fn weight_stats(&self) -> crate::models::common::WeightStats {
+        Default::default()
     }
 }

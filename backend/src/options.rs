@@ -219,7 +219,7 @@ impl LoadConfig {
                 "dequantize" => {
                     c.weight_mode = match bool_of(&value).ok_or_else(|| bad("true or false"))? {
                         true => WeightMode::DequantizeF32,
-                        false => WeightMode::quantized_for_device(),
+                        false => WeightMode::default_for_device(),
                     }
                 }
                 "max_tokens" => {

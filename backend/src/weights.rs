@@ -25,18 +25,11 @@ pub enum WeightMode {
 }
 
 impl WeightMode {
-    /// The fast mode for the device MLX computes on: Metal has fast quantized kernels.
+    /// The default for the device MLX computes on, which is also what `dequantize:false`
+    /// means: the checkpoint's own quantized kernels on Metal, `quant-cpu`'s packed kernels on
+    /// the CPU (the f32 numerics at the checkpoint's memory). `dequantize:true` asks for
+    /// `DequantizeF32`.
     pub fn default_for_device() -> WeightMode {
-        if cfg!(target_os = "macos") {
-            WeightMode::AsStored
-        } else {
-            WeightMode::DequantizeF32
-        }
-    }
-
-    /// What `dequantize:false` means here: the checkpoint's own quantized kernels on Metal,
-    /// `quant-cpu`'s on the CPU.
-    pub fn quantized_for_device() -> WeightMode {
         if cfg!(target_os = "macos") {
             WeightMode::AsStored
         } else {
@@ -71,6 +64,8 @@ pub struct Weights {
     tensors: HashMap<String, Array>,
     quant: QuantConfig,
     mode: WeightMode,
+    /// Packed layers whose format has no vector kernel on this CPU (they run the portable one).
+    portable: Vec<String>,
 }
 
 impl Weights {
@@ -95,11 +90,17 @@ impl Weights {
             tensors,
             quant: QuantConfig::from_config(config)?,
             mode,
+            portable: Vec::new(),
         })
     }
 
     pub fn mode(&self) -> WeightMode {
         self.mode
+    }
+
+    /// The packed layers taken so far that run the portable kernel on this CPU.
+    pub fn portable_layers(&self) -> &[String] {
+        &self.portable
     }
 
     pub fn contains(&self, key: &str) -> bool {
@@ -166,6 +167,70 @@ impl Weights {
         Ok(Some((weight, scales, biases, q)))
     }
 
+    /// A quantized matrix as the mode computes with it: as stored, packed, or dequantized.
+    fn quantized_for_mode(
+        &mut self,
+        prefix: &str,
+        weight: Array,
+        scales: Array,
+        biases: Array,
+        q: QuantParams,
+    ) -> Result<MatrixWeight> {
+        let f32_params = |a: &Array| a.as_dtype(Dtype::Float32);
+        match self.mode {
+            WeightMode::AsStored => Ok(MatrixWeight::Quantized {
+                weight,
+                scales,
+                biases,
+                q,
+            }),
+            WeightMode::PackedF32 => self.packed(prefix, weight, scales, biases, q),
+            // As `mlx_lm convert --dequantize --dtype float32`: scales and biases in f32 first.
+            WeightMode::DequantizeF32 => Ok(MatrixWeight::Dense(mlx_rs::ops::dequantize(
+                &weight,
+                &f32_params(&scales)?,
+                &f32_params(&biases)?,
+                q.group_size,
+                q.bits,
+            )?)),
+        }
+    }
+
+    /// A matrix kept packed for `quant-cpu`, scales and biases as stored (the kernels widen
+    /// bf16 and f16 to f32 exactly, so the numerics are those of f32 scales).
+    fn packed(
+        &mut self,
+        prefix: &str,
+        weight: Array,
+        scales: Array,
+        biases: Array,
+        q: QuantParams,
+    ) -> Result<MatrixWeight> {
+        let format = quant_cpu::Format::new(q.bits as u32, q.group_size as usize)
+            .map_err(|e| Error::Weights(format!("`{prefix}`: {e}")))?;
+        if !quant_cpu::kernel::vectorized(format) {
+            // Never a silent slow path: the log and Status say which layers.
+            tracing::warn!(
+                layer = prefix,
+                bits = format.bits,
+                group = format.group,
+                "no vector kernel for this format on this CPU: the portable one runs"
+            );
+            self.portable.push(prefix.to_string());
+        }
+        let kept = [Dtype::Float32, Dtype::Bfloat16, Dtype::Float16];
+        let (scales, biases) = match kept.contains(&scales.dtype()) && biases.dtype() == scales.dtype() {
+            true => (scales, biases),
+            false => (scales.as_dtype(Dtype::Float32)?, biases.as_dtype(Dtype::Float32)?),
+        };
+        Ok(MatrixWeight::Packed(Packed {
+            weight,
+            scales,
+            biases,
+            format,
+        }))
+    }
+
     /// A `[rows, cols]` matrix, cut by `split`, dequantized and converted when the mode asks.
     fn take_matrix(
         &mut self,
@@ -197,41 +262,7 @@ impl Weights {
                         )
                     }
                 };
-                if self.mode == WeightMode::AsStored {
-                    return Ok(MatrixWeight::Quantized {
-                        weight,
-                        scales,
-                        biases,
-                        q,
-                    });
-                }
-                // As `mlx_lm convert --dequantize --dtype float32`: scales and biases in f32 first.
-                let (scales, biases) = (
-                    scales.as_dtype(Dtype::Float32)?,
-                    biases.as_dtype(Dtype::Float32)?,
-                );
-                if self.mode == WeightMode::PackedF32 {
-                    let format = quant_cpu::Format::new(q.bits as u32, q.group_size as usize)
-                        .map_err(|e| Error::Weights(format!("`{prefix}`: {e}")))?;
-                    if !quant_cpu::kernel::vectorized(format) {
-                        // Never a silent slow path: say which layers take the portable kernel.
-                        tracing::warn!(
-                            layer = prefix,
-                            bits = format.bits,
-                            group = format.group,
-                            "no vector kernel for this format on this CPU: the portable one runs"
-                        );
-                    }
-                    return Ok(MatrixWeight::Packed(Packed {
-                        weight,
-                        scales,
-                        biases,
-                        format,
-                    }));
-                }
-                let dense =
-                    mlx_rs::ops::dequantize(&weight, &scales, &biases, q.group_size, q.bits)?;
-                Ok(MatrixWeight::Dense(dense))
+                self.quantized_for_mode(prefix, weight, scales, biases, q)
             }
             None => {
                 let weight = self.take(&format!("{prefix}.weight"), &[rows, cols])?;
@@ -386,12 +417,13 @@ impl QuantConfig {
         if let Some(map) = q.as_object() {
             for (key, value) in map {
                 if value.is_object() {
-                    overrides.insert(key.clone(), QuantParams::from_json(value, key)?);
+                    let what = format!("layer `{}`", crate::error::quote(key));
+                    overrides.insert(key.clone(), QuantParams::from_json(value, &what)?);
                 }
             }
         }
         Ok(QuantConfig {
-            default: Some(QuantParams::from_json(q, "quantization")?),
+            default: Some(QuantParams::from_json(q, "every quantized layer")?),
             overrides,
         })
     }
@@ -427,10 +459,8 @@ impl QuantParams {
             group_size: int("group_size", 64),
             bits: int("bits", 4),
         };
-        if ![2, 3, 4, 5, 6, 8].contains(&q.bits) || ![32, 64, 128].contains(&q.group_size) {
-            return Err(Error::Weights(format!(
-                "{what}: unsupported quantization {q:?}"
-            )));
+        if let Err(e) = quant_cpu::Format::new(q.bits as u32, q.group_size as usize) {
+            return Err(Error::Weights(format!("config.json \"quantization\" of {what}: {e}")));
         }
         Ok(q)
     }

@@ -67,12 +67,13 @@ async fn eight_concurrent_streams_equal_their_goldens_on_one_node() -> TestResul
     load_then_eight_streams(server.client().await?, &[]).await
 }
 
-/// Packed weights (quant-cpu): decode rows batched together equal each row alone.
+/// Weights dequantized to f32 at load (the default keeps them packed): decode rows batched
+/// together through skinny-gemm equal each row alone.
 #[tokio::test]
-async fn eight_concurrent_streams_equal_their_goldens_with_packed_weights() -> TestResult {
+async fn eight_concurrent_streams_equal_their_goldens_with_dequantized_weights() -> TestResult {
     let _serial = serial();
     let server = BackendProcess::start(&[]).await?;
-    load_then_eight_streams(server.client().await?, &["dequantize:false"]).await
+    load_then_eight_streams(server.client().await?, &["dequantize:true"]).await
 }
 
 #[tokio::test]

@@ -88,9 +88,10 @@ async fn three_ranks_pipeline_by_hand_and_tensor_equal_single_node() -> TestResu
     let loaded = load_fixture(&mut c, MODEL, &["parallelism:tensor"]).await?;
     assert!(loaded.success, "{loaded:?}");
     assert_goldens(&mut c, &["capital-chat", "haiku-plain"]).await?;
-    // Packed weights (quant-cpu) split by layers and by heads give the same tokens.
+    // Weights dequantized to f32 (the default keeps them packed) split by layers and by heads
+    // give the same tokens.
     for parallelism in ["parallelism:pipeline", "parallelism:tensor"] {
-        let loaded = load_fixture(&mut c, MODEL, &[parallelism, "dequantize:false"]).await?;
+        let loaded = load_fixture(&mut c, MODEL, &[parallelism, "dequantize:true"]).await?;
         assert!(loaded.success, "{parallelism}: {loaded:?}");
         // One case: three tensor ranks on two cores decode at about 1 tok/s.
         assert_goldens(&mut c, &["capital-chat"]).await?;

@@ -94,7 +94,7 @@ fn check_some(
 }
 
 #[test]
-fn fast_mode_equals_mlx_lm_on_dequantized_4bit() -> TestResult {
+fn f32_mode_equals_mlx_lm_on_dequantized_4bit() -> TestResult {
     check(
         "smollm2-135m-4bit",
         "smollm2-135m-4bit-f32",
@@ -104,7 +104,7 @@ fn fast_mode_equals_mlx_lm_on_dequantized_4bit() -> TestResult {
 }
 
 #[test]
-fn fast_mode_equals_mlx_lm_on_dequantized_8bit() -> TestResult {
+fn f32_mode_equals_mlx_lm_on_dequantized_8bit() -> TestResult {
     check(
         "smollm2-135m-8bit",
         "smollm2-135m-8bit-f32",

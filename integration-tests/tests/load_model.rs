@@ -147,6 +147,17 @@ fn hostile_cases() -> TestResult<Vec<Case>> {
         Box::new(set_field("num_attention_heads", json!(5))),
         "heads not dividing hidden",
     ));
+    // Quantization formats no kernel has: the whole checkpoint's, and one layer's override.
+    let mut q = json!({"group_size": 64, "bits": 7});
+    cases.push((MODEL, "7 bits", Box::new(set_field("quantization", q.clone())), "bits 7"));
+    q["bits"] = json!(4);
+    q["model.layers.3.mlp.down_proj"] = json!({"group_size": 48, "bits": 4});
+    cases.push((
+        MODEL,
+        "layer `model.layers.3.mlp.down_proj`: unsupported quantization: 4 bits with group size 48",
+        Box::new(set_field("quantization", q)),
+        "a layer's group 48",
+    ));
     cases.push((
         "tiny-qwen3",
         "model.safetensors",
@@ -307,5 +318,72 @@ async fn a_failed_load_over_a_cluster_leaves_every_rank_serving() -> TestResult 
     let health = c.health(pb::HealthMessage {}).await?.into_inner();
     assert_eq!(health.message, b"OK");
     std::fs::remove_dir_all(&root)?;
+    Ok(())
+}
+
+/// Bytes of a fixture's safetensors files.
+fn checkpoint_bytes(name: &str) -> TestResult<u64> {
+    let mut bytes = 0;
+    for entry in std::fs::read_dir(fixture(name)?)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "safetensors") {
+            bytes += std::fs::metadata(&path)?.len();
+        }
+    }
+    Ok(bytes)
+}
+
+/// On CPU quantized checkpoints stay packed by default: after LoadModel, before any KV, the
+/// backend's resident memory is at most 1.25x the checkpoint plus 64 MB, and Status reports
+/// the weight bytes it holds.
+#[tokio::test]
+async fn resident_memory_after_load_stays_near_the_checkpoint() -> TestResult {
+    for name in ["smollm2-135m-4bit", "smollm2-135m-8bit"] {
+        let server = BackendProcess::start(&[]).await?;
+        let mut c = server.client().await?;
+        let loaded = load_fixture(&mut c, name, &[]).await?;
+        assert!(loaded.success, "{name}: {loaded:?}");
+        let checkpoint = checkpoint_bytes(name)?;
+        let status = c.status(pb::HealthMessage {}).await?.into_inner();
+        let memory = status.memory.ok_or("Status has no memory")?;
+        let (rss, weights) = (memory.breakdown["rss"], memory.breakdown["weight_bytes"]);
+        let limit = checkpoint * 5 / 4 + (64 << 20);
+        eprintln!(
+            "{name}: checkpoint {} MB, weights {} MB, resident {} MB (limit {} MB)",
+            checkpoint >> 20,
+            weights >> 20,
+            rss >> 20,
+            limit >> 20
+        );
+        assert!(rss <= limit, "{name}: resident {rss} B above {limit} B");
+        assert!(
+            weights > checkpoint / 2 && weights <= checkpoint * 5 / 4,
+            "{name}: weight_bytes {weights} for a {checkpoint} B checkpoint"
+        );
+    }
+    Ok(())
+}
+
+/// A format without a vector kernel here is never a silent slow path: with the portable kernels
+/// forced (as on a CPU without AVX2), Status counts the layers that run them, and the answer
+/// still starts as the golden (a few tokens: the portable kernels are slow).
+#[tokio::test]
+async fn layers_on_the_portable_kernel_are_reported() -> TestResult {
+    let g = goldens::load(GOLDENS)?;
+    let server = BackendProcess::start(&[("MLX_DISTRIBUTED_QUANT_KERNELS", "portable")]).await?;
+    let mut c = server.client().await?;
+    assert!(load_fixture(&mut c, MODEL, &[]).await?.success);
+    let status = c.status(pb::HealthMessage {}).await?.into_inner();
+    let memory = status.memory.ok_or("Status has no memory")?;
+    // 30 layers of 7 products, and the tied embedding.
+    assert_eq!(memory.breakdown["portable_kernel_layers"], 30 * 7 + 1);
+    let case = &g.cases[0];
+    let reply = c.predict(golden_request(case, 4)).await?.into_inner();
+    let text = String::from_utf8(reply.message)?;
+    assert!(
+        case.text.trim_start().starts_with(text.trim()) && !text.trim().is_empty(),
+        "{text:?} does not start {:?}",
+        case.text
+    );
     Ok(())
 }

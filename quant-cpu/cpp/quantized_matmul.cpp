@@ -19,13 +19,15 @@
 #include "mlx/utils.h"
 
 // The kernel, passed in by the Rust side (so no symbol has to cross the link in reverse).
+// Scales and biases share one dtype, `params`: 0 float32, 1 bfloat16, 2 float16.
 typedef void (*mlxd_qmm_kernel)(
     const float* x,
     int64_t m,
     int64_t k,
     const uint8_t* w,
-    const float* scales,
-    const float* biases,
+    const void* scales,
+    const void* biases,
+    int32_t params,
     int64_t n,
     int32_t bits,
     int32_t group,
@@ -69,6 +71,11 @@ class QuantizedMatmulCpu : public Primitive {
   mlxd_qmm_kernel kernel_;
 };
 
+// The kernel's code for the dtype of scales and biases (`validate` allowed only these).
+int32_t params_code(Dtype d) {
+  return d == bfloat16 ? 1 : d == float16 ? 2 : 0;
+}
+
 void QuantizedMatmulCpu::eval_cpu(
     const std::vector<array>& inputs,
     std::vector<array>& outputs) {
@@ -97,14 +104,16 @@ void QuantizedMatmulCpu::eval_cpu(
                     n,
                     bits = bits_,
                     group = group_,
+                    params = params_code(scales.dtype()),
                     kernel = kernel_]() mutable {
     kernel(
         x.data<float>(),
         m,
         k,
         w.data<uint8_t>(),
-        scales.data<float>(),
-        biases.data<float>(),
+        scales.data<void>(),
+        biases.data<void>(),
+        params,
         n,
         bits,
         group,
@@ -141,9 +150,10 @@ void validate(
       "group size must be 32, 64 or 128, not " + std::to_string(group));
   check(x.dtype() == float32, "x must be float32");
   check(w.dtype() == uint32 && w.ndim() == 2, "w must be a 2-D uint32 array");
+  auto d = scales.dtype();
   check(
-      scales.dtype() == float32 && biases.dtype() == float32,
-      "scales and biases must be float32");
+      (d == float32 || d == bfloat16 || d == float16) && biases.dtype() == d,
+      "scales and biases must share one dtype: float32, bfloat16 or float16");
   check(x.ndim() >= 1, "x must have at least one dimension");
   int64_t k = x.shape(-1);
   check(

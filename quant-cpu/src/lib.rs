@@ -11,5 +11,5 @@
 pub mod kernel;
 mod op;
 
-pub use kernel::{Format, FormatError, Operands};
+pub use kernel::{Format, FormatError, Operands, Params};
 pub use op::quantized_matmul;

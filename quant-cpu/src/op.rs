@@ -3,7 +3,7 @@
 use mlx_rs::error::Exception;
 use mlx_rs::{Array, Stream};
 
-use crate::kernel::{self, Format, Operands};
+use crate::kernel::{self, Format, Operands, Params};
 
 extern "C" {
     /// `cpp/quantized_matmul.cpp`: builds the node, checking every operand's dtype and shape.
@@ -26,8 +26,9 @@ type Kernel = unsafe extern "C" fn(
     i64,
     i64,
     *const u8,
-    *const f32,
-    *const f32,
+    *const std::ffi::c_void,
+    *const std::ffi::c_void,
+    i32,
     i64,
     i32,
     i32,
@@ -35,7 +36,8 @@ type Kernel = unsafe extern "C" fn(
 );
 
 /// `x @ dequantize(w, scales, biases).T` for x [..., K] f32, w [N, K*bits/32] uint32 as MLX
-/// packs it, scales and biases [N, K/group] f32; lazy, like every MLX op.
+/// packs it, scales and biases [N, K/group] of one dtype (f32, bf16 or f16, as stored: the
+/// kernels widen them exactly); f32 out, lazy, like every MLX op.
 pub fn quantized_matmul(
     x: &Array,
     w: &Array,
@@ -65,14 +67,16 @@ pub fn quantized_matmul(
 ///
 /// # Safety
 /// `x` holds m*k floats, `w` n rows of k*bits/8 bytes, `scales` and `biases` n*k/group
-/// floats, `out` room for m*n floats, and (bits, group) is a supported format.
+/// values of the dtype `params` names, `out` room for m*n floats, and (bits, group) is a
+/// supported format.
 unsafe extern "C" fn qmm_kernel(
     x: *const f32,
     m: i64,
     k: i64,
     w: *const u8,
-    scales: *const f32,
-    biases: *const f32,
+    scales: *const std::ffi::c_void,
+    biases: *const std::ffi::c_void,
+    params: i32,
     n: i64,
     bits: i32,
     group: i32,
@@ -88,10 +92,22 @@ unsafe extern "C" fn qmm_kernel(
         m,
         k,
         w: std::slice::from_raw_parts(w, n * format.row_bytes(k)),
-        scales: std::slice::from_raw_parts(scales, groups),
-        biases: std::slice::from_raw_parts(biases, groups),
+        scales: params_of(scales, groups, params),
+        biases: params_of(biases, groups, params),
         n,
         format,
     };
     kernel::matmul(&ops, std::slice::from_raw_parts_mut(out, m * n));
+}
+
+/// `len` scales or biases at `at`, of the dtype the shim's code `params` names.
+///
+/// # Safety
+/// `at` holds `len` values of that dtype, alive while the kernel runs.
+unsafe fn params_of<'a>(at: *const std::ffi::c_void, len: usize, params: i32) -> Params<'a> {
+    match params {
+        1 => Params::Bf16(std::slice::from_raw_parts(at as *const u16, len)),
+        2 => Params::F16(std::slice::from_raw_parts(at as *const u16, len)),
+        _ => Params::F32(std::slice::from_raw_parts(at as *const f32, len)),
+    }
 }

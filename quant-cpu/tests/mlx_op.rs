@@ -76,3 +76,23 @@ fn mismatched_operands_are_errors_that_say_why() -> TestResult {
     assert!(msg.contains("x must be float32"), "{msg}");
     Ok(())
 }
+
+/// Scales and biases as a checkpoint stores them (bf16, f16) give the bits of the same values
+/// widened to f32; mixed dtypes are refused.
+#[test]
+fn bf16_and_f16_scales_as_stored_equal_their_f32_values() -> TestResult {
+    use mlx_rs::Dtype;
+    let format = Format::new(4, 32)?;
+    let (x, wq, s, b) = operands(format, 3, 64, 256)?;
+    for dtype in [Dtype::Bfloat16, Dtype::Float16] {
+        let (s16, b16) = (s.as_dtype(dtype)?, b.as_dtype(dtype)?);
+        let narrow = quantized_matmul(&x, &wq, &s16, &b16, format)?;
+        let (s32, b32) = (s16.as_dtype(Dtype::Float32)?, b16.as_dtype(Dtype::Float32)?);
+        let wide = quantized_matmul(&x, &wq, &s32, &b32, format)?;
+        assert!(narrow.eq_values(&wide)?, "{dtype:?}");
+    }
+    let mixed = quantized_matmul(&x, &wq, &s.as_dtype(Dtype::Bfloat16)?, &b, format);
+    let msg = format!("{:?}", mixed.err());
+    assert!(msg.contains("scales and biases must share one dtype"), "{msg}");
+    Ok(())
+}

@@ -163,13 +163,32 @@ pub struct BenchArgs {
     pub python: Option<PathBuf>,
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/bench/mlx_lm_engine.py"))]
     pub mlx_lm_script: PathBuf,
-    /// Each mlx-lm run is killed after this long.
+    /// Each mlx-lm or llama-bench run is killed after this long.
     #[arg(long, default_value_t = 1800)]
     pub timeout_secs: u64,
     #[arg(long)]
     pub skip_as_stored: bool,
     #[arg(long)]
     pub skip_mlx_lm: bool,
+    /// llama.cpp's `llama-bench` (default: the one `scripts/bench/llama-bench` builds into the
+    /// cache; when that is missing, the llama.cpp row is skipped).
+    #[arg(long)]
+    pub llama_bench: Option<PathBuf>,
+    /// The GGUF llama.cpp runs on (default: the cache's Q8_0 GGUF for a model folder whose name
+    /// contains `8bit`, the Q4_1 one otherwise).
+    #[arg(long)]
+    pub gguf: Option<PathBuf>,
+    /// llama.cpp's threads (`-t`) and the bandwidth measurement's (default: every core); our
+    /// engine always uses every core through its own pool.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Rounds of ours (f32, packed) then llama.cpp, alternated so that drift hits both; the
+    /// best of each counts.
+    #[arg(long, default_value_t = 2)]
+    pub rounds: usize,
+    /// Skip the read-bandwidth measurement and decode's fraction of its limit.
+    #[arg(long)]
+    pub skip_bandwidth: bool,
 }
 
 #[derive(Args)]
@@ -191,13 +210,15 @@ pub struct GenerateArgs {
     pub top_p: f32,
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Compute as the checkpoint stores it (MLX's quantized kernels), as mlx-lm does,
-    /// instead of dequantizing to f32 (the fast default on CPU).
-    #[arg(long, conflicts_with = "packed")]
+    /// Compute as the checkpoint stores it (MLX's quantized kernels), as mlx-lm does. The
+    /// default on CPU keeps quantized weights packed and multiplies them through our own
+    /// kernels with f32 numerics.
+    #[arg(long, conflicts_with = "dequantize")]
     pub as_stored: bool,
-    /// Keep quantized weights packed and multiply through our CPU kernels (f32 numerics).
+    /// Dequantize quantized weights to f32 at load (5-8x the memory; the f32 numerics of the
+    /// default, through BLAS).
     #[arg(long)]
-    pub packed: bool,
+    pub dequantize: bool,
     /// Write the generated token ids to stderr.
     #[arg(long, hide = true)]
     pub print_ids: bool,

@@ -229,6 +229,10 @@ impl LanguageModel for ShardedModel {
         self.decoder.kv_bytes_per_position()
     }
 
+    fn weight_stats(&self) -> crate::models::common::WeightStats {
+        self.decoder.weight_stats()
+    }
+
     fn num_layers(&self) -> usize {
         self.decoder.layers.len()
     }

@@ -35,6 +35,8 @@ pub struct ModelInfo {
     pub tokenizer: Arc<Tokenizer>,
     /// The longest prompt plus generation the model accepts.
     pub context: usize,
+    /// The parameters rank 0 holds.
+    pub weights: crate::models::common::WeightStats,
 }
 
 /// Counters since the model was loaded.

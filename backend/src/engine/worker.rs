@@ -365,6 +365,7 @@ impl EngineThread {
             config: built.config.clone(),
             tokenizer: built.model.tokenizer.clone(),
             context: built.context,
+            weights: built.model.model.weight_stats(),
         };
         self.publish(|s| {
             *s = Snapshot {

@@ -319,12 +319,18 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
         let cache = mlx_rs::memory::cache_memory().unwrap_or(0) as u64;
         let rss = resident_bytes();
         let (prefix, m) = (&snapshot.metrics.prefix_cache, &snapshot.metrics);
+        let weights = snapshot.model.as_ref().map(|i| i.weights).unwrap_or_default();
         let memory = pb::MemoryUsageData {
             total: rss,
             breakdown: [
                 ("mlx_active".to_string(), mlx),
                 ("mlx_cache".to_string(), cache),
                 ("rss".to_string(), rss),
+                ("weight_bytes".to_string(), weights.bytes),
+                (
+                    "portable_kernel_layers".to_string(),
+                    weights.portable_layers as u64,
+                ),
                 ("kv_reserved".to_string(), m.kv_reserved_bytes as u64),
                 ("prefix_cache_bytes".to_string(), prefix.bytes as u64),
                 ("prefix_cache_entries".to_string(), prefix.entries as u64),

@@ -12,7 +12,7 @@ use crate::cache::KvCache;
 use crate::distributed::protocol::CacheOp;
 use crate::error::{Error, Result};
 use crate::weights::Weights;
-use common::{Decoder, ShardPlan};
+use common::{Decoder, ShardPlan, WeightStats};
 
 /// One sequence of a batch: the slot every rank keeps its caches under, and its caches (one
 /// per layer).
@@ -57,6 +57,8 @@ pub trait LanguageModel {
     fn cache_op(&self, _op: CacheOp) {}
     /// Bytes of keys and values one position of one sequence takes on this rank.
     fn kv_bytes_per_position(&self) -> usize;
+    /// The parameters this rank holds: what Status reports.
+    fn weight_stats(&self) -> WeightStats;
     /// Whether `forward` may take ids that are not computed yet (device-side greedy decode
     /// one step ahead); false when the ids must be read on the host first.
     fn lazy_inputs(&self) -> bool {
@@ -73,6 +75,9 @@ impl LanguageModel for Decoder {
     }
     fn kv_bytes_per_position(&self) -> usize {
         Decoder::kv_bytes_per_position(self)
+    }
+    fn weight_stats(&self) -> WeightStats {
+        Decoder::weight_stats(self)
     }
 }
 

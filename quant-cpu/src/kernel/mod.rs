@@ -5,8 +5,10 @@
 //! MLX packs each weight row as a little-endian bit stream of `bits`-bit codes q, and stores
 //! one scale s and bias b per `group` codes: the weight is `s·q + b`. Every kernel computes,
 //! for each output, `w = fma(s, q, b)` then `acc = fma(x, w, acc)` over the row in the same
-//! lane order, so a row's result is bit-identical whatever other rows share the call.
+//! lane order ([`layout`]), so a row's result is bit-identical whatever other rows share the
+//! call, and whichever kernel this machine runs.
 
+pub mod layout;
 mod panels;
 mod scalar;
 #[cfg(target_arch = "x86_64")]
@@ -47,14 +49,57 @@ impl Format {
     }
 }
 
+/// Scales or biases in the dtype the checkpoint stores them in. Widening bf16 or f16 to f32 is
+/// exact, so they are widened per group as the kernels read them, and the numerics are those of
+/// f32 scales at a half (bf16/f16) of the bytes.
+#[derive(Clone, Copy, Debug)]
+pub enum Params<'a> {
+    F32(&'a [f32]),
+    Bf16(&'a [u16]),
+    F16(&'a [u16]),
+}
+
+impl<'a> Params<'a> {
+    /// Value `i`, as f32.
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> f32 {
+        match self {
+            Params::F32(v) => v[i],
+            Params::Bf16(v) => f32::from_bits((v[i] as u32) << 16),
+            Params::F16(v) => half::f16::from_bits(v[i]).to_f32(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Params::F32(v) => v.len(),
+            Params::Bf16(v) | Params::F16(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Values `range`.
+    fn slice(&self, range: std::ops::Range<usize>) -> Params<'a> {
+        match *self {
+            Params::F32(v) => Params::F32(&v[range]),
+            Params::Bf16(v) => Params::Bf16(&v[range]),
+            Params::F16(v) => Params::F16(&v[range]),
+        }
+    }
+}
+
 /// The operands of one product: x [m, k], w [n rows of packed codes], scales and biases [n, k/group].
+#[derive(Clone, Copy)]
 pub struct Operands<'a> {
     pub x: &'a [f32],
     pub m: usize,
     pub k: usize,
     pub w: &'a [u8],
-    pub scales: &'a [f32],
-    pub biases: &'a [f32],
+    pub scales: Params<'a>,
+    pub biases: Params<'a>,
     pub n: usize,
     pub format: Format,
 }
@@ -67,10 +112,10 @@ impl Operands<'_> {
     }
 
     /// Scales and biases of weight row `row`.
-    fn groups(&self, row: usize) -> (&[f32], &[f32]) {
+    fn groups(&self, row: usize) -> (Params<'_>, Params<'_>) {
         let per_row = self.k / self.format.group;
         let range = row * per_row..(row + 1) * per_row;
-        (&self.scales[range.clone()], &self.biases[range])
+        (self.scales.slice(range.clone()), self.biases.slice(range))
     }
 }
 
@@ -83,13 +128,19 @@ pub enum Isa {
     Scalar,
 }
 
-/// The best kernel set this CPU has (detected once).
+/// The best kernel set this CPU has (detected once), or the portable one when
+/// `MLX_DISTRIBUTED_QUANT_KERNELS=portable` (to measure or test it on any machine).
 pub fn isa() -> Isa {
-    #[cfg(target_arch = "x86_64")]
-    if x86::available() {
-        return Isa::Avx2;
-    }
-    Isa::Scalar
+    static ISA: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
+    *ISA.get_or_init(|| {
+        let forced = std::env::var("MLX_DISTRIBUTED_QUANT_KERNELS").is_ok_and(|v| v == "portable");
+        #[cfg(target_arch = "x86_64")]
+        if !forced && x86::available() {
+            return Isa::Avx2;
+        }
+        let _ = forced;
+        Isa::Scalar
+    })
 }
 
 /// Whether `format` runs on a vector kernel here (the others take the portable one).
@@ -115,9 +166,27 @@ pub fn matmul(ops: &Operands, out: &mut [f32]) {
     rows(ops, out);
 }
 
+thread_local! {
+    /// The caller's x in lane order, kept between products (the caller is MLX's stream thread).
+    static LANE_ORDER: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// The few-row kernels (decode): weights unpacked in registers, each read once, the output
 /// columns shared out over skinny-gemm's threads.
 pub fn rows(ops: &Operands, out: &mut [f32]) {
+    assert!(out.len() >= ops.m * ops.n, "the output holds m * n floats");
+    let bits = ops.format.bits;
+    if layout::in_order(bits) {
+        return share_columns(ops, out);
+    }
+    LANE_ORDER.with_borrow_mut(|x| {
+        layout::permute(ops.x, ops.m, ops.k, bits, x);
+        share_columns(&Operands { x: &x[..], ..*ops }, out)
+    })
+}
+
+/// `rows` with x already in lane order.
+fn share_columns(ops: &Operands, out: &mut [f32]) {
     let out = Out(out.as_mut_ptr());
     skinny_gemm::share(ops.n, ops.n * ops.k, &|n0, n1| {
         // SAFETY: `out` holds m * n floats and each chunk writes only its columns n0..n1.
@@ -125,7 +194,7 @@ pub fn rows(ops: &Operands, out: &mut [f32]) {
     });
 }
 
-/// Output columns `cols` with the best kernel for the format.
+/// Output columns `cols` with the best kernel for the format; x in lane order.
 ///
 /// # Safety
 /// `out` points to m * n floats, and no other thread writes these columns meanwhile.

@@ -4,7 +4,7 @@
 
 use std::cell::RefCell;
 
-use super::{code, Operands};
+use super::Operands;
 
 /// Weight rows dequantized per panel.
 const TILE: usize = 128;
@@ -44,9 +44,7 @@ pub fn matmul(ops: &Operands, out: &mut [f32]) {
         panel.resize(TILE * ops.k, 0.0);
         for n0 in (0..ops.n).step_by(TILE) {
             let rows = TILE.min(ops.n - n0);
-            for r in 0..rows {
-                dequantize_row(ops, n0 + r, &mut panel[r * ops.k..(r + 1) * ops.k]);
-            }
+            dequantize_tile(ops, n0, rows, panel);
             // SAFETY: x is [m, k], the panel [rows, k], and out [m, n] with n0 + rows <= n;
             // every size fits i32 (the shim took them from MLX shapes).
             unsafe {
@@ -71,17 +69,49 @@ pub fn matmul(ops: &Operands, out: &mut [f32]) {
     });
 }
 
-/// Weight row `n` as f32: `fma(s, q, b)` per code, as every kernel dequantizes.
+/// The panel, written by row chunks from several threads.
+#[derive(Clone, Copy)]
+struct Panel(*mut f32);
+
+// SAFETY: threads write disjoint rows, and the caller waits for all of them.
+unsafe impl Sync for Panel {}
+unsafe impl Send for Panel {}
+
+impl Panel {
+    /// Row `r` of a panel of rows of `k` floats.
+    ///
+    /// # Safety
+    /// The row is in bounds, and no other thread uses it meanwhile.
+    unsafe fn row<'a>(self, r: usize, k: usize) -> &'a mut [f32] {
+        std::slice::from_raw_parts_mut(self.0.add(r * k), k)
+    }
+}
+
+/// Weight rows `n0..n0 + rows` into the panel, shared over skinny-gemm's threads.
+fn dequantize_tile(ops: &Operands, n0: usize, rows: usize, panel: &mut [f32]) {
+    assert!(panel.len() >= rows * ops.k);
+    if std::env::var_os("MLXD_SERIAL_PANELS").is_some() {
+        for r in 0..rows {
+            dequantize_row(ops, n0 + r, &mut panel[r * ops.k..(r + 1) * ops.k]);
+        }
+        return;
+    }
+    let (k, at) = (ops.k, Panel(panel.as_mut_ptr()));
+    skinny_gemm::share(rows, rows * k, &|r0, r1| {
+        for r in r0..r1 {
+            // SAFETY: row r of the panel (rows * k floats) is this chunk's alone.
+            dequantize_row(ops, n0 + r, unsafe { at.row(r, k) });
+        }
+    });
+}
+
+/// Weight row `n` as f32 in natural order: `fma(s, q, b)` per code, as every kernel
+/// dequantizes.
 fn dequantize_row(ops: &Operands, n: usize, dst: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if super::vectorized(ops.format) {
         // SAFETY: `vectorized` checked AVX2 and FMA and the format; dst holds k floats.
         return unsafe { super::x86::dequantize_row(ops, n, dst) };
     }
-    let row = ops.w_row(n);
-    let (scales, biases) = ops.groups(n);
-    for (k, w) in dst.iter_mut().enumerate() {
-        let g = k / ops.format.group;
-        *w = scales[g].mul_add(code(row, k, ops.format.bits) as f32, biases[g]);
-    }
+    super::scalar::dequantize_row(ops, n, dst);
 }

@@ -1,40 +1,55 @@
-//! Portable kernels: the reference every vector kernel is tested against, and the path for
-//! the formats no vector kernel covers yet.
+//! Portable kernels: the reference every vector kernel is tested against, and the floor on
+//! machines without one.
 
+use super::layout::{self, LANES, STEP, VECTORS};
 use super::{code, Operands, Out};
 
-/// Lanes the vector kernels accumulate in; the portable kernel keeps the same order, so a
-/// format moving from it to a vector kernel keeps its numerics.
-pub(super) const LANES: usize = 8;
-
-/// Columns `cols` of `out[m, n]` as the vector kernels compute them: per lane
-/// `fma(x, fma(s, q, b), acc)`, lanes summed pairwise at the end.
+/// Columns `cols` of `out[m, n]` as the vector kernels compute them: x in lane order
+/// ([`layout::permute`]), per lane `acc[v] = fma(x, fma(s, q, b), acc[v])`, then [`reduce`].
 ///
 /// # Safety
 /// As `kernel::columns`.
 pub(super) unsafe fn matmul(ops: &Operands, cols: std::ops::Range<usize>, out: Out) {
+    let order = layout::order(ops.format.bits);
     for n in cols {
         let row = ops.w_row(n);
         let (scales, biases) = ops.groups(n);
         for m in 0..ops.m {
             let x = &ops.x[m * ops.k..(m + 1) * ops.k];
-            let mut acc = [0f32; LANES];
-            for k in 0..ops.k {
-                let g = k / ops.format.group;
-                let q = code(row, k, ops.format.bits) as f32;
-                let w = scales[g].mul_add(q, biases[g]);
-                acc[k % LANES] = x[k].mul_add(w, acc[k % LANES]);
+            let mut acc = [[0f32; LANES]; VECTORS];
+            for step in 0..ops.k / STEP {
+                let g = step * STEP / ops.format.group;
+                for (i, &c) in order.iter().enumerate() {
+                    let q = code(row, step * STEP + c, ops.format.bits) as f32;
+                    let w = scales.get(g).mul_add(q, biases.get(g));
+                    let lane = &mut acc[i / LANES][i % LANES];
+                    *lane = x[step * STEP + i].mul_add(w, *lane);
+                }
             }
-            out.write(m, n, ops.n, sum_lanes(acc));
+            out.write(m, n, ops.n, reduce(acc));
         }
     }
 }
 
-/// The lanes summed in the order the vector kernels reduce them.
-pub(super) fn sum_lanes(a: [f32; LANES]) -> f32 {
+/// The accumulators summed in the order the vector kernels reduce them: vectors pairwise,
+/// then lanes pairwise.
+pub(super) fn reduce(acc: [[f32; LANES]; VECTORS]) -> f32 {
+    let a: [f32; LANES] =
+        std::array::from_fn(|l| (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]));
     let quad = [a[0] + a[4], a[1] + a[5], a[2] + a[6], a[3] + a[7]];
     let pair = [quad[0] + quad[2], quad[1] + quad[3]];
     pair[0] + pair[1]
+}
+
+/// Weight row `n` as f32 in natural order: `fma(s, q, b)` per code, as every kernel
+/// dequantizes.
+pub(super) fn dequantize_row(ops: &Operands, n: usize, dst: &mut [f32]) {
+    let row = ops.w_row(n);
+    let (scales, biases) = ops.groups(n);
+    for (k, w) in dst.iter_mut().enumerate() {
+        let g = k / ops.format.group;
+        *w = scales.get(g).mul_add(code(row, k, ops.format.bits) as f32, biases.get(g));
+    }
 }
 
 /// The exact product in f64, element by element: what tests measure every kernel against.
@@ -49,7 +64,7 @@ pub fn reference(ops: &Operands) -> Vec<f64> {
                 .map(|k| {
                     let g = k / ops.format.group;
                     let w =
-                        scales[g] as f64 * code(row, k, ops.format.bits) as f64 + biases[g] as f64;
+                        scales.get(g) as f64 * code(row, k, ops.format.bits) as f64 + biases.get(g) as f64;
                     x[k] as f64 * w
                 })
                 .sum();

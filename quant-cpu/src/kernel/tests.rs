@@ -46,14 +46,21 @@ impl Case {
         }
     }
 
+    /// x in the kernels' lane order, as `rows` hands it to `columns`.
+    fn lane_ordered_x(&self) -> Vec<f32> {
+        let mut x = Vec::new();
+        layout::permute(&self.x, self.m, self.k, self.format.bits, &mut x);
+        x
+    }
+
     fn ops(&self) -> Operands<'_> {
         Operands {
             x: &self.x,
             m: self.m,
             k: self.k,
             w: &self.w,
-            scales: &self.scales,
-            biases: &self.biases,
+            scales: Params::F32(&self.scales),
+            biases: Params::F32(&self.biases),
             n: self.n,
             format: self.format,
         }
@@ -71,7 +78,7 @@ impl Case {
                     .map(|k| {
                         let g = k / self.format.group;
                         let q = code(ops.w_row(n), k, self.format.bits) as f64;
-                        (self.x[m * self.k + k] as f64 * (s[g] as f64 * q + b[g] as f64)).abs()
+                        (self.x[m * self.k + k] as f64 * (s.get(g) as f64 * q + b.get(g) as f64)).abs()
                     })
                     .sum();
                 let err = (ours[m * self.n + n] as f64 - exact[m * self.n + n]).abs();
@@ -107,8 +114,10 @@ fn vector_kernels_equal_the_portable_one_bit_for_bit() {
         let case = Case::new(format, 6, 11, 7);
         let (mut fast, mut portable) = (vec![0f32; 66], vec![0f32; 66]);
         rows(&case.ops(), &mut fast);
+        let x = case.lane_ordered_x();
+        let ops = Operands { x: &x, ..case.ops() };
         // SAFETY: `portable` holds m * n floats, written by this thread alone.
-        unsafe { scalar::matmul(&case.ops(), 0..case.n, Out(portable.as_mut_ptr())) };
+        unsafe { scalar::matmul(&ops, 0..case.n, Out(portable.as_mut_ptr())) };
         assert_eq!(fast, portable, "{format:?}");
     }
 }
@@ -182,13 +191,40 @@ fn codes_follow_mlx_packing() {
 /// Products big enough to be shared over skinny-gemm's threads give the one-thread bits.
 #[test]
 fn shared_columns_equal_one_thread() {
-    for format in [Format { bits: 4, group: 64 }, Format { bits: 3, group: 32 }] {
+    for format in [Format { bits: 4, group: 64 }, Format { bits: 2, group: 32 }, Format { bits: 3, group: 32 }] {
         let case = Case::new(format, 3, 1000, 5);
         assert!(case.n * case.k >= 64 * 1024, "big enough to share");
         let (mut shared, mut alone) = (vec![0f32; 3000], vec![0f32; 3000]);
         rows(&case.ops(), &mut shared);
+        let x = case.lane_ordered_x();
+        let ops = Operands { x: &x, ..case.ops() };
         // SAFETY: `alone` holds m * n floats, written by this thread alone.
-        unsafe { columns(&case.ops(), 0..case.n, Out(alone.as_mut_ptr())) };
+        unsafe { columns(&ops, 0..case.n, Out(alone.as_mut_ptr())) };
         assert_eq!(shared, alone, "{format:?}");
+    }
+}
+
+/// Scales and biases kept in bf16 or f16 give the bits of the same values in f32: widening is
+/// exact, so keeping them as stored changes only the bytes.
+#[test]
+fn bf16_and_f16_params_equal_their_f32_values() {
+    let mut case = Case::new(Format { bits: 4, group: 32 }, 3, 700, 9);
+    let bf16: Vec<u16> = case.scales.iter().map(|v| (v.to_bits() >> 16) as u16).collect();
+    let bf16_b: Vec<u16> = case.biases.iter().map(|v| (v.to_bits() >> 16) as u16).collect();
+    let f16: Vec<u16> = case.scales.iter().map(|v| half::f16::from_f32(*v).to_bits()).collect();
+    let f16_b: Vec<u16> = case.biases.iter().map(|v| half::f16::from_f32(*v).to_bits()).collect();
+    for (s, b) in [
+        (Params::Bf16(&bf16), Params::Bf16(&bf16_b)),
+        (Params::F16(&f16), Params::F16(&f16_b)),
+    ] {
+        case.scales = (0..s.len()).map(|i| s.get(i)).collect();
+        case.biases = (0..b.len()).map(|i| b.get(i)).collect();
+        for m in [1, 3] {
+            let ops = Operands { m, ..case.ops() };
+            let (mut wide, mut narrow) = (vec![0f32; m * case.n], vec![0f32; m * case.n]);
+            matmul(&ops, &mut wide);
+            matmul(&Operands { scales: s, biases: b, ..ops }, &mut narrow);
+            assert_eq!(wide, narrow, "{s:?}");
+        }
     }
 }

@@ -1,13 +1,13 @@
-//! AVX2 + FMA kernels (x86-64) for the formats whose 8 codes sit in one aligned word:
-//! 2, 4 and 8 bits. The other formats take the portable kernel until they get their own.
+//! AVX2 + FMA kernels (x86-64) for every format: codes unpacked in registers in the lane order
+//! of [`super::layout`], four independent accumulators per row so the FMA latency is hidden
+//! even for one row. One or two rows multiply codes unpacked in registers; more rows multiply
+//! a dequantized copy of the weight row kept in L1, so each weight is unpacked once for all.
 
 use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
+use super::layout::{LANES, STEP, VECTORS};
 use super::{Format, Operands, Out};
-
-/// Rows of x multiplied together, so each weight is unpacked once per block.
-const BLOCK: usize = 4;
 
 /// Whether the CPU has AVX2 and FMA (checked once).
 pub fn available() -> bool {
@@ -15,12 +15,12 @@ pub fn available() -> bool {
     *HAS.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
 }
 
-/// The formats these kernels cover.
+/// The formats these kernels cover: every one `Format::new` accepts.
 pub fn covers(format: Format) -> bool {
-    matches!(format.bits, 2 | 4 | 8)
+    matches!(format.bits, 2 | 3 | 4 | 5 | 6 | 8)
 }
 
-/// Columns `cols` of `out[m, n]` for a covered format.
+/// Columns `cols` of `out[m, n]`, x in lane order.
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA (`available`), the format is covered, the operands' slices have
@@ -29,73 +29,210 @@ pub fn covers(format: Format) -> bool {
 pub(super) unsafe fn matmul(ops: &Operands, cols: std::ops::Range<usize>, out: Out) {
     debug_assert!(covers(ops.format) && ops.k % ops.format.group == 0);
     debug_assert!(ops.x.len() >= ops.m * ops.k);
-    for n in cols {
-        let mut m = 0;
-        while m < ops.m {
-            let rows = (ops.m - m).min(BLOCK);
-            match rows {
-                4 => rows_by_row::<4>(ops, n, m, out),
-                3 => rows_by_row::<3>(ops, n, m, out),
-                2 => rows_by_row::<2>(ops, n, m, out),
-                _ => rows_by_row::<1>(ops, n, m, out),
-            }
-            m += rows;
-        }
+    match ops.format.bits {
+        2 => columns::<2>(ops, cols, out),
+        3 => columns::<3>(ops, cols, out),
+        4 => columns::<4>(ops, cols, out),
+        5 => columns::<5>(ops, cols, out),
+        6 => columns::<6>(ops, cols, out),
+        _ => columns::<8>(ops, cols, out),
     }
 }
 
-/// Rows `m0..m0 + R` of x against weight row `n`: each 8 codes are unpacked and dequantized
-/// once (`fma(s, q, b)`), then multiplied into every row's accumulator (`fma(x, w, acc)`).
+/// Rows per pass over a weight row unpacked in registers; more rows go through a dequantized
+/// copy of the row in L1 (`buffered`), which unpacks each weight once for all of them.
+const REGISTER_ROWS: usize = 2;
+
+thread_local! {
+    /// One weight row dequantized in lane order, per thread (the caller and each helper).
+    static W_ROW: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 #[target_feature(enable = "avx2,fma")]
-unsafe fn rows_by_row<const R: usize>(ops: &Operands, n: usize, m0: usize, out: Out) {
-    let row = ops.w_row(n);
-    let (scales, biases) = ops.groups(n);
-    let xs: [*const f32; R] = std::array::from_fn(|r| ops.x[(m0 + r) * ops.k..].as_ptr());
-    let mut acc = [_mm256_setzero_ps(); R];
-    let group = ops.format.group;
-    for g in 0..ops.k / group {
-        let (s, b) = (_mm256_set1_ps(scales[g]), _mm256_set1_ps(biases[g]));
-        for k in (g * group..(g + 1) * group).step_by(8) {
-            let w = _mm256_fmadd_ps(s, codes8(row, k, ops.format.bits), b);
-            for r in 0..R {
-                let x = _mm256_loadu_ps(xs[r].add(k));
-                acc[r] = _mm256_fmadd_ps(x, w, acc[r]);
+unsafe fn columns<const BITS: u32>(ops: &Operands, cols: std::ops::Range<usize>, out: Out) {
+    if ops.m > REGISTER_ROWS {
+        return W_ROW.with_borrow_mut(|w| {
+            w.resize(ops.k, 0.0);
+            for n in cols {
+                buffered::<BITS>(ops, n, w, out);
             }
-        }
+        });
     }
-    for (r, lanes) in acc.into_iter().enumerate() {
-        out.write(m0 + r, n, ops.n, sum_lanes(lanes));
+    for n in cols {
+        match ops.m {
+            2 => rows::<BITS, 2>(ops, n, 0, out),
+            1 => rows::<BITS, 1>(ops, n, 0, out),
+            _ => {}
+        }
     }
 }
 
-/// Codes `k..k + 8` of a packed row (k a multiple of 8), as f32.
-///
-/// # Safety
-/// AVX2, and `k + 8` codes fit in `row` (`k + 8 <= K`): the reads are unchecked.
+/// Every row of x against weight row `n`, dequantized once into `w` (lane order, the same
+/// `fma(s, q, b)` values `rows` makes in registers, so both give the same bits).
+#[target_feature(enable = "avx2,fma")]
+unsafe fn buffered<const BITS: u32>(ops: &Operands, n: usize, w: &mut [f32], out: Out) {
+    dequantize_lanes::<BITS>(ops, n, w);
+    let mut m = 0;
+    while m + 2 <= ops.m {
+        dot::<2>(ops, w, m, n, out);
+        m += 2;
+    }
+    if m < ops.m {
+        dot::<1>(ops, w, m, n, out);
+    }
+}
+
+/// Weight row `n` as f32 in lane order.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dequantize_lanes<const BITS: u32>(ops: &Operands, n: usize, w: &mut [f32]) {
+    debug_assert!(w.len() >= ops.k);
+    let row = ops.w_row(n).as_ptr();
+    let (scales, biases) = ops.groups(n);
+    let steps = ops.format.group / STEP;
+    let step_bytes = STEP * BITS as usize / 8;
+    for g in 0..ops.k / ops.format.group {
+        let (s, b) = (_mm256_set1_ps(scales.get(g)), _mm256_set1_ps(biases.get(g)));
+        for step in g * steps..(g + 1) * steps {
+            let q = codes::<BITS>(row.add(step * step_bytes));
+            for (v, q) in q.into_iter().enumerate() {
+                let at = w.as_mut_ptr().add(step * STEP + v * LANES);
+                _mm256_storeu_ps(at, _mm256_fmadd_ps(s, q, b));
+            }
+        }
+    }
+}
+
+/// Rows `m0..m0 + R` of x against a dequantized weight row, accumulated as `rows` does.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot<const R: usize>(ops: &Operands, w: &[f32], m0: usize, n: usize, out: Out) {
+    let mut xs = [ops.x.as_ptr(); R];
+    for (r, x) in xs.iter_mut().enumerate() {
+        *x = x.add((m0 + r) * ops.k);
+    }
+    let mut acc = [[_mm256_setzero_ps(); VECTORS]; R];
+    for step in 0..ops.k / STEP {
+        for v in 0..VECTORS {
+            let at = step * STEP + v * LANES;
+            let w = _mm256_loadu_ps(w.as_ptr().add(at));
+            for r in 0..R {
+                acc[r][v] = _mm256_fmadd_ps(_mm256_loadu_ps(xs[r].add(at)), w, acc[r][v]);
+            }
+        }
+    }
+    for (r, a) in acc.into_iter().enumerate() {
+        out.write(m0 + r, n, ops.n, reduce(a));
+    }
+}
+
+/// The accumulators summed in `scalar::reduce`'s order, so every kernel agrees bit for bit.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-unsafe fn codes8(row: &[u8], k: usize, bits: u32) -> __m256 {
-    debug_assert!((k + 8) * bits as usize / 8 <= row.len());
-    let at = row.as_ptr().add(k * bits as usize / 8);
-    let ints = match bits {
-        8 => _mm256_cvtepu8_epi32(_mm_loadl_epi64(at as *const __m128i)),
-        4 => {
-            let word = (at as *const u32).read_unaligned();
-            let shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-            let v = _mm256_srlv_epi32(_mm256_set1_epi32(word as i32), shifts);
-            _mm256_and_si256(v, _mm256_set1_epi32(0xF))
-        }
-        _ => {
-            let half = (at as *const u16).read_unaligned();
-            let shifts = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-            let v = _mm256_srlv_epi32(_mm256_set1_epi32(half as i32), shifts);
-            _mm256_and_si256(v, _mm256_set1_epi32(0x3))
-        }
-    };
-    _mm256_cvtepi32_ps(ints)
+unsafe fn reduce(a: [__m256; VECTORS]) -> f32 {
+    sum_lanes(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])))
 }
 
-/// The 8 lanes summed in `scalar::sum_lanes`'s order, so both kernels agree bit for bit.
+/// Rows `m0..m0 + R` of x against weight row `n`: each step's 32 codes are unpacked and
+/// dequantized once (`fma(s, q, b)`), then multiplied into every row's accumulators
+/// (`fma(x, w, acc[v])`).
+#[target_feature(enable = "avx2,fma")]
+unsafe fn rows<const BITS: u32, const R: usize>(ops: &Operands, n: usize, m0: usize, out: Out) {
+    let row = ops.w_row(n).as_ptr();
+    let (scales, biases) = ops.groups(n);
+    let mut xs = [ops.x.as_ptr(); R];
+    for (r, x) in xs.iter_mut().enumerate() {
+        *x = x.add((m0 + r) * ops.k);
+    }
+    let mut acc = [[_mm256_setzero_ps(); VECTORS]; R];
+    let steps = ops.format.group / STEP;
+    let step_bytes = STEP * BITS as usize / 8;
+    for g in 0..ops.k / ops.format.group {
+        let (s, b) = (_mm256_set1_ps(scales.get(g)), _mm256_set1_ps(biases.get(g)));
+        for step in g * steps..(g + 1) * steps {
+            let q = codes::<BITS>(row.add(step * step_bytes));
+            for (v, q) in q.into_iter().enumerate() {
+                let w = _mm256_fmadd_ps(s, q, b);
+                for r in 0..R {
+                    let x = _mm256_loadu_ps(xs[r].add(step * STEP + v * LANES));
+                    acc[r][v] = _mm256_fmadd_ps(x, w, acc[r][v]);
+                }
+            }
+        }
+    }
+    for (r, a) in acc.into_iter().enumerate() {
+        out.write(m0 + r, n, ops.n, reduce(a));
+    }
+}
+
+/// The 32 codes of a step starting at `at`, as f32, in lane order.
+///
+/// # Safety
+/// AVX2, and the step's `4 * BITS` bytes are readable (nothing past them is read).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn codes<const BITS: u32>(at: *const u8) -> [__m256; VECTORS] {
+    // Plain functions, not closures: they inline with this function's target features.
+    use std::arch::x86_64::_mm256_cvtepi32_ps as f;
+    match BITS {
+        8 => [f(bytes8(at, 0)), f(bytes8(at, 1)), f(bytes8(at, 2)), f(bytes8(at, 3))],
+        4 => {
+            let (lo, hi, nibble) = (bytes8(at, 0), bytes8(at, 1), _mm256_set1_epi32(0xF));
+            [
+                f(_mm256_and_si256(lo, nibble)),
+                f(_mm256_srli_epi32::<4>(lo)),
+                f(_mm256_and_si256(hi, nibble)),
+                f(_mm256_srli_epi32::<4>(hi)),
+            ]
+        }
+        2 => {
+            let (b, two) = (bytes8(at, 0), _mm256_set1_epi32(0x3));
+            [
+                f(_mm256_and_si256(b, two)),
+                f(_mm256_and_si256(_mm256_srli_epi32::<2>(b), two)),
+                f(_mm256_and_si256(_mm256_srli_epi32::<4>(b), two)),
+                f(_mm256_srli_epi32::<6>(b)),
+            ]
+        }
+        _ => {
+            let n = BITS as usize;
+            [
+                f(in_order8::<BITS>(at)),
+                f(in_order8::<BITS>(at.add(n))),
+                f(in_order8::<BITS>(at.add(2 * n))),
+                f(in_order8::<BITS>(at.add(3 * n))),
+            ]
+        }
+    }
+}
+
+/// Bytes `8i..8i + 8` at `at`, zero-extended to 32-bit lanes.
+///
+/// # Safety
+/// AVX2, and the 8 bytes are readable.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn bytes8(at: *const u8, i: usize) -> __m256i {
+    _mm256_cvtepu8_epi32(_mm_loadl_epi64(at.add(8 * i) as *const __m128i))
+}
+
+/// The 8 codes in the `BITS` bytes at `at`, in order, as integers.
+///
+/// # Safety
+/// AVX2, and `BITS` bytes at `at` are readable (exactly those are read).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn in_order8<const BITS: u32>(at: *const u8) -> __m256i {
+    let mut bytes = [0u8; 8];
+    std::ptr::copy_nonoverlapping(at, bytes.as_mut_ptr(), BITS as usize);
+    let word = u64::from_le_bytes(bytes);
+    // Codes 0..4 lie in the low 4 * BITS bits, codes 4..8 in the next 4 * BITS.
+    let (lo, hi) = (word as u32 as i32, (word >> (4 * BITS)) as u32 as i32);
+    let b = BITS as i32;
+    let shifts = _mm256_setr_epi32(0, b, 2 * b, 3 * b, 0, b, 2 * b, 3 * b);
+    let words = _mm256_set_m128i(_mm_set1_epi32(hi), _mm_set1_epi32(lo));
+    _mm256_and_si256(_mm256_srlv_epi32(words, shifts), _mm256_set1_epi32((1 << BITS) - 1))
+}
+
+/// The 8 lanes summed pairwise (`scalar::reduce`'s order).
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 unsafe fn sum_lanes(v: __m256) -> f32 {
@@ -104,21 +241,34 @@ unsafe fn sum_lanes(v: __m256) -> f32 {
     _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)))
 }
 
-/// Weight row `n` as f32 (`fma(s, q, b)` per code, as the portable `dequantize_row`), for
-/// the panels of a prefill.
+/// Weight row `n` as f32 in natural order (`fma(s, q, b)` per code, as the portable
+/// `dequantize_row`), for the panels of a prefill.
 ///
 /// # Safety
 /// As `matmul`; `dst` holds `ops.k` floats.
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn dequantize_row(ops: &Operands, n: usize, dst: &mut [f32]) {
-    let row = ops.w_row(n);
+    match ops.format.bits {
+        2 => dequantize::<2>(ops, n, dst),
+        3 => dequantize::<3>(ops, n, dst),
+        4 => dequantize::<4>(ops, n, dst),
+        5 => dequantize::<5>(ops, n, dst),
+        6 => dequantize::<6>(ops, n, dst),
+        _ => dequantize::<8>(ops, n, dst),
+    }
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dequantize<const BITS: u32>(ops: &Operands, n: usize, dst: &mut [f32]) {
+    debug_assert!(dst.len() >= ops.k);
+    let row = ops.w_row(n).as_ptr();
     let (scales, biases) = ops.groups(n);
     let group = ops.format.group;
     for g in 0..ops.k / group {
-        let (s, b) = (_mm256_set1_ps(scales[g]), _mm256_set1_ps(biases[g]));
-        for k in (g * group..(g + 1) * group).step_by(8) {
-            let w = _mm256_fmadd_ps(s, codes8(row, k, ops.format.bits), b);
-            _mm256_storeu_ps(dst[k..k + 8].as_mut_ptr(), w);
+        let (s, b) = (_mm256_set1_ps(scales.get(g)), _mm256_set1_ps(biases.get(g)));
+        for k in (g * group..(g + 1) * group).step_by(LANES) {
+            let q = _mm256_cvtepi32_ps(in_order8::<BITS>(row.add(k * BITS as usize / 8)));
+            _mm256_storeu_ps(dst.as_mut_ptr().add(k), _mm256_fmadd_ps(s, q, b));
         }
     }
 }

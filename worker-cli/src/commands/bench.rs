@@ -1,4 +1,5 @@
-//! `worker bench`: this engine and mlx-lm on the same checkpoint and token ids, in one run.
+//! `worker bench`: this engine, mlx-lm and llama.cpp on the same checkpoint, in one run, and
+//! decode measured against the machine's read bandwidth.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,7 +11,7 @@ use backend::loader::{self, LoadedModel};
 use backend::weights::WeightMode;
 use serde::{Deserialize, Serialize};
 
-use super::CliResult;
+use super::{bandwidth, CliResult};
 use crate::args::BenchArgs;
 
 /// What one engine measured; tok/s.
@@ -96,7 +97,11 @@ fn measure_mlx_lm(args: &BenchArgs, dir: &Path, plan: &Plan) -> CliResult<Measur
     let child = cmd
         .spawn()
         .map_err(|e| format!("{}: {e} (run scripts/fetch-test-model)", python.display()))?;
-    let output = wait_bounded(child, Duration::from_secs(args.timeout_secs))?;
+    let output = wait_bounded(
+        "mlx-lm bench",
+        child,
+        Duration::from_secs(args.timeout_secs),
+    )?;
     if !output.status.success() {
         return Err(format!("mlx-lm bench failed on {}", dir.display()).into());
     }
@@ -106,31 +111,6 @@ fn measure_mlx_lm(args: &BenchArgs, dir: &Path, plan: &Plan) -> CliResult<Measur
         .unwrap_or_default()
         .to_string();
     Ok(serde_json::from_str(&last)?)
-}
-
-fn default_python() -> PathBuf {
-    let cache = std::env::var_os("MLX_DIST_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/mlx-distributed")
-        });
-    cache.join("venv/bin/python")
-}
-
-fn wait_bounded(
-    mut child: std::process::Child,
-    limit: Duration,
-) -> CliResult<std::process::Output> {
-    let start = Instant::now();
-    while child.try_wait()?.is_none() {
-        if start.elapsed() > limit {
-            child.kill()?;
-            return Err(format!("mlx-lm bench exceeded {limit:?}").into());
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Ok(child.wait_with_output()?)
 }
 
 fn ratio(a: &Measured, b: &Measured) -> BTreeMap<String, f64> {
@@ -146,8 +126,235 @@ fn ratio(a: &Measured, b: &Measured) -> BTreeMap<String, f64> {
     out
 }
 
+fn cache_dir() -> PathBuf {
+    std::env::var_os("MLX_DIST_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/mlx-distributed")
+        })
+}
+
+fn default_python() -> PathBuf {
+    cache_dir().join("venv/bin/python")
+}
+
+fn wait_bounded(
+    what: &str,
+    mut child: std::process::Child,
+    limit: Duration,
+) -> CliResult<std::process::Output> {
+    let start = Instant::now();
+    while child.try_wait()?.is_none() {
+        if start.elapsed() > limit {
+            child.kill()?;
+            return Err(format!("{what} exceeded {limit:?}").into());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(child.wait_with_output()?)
+}
+
+/// llama.cpp's benchmark and the GGUF it runs on.
+struct LlamaCpp {
+    bin: PathBuf,
+    gguf: PathBuf,
+}
+
+/// The llama.cpp row's binary and GGUF; `None` (with a printed note) when a default is missing.
+fn llama_cpp(args: &BenchArgs) -> CliResult<Option<LlamaCpp>> {
+    let bin = match &args.llama_bench {
+        Some(bin) if !bin.is_file() => {
+            return Err(format!("--llama-bench: no {}", bin.display()).into())
+        }
+        Some(bin) => bin.clone(),
+        None => cache_dir().join("llama.cpp/bin/llama-bench"),
+    };
+    let gguf = match &args.gguf {
+        Some(gguf) if !gguf.is_file() => {
+            return Err(format!("--gguf: no {}", gguf.display()).into())
+        }
+        Some(gguf) => gguf.clone(),
+        None => default_gguf(&args.model),
+    };
+    for path in [&bin, &gguf] {
+        if !path.is_file() {
+            println!(
+                "note: no llama.cpp row: {} is missing (build it with scripts/bench/llama-bench)",
+                path.display()
+            );
+            return Ok(None);
+        }
+    }
+    Ok(Some(LlamaCpp { bin, gguf }))
+}
+
+/// The fixtures' source GGUF (Q4_1), or its Q8_0 requantization for an 8-bit folder.
+fn default_gguf(model: &Path) -> PathBuf {
+    let name = model.file_name().unwrap_or_default().to_string_lossy();
+    let quant = if name.contains("8bit") {
+        "Q8_0"
+    } else {
+        "Q4_1"
+    };
+    cache_dir().join(format!("downloads/SmolLM2-135M-Instruct.{quant}.gguf"))
+}
+
+fn measure_llama_cpp(args: &BenchArgs, llama: &LlamaCpp, plan: &Plan) -> CliResult<Measured> {
+    let lens: Vec<String> = plan.prompt_lens.iter().map(usize::to_string).collect();
+    let lens = if lens.is_empty() {
+        "0".to_string()
+    } else {
+        lens.join(",")
+    };
+    let gen = if plan.gen > 1 { plan.gen } else { 0 };
+    let child = Command::new(&llama.bin)
+        .arg("-m")
+        .arg(&llama.gguf)
+        .args(["-t", &threads(args).to_string(), "-p", &lens])
+        .args([
+            "-n",
+            &gen.to_string(),
+            "-r",
+            &plan.repeats.max(1).to_string(),
+        ])
+        .args(["-o", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("{}: {e}", llama.bin.display()))?;
+    let output = wait_bounded("llama-bench", child, Duration::from_secs(args.timeout_secs))?;
+    if !output.status.success() {
+        return Err(format!("llama-bench failed on {}", llama.gguf.display()).into());
+    }
+    parse_llama_bench(&String::from_utf8_lossy(&output.stdout))
+}
+
+/// One test of `llama-bench -o json`: `pp<n>` has `n_gen` 0, `tg<n>` has `n_prompt` 0.
+#[derive(Deserialize)]
+struct LlamaBenchTest {
+    n_prompt: usize,
+    n_gen: usize,
+    avg_ts: f64,
+    #[serde(default)]
+    samples_ts: Vec<f64>,
+}
+
+/// Prompt rates are the best of llama-bench's `-r` runs (as ours are the best of `--repeats`);
+/// the generation rate is their mean (ours is one run per round).
+fn parse_llama_bench(stdout: &str) -> CliResult<Measured> {
+    let start = if stdout.starts_with('[') {
+        0
+    } else {
+        stdout.find("\n[").ok_or("llama-bench printed no JSON")? + 1
+    };
+    let tests: Vec<LlamaBenchTest> = serde_json::Deserializer::from_str(&stdout[start..])
+        .into_iter::<Vec<LlamaBenchTest>>()
+        .next()
+        .ok_or("llama-bench printed no JSON")??;
+    let mut out = Measured::default();
+    for t in tests {
+        if t.n_gen == 0 && t.n_prompt > 0 {
+            let best = t.samples_ts.iter().copied().fold(t.avg_ts, f64::max);
+            out.prompt_tps.insert(t.n_prompt.to_string(), best);
+        } else if t.n_prompt == 0 && t.n_gen > 0 {
+            out.generation_tps = Some(t.avg_ts);
+        }
+    }
+    Ok(out)
+}
+
+fn threads(args: &BenchArgs) -> usize {
+    args.threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1)
+}
+
+const F32: &str = "ours dequantized-f32";
+const PACKED: &str = "ours packed";
+const AS_STORED: &str = "ours as-stored";
+const LLAMA_CPP: &str = "llama.cpp";
+const MLX_LM_AS_STORED: &str = "mlx-lm as-stored";
+const MLX_LM_F32: &str = "mlx-lm dequantized-f32";
+
+type Rows = Vec<(&'static str, Measured)>;
+
+/// Keeps in `best` the better of `m` and what it holds for `label`, per prompt length and for
+/// generation.
+fn keep_best(best: &mut Rows, label: &'static str, m: Measured) {
+    let Some((_, into)) = best.iter_mut().find(|(l, _)| *l == label) else {
+        best.push((label, m));
+        return;
+    };
+    for (n, v) in m.prompt_tps {
+        let e = into.prompt_tps.entry(n).or_insert(v);
+        *e = e.max(v);
+    }
+    into.generation_tps = match (into.generation_tps, m.generation_tps) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+}
+
+/// The fast rows, in rounds that alternate ours (f32, then packed) with llama.cpp.
+fn measure_alternating(args: &BenchArgs, plan: &Plan, llama: Option<&LlamaCpp>) -> CliResult<Rows> {
+    let mut rows = Rows::new();
+    let rounds = args.rounds.max(1);
+    for round in 1..=rounds {
+        eprintln!("[bench] round {round}/{rounds}: ours, default CPU mode (dequantized to f32)");
+        keep_best(
+            &mut rows,
+            F32,
+            measure_ours(&args.model, WeightMode::DequantizeF32, plan)?,
+        );
+        if cfg!(not(target_os = "macos")) {
+            eprintln!(
+                "[bench] round {round}/{rounds}: ours, packed (quant-cpu kernels, f32 numerics)"
+            );
+            keep_best(
+                &mut rows,
+                PACKED,
+                measure_ours(&args.model, WeightMode::PackedF32, plan)?,
+            );
+        }
+        if let Some(llama) = llama {
+            eprintln!(
+                "[bench] round {round}/{rounds}: llama.cpp on {}",
+                llama.gguf.display()
+            );
+            keep_best(&mut rows, LLAMA_CPP, measure_llama_cpp(args, llama, plan)?);
+        }
+    }
+    Ok(rows)
+}
+
+/// The slow rows, measured once: ours and mlx-lm as stored, mlx-lm on the f32 twin.
+fn measure_once(args: &BenchArgs, as_stored: &Plan, fast: &Plan) -> CliResult<Rows> {
+    let mut rows = Rows::new();
+    if !args.skip_as_stored {
+        eprintln!("[bench] ours, as stored (MLX quantized kernels, mirrors mlx-lm)");
+        rows.push((
+            AS_STORED,
+            measure_ours(&args.model, WeightMode::AsStored, as_stored)?,
+        ));
+    }
+    if !args.skip_mlx_lm {
+        if !args.skip_as_stored {
+            eprintln!("[bench] mlx-lm, as stored");
+            rows.push((
+                MLX_LM_AS_STORED,
+                measure_mlx_lm(args, &args.model, as_stored)?,
+            ));
+        }
+        if let Some(twin) = &args.f32_twin {
+            eprintln!("[bench] mlx-lm, on the checkpoint dequantized to f32");
+            rows.push((MLX_LM_F32, measure_mlx_lm(args, twin, fast)?));
+        }
+    }
+    Ok(rows)
+}
+
 pub fn run(args: BenchArgs) -> CliResult {
-    let mut rows: Vec<(&str, Measured)> = Vec::new();
     let fast = Plan {
         prompt_lens: &args.prompt_lens,
         repeats: args.repeats,
@@ -158,39 +365,40 @@ pub fn run(args: BenchArgs) -> CliResult {
         repeats: 1,
         gen: args.gen_tokens,
     };
-    eprintln!("[bench] ours, default CPU mode (dequantized to f32)");
-    let ours = measure_ours(&args.model, WeightMode::DequantizeF32, &fast)?;
-    rows.push(("ours dequantized-f32", ours));
-    if cfg!(not(target_os = "macos")) {
-        eprintln!("[bench] ours, packed as stored (quant-cpu kernels, f32 numerics)");
-        let ours = measure_ours(&args.model, WeightMode::PackedF32, &fast)?;
-        rows.push(("ours packed", ours));
-    }
-    if !args.skip_as_stored {
-        eprintln!("[bench] ours, as stored (MLX quantized kernels, mirrors mlx-lm)");
-        let ours = measure_ours(&args.model, WeightMode::AsStored, &as_stored)?;
-        rows.push(("ours as-stored", ours));
-    }
-    if !args.skip_mlx_lm {
-        if !args.skip_as_stored {
-            eprintln!("[bench] mlx-lm, as stored");
-            let theirs = measure_mlx_lm(&args, &args.model, &as_stored)?;
-            rows.push(("mlx-lm as-stored", theirs));
-        }
-        if let Some(twin) = &args.f32_twin {
-            eprintln!("[bench] mlx-lm, on the checkpoint dequantized to f32");
-            rows.push((
-                "mlx-lm dequantized-f32",
-                measure_mlx_lm(&args, twin, &fast)?,
-            ));
-        }
-    }
+    let llama = llama_cpp(&args)?;
+    let mut rows = measure_alternating(&args, &fast, llama.as_ref())?;
+    rows.extend(measure_once(&args, &as_stored, &fast)?);
 
     let name = args
         .model
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    print_table(&name, &rows, args.gen_tokens);
+    let n = threads(&args);
+    if let Some(llama) = &llama {
+        println!(
+            "llama.cpp: {} with -t {n}; ours uses every core through its own pool",
+            llama.gguf.display()
+        );
+    }
+    let ratios = print_ratios(&rows);
+    let mut line = serde_json::json!({
+        "bench": "engine",
+        "model": name,
+        "threads": n,
+        "llama_cpp_gguf": llama.as_ref().map(|l| l.gguf.display().to_string()),
+        "measured": rows.iter().map(|(l, m)| (*l, m)).collect::<BTreeMap<_, _>>(),
+        "ratios": ratios,
+    });
+    if !args.skip_bandwidth {
+        line["bandwidth"] = report_bandwidth(&args, n, &rows, llama.as_ref());
+    }
+    println!("{line}");
+    Ok(())
+}
+
+fn print_table(name: &str, rows: &Rows, gen_tokens: usize) {
     let mut lens: Vec<String> = rows
         .iter()
         .flat_map(|(_, m)| m.prompt_tps.keys().cloned())
@@ -201,8 +409,8 @@ pub fn run(args: BenchArgs) -> CliResult {
     print!("{:<24}", "engine");
     lens.iter()
         .for_each(|n| print!("{:>12}", format!("prompt@{n}")));
-    println!("{:>14}", format!("gen@{}", args.gen_tokens));
-    for (label, m) in &rows {
+    println!("{:>14}", format!("gen@{gen_tokens}"));
+    for (label, m) in rows {
         print!("{label:<24}");
         lens.iter().for_each(|n| {
             print!(
@@ -217,29 +425,18 @@ pub fn run(args: BenchArgs) -> CliResult {
             m.generation_tps.map_or("-".into(), |v| format!("{v:.2}"))
         );
     }
+}
+
+fn print_ratios(rows: &Rows) -> BTreeMap<&'static str, BTreeMap<String, f64>> {
     let find = |label: &str| rows.iter().find(|(l, _)| *l == label).map(|(_, m)| m);
     let mut ratios = BTreeMap::new();
     for (ours, theirs, key) in [
-        (
-            "ours dequantized-f32",
-            "mlx-lm as-stored",
-            "fast_vs_mlx_lm_as_stored",
-        ),
-        (
-            "ours dequantized-f32",
-            "mlx-lm dequantized-f32",
-            "fast_vs_mlx_lm_same_f32",
-        ),
-        (
-            "ours as-stored",
-            "mlx-lm as-stored",
-            "mirror_vs_mlx_lm_as_stored",
-        ),
-        (
-            "ours packed",
-            "ours dequantized-f32",
-            "packed_vs_dequantized_f32",
-        ),
+        (F32, MLX_LM_AS_STORED, "fast_vs_mlx_lm_as_stored"),
+        (F32, MLX_LM_F32, "fast_vs_mlx_lm_same_f32"),
+        (AS_STORED, MLX_LM_AS_STORED, "mirror_vs_mlx_lm_as_stored"),
+        (PACKED, F32, "packed_vs_dequantized_f32"),
+        (PACKED, LLAMA_CPP, "packed_vs_llama_cpp"),
+        (F32, LLAMA_CPP, "dequantized_f32_vs_llama_cpp"),
     ] {
         if let (Some(a), Some(b)) = (find(ours), find(theirs)) {
             let r = ratio(a, b);
@@ -253,10 +450,111 @@ pub fn run(args: BenchArgs) -> CliResult {
             ratios.insert(key, r);
         }
     }
-    let measured: BTreeMap<&str, &Measured> = rows.iter().map(|(l, m)| (*l, m)).collect();
+    ratios
+}
+
+/// The bytes one generated token reads, taken as the weights' size: the safetensors files (for
+/// the packed mode with 16-bit scales widened to f32; for the f32 modes the f32 twin's files,
+/// or without one 4 bytes per parameter) or the GGUF file. Embedding rows a token skips are
+/// counted: close enough for a model with a tied output head, which reads the whole table.
+fn bytes_per_token(label: &str, args: &BenchArgs, llama: Option<&LlamaCpp>) -> Option<u64> {
+    let estimate = |dir: &Path, mode| loader::resident_estimate(dir, mode).ok();
+    match label {
+        PACKED => estimate(&args.model, WeightMode::PackedF32),
+        AS_STORED | MLX_LM_AS_STORED => estimate(&args.model, WeightMode::AsStored),
+        F32 | MLX_LM_F32 => match &args.f32_twin {
+            Some(twin) => estimate(twin, WeightMode::AsStored),
+            None => bandwidth::f32_bytes(&args.model),
+        },
+        LLAMA_CPP => llama
+            .and_then(|l| std::fs::metadata(&l.gguf).ok())
+            .map(|m| m.len()),
+        _ => None,
+    }
+}
+
+/// Measures the read bandwidth and prints each row's decode as a fraction of the rate it
+/// allows; returns the JSON line's `bandwidth` entry.
+fn report_bandwidth(
+    args: &BenchArgs,
+    threads: usize,
+    rows: &Rows,
+    llama: Option<&LlamaCpp>,
+) -> serde_json::Value {
+    eprintln!("[bench] read bandwidth ({threads} threads)");
+    let gb_per_s = bandwidth::read_gb_per_s(threads);
     println!(
-        "{}",
-        serde_json::json!({ "bench": "engine", "model": name, "measured": measured, "ratios": ratios })
+        "\nread bandwidth {gb_per_s:.1} GB/s ({threads} threads streaming {} MiB, best of 3)",
+        bandwidth::BUFFER_BYTES >> 20
     );
-    Ok(())
+    println!("decode against the limit of reading each token's bytes (the weight files' size)");
+    println!(
+        "{:<24}{:>12}{:>14}{:>14}{:>10}",
+        "engine", "MB/token", "limit tok/s", "decode tok/s", "fraction"
+    );
+    let mut fractions = BTreeMap::new();
+    let mut bytes = BTreeMap::new();
+    for (label, m) in rows {
+        let (Some(tps), Some(b)) = (m.generation_tps, bytes_per_token(label, args, llama)) else {
+            continue;
+        };
+        let limit = bandwidth::limit_tok_per_s(b, gb_per_s);
+        let mb = b as f64 / 1e6;
+        println!(
+            "{label:<24}{mb:>12.1}{limit:>14.1}{tps:>14.2}{:>10.2}",
+            tps / limit
+        );
+        fractions.insert(*label, tps / limit);
+        bytes.insert(*label, b);
+    }
+    serde_json::json!({
+        "gb_per_s": gb_per_s,
+        "threads": threads,
+        "bytes_per_token": bytes,
+        "fraction_of_limit": fractions,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_llama_bench_json() {
+        let out = r#"[
+  {
+    "n_prompt": 128,
+    "n_gen": 0,
+    "avg_ts": 900.5,
+    "samples_ts": [ 880.0, 921.0 ]
+  },
+  {
+    "n_prompt": 0,
+    "n_gen": 64,
+    "avg_ts": 150.25,
+    "samples_ts": [ 150.0 ]
+  }
+]
+"#;
+        let m = parse_llama_bench(out).unwrap();
+        assert_eq!(m.prompt_tps.get("128"), Some(&921.0));
+        assert_eq!(m.generation_tps, Some(150.25));
+        let m = parse_llama_bench(&format!("build: x\n{out}")).unwrap();
+        assert_eq!(m.generation_tps, Some(150.25));
+    }
+
+    #[test]
+    fn keeps_the_best_of_rounds() {
+        let mut rows = Rows::new();
+        let m = |p: f64, g: Option<f64>| Measured {
+            prompt_tps: BTreeMap::from([("128".to_string(), p)]),
+            generation_tps: g,
+        };
+        keep_best(&mut rows, PACKED, m(10.0, Some(2.0)));
+        keep_best(&mut rows, PACKED, m(12.0, Some(1.0)));
+        keep_best(&mut rows, PACKED, m(11.0, None));
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].1.prompt_tps.get("128"), Some(&12.0));
+        assert_eq!(rows[0].1.generation_tps, Some(2.0));
+    }
 }

@@ -14,9 +14,9 @@ use crate::args::GenerateArgs;
 
 pub fn run(args: GenerateArgs) -> CliResult {
     let dir = source::resolve(&args.model, None)?;
-    let mode = match (args.as_stored, args.packed) {
+    let mode = match (args.as_stored, args.dequantize) {
         (true, _) => WeightMode::AsStored,
-        (_, true) => WeightMode::PackedF32,
+        (_, true) => WeightMode::DequantizeF32,
         _ => WeightMode::default_for_device(),
     };
     let loaded = loader::load(&dir, mode)?;

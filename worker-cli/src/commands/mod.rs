@@ -1,3 +1,4 @@
+mod bandwidth;
 mod bench;
 mod bench_link;
 mod check;

@@ -106,6 +106,15 @@ impl DecoderLayer {
     }
 }
 
+/// The parameters a rank holds, as Status reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WeightStats {
+    /// Bytes, as computed with (packed, dequantized or as stored).
+    pub bytes: u64,
+    /// Packed layers on the portable kernel (no vector kernel for their format here).
+    pub portable_layers: usize,
+}
+
 /// Output projection: the tied embedding, or its own `lm_head`.
 pub enum Head {
     Tied,
@@ -120,6 +129,9 @@ pub struct Decoder {
     pub norm: Option<RmsNorm>,
     pub lm_head: Option<Head>,
     rope: Rope,
+    /// Packed layers that run the portable kernel on this CPU (none where a vector kernel
+    /// covers the format).
+    portable_layers: usize,
 }
 
 impl Decoder {
@@ -156,6 +168,7 @@ impl Decoder {
             norm,
             lm_head,
             rope: c.rope,
+            portable_layers: w.portable_layers().len(),
         })
     }
 
@@ -204,6 +217,14 @@ impl Decoder {
             .iter()
             .map(|l| l.self_attn.kv_elements() * l.input_layernorm.weight.item_size())
             .sum()
+    }
+
+    /// What this rank's parameters take (a tied head shares the embedding's bytes).
+    pub fn weight_stats(&self) -> WeightStats {
+        WeightStats {
+            bytes: self.arrays().iter().map(|a| a.nbytes() as u64).sum(),
+            portable_layers: self.portable_layers,
+        }
     }
 
     /// Every parameter, to evaluate once at load.

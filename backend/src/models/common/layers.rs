@@ -12,8 +12,8 @@ pub struct QuantParams {
     pub bits: i32,
 }
 
-/// A quantized matrix kept as stored for `quant-cpu`'s kernels: packed codes, f32 scales and
-/// biases.
+/// A quantized matrix kept as stored for `quant-cpu`'s kernels: packed codes, scales and
+/// biases in their stored dtype (f32, bf16 or f16).
 pub struct Packed {
     pub weight: Array,
     pub scales: Array,
@@ -35,12 +35,13 @@ impl Packed {
         )?)
     }
 
-    /// Rows `ids` of W, dequantized (an embedding lookup).
+    /// Rows `ids` of W, dequantized in f32 (an embedding lookup).
     fn rows(&self, ids: &Array) -> Result<Array> {
+        let f32 = mlx_rs::Dtype::Float32;
         Ok(dequantize(
             self.weight.take_axis(ids, 0)?,
-            self.scales.take_axis(ids, 0)?,
-            &self.biases.take_axis(ids, 0)?,
+            self.scales.take_axis(ids, 0)?.as_dtype(f32)?,
+            &self.biases.take_axis(ids, 0)?.as_dtype(f32)?,
             self.format.group as i32,
             self.format.bits as i32,
         )?)

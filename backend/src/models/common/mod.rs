@@ -9,7 +9,7 @@ mod shard;
 
 pub use args::{yes, BaseArgs, FamilyTraits};
 pub use attention::{Attention, AttentionConfig};
-pub use decoder::{Decoder, DecoderConfig, DecoderLayer, Head, Mlp};
+pub use decoder::{Decoder, DecoderConfig, DecoderLayer, Head, Mlp, WeightStats};
 pub use layers::{Embedding, Linear, Packed, QuantParams, RmsNorm};
 pub use rope::Rope;
 pub use shard::{ShardPlan, Split, TensorSplit};
