@@ -17,6 +17,7 @@
 #include "mlx/mlx.h"
 #include "mlx/primitives.h"
 #include "mlx/utils.h"
+#include "mlx/backend/common/utils.h"
 
 // The kernel, passed in by the Rust side (so no symbol has to cross the link in reverse).
 // Scales and biases share one dtype, `params`: 0 float32, 1 bfloat16, 2 float16.
@@ -71,6 +72,16 @@ class QuantizedMatmulCpu : public Primitive {
   mlxd_qmm_kernel kernel_;
 };
 
+// `a`'s elements in row-major order (a strided or broadcast f32 view).
+std::vector<float> row_major(const array& a) {
+  std::vector<float> out(a.size());
+  const float* src = a.data<float>();
+  for (size_t i = 0; i < out.size(); i++) {
+    out[i] = src[elem_to_loc(static_cast<int>(i), a.shape(), a.strides())];
+  }
+  return out;
+}
+
 // The kernel's code for the dtype of scales and biases (`validate` allowed only these).
 int32_t params_code(Dtype d) {
   return d == bfloat16 ? 1 : d == float16 ? 2 : 0;
@@ -83,12 +94,13 @@ void QuantizedMatmulCpu::eval_cpu(
   out.set_data(allocator::malloc(out.nbytes()));
   auto& encoder = cpu::get_command_encoder(stream());
   auto &x = inputs[0], &w = inputs[1], &scales = inputs[2], &biases = inputs[3];
-  for (auto& a : inputs) {
-    // `row_contiguous` below put a copy in front of any input that might not be.
-    if (!a.flags().row_contiguous) {
-      throw std::runtime_error("[mlxd_quantized_matmul] an input is not row-contiguous");
+  for (size_t i = 0; i < inputs.size(); i++) {
+    // `row_contiguous` below put a copy in front of a weight that might not be; x is
+    // gathered on the stream thread when it is not (rare: it is not worth a node per product).
+    if (i > 0 && !inputs[i].flags().row_contiguous) {
+      throw std::runtime_error("[mlxd_quantized_matmul] a weight is not row-contiguous");
     }
-    encoder.set_input_array(a);
+    encoder.set_input_array(inputs[i]);
   }
   encoder.set_output_array(out);
   int64_t k = x.shape(-1);
@@ -106,8 +118,12 @@ void QuantizedMatmulCpu::eval_cpu(
                     group = group_,
                     params = params_code(scales.dtype()),
                     kernel = kernel_]() mutable {
+    std::vector<float> gathered;
+    if (!x.flags().row_contiguous) {
+      gathered = row_major(x);
+    }
     kernel(
-        x.data<float>(),
+        gathered.empty() ? x.data<float>() : gathered.data(),
         m,
         k,
         w.data<uint8_t>(),
@@ -195,7 +211,7 @@ array quantized_matmul_cpu(
       std::move(shape),
       float32,
       std::make_shared<QuantizedMatmulCpu>(to_stream(s), group, bits, kernel),
-      {row_contiguous(x, s),
+      {x,
        row_contiguous(w, s),
        row_contiguous(scales, s),
        row_contiguous(biases, s)});

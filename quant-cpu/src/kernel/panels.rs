@@ -69,40 +69,13 @@ pub fn matmul(ops: &Operands, out: &mut [f32]) {
     });
 }
 
-/// The panel, written by row chunks from several threads.
-#[derive(Clone, Copy)]
-struct Panel(*mut f32);
-
-// SAFETY: threads write disjoint rows, and the caller waits for all of them.
-unsafe impl Sync for Panel {}
-unsafe impl Send for Panel {}
-
-impl Panel {
-    /// Row `r` of a panel of rows of `k` floats.
-    ///
-    /// # Safety
-    /// The row is in bounds, and no other thread uses it meanwhile.
-    unsafe fn row<'a>(self, r: usize, k: usize) -> &'a mut [f32] {
-        std::slice::from_raw_parts_mut(self.0.add(r * k), k)
-    }
-}
-
-/// Weight rows `n0..n0 + rows` into the panel, shared over skinny-gemm's threads.
+/// Weight rows `n0..n0 + rows` into the panel, on this thread: sharing the rows with
+/// skinny-gemm's helpers measured 2.5-3.4x slower (`cargo bench -p quant-cpu --bench kernels`),
+/// as the helpers still spin when OpenBLAS's own threads start on the panel.
 fn dequantize_tile(ops: &Operands, n0: usize, rows: usize, panel: &mut [f32]) {
-    assert!(panel.len() >= rows * ops.k);
-    if std::env::var_os("MLXD_SERIAL_PANELS").is_some() {
-        for r in 0..rows {
-            dequantize_row(ops, n0 + r, &mut panel[r * ops.k..(r + 1) * ops.k]);
-        }
-        return;
+    for (r, dst) in panel.chunks_exact_mut(ops.k).take(rows).enumerate() {
+        dequantize_row(ops, n0 + r, dst);
     }
-    let (k, at) = (ops.k, Panel(panel.as_mut_ptr()));
-    skinny_gemm::share(rows, rows * k, &|r0, r1| {
-        for r in r0..r1 {
-            // SAFETY: row r of the panel (rows * k floats) is this chunk's alone.
-            dequantize_row(ops, n0 + r, unsafe { at.row(r, k) });
-        }
-    });
 }
 
 /// Weight row `n` as f32 in natural order: `fma(s, q, b)` per code, as every kernel

@@ -1,5 +1,13 @@
 use super::*;
 
+/// A pool of 3 threads whatever the machine (the default leaves a core to the engine's
+/// thread, so on 2 cores nothing would be shared out): called first by every test here,
+/// before any product starts the pool.
+fn shared_pool() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| std::env::set_var("MLX_DISTRIBUTED_GEMM_THREADS", "3"));
+}
+
 /// SplitMix64, for seeded operands.
 struct Rng(u64);
 
@@ -96,6 +104,7 @@ fn formats() -> impl Iterator<Item = Format> {
 
 #[test]
 fn every_format_matches_the_exact_product() {
+    shared_pool();
     for format in formats() {
         // 33 rows take the panel path.
         for (m, seed) in [(1, 1), (4, 2), (7, 3), (33, 4)] {
@@ -110,6 +119,7 @@ fn every_format_matches_the_exact_product() {
 
 #[test]
 fn vector_kernels_equal_the_portable_one_bit_for_bit() {
+    shared_pool();
     for format in formats().filter(|f| vectorized(*f)) {
         let case = Case::new(format, 6, 11, 7);
         let (mut fast, mut portable) = (vec![0f32; 66], vec![0f32; 66]);
@@ -125,6 +135,7 @@ fn vector_kernels_equal_the_portable_one_bit_for_bit() {
 /// A row's result does not depend on the rows beside it in the call.
 #[test]
 fn a_row_alone_equals_the_row_in_a_batch() {
+    shared_pool();
     for format in formats() {
         let batch = Case::new(format, 7, 9, 11);
         let mut all = vec![0f32; 7 * 9];
@@ -148,6 +159,7 @@ fn a_row_alone_equals_the_row_in_a_batch() {
 /// The bit stream agrees with MLX's own unpacking of 3, 5 and 6 bits (`extract_bits`).
 #[test]
 fn codes_follow_mlx_packing() {
+    shared_pool();
     let b = [
         0b1011_0110u8,
         0b0101_1101,
@@ -191,6 +203,7 @@ fn codes_follow_mlx_packing() {
 /// Products big enough to be shared over skinny-gemm's threads give the one-thread bits.
 #[test]
 fn shared_columns_equal_one_thread() {
+    shared_pool();
     for format in [Format { bits: 4, group: 64 }, Format { bits: 2, group: 32 }, Format { bits: 3, group: 32 }] {
         let case = Case::new(format, 3, 1000, 5);
         assert!(case.n * case.k >= 64 * 1024, "big enough to share");
@@ -208,6 +221,7 @@ fn shared_columns_equal_one_thread() {
 /// exact, so keeping them as stored changes only the bytes.
 #[test]
 fn bf16_and_f16_params_equal_their_f32_values() {
+    shared_pool();
     let mut case = Case::new(Format { bits: 4, group: 32 }, 3, 700, 9);
     let bf16: Vec<u16> = case.scales.iter().map(|v| (v.to_bits() >> 16) as u16).collect();
     let bf16_b: Vec<u16> = case.biases.iter().map(|v| (v.to_bits() >> 16) as u16).collect();

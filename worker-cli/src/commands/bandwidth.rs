@@ -9,10 +9,12 @@ use serde_json::Value;
 
 /// The buffer streamed: far larger than any L3 cache, so every pass reads DRAM.
 pub const BUFFER_BYTES: usize = 1 << 30;
-const PASSES: usize = 3;
+/// Passes over the buffer, the fastest counting: one pass takes tens of milliseconds, and on a
+/// shared or virtual machine single passes vary by a quarter.
+pub const PASSES: usize = 10;
 
 /// Read bandwidth in GB/s (10^9 bytes): `threads` threads each stream-read their share of a
-/// 1 GiB buffer, summing it; the best of three passes counts.
+/// 1 GiB buffer, summing it; the best of [`PASSES`] passes counts.
 pub fn read_gb_per_s(threads: usize) -> f64 {
     // Filled with non-zero values so every page is touched (a zeroed allocation could map the
     // shared zero page and never reach DRAM).

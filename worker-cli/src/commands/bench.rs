@@ -484,8 +484,9 @@ fn report_bandwidth(
     eprintln!("[bench] read bandwidth ({threads} threads)");
     let gb_per_s = bandwidth::read_gb_per_s(threads);
     println!(
-        "\nread bandwidth {gb_per_s:.1} GB/s ({threads} threads streaming {} MiB, best of 3)",
-        bandwidth::BUFFER_BYTES >> 20
+        "\nread bandwidth {gb_per_s:.1} GB/s ({threads} threads streaming {} MiB, best of {})",
+        bandwidth::BUFFER_BYTES >> 20,
+        bandwidth::PASSES
     );
     println!("decode against the limit of reading each token's bytes (the weight files' size)");
     println!(
