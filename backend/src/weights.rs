@@ -171,41 +171,37 @@ impl Weights {
     fn quantized_for_mode(
         &mut self,
         prefix: &str,
-        weight: Array,
-        scales: Array,
-        biases: Array,
-        q: QuantParams,
+        stored: StoredQuantized,
     ) -> Result<MatrixWeight> {
         let f32_params = |a: &Array| a.as_dtype(Dtype::Float32);
         match self.mode {
             WeightMode::AsStored => Ok(MatrixWeight::Quantized {
-                weight,
-                scales,
-                biases,
-                q,
+                weight: stored.weight,
+                scales: stored.scales,
+                biases: stored.biases,
+                q: stored.q,
             }),
-            WeightMode::PackedF32 => self.packed(prefix, weight, scales, biases, q),
+            WeightMode::PackedF32 => self.packed(prefix, stored),
             // As `mlx_lm convert --dequantize --dtype float32`: scales and biases in f32 first.
             WeightMode::DequantizeF32 => Ok(MatrixWeight::Dense(mlx_rs::ops::dequantize(
-                &weight,
-                &f32_params(&scales)?,
-                &f32_params(&biases)?,
-                q.group_size,
-                q.bits,
+                &stored.weight,
+                &f32_params(&stored.scales)?,
+                &f32_params(&stored.biases)?,
+                stored.q.group_size,
+                stored.q.bits,
             )?)),
         }
     }
 
     /// A matrix kept packed for `quant-cpu`, scales and biases as stored (the kernels widen
     /// bf16 and f16 to f32 exactly, so the numerics are those of f32 scales).
-    fn packed(
-        &mut self,
-        prefix: &str,
-        weight: Array,
-        scales: Array,
-        biases: Array,
-        q: QuantParams,
-    ) -> Result<MatrixWeight> {
+    fn packed(&mut self, prefix: &str, stored: StoredQuantized) -> Result<MatrixWeight> {
+        let StoredQuantized {
+            weight,
+            scales,
+            biases,
+            q,
+        } = stored;
         let format = quant_cpu::Format::new(q.bits as u32, q.group_size as usize)
             .map_err(|e| Error::Weights(format!("`{prefix}`: {e}")))?;
         if !quant_cpu::kernel::vectorized(format) {
@@ -219,10 +215,14 @@ impl Weights {
             self.portable.push(prefix.to_string());
         }
         let kept = [Dtype::Float32, Dtype::Bfloat16, Dtype::Float16];
-        let (scales, biases) = match kept.contains(&scales.dtype()) && biases.dtype() == scales.dtype() {
-            true => (scales, biases),
-            false => (scales.as_dtype(Dtype::Float32)?, biases.as_dtype(Dtype::Float32)?),
-        };
+        let (scales, biases) =
+            match kept.contains(&scales.dtype()) && biases.dtype() == scales.dtype() {
+                true => (scales, biases),
+                false => (
+                    scales.as_dtype(Dtype::Float32)?,
+                    biases.as_dtype(Dtype::Float32)?,
+                ),
+            };
         Ok(MatrixWeight::Packed(Packed {
             weight,
             scales,
@@ -262,7 +262,13 @@ impl Weights {
                         )
                     }
                 };
-                self.quantized_for_mode(prefix, weight, scales, biases, q)
+                let stored = StoredQuantized {
+                    weight,
+                    scales,
+                    biases,
+                    q,
+                };
+                self.quantized_for_mode(prefix, stored)
             }
             None => {
                 let weight = self.take(&format!("{prefix}.weight"), &[rows, cols])?;
@@ -398,6 +404,14 @@ enum MatrixWeight {
     },
 }
 
+/// A quantized matrix as the checkpoint stores it (this rank's part of it).
+struct StoredQuantized {
+    weight: Array,
+    scales: Array,
+    biases: Array,
+    q: QuantParams,
+}
+
 /// `config.json` `"quantization"`: defaults plus the per-layer overrides mlx-lm writes.
 #[derive(Debug, Default)]
 struct QuantConfig {
@@ -460,7 +474,9 @@ impl QuantParams {
             bits: int("bits", 4),
         };
         if let Err(e) = quant_cpu::Format::new(q.bits as u32, q.group_size as usize) {
-            return Err(Error::Weights(format!("config.json \"quantization\" of {what}: {e}")));
+            return Err(Error::Weights(format!(
+                "config.json \"quantization\" of {what}: {e}"
+            )));
         }
         Ok(q)
     }

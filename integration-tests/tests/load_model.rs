@@ -149,7 +149,12 @@ fn hostile_cases() -> TestResult<Vec<Case>> {
     ));
     // Quantization formats no kernel has: the whole checkpoint's, and one layer's override.
     let mut q = json!({"group_size": 64, "bits": 7});
-    cases.push((MODEL, "7 bits", Box::new(set_field("quantization", q.clone())), "bits 7"));
+    cases.push((
+        MODEL,
+        "7 bits",
+        Box::new(set_field("quantization", q.clone())),
+        "bits 7",
+    ));
     q["bits"] = json!(4);
     q["model.layers.3.mlp.down_proj"] = json!({"group_size": 48, "bits": 4});
     cases.push((

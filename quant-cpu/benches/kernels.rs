@@ -15,11 +15,46 @@ const SHAPES: [(&str, usize, usize); 3] = [
     ("head (49152x576)", 49152, 576),
 ];
 
-fn operands(format: Format, m: usize, n: usize, k: usize) -> (Vec<f32>, Vec<u8>, Vec<f32>) {
-    let x = (0..m * k).map(|i| (i % 17) as f32 / 17.0 - 0.5).collect();
-    let w = (0..n * format.row_bytes(k)).map(|i| (i * 131 % 251) as u8).collect();
-    let groups = (0..n * k / format.group).map(|i| (i % 7) as f32 * 0.01).collect();
-    (x, w, groups)
+/// Seeded operands of one product.
+struct Case {
+    x: Vec<f32>,
+    w: Vec<u8>,
+    groups: Vec<f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+    format: Format,
+}
+
+impl Case {
+    fn new(format: Format, m: usize, n: usize, k: usize) -> Case {
+        Case {
+            x: (0..m * k).map(|i| (i % 17) as f32 / 17.0 - 0.5).collect(),
+            w: (0..n * format.row_bytes(k))
+                .map(|i| (i * 131 % 251) as u8)
+                .collect(),
+            groups: (0..n * k / format.group)
+                .map(|i| (i % 7) as f32 * 0.01)
+                .collect(),
+            m,
+            n,
+            k,
+            format,
+        }
+    }
+
+    fn ops(&self) -> Operands<'_> {
+        Operands {
+            x: &self.x,
+            m: self.m,
+            k: self.k,
+            w: &self.w,
+            scales: Params::F32(&self.groups),
+            biases: Params::F32(&self.groups),
+            n: self.n,
+            format: self.format,
+        }
+    }
 }
 
 /// Best of a few timed rounds of `f` run for about 0.3 s each: seconds per call.
@@ -36,47 +71,15 @@ fn time(mut f: impl FnMut()) -> f64 {
     best
 }
 
-extern "C" {
-    fn cblas_sgemm(
-        layout: i32,
-        trans_a: i32,
-        trans_b: i32,
-        m: i32,
-        n: i32,
-        k: i32,
-        alpha: f32,
-        a: *const f32,
-        lda: i32,
-        b: *const f32,
-        ldb: i32,
-        beta: f32,
-        c: *mut f32,
-        ldc: i32,
-    );
-}
-
 /// A 128-row product through the panels against OpenBLAS on the dequantized weight.
 fn prefill(format: Format, name: &str, n: usize, k: usize) {
     let m = 128;
-    let (x, w, groups) = operands(format, m, n, k);
-    let ops = Operands {
-        x: &x,
-        m,
-        k,
-        w: &w,
-        scales: Params::F32(&groups),
-        biases: Params::F32(&groups),
-        n,
-        format,
-    };
+    let case = Case::new(format, m, n, k);
     let mut out = vec![0f32; m * n];
-    let packed = time(|| kernel::matmul(&ops, &mut out));
+    let packed = time(|| kernel::matmul(&case.ops(), &mut out));
     let dense: Vec<f32> = (0..n * k).map(|i| (i % 13) as f32 * 0.01).collect();
     // SAFETY: x [m, k], dense [n, k], out [m, n], all row-major.
-    let f32_mode = time(|| unsafe {
-        cblas_sgemm(101, 111, 112, m as i32, n as i32, k as i32, 1.0, x.as_ptr(), k as i32,
-            dense.as_ptr(), k as i32, 0.0, out.as_mut_ptr(), n as i32)
-    });
+    let f32_mode = time(|| unsafe { kernel::sgemm_nt(&case.x, m, k, &dense, n, &mut out, n) });
     let flops = 2.0 * (m * n * k) as f64;
     println!(
         "{}-bit g{} {name:<22} m={m}: packed {:>7.1} GFLOP/s, f32 sgemm {:>7.1} GFLOP/s ({:.2}x)",
@@ -88,35 +91,30 @@ fn prefill(format: Format, name: &str, n: usize, k: usize) {
     );
 }
 
+/// A few-row product through the decode kernels.
+fn decode(format: Format, name: &str, n: usize, k: usize, m: usize) {
+    let case = Case::new(format, m, n, k);
+    let mut out = vec![0f32; m * n];
+    let secs = time(|| kernel::rows(&case.ops(), &mut out));
+    let bytes = (case.w.len() + 2 * 2 * case.groups.len()) as f64; // bf16 scales, as stored
+    println!(
+        "{}-bit g64 {name:<22} m={m}: {:>8.1} µs  {:>6.2} GB/s of weights  {:>6.2} G weights/s",
+        format.bits,
+        secs * 1e6,
+        bytes / secs / 1e9,
+        (n * k) as f64 / secs / 1e9
+    );
+}
+
 fn main() {
     println!("isa {:?}", kernel::isa());
     for (name, n, k) in SHAPES {
         prefill(Format { bits: 4, group: 64 }, name, n, k);
     }
     for bits in [4, 8, 2, 3, 6] {
-        let format = Format { bits, group: 64 };
         for (name, n, k) in SHAPES {
             for m in [1, 2, 4, 8] {
-                let (x, w, groups) = operands(format, m, n, k);
-                let ops = Operands {
-                    x: &x,
-                    m,
-                    k,
-                    w: &w,
-                    scales: Params::F32(&groups),
-                    biases: Params::F32(&groups),
-                    n,
-                    format,
-                };
-                let mut out = vec![0f32; m * n];
-                let secs = time(|| kernel::rows(&ops, &mut out));
-                let bytes = (w.len() + 2 * 2 * groups.len()) as f64; // bf16 scales, as stored
-                println!(
-                    "{bits}-bit g64 {name:<22} m={m}: {:>8.1} µs  {:>6.2} GB/s of weights  {:>6.2} G weights/s",
-                    secs * 1e6,
-                    bytes / secs / 1e9,
-                    (n * k) as f64 / secs / 1e9
-                );
+                decode(Format { bits, group: 64 }, name, n, k, m);
             }
         }
     }

@@ -93,6 +93,9 @@ fn bf16_and_f16_scales_as_stored_equal_their_f32_values() -> TestResult {
     }
     let mixed = quantized_matmul(&x, &wq, &s.as_dtype(Dtype::Bfloat16)?, &b, format);
     let msg = format!("{:?}", mixed.err());
-    assert!(msg.contains("scales and biases must share one dtype"), "{msg}");
+    assert!(
+        msg.contains("scales and biases must share one dtype"),
+        "{msg}"
+    );
     Ok(())
 }

@@ -319,7 +319,11 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
         let cache = mlx_rs::memory::cache_memory().unwrap_or(0) as u64;
         let rss = resident_bytes();
         let (prefix, m) = (&snapshot.metrics.prefix_cache, &snapshot.metrics);
-        let weights = snapshot.model.as_ref().map(|i| i.weights).unwrap_or_default();
+        let weights = snapshot
+            .model
+            .as_ref()
+            .map(|i| i.weights)
+            .unwrap_or_default();
         let memory = pb::MemoryUsageData {
             total: rss,
             breakdown: [

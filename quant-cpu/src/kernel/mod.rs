@@ -10,6 +10,7 @@
 
 pub mod layout;
 mod panels;
+pub use panels::sgemm_nt;
 mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod x86;

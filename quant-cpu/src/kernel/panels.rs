@@ -45,28 +45,44 @@ pub fn matmul(ops: &Operands, out: &mut [f32]) {
         for n0 in (0..ops.n).step_by(TILE) {
             let rows = TILE.min(ops.n - n0);
             dequantize_tile(ops, n0, rows, panel);
-            // SAFETY: x is [m, k], the panel [rows, k], and out [m, n] with n0 + rows <= n;
-            // every size fits i32 (the shim took them from MLX shapes).
-            unsafe {
-                cblas_sgemm(
-                    ROW_MAJOR,
-                    NO_TRANS,
-                    TRANS,
-                    ops.m as i32,
-                    rows as i32,
-                    ops.k as i32,
-                    1.0,
-                    ops.x.as_ptr(),
-                    ops.k as i32,
-                    panel.as_ptr(),
-                    ops.k as i32,
-                    0.0,
-                    out[n0..].as_mut_ptr(),
-                    ops.n as i32,
-                );
-            }
+            // SAFETY: x is [m, k], the panel [rows, k], and out [m, n] with n0 + rows <= n.
+            unsafe { sgemm_nt(ops.x, ops.m, ops.k, panel, rows, &mut out[n0..], ops.n) };
         }
     });
+}
+
+/// `out[m, n] = x[m, k] · w[n, k]ᵀ` through the BLAS, `out`'s rows `ldc` apart (the f32
+/// product the panels feed; public for the kernels benchmark).
+///
+/// # Safety
+/// x holds m * k floats, w n * k, and out (m - 1) * ldc + n; every size fits i32 (the shim
+/// took them from MLX shapes).
+pub unsafe fn sgemm_nt(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    w: &[f32],
+    n: usize,
+    out: &mut [f32],
+    ldc: usize,
+) {
+    debug_assert!(x.len() >= m * k && w.len() >= n * k);
+    cblas_sgemm(
+        ROW_MAJOR,
+        NO_TRANS,
+        TRANS,
+        m as i32,
+        n as i32,
+        k as i32,
+        1.0,
+        x.as_ptr(),
+        k as i32,
+        w.as_ptr(),
+        k as i32,
+        0.0,
+        out.as_mut_ptr(),
+        ldc as i32,
+    );
 }
 
 /// Weight rows `n0..n0 + rows` into the panel, on this thread: sharing the rows with

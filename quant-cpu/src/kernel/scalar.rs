@@ -48,7 +48,9 @@ pub(super) fn dequantize_row(ops: &Operands, n: usize, dst: &mut [f32]) {
     let (scales, biases) = ops.groups(n);
     for (k, w) in dst.iter_mut().enumerate() {
         let g = k / ops.format.group;
-        *w = scales.get(g).mul_add(code(row, k, ops.format.bits) as f32, biases.get(g));
+        *w = scales
+            .get(g)
+            .mul_add(code(row, k, ops.format.bits) as f32, biases.get(g));
     }
 }
 
@@ -63,8 +65,8 @@ pub fn reference(ops: &Operands) -> Vec<f64> {
             out[m * ops.n + n] = (0..ops.k)
                 .map(|k| {
                     let g = k / ops.format.group;
-                    let w =
-                        scales.get(g) as f64 * code(row, k, ops.format.bits) as f64 + biases.get(g) as f64;
+                    let w = scales.get(g) as f64 * code(row, k, ops.format.bits) as f64
+                        + biases.get(g) as f64;
                     x[k] as f64 * w
                 })
                 .sum();

@@ -86,7 +86,8 @@ impl Case {
                     .map(|k| {
                         let g = k / self.format.group;
                         let q = code(ops.w_row(n), k, self.format.bits) as f64;
-                        (self.x[m * self.k + k] as f64 * (s.get(g) as f64 * q + b.get(g) as f64)).abs()
+                        (self.x[m * self.k + k] as f64 * (s.get(g) as f64 * q + b.get(g) as f64))
+                            .abs()
                     })
                     .sum();
                 let err = (ours[m * self.n + n] as f64 - exact[m * self.n + n]).abs();
@@ -125,7 +126,10 @@ fn vector_kernels_equal_the_portable_one_bit_for_bit() {
         let (mut fast, mut portable) = (vec![0f32; 66], vec![0f32; 66]);
         rows(&case.ops(), &mut fast);
         let x = case.lane_ordered_x();
-        let ops = Operands { x: &x, ..case.ops() };
+        let ops = Operands {
+            x: &x,
+            ..case.ops()
+        };
         // SAFETY: `portable` holds m * n floats, written by this thread alone.
         unsafe { scalar::matmul(&ops, 0..case.n, Out(portable.as_mut_ptr())) };
         assert_eq!(fast, portable, "{format:?}");
@@ -204,13 +208,20 @@ fn codes_follow_mlx_packing() {
 #[test]
 fn shared_columns_equal_one_thread() {
     shared_pool();
-    for format in [Format { bits: 4, group: 64 }, Format { bits: 2, group: 32 }, Format { bits: 3, group: 32 }] {
+    for format in [
+        Format { bits: 4, group: 64 },
+        Format { bits: 2, group: 32 },
+        Format { bits: 3, group: 32 },
+    ] {
         let case = Case::new(format, 3, 1000, 5);
         assert!(case.n * case.k >= 64 * 1024, "big enough to share");
         let (mut shared, mut alone) = (vec![0f32; 3000], vec![0f32; 3000]);
         rows(&case.ops(), &mut shared);
         let x = case.lane_ordered_x();
-        let ops = Operands { x: &x, ..case.ops() };
+        let ops = Operands {
+            x: &x,
+            ..case.ops()
+        };
         // SAFETY: `alone` holds m * n floats, written by this thread alone.
         unsafe { columns(&ops, 0..case.n, Out(alone.as_mut_ptr())) };
         assert_eq!(shared, alone, "{format:?}");
@@ -223,10 +234,26 @@ fn shared_columns_equal_one_thread() {
 fn bf16_and_f16_params_equal_their_f32_values() {
     shared_pool();
     let mut case = Case::new(Format { bits: 4, group: 32 }, 3, 700, 9);
-    let bf16: Vec<u16> = case.scales.iter().map(|v| (v.to_bits() >> 16) as u16).collect();
-    let bf16_b: Vec<u16> = case.biases.iter().map(|v| (v.to_bits() >> 16) as u16).collect();
-    let f16: Vec<u16> = case.scales.iter().map(|v| half::f16::from_f32(*v).to_bits()).collect();
-    let f16_b: Vec<u16> = case.biases.iter().map(|v| half::f16::from_f32(*v).to_bits()).collect();
+    let bf16: Vec<u16> = case
+        .scales
+        .iter()
+        .map(|v| (v.to_bits() >> 16) as u16)
+        .collect();
+    let bf16_b: Vec<u16> = case
+        .biases
+        .iter()
+        .map(|v| (v.to_bits() >> 16) as u16)
+        .collect();
+    let f16: Vec<u16> = case
+        .scales
+        .iter()
+        .map(|v| half::f16::from_f32(*v).to_bits())
+        .collect();
+    let f16_b: Vec<u16> = case
+        .biases
+        .iter()
+        .map(|v| half::f16::from_f32(*v).to_bits())
+        .collect();
     for (s, b) in [
         (Params::Bf16(&bf16), Params::Bf16(&bf16_b)),
         (Params::F16(&f16), Params::F16(&f16_b)),
@@ -237,7 +264,14 @@ fn bf16_and_f16_params_equal_their_f32_values() {
             let ops = Operands { m, ..case.ops() };
             let (mut wide, mut narrow) = (vec![0f32; m * case.n], vec![0f32; m * case.n]);
             matmul(&ops, &mut wide);
-            matmul(&Operands { scales: s, biases: b, ..ops }, &mut narrow);
+            matmul(
+                &Operands {
+                    scales: s,
+                    biases: b,
+                    ..ops
+                },
+                &mut narrow,
+            );
             assert_eq!(wide, narrow, "{s:?}");
         }
     }

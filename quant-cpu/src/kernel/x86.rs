@@ -9,6 +9,20 @@ use std::sync::OnceLock;
 use super::layout::{LANES, STEP, VECTORS};
 use super::{Format, Operands, Out};
 
+/// `f::<BITS>(args)` for the format's bit width (a covered one: `Format::new` checked it).
+macro_rules! by_bits {
+    ($bits:expr, $f:ident($($arg:expr),*)) => {
+        match $bits {
+            2 => $f::<2>($($arg),*),
+            3 => $f::<3>($($arg),*),
+            4 => $f::<4>($($arg),*),
+            5 => $f::<5>($($arg),*),
+            6 => $f::<6>($($arg),*),
+            _ => $f::<8>($($arg),*),
+        }
+    };
+}
+
 /// Whether the CPU has AVX2 and FMA (checked once).
 pub fn available() -> bool {
     static HAS: OnceLock<bool> = OnceLock::new();
@@ -29,14 +43,7 @@ pub fn covers(format: Format) -> bool {
 pub(super) unsafe fn matmul(ops: &Operands, cols: std::ops::Range<usize>, out: Out) {
     debug_assert!(covers(ops.format) && ops.k % ops.format.group == 0);
     debug_assert!(ops.x.len() >= ops.m * ops.k);
-    match ops.format.bits {
-        2 => columns::<2>(ops, cols, out),
-        3 => columns::<3>(ops, cols, out),
-        4 => columns::<4>(ops, cols, out),
-        5 => columns::<5>(ops, cols, out),
-        6 => columns::<6>(ops, cols, out),
-        _ => columns::<8>(ops, cols, out),
-    }
+    by_bits!(ops.format.bits, columns(ops, cols, out))
 }
 
 /// Rows per pass over a weight row unpacked in registers; more rows go through a dequantized
@@ -128,7 +135,10 @@ unsafe fn dot<const R: usize>(ops: &Operands, w: &[f32], m0: usize, n: usize, ou
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 unsafe fn reduce(a: [__m256; VECTORS]) -> f32 {
-    sum_lanes(_mm256_add_ps(_mm256_add_ps(a[0], a[1]), _mm256_add_ps(a[2], a[3])))
+    sum_lanes(_mm256_add_ps(
+        _mm256_add_ps(a[0], a[1]),
+        _mm256_add_ps(a[2], a[3]),
+    ))
 }
 
 /// Rows `m0..m0 + R` of x against weight row `n`: each step's 32 codes are unpacked and
@@ -173,7 +183,12 @@ unsafe fn codes<const BITS: u32>(at: *const u8) -> [__m256; VECTORS] {
     // Plain functions, not closures: they inline with this function's target features.
     use std::arch::x86_64::_mm256_cvtepi32_ps as f;
     match BITS {
-        8 => [f(bytes8(at, 0)), f(bytes8(at, 1)), f(bytes8(at, 2)), f(bytes8(at, 3))],
+        8 => [
+            f(bytes8(at, 0)),
+            f(bytes8(at, 1)),
+            f(bytes8(at, 2)),
+            f(bytes8(at, 3)),
+        ],
         4 => {
             let (lo, hi, nibble) = (bytes8(at, 0), bytes8(at, 1), _mm256_set1_epi32(0xF));
             [
@@ -229,7 +244,10 @@ unsafe fn in_order8<const BITS: u32>(at: *const u8) -> __m256i {
     let b = BITS as i32;
     let shifts = _mm256_setr_epi32(0, b, 2 * b, 3 * b, 0, b, 2 * b, 3 * b);
     let words = _mm256_set_m128i(_mm_set1_epi32(hi), _mm_set1_epi32(lo));
-    _mm256_and_si256(_mm256_srlv_epi32(words, shifts), _mm256_set1_epi32((1 << BITS) - 1))
+    _mm256_and_si256(
+        _mm256_srlv_epi32(words, shifts),
+        _mm256_set1_epi32((1 << BITS) - 1),
+    )
 }
 
 /// The 8 lanes summed pairwise (`scalar::reduce`'s order).
@@ -248,14 +266,7 @@ unsafe fn sum_lanes(v: __m256) -> f32 {
 /// As `matmul`; `dst` holds `ops.k` floats.
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn dequantize_row(ops: &Operands, n: usize, dst: &mut [f32]) {
-    match ops.format.bits {
-        2 => dequantize::<2>(ops, n, dst),
-        3 => dequantize::<3>(ops, n, dst),
-        4 => dequantize::<4>(ops, n, dst),
-        5 => dequantize::<5>(ops, n, dst),
-        6 => dequantize::<6>(ops, n, dst),
-        _ => dequantize::<8>(ops, n, dst),
-    }
+    by_bits!(ops.format.bits, dequantize(ops, n, dst))
 }
 
 #[target_feature(enable = "avx2,fma")]
