@@ -179,7 +179,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub gguf: Option<PathBuf>,
     /// llama.cpp's threads (`-t`) and the bandwidth measurement's (default: every core); our
-    /// engine always uses every core through its own pool.
+    /// engine uses every core (its engine thread and product pool).
     #[arg(long)]
     pub threads: Option<usize>,
     /// Rounds of ours (f32, packed) then llama.cpp, alternated so that drift hits both; the

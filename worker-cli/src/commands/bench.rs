@@ -378,7 +378,7 @@ pub fn run(args: BenchArgs) -> CliResult {
     let n = threads(&args);
     if let Some(llama) = &llama {
         println!(
-            "llama.cpp: {} with -t {n}; ours uses every core through its own pool",
+            "llama.cpp: {} with -t {n}; ours uses every core (engine thread and product pool)",
             llama.gguf.display()
         );
     }
