@@ -97,7 +97,7 @@ impl KvCache {
         KvCache {
             keys: self.keys.clone(),
             values: self.values.clone(),
-            offset: self.offset.min(len as i32),
+            offset: self.offset.min(i32::try_from(len).unwrap_or(i32::MAX)),
         }
     }
 

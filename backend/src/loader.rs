@@ -77,24 +77,57 @@ pub fn resident_estimate(dir: &Path, mode: WeightMode) -> Result<u64> {
     })
 }
 
+/// A safetensors file's JSON header, as stored (its first 8 bytes give the length).
+fn safetensors_header(file: &Path) -> Result<Vec<u8>> {
+    let mut f = std::fs::File::open(file).map_err(Error::io(file))?;
+    let mut len = [0u8; 8];
+    f.read_exact(&mut len).map_err(Error::io(file))?;
+    let header_len = u64::from_le_bytes(len).min(100 << 20) as usize;
+    let mut header = vec![0u8; header_len];
+    f.read_exact(&mut header).map_err(Error::io(file))?;
+    Ok(header)
+}
+
 /// What identifies a model on every rank without reading its weights: config.json, and
 /// each safetensors file's name, size and header (names, dtypes, shapes, offsets).
 pub fn fingerprint(dir: &Path) -> Result<String> {
     let mut bytes =
         std::fs::read(dir.join("config.json")).map_err(Error::io(dir.join("config.json")))?;
     for file in safetensors_files(dir)? {
-        let mut f = std::fs::File::open(&file).map_err(Error::io(&file))?;
-        let size = f.metadata().map_err(Error::io(&file))?.len();
-        let mut len = [0u8; 8];
-        f.read_exact(&mut len).map_err(Error::io(&file))?;
-        let header_len = u64::from_le_bytes(len).min(100 << 20) as usize;
-        let mut header = vec![0u8; header_len];
-        f.read_exact(&mut header).map_err(Error::io(&file))?;
+        let size = std::fs::metadata(&file).map_err(Error::io(&file))?.len();
         bytes.extend(file.file_name().unwrap_or_default().as_encoded_bytes());
         bytes.extend(size.to_le_bytes());
-        bytes.extend(header);
+        bytes.extend(safetensors_header(&file)?);
     }
     Ok(crate::distributed::wire::digest(&bytes))
+}
+
+/// Stored bytes of each of the `layers` decoder layers (`model.layers.{i}.*`), from the
+/// safetensors headers alone: what a pipeline balances (a MoE layer weighs many dense ones).
+pub fn layer_bytes(dir: &Path, layers: usize) -> Result<Vec<u64>> {
+    let mut bytes = vec![0u64; layers];
+    for file in safetensors_files(dir)? {
+        let header: Value = serde_json::from_slice(&safetensors_header(&file)?).map_err(|e| {
+            Error::Weights(format!("{}: bad safetensors header: {e}", file.display()))
+        })?;
+        let Some(entries) = header.as_object() else {
+            continue;
+        };
+        for (key, entry) in entries {
+            let layer = key
+                .strip_prefix("model.layers.")
+                .and_then(|rest| rest.split('.').next())
+                .and_then(|i| i.parse::<usize>().ok());
+            let offsets = entry["data_offsets"].as_array();
+            let size = offsets.and_then(|o| Some(o.get(1)?.as_u64()? - o.first()?.as_u64()?));
+            if let (Some(i), Some(size)) = (layer, size) {
+                if let Some(b) = bytes.get_mut(i) {
+                    *b += size;
+                }
+            }
+        }
+    }
+    Ok(bytes)
 }
 
 /// The model `model` names if it is on this machine (never downloaded): its fingerprint and

@@ -59,6 +59,9 @@ pub enum Transport {
 pub enum Parallelism {
     Pipeline,
     Tensor,
+    /// Tensor parallelism, but each rank holds whole experts (1/size of them) instead of a
+    /// slice of every expert.
+    Expert,
 }
 
 /// Request defaults and overrides from load options, as LocalAI's mlx backend applies them.
@@ -199,7 +202,8 @@ impl LoadConfig {
                     c.parallelism = Some(match &value {
                         OptionValue::Str(v) if v == "pipeline" => Parallelism::Pipeline,
                         OptionValue::Str(v) if v == "tensor" => Parallelism::Tensor,
-                        _ => return Err(bad("pipeline or tensor")),
+                        OptionValue::Str(v) if v == "expert" => Parallelism::Expert,
+                        _ => return Err(bad("pipeline, tensor or expert")),
                     })
                 }
                 "layer_split" => {

@@ -122,6 +122,19 @@ impl Weights {
         Ok(array)
     }
 
+    /// Takes a key whatever its shape, for a layout conversion whose result is checked when
+    /// taken again (DeepSeek-V3's `kv_b_proj` split).
+    pub fn take_unchecked(&mut self, key: &str) -> Result<Array> {
+        self.tensors
+            .remove(key)
+            .ok_or_else(|| Error::Weights(format!("missing key `{key}`")))
+    }
+
+    /// Puts a converted tensor where the model builder will take it.
+    pub fn insert(&mut self, key: &str, array: Array) {
+        self.tensors.insert(key.to_string(), array);
+    }
+
     /// Takes a float parameter (norm weight, bias), converted for the weight mode.
     pub fn take_float(&mut self, key: &str, shape: &[i32]) -> Result<Array> {
         let array = self.take(key, shape)?;
@@ -139,17 +152,13 @@ impl Weights {
         }
     }
 
-    /// The quantized triple at `prefix` for a `[rows, cols]` matrix, or `None` if stored dense.
-    fn take_quantized(
-        &mut self,
-        prefix: &str,
-        rows: i32,
-        cols: i32,
-    ) -> Result<Option<(Array, Array, Array, QuantParams)>> {
+    /// The quantized triple at `prefix` for a matrix of `shape`, or `None` if stored dense.
+    fn take_quantized(&mut self, prefix: &str, shape: Shape) -> Result<Option<StoredQuantized>> {
         if !self.contains(&format!("{prefix}.scales")) {
             return Ok(None);
         }
         let q = self.quant.for_layer(prefix)?;
+        let cols = shape.cols;
         // In i64: the product must not wrap into a negative "expected" shape.
         let packed_bits = i64::from(cols) * i64::from(q.bits);
         let packed = i32::try_from(packed_bits / 32)
@@ -161,10 +170,13 @@ impl Weights {
                 q.group_size, q.bits
             )));
         };
-        let weight = self.take(&format!("{prefix}.weight"), &[rows, packed])?;
-        let scales = self.take(&format!("{prefix}.scales"), &[rows, cols / q.group_size])?;
-        let biases = self.take(&format!("{prefix}.biases"), &[rows, cols / q.group_size])?;
-        Ok(Some((weight, scales, biases, q)))
+        let groups = shape.with_cols(cols / q.group_size);
+        Ok(Some(StoredQuantized {
+            weight: self.take(&format!("{prefix}.weight"), &shape.with_cols(packed))?,
+            scales: self.take(&format!("{prefix}.scales"), &groups)?,
+            biases: self.take(&format!("{prefix}.biases"), &groups)?,
+            q,
+        }))
     }
 
     /// A quantized matrix as the mode computes with it: as stored, packed, or dequantized.
@@ -231,53 +243,39 @@ impl Weights {
         }))
     }
 
-    /// A `[rows, cols]` matrix, cut by `split`, dequantized and converted when the mode asks.
-    fn take_matrix(
-        &mut self,
-        prefix: &str,
-        rows: i32,
-        cols: i32,
-        split: Split,
-    ) -> Result<MatrixWeight> {
-        match self.take_quantized(prefix, rows, cols)? {
-            Some((weight, scales, biases, q)) => {
-                let (weight, scales, biases) = match split {
-                    Split::Whole => (weight, scales, biases),
-                    Split::Rows { rank, size } => (
-                        shard(&weight, 0, rank, size, prefix)?,
-                        shard(&scales, 0, rank, size, prefix)?,
-                        shard(&biases, 0, rank, size, prefix)?,
-                    ),
-                    Split::Cols { rank, size } => {
-                        if (cols / size as i32) % q.group_size != 0 {
-                            return Err(Error::Weights(format!(
-                                "`{prefix}`: {cols} inputs over {size} ranks do not fit quantization group size {}",
-                                q.group_size
-                            )));
-                        }
-                        (
-                            shard(&weight, 1, rank, size, prefix)?,
-                            shard(&scales, 1, rank, size, prefix)?,
-                            shard(&biases, 1, rank, size, prefix)?,
-                        )
+    /// A matrix of `shape`, cut by `split` (its rows or columns, after any stacking axis),
+    /// dequantized and converted when the mode asks.
+    fn take_matrix(&mut self, prefix: &str, shape: Shape, split: Split) -> Result<MatrixWeight> {
+        let lead = i32::from(shape.count.is_some());
+        let cut = |a: &Array| -> Result<Array> {
+            match split {
+                Split::Whole => Ok(a.clone()),
+                Split::Rows { rank, size } => shard(a, lead, rank, size, prefix),
+                Split::Cols { rank, size } => shard(a, lead + 1, rank, size, prefix),
+                Split::Stacked { rank, size } => shard(a, 0, rank, size, prefix),
+            }
+        };
+        match self.take_quantized(prefix, shape)? {
+            Some(stored) => {
+                if let Split::Cols { size, .. } = split {
+                    if (shape.cols / size as i32) % stored.q.group_size != 0 {
+                        return Err(Error::Weights(format!(
+                            "`{prefix}`: {} inputs over {size} ranks do not fit quantization group size {}",
+                            shape.cols, stored.q.group_size
+                        )));
                     }
-                };
+                }
                 let stored = StoredQuantized {
-                    weight,
-                    scales,
-                    biases,
-                    q,
+                    weight: cut(&stored.weight)?,
+                    scales: cut(&stored.scales)?,
+                    biases: cut(&stored.biases)?,
+                    q: stored.q,
                 };
                 self.quantized_for_mode(prefix, stored)
             }
             None => {
-                let weight = self.take(&format!("{prefix}.weight"), &[rows, cols])?;
-                let weight = match split {
-                    Split::Whole => weight,
-                    Split::Rows { rank, size } => shard(&weight, 0, rank, size, prefix)?,
-                    Split::Cols { rank, size } => shard(&weight, 1, rank, size, prefix)?,
-                };
-                Ok(MatrixWeight::Dense(self.to_compute_dtype(weight)?))
+                let weight = self.take(&format!("{prefix}.weight"), &shape.dims())?;
+                Ok(MatrixWeight::Dense(self.to_compute_dtype(cut(&weight)?)?))
             }
         }
     }
@@ -303,7 +301,7 @@ impl Weights {
         bias: bool,
         split: Split,
     ) -> Result<Linear> {
-        let weight = self.take_matrix(prefix, out_dim, in_dim, split)?;
+        let weight = self.take_matrix(prefix, Shape::matrix(out_dim, in_dim), split)?;
         let bias = match bias {
             true => {
                 let b = self.take_float(&format!("{prefix}.bias"), &[out_dim])?;
@@ -311,6 +309,9 @@ impl Weights {
                     Split::Whole => Some(b),
                     Split::Rows { rank, size } => Some(shard(&b, 0, rank, size, prefix)?),
                     Split::Cols { rank, .. } => (rank == 0).then_some(b),
+                    Split::Stacked { .. } => {
+                        return Err(Error::Internal(format!("`{prefix}`: a stacked bias")))
+                    }
                 }
             }
             false => None,
@@ -333,23 +334,63 @@ impl Weights {
         })
     }
 
+    /// A matrix of `shape` at `prefix` (stacked experts, per-head matrices), cut by `split`,
+    /// as the weight mode computes with it.
+    pub fn matrix(&mut self, prefix: &str, shape: Shape, split: Split) -> Result<MatrixWeight> {
+        self.take_matrix(prefix, shape, split)
+    }
+
+    /// Hugging Face's per-expert layout (`{expert(e)}.weight`, ...) stacked into one
+    /// `{stacked}.*` tensor per part, as mlx-lm's `sanitize` does; a checkpoint that already
+    /// stores `{stacked}.weight` is left as it is. A missing expert is an error naming its key.
+    pub fn stack_experts(
+        &mut self,
+        stacked: &str,
+        expert: impl Fn(usize) -> String,
+        count: usize,
+    ) -> Result<()> {
+        if self.contains(&format!("{stacked}.weight")) {
+            return Ok(());
+        }
+        for part in ["weight", "scales", "biases"] {
+            if !self.contains(&format!("{}.{part}", expert(0))) {
+                continue;
+            }
+            let parts = (0..count)
+                .map(|e| {
+                    let key = format!("{}.{part}", expert(e));
+                    self.tensors
+                        .remove(&key)
+                        .ok_or_else(|| Error::Weights(format!("missing key `{key}`")))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let joined = mlx_rs::ops::stack(&parts, 0).map_err(|e| {
+                Error::Weights(format!("`{}.{part}`: experts do not stack: {e}", expert(0)))
+            })?;
+            self.tensors.insert(format!("{stacked}.{part}"), joined);
+        }
+        Ok(())
+    }
+
     /// An embedding table of `vocab` rows of `dim` at `prefix`.
     pub fn embedding(&mut self, prefix: &str, vocab: i32, dim: i32) -> Result<Embedding> {
-        Ok(match self.take_matrix(prefix, vocab, dim, Split::Whole)? {
-            MatrixWeight::Dense(weight) => Embedding::Dense { weight },
-            MatrixWeight::Packed(packed) => Embedding::Packed(packed),
-            MatrixWeight::Quantized {
-                weight,
-                scales,
-                biases,
-                q,
-            } => Embedding::Quantized {
-                weight,
-                scales,
-                biases,
-                q,
+        Ok(
+            match self.take_matrix(prefix, Shape::matrix(vocab, dim), Split::Whole)? {
+                MatrixWeight::Dense(weight) => Embedding::Dense { weight },
+                MatrixWeight::Packed(packed) => Embedding::Packed(packed),
+                MatrixWeight::Quantized {
+                    weight,
+                    scales,
+                    biases,
+                    q,
+                } => Embedding::Quantized {
+                    weight,
+                    scales,
+                    biases,
+                    q,
+                },
             },
-        })
+        )
     }
 
     /// An RMS norm of width `dim` at `prefix`.
@@ -393,7 +434,8 @@ fn shard(a: &Array, axis: i32, rank: usize, size: usize, prefix: &str) -> Result
     Ok(a.take_axis(&idx, axis)?)
 }
 
-enum MatrixWeight {
+/// A matrix as the weight mode computes with it.
+pub enum MatrixWeight {
     Dense(Array),
     Packed(Packed),
     Quantized {
@@ -402,6 +444,41 @@ enum MatrixWeight {
         biases: Array,
         q: QuantParams,
     },
+}
+
+/// A stored matrix's shape: `[rows, cols]`, or `[count, rows, cols]` for matrices stacked
+/// along a first axis (experts, or per-head matrices).
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    pub count: Option<i32>,
+    pub rows: i32,
+    pub cols: i32,
+}
+
+impl Shape {
+    pub fn matrix(rows: i32, cols: i32) -> Shape {
+        Shape {
+            count: None,
+            rows,
+            cols,
+        }
+    }
+
+    pub fn stacked(count: i32, rows: i32, cols: i32) -> Shape {
+        Shape {
+            count: Some(count),
+            rows,
+            cols,
+        }
+    }
+
+    fn dims(&self) -> Vec<i32> {
+        self.with_cols(self.cols)
+    }
+
+    fn with_cols(&self, cols: i32) -> Vec<i32> {
+        self.count.into_iter().chain([self.rows, cols]).collect()
+    }
 }
 
 /// A quantized matrix as the checkpoint stores it (this rank's part of it).

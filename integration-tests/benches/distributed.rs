@@ -1,5 +1,7 @@
-//! Distributed decode benchmark on loopback: 1 node, 2- and 3-rank pipeline, 3-rank tensor,
-//! each a real cluster (rank 0 = the backend binary, workers = `worker mlx-distributed`).
+//! Distributed decode benchmark on loopback: 1 node, 2- and 3-rank pipeline, 2- and 3-rank
+//! tensor, 2-rank expert (mixtures of experts), each a real cluster (rank 0 = the backend
+//! binary, workers = `worker mlx-distributed`). `DIST_BENCH_MODEL` (a model folder, default the
+//! 4-bit SmolLM2 fixture) and `DIST_BENCH_MLX_LM_MODEL` (its f32 twin) pick another model.
 //! Prints a table and a JSON line; ratios are against the single node measured in this run.
 //! The per-step overhead (distributed minus single-node time per token) is what the
 //! control plan, the activation hand-off and the extra synchronisation cost.
@@ -12,18 +14,29 @@ use std::time::Duration;
 
 use backend::grpc::pb;
 use integration_tests::cluster::Cluster;
-use integration_tests::rpc::load_fixture;
 use integration_tests::server::BackendProcess;
 use integration_tests::{fixture, free_port, mlx_lm, TestResult};
 
-const MODEL: &str = "smollm2-135m-4bit";
-/// What our fast mode computes with, for mlx-lm.
-const MLX_LM_MODEL: &str = "smollm2-135m-4bit-f32";
+/// The model folder: `DIST_BENCH_MODEL`, or the 4-bit fixture.
+fn model() -> TestResult<String> {
+    Ok(match std::env::var("DIST_BENCH_MODEL") {
+        Ok(path) => path,
+        Err(_) => fixture("smollm2-135m-4bit")?.display().to_string(),
+    })
+}
+
+/// What our default mode computes with, for mlx-lm: `DIST_BENCH_MLX_LM_MODEL`, or the f32 twin.
+fn mlx_lm_model() -> TestResult<std::path::PathBuf> {
+    Ok(match std::env::var("DIST_BENCH_MLX_LM_MODEL") {
+        Ok(path) => path.into(),
+        Err(_) => fixture("smollm2-135m-4bit-f32")?,
+    })
+}
 const TOKENS: i32 = 128;
 const RUNS: usize = 3;
 
-/// Tokens to decode: fewer for tensor mode, whose every layer waits on two all_sums over
-/// ranks that share 2 cores here (about 1 tok/s, for mlx-lm too).
+/// Tokens to decode: fewer for tensor and expert modes, whose every layer waits on two
+/// all_sums over ranks that share 2 cores here (about 1 tok/s, for mlx-lm too).
 fn tokens(ranks: usize, mode: &str) -> i32 {
     match (ranks, mode) {
         (1, _) | (_, "pipeline") => TOKENS,
@@ -50,7 +63,12 @@ async fn start(ranks: usize, options: &[&str]) -> TestResult<(Cluster, BackendPr
     let cluster = Cluster::start(ranks, &format!("bench{ranks}"))?;
     let rank0 = cluster.rank0(&[]).await?;
     let mut c = rank0.client().await?;
-    let loaded = load_fixture(&mut c, MODEL, options).await?;
+    let req = pb::ModelOptions {
+        model: model()?,
+        options: options.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    };
+    let loaded = c.load_model(req).await?.into_inner();
     if !loaded.success {
         return Err(loaded.message.into());
     }
@@ -60,10 +78,10 @@ async fn start(ranks: usize, options: &[&str]) -> TestResult<(Cluster, BackendPr
 /// Best tok/s of the single node and of a cluster, their runs alternating so that drift in
 /// the machine's speed hits both alike.
 async fn measure(single: &mut Client, ranks: usize, options: &[&str]) -> TestResult<(f64, f64)> {
-    let mode = match options.contains(&"parallelism:tensor") {
-        true => "tensor",
-        false => "pipeline",
-    };
+    let mode = options
+        .iter()
+        .find_map(|o| o.strip_prefix("parallelism:"))
+        .unwrap_or("pipeline");
     let (_cluster, _rank0, mut c) = start(ranks, options).await?;
     let n = tokens(ranks, mode);
     let runs = if n == TOKENS { RUNS } else { 1 };
@@ -92,7 +110,7 @@ fn mlx_lm_speed(ranks: usize, sharded: &str) -> TestResult<f64> {
     };
     cmd.arg(mlx_lm::script("mlx_lm_engine.py"))
         .arg("--model")
-        .arg(fixture(MLX_LM_MODEL)?)
+        .arg(mlx_lm_model()?)
         .args([
             "--prompt-lens",
             "",
@@ -112,21 +130,24 @@ fn main() -> TestResult {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    // DIST_BENCH_MODES picks some of: pipeline-2, pipeline-3, tensor-3, mlx-lm.
+    // DIST_BENCH_MODES picks some of: pipeline-2, pipeline-3, tensor-2, tensor-3, expert-2,
+    // mlx-lm.
     let only = std::env::var("DIST_BENCH_MODES").unwrap_or_default();
     let wanted = |m: &str| only.is_empty() || only.split(',').any(|x| x == m);
     let run = async {
         let (_none, _single_proc, mut single) = start(1, &[]).await?;
-        let modes: [(&str, usize, &[&str]); 3] = [
+        let modes: [(&str, usize, &[&str]); 5] = [
             ("pipeline-2", 2, &[]),
             ("pipeline-3", 3, &[]),
+            ("tensor-2", 2, &["parallelism:tensor"]),
             ("tensor-3", 3, &["parallelism:tensor"]),
+            ("expert-2", 2, &["parallelism:expert"]),
         ];
         println!(
             "{:<12} {:>9} {:>12} {:>8} {:>16}",
             "mode", "tok/s", "single tok/s", "ratio", "overhead ms/step"
         );
-        let mut json = serde_json::json!({"model": MODEL, "tokens": TOKENS});
+        let mut json = serde_json::json!({"model": model()?, "tokens": TOKENS});
         for (name, ranks, options) in modes.into_iter().filter(|m| wanted(m.0)) {
             let (one, speed) = measure(&mut single, ranks, options).await?;
             let overhead = 1000.0 / speed - 1000.0 / one;

@@ -46,6 +46,11 @@ pub struct TinyGolden {
 }
 
 pub fn load_tiny(folder: &str) -> TestResult<TinyGolden> {
-    let path = crate::fixture(folder)?.join("golden.json");
+    load_tiny_file(folder, "golden.json")
+}
+
+/// A tiny fixture's golden from `file` (a quantized fixture has one per numerics).
+pub fn load_tiny_file(folder: &str, file: &str) -> TestResult<TinyGolden> {
+    let path = crate::fixture(folder)?.join(file);
     Ok(serde_json::from_str(&std::fs::read_to_string(path)?)?)
 }

@@ -272,3 +272,48 @@ async fn bad_clusters_and_options_get_clear_errors() -> TestResult {
     assert!(!out.status.success());
     Ok(())
 }
+
+/// The mixture-of-experts families sharded every way give the single node's text: pipeline
+/// (layers split by their bytes, dense layers beside MoE ones), tensor (every expert's and
+/// shared expert's neurons cut, latent attention's heads cut, one all_sum per block) and expert
+/// (whole experts per rank, the rest as tensor). Quantized experts whose cut would break a
+/// quantization group are refused in tensor mode, naming it; expert mode does not cut them.
+#[tokio::test]
+async fn moe_families_pipeline_tensor_and_expert_equal_single_node() -> TestResult {
+    let _serial = serial();
+    let single = integration_tests::server::BackendProcess::start(&[]).await?;
+    let mut one = single.client().await?;
+    let cluster = Cluster::start(2, "moe")?;
+    let rank0 = cluster.rank0(&[]).await?;
+    let mut c = rank0.client().await?;
+    let every: &[&str] = &["pipeline", "tensor", "expert"];
+    let req = pb::PredictOptions {
+        prompt: "The quick brown fox".into(),
+        tokens: 24,
+        ignore_eos: true,
+        ..Default::default()
+    };
+    for (tiny, modes) in [
+        ("tiny-qwen3-moe", every),
+        ("tiny-deepseek-v2", every),
+        ("tiny-deepseek-v3", every),
+        ("tiny-qwen3-moe-4bit", &["pipeline", "expert"][..]),
+    ] {
+        assert!(load_fixture(&mut one, tiny, &[]).await?.success);
+        let want = one.predict(req.clone()).await?.into_inner();
+        for mode in modes {
+            let option = format!("parallelism:{mode}");
+            let loaded = load_fixture(&mut c, tiny, &[option.as_str()]).await?;
+            assert!(loaded.success, "{tiny} {mode}: {loaded:?}");
+            let got = c.predict(req.clone()).await?.into_inner();
+            assert_eq!(got.message, want.message, "{tiny} {mode}");
+            assert_eq!(got.tokens, want.tokens, "{tiny} {mode}");
+        }
+    }
+    let refused = load_fixture(&mut c, "tiny-qwen3-moe-4bit", &["parallelism:tensor"]).await?;
+    assert!(
+        !refused.success && refused.message.contains("group size 32"),
+        "{refused:?}"
+    );
+    Ok(())
+}

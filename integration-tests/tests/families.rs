@@ -4,7 +4,7 @@
 use backend::generate::{generate, GenerateOptions};
 use backend::loader;
 use backend::weights::WeightMode;
-use integration_tests::goldens::load_tiny;
+use integration_tests::goldens::load_tiny_file;
 use integration_tests::{fixture, TestResult};
 use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::{Array, Dtype};
@@ -13,8 +13,13 @@ use mlx_rs::{Array, Dtype};
 const LOGIT_TOLERANCE: f32 = 1e-4;
 
 fn check(folder: &str) -> TestResult {
-    let golden = load_tiny(folder)?;
-    let m = loader::load(&fixture(folder)?, WeightMode::AsStored)?;
+    check_with(folder, WeightMode::AsStored, "golden.json")
+}
+
+/// `folder` loaded in `mode` gives the logits and greedy tokens of its golden `file`.
+fn check_with(folder: &str, mode: WeightMode, file: &str) -> TestResult {
+    let golden = load_tiny_file(folder, file)?;
+    let m = loader::load(&fixture(folder)?, mode)?;
     let mut caches: Vec<_> = (0..m.model.num_layers())
         .map(|_| backend::cache::KvCache::new())
         .collect();
@@ -32,7 +37,7 @@ fn check(folder: &str) -> TestResult {
         .fold(0.0f32, f32::max);
     assert!(
         worst <= LOGIT_TOLERANCE,
-        "{folder}: max |logit - mlx-lm| = {worst}"
+        "{folder} {mode:?}: max |logit - mlx-lm| = {worst}"
     );
 
     let opts = GenerateOptions {
@@ -45,7 +50,7 @@ fn check(folder: &str) -> TestResult {
         tokens.push(e.id);
         true
     })?;
-    assert_eq!(tokens, golden.tokens, "{folder}: greedy tokens");
+    assert_eq!(tokens, golden.tokens, "{folder} {mode:?}: greedy tokens");
     Ok(())
 }
 
@@ -64,11 +69,50 @@ fn llama_with_llama3_rope_and_untied_head() -> TestResult {
     check("tiny-llama3")
 }
 
+#[test]
+fn qwen3_moe_with_a_dense_layer_between_sparse_ones() -> TestResult {
+    check("tiny-qwen3-moe")
+}
+
+#[test]
+fn deepseek_v2_latent_attention_group_limited_routing_and_a_shared_expert() -> TestResult {
+    check("tiny-deepseek-v2")
+}
+
+#[test]
+fn deepseek_v3_cached_latent_and_sigmoid_routing_with_its_correction_bias() -> TestResult {
+    check("tiny-deepseek-v3")
+}
+
+/// Quantized experts (4-bit, the router at 8-bit through a per-layer override) in every weight
+/// mode: packed (quant-cpu's gathered kernel) and dequantized against mlx-lm on the f32 twin,
+/// as stored (MLX's `gather_qmm`) against mlx-lm on the quantized folder itself.
+#[test]
+fn quantized_experts_in_every_weight_mode() -> TestResult {
+    let folder = "tiny-qwen3-moe-4bit";
+    check_with(folder, WeightMode::PackedF32, "golden.json")?;
+    check_with(folder, WeightMode::DequantizeF32, "golden.json")?;
+    check_with(folder, WeightMode::AsStored, "golden-as-stored.json")
+}
+
 /// A long prompt in one forward pass (on CPU its attention runs in query blocks, each over the
-/// keys up to its last query) gives every position the logits it gets fed one token at a time.
+/// keys up to its last query; MoE rows are sorted by expert) gives every position the logits it
+/// gets fed one token at a time.
 #[test]
 fn a_long_prompt_at_once_equals_one_token_at_a_time() -> TestResult {
-    let m = loader::load(&fixture("tiny-llama3")?, WeightMode::AsStored)?;
+    for folder in [
+        "tiny-llama3",
+        "tiny-qwen3-moe",
+        "tiny-deepseek-v2",
+        "tiny-deepseek-v3",
+    ] {
+        long_prompt_at_once(folder)?;
+    }
+    Ok(())
+}
+
+fn long_prompt_at_once(folder: &str) -> TestResult {
+    let m = loader::load(&fixture(folder)?, WeightMode::AsStored)?;
     let caches = || -> Vec<_> {
         (0..m.model.num_layers())
             .map(|_| backend::cache::KvCache::new())
@@ -89,10 +133,10 @@ fn a_long_prompt_at_once_equals_one_token_at_a_time() -> TestResult {
             .index((0, 0, ..))
             .as_dtype(Dtype::Float32)?;
         let want = all.index((0, t as i32, ..));
-        let worst = step.subtract(&want)?.abs()?.max(None)?.item::<f32>();
+        let worst = step.subtract(&want)?.abs()?.max(None)?.item_exact::<f32>();
         assert!(
             worst <= LOGIT_TOLERANCE,
-            "position {t}: max |diff| = {worst}"
+            "{folder} position {t}: max |diff| = {worst}"
         );
     }
     Ok(())

@@ -5,9 +5,15 @@
 // onto the stream's thread. The op stays a node of MLX's lazy graph, so `async_eval` and
 // the one-step-ahead decode work as with any other op. Inputs: x [..., K] f32, w [N, K*bits/32]
 // uint32 (MLX's packing: a little-endian bit stream per row), scales and biases [N, K/group]
-// f32. Output: [..., N] f32.
+// (f32, bf16 or f16). Output: [..., N] f32.
+//
+// A second primitive, the gathered product of mixture-of-experts layers, multiplies row r of
+// x [R, K] by expert indices[r] of w [E, N, K*bits/32] (scales and biases [E, N, K/group]),
+// handing each run of rows with the same expert to the same kernel. Output: [R, N] f32.
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
@@ -38,26 +44,42 @@ namespace {
 
 using namespace mlx::core;
 
-class QuantizedMatmulCpu : public Primitive {
+constexpr const char* QMM = "mlxd_quantized_matmul";
+constexpr const char* GATHER_QMM = "mlxd_gather_quantized_matmul";
+
+// What both products share: the format, the kernel, and the CPU-only stance.
+class QuantizedPrimitive : public Primitive {
  public:
-  QuantizedMatmulCpu(Stream stream, int group, int bits, mlxd_qmm_kernel kernel)
+  QuantizedPrimitive(Stream stream, int group, int bits, mlxd_qmm_kernel kernel)
       : Primitive(stream), group_(group), bits_(bits), kernel_(kernel) {}
+
+  void eval_gpu(const std::vector<array>&, std::vector<array>&) override {
+    throw std::runtime_error(
+        std::string("[") + name() +
+        "] runs on the CPU only; on Metal MLX's own quantized products are used");
+  }
+
+  bool is_equivalent(const Primitive& other) const override {
+    auto& o = static_cast<const QuantizedPrimitive&>(other);
+    return std::string(name()) == o.name() && group_ == o.group_ && bits_ == o.bits_ &&
+        kernel_ == o.kernel_;
+  }
+
+ protected:
+  int group_;
+  int bits_;
+  mlxd_qmm_kernel kernel_;
+};
+
+class QuantizedMatmulCpu : public QuantizedPrimitive {
+ public:
+  using QuantizedPrimitive::QuantizedPrimitive;
 
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs)
       override;
 
-  void eval_gpu(const std::vector<array>&, std::vector<array>&) override {
-    throw std::runtime_error(
-        "[mlxd_quantized_matmul] runs on the CPU only; on Metal MLX's quantized_matmul is used");
-  }
-
   const char* name() const override {
     return "MlxdQuantizedMatmul";
-  }
-
-  bool is_equivalent(const Primitive& other) const override {
-    auto& o = static_cast<const QuantizedMatmulCpu&>(other);
-    return group_ == o.group_ && bits_ == o.bits_ && kernel_ == o.kernel_;
   }
 
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
@@ -65,11 +87,23 @@ class QuantizedMatmulCpu : public Primitive {
     shape.back() = inputs[1].shape(0);
     return {shape};
   }
+};
 
- private:
-  int group_;
-  int bits_;
-  mlxd_qmm_kernel kernel_;
+// Inputs x [R, K], w [E, N, K*bits/32], scales, biases [E, N, K/group], indices [R].
+class GatherQuantizedMatmulCpu : public QuantizedPrimitive {
+ public:
+  using QuantizedPrimitive::QuantizedPrimitive;
+
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs)
+      override;
+
+  const char* name() const override {
+    return "MlxdGatherQuantizedMatmul";
+  }
+
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    return {{inputs[0].shape(0), inputs[1].shape(1)}};
+  }
 };
 
 // `a`'s elements in row-major order (a strided or broadcast f32 view).
@@ -87,6 +121,18 @@ int32_t params_code(Dtype d) {
   return d == bfloat16 ? 1 : d == float16 ? 2 : 0;
 }
 
+// Hands the inputs to the encoder. `row_contiguous` below put a copy in front of a weight
+// (inputs 1-3: w, scales, biases) that might not be; x (and the indices) are read as they lie,
+// x gathered on the stream thread when it is not row-major (rare: not worth a node per product).
+void set_inputs(cpu::CommandEncoder& encoder, const std::vector<array>& inputs, const char* op) {
+  for (size_t i = 0; i < inputs.size(); i++) {
+    if (i >= 1 && i <= 3 && !inputs[i].flags().row_contiguous) {
+      throw std::runtime_error(std::string("[") + op + "] a weight is not row-contiguous");
+    }
+    encoder.set_input_array(inputs[i]);
+  }
+}
+
 void QuantizedMatmulCpu::eval_cpu(
     const std::vector<array>& inputs,
     std::vector<array>& outputs) {
@@ -94,14 +140,7 @@ void QuantizedMatmulCpu::eval_cpu(
   out.set_data(allocator::malloc(out.nbytes()));
   auto& encoder = cpu::get_command_encoder(stream());
   auto &x = inputs[0], &w = inputs[1], &scales = inputs[2], &biases = inputs[3];
-  for (size_t i = 0; i < inputs.size(); i++) {
-    // `row_contiguous` below put a copy in front of a weight that might not be; x is
-    // gathered on the stream thread when it is not (rare: it is not worth a node per product).
-    if (i > 0 && !inputs[i].flags().row_contiguous) {
-      throw std::runtime_error("[mlxd_quantized_matmul] a weight is not row-contiguous");
-    }
-    encoder.set_input_array(inputs[i]);
-  }
+  set_inputs(encoder, inputs, QMM);
   encoder.set_output_array(out);
   int64_t k = x.shape(-1);
   int64_t m = k == 0 ? 0 : static_cast<int64_t>(x.size()) / k;
@@ -137,51 +176,187 @@ void QuantizedMatmulCpu::eval_cpu(
   });
 }
 
-void check(bool ok, const std::string& what) {
-  if (!ok) {
-    throw std::invalid_argument("[mlxd_quantized_matmul] " + what);
+// A gathered product as the stream thread runs it: evaluated operands, x row-major.
+struct Gather {
+  const float* x;
+  const uint8_t* w;
+  const uint8_t* scales;
+  const uint8_t* biases;
+  int32_t params;
+  int64_t param_bytes;
+  int64_t k;
+  int64_t n;
+  int64_t experts;
+  int32_t bits;
+  int32_t group;
+  mlxd_qmm_kernel kernel;
+};
+
+// The expert of row `r`, or -1 when the index is outside [0, experts): the indices are lazy
+// values, so only here, at evaluation, can a bad one be caught before it addresses w.
+int64_t expert_of(const array& indices, int64_t r, int64_t experts) {
+  auto at = elem_to_loc(static_cast<int>(r), indices);
+  int64_t e = indices.dtype() == int32 ? int64_t(indices.data<int32_t>()[at])
+                                       : int64_t(indices.data<uint32_t>()[at]);
+  return e >= 0 && e < experts ? e : -1;
+}
+
+// Rows r0..r1 of the output, all of expert `e`, as one multi-row product on the expert's
+// slice of w, scales and biases; an expert of -1 (one this rank does not hold, in expert
+// parallelism) gives zero rows and reads nothing, as does K = 0.
+void gather_run(const Gather& g, int64_t e, int64_t r0, int64_t r1, float* out) {
+  float* rows = out + r0 * g.n;
+  if (e < 0 || g.k == 0) {
+    std::fill(rows, rows + (r1 - r0) * g.n, 0.0f);
+    return;
+  }
+  int64_t params = e * g.n * (g.k / g.group) * g.param_bytes;
+  g.kernel(
+      g.x + r0 * g.k,
+      r1 - r0,
+      g.k,
+      g.w + e * g.n * (g.k * g.bits / 8),
+      g.scales + params,
+      g.biases + params,
+      g.params,
+      g.n,
+      g.bits,
+      g.group,
+      rows);
+}
+
+// Walks the rows: each run of consecutive rows with the same expert is one product, so
+// sorted indices (long prompts) reach the kernels' many-row paths.
+void gather_rows(const Gather& g, const array& indices, int64_t rows, float* out) {
+  for (int64_t r0 = 0; r0 < rows;) {
+    int64_t e = expert_of(indices, r0, g.experts);
+    int64_t r1 = r0 + 1;
+    while (r1 < rows && expert_of(indices, r1, g.experts) == e) {
+      r1++;
+    }
+    gather_run(g, e, r0, r1, out);
+    r0 = r1;
   }
 }
 
-std::string shape_of(const array& a) {
+void GatherQuantizedMatmulCpu::eval_cpu(
+    const std::vector<array>& inputs,
+    std::vector<array>& outputs) {
+  auto& out = outputs[0];
+  out.set_data(allocator::malloc(out.nbytes()));
+  auto& encoder = cpu::get_command_encoder(stream());
+  set_inputs(encoder, inputs, GATHER_QMM);
+  encoder.set_output_array(out);
+  encoder.dispatch([x = array::unsafe_weak_copy(inputs[0]),
+                    w = array::unsafe_weak_copy(inputs[1]),
+                    scales = array::unsafe_weak_copy(inputs[2]),
+                    biases = array::unsafe_weak_copy(inputs[3]),
+                    indices = array::unsafe_weak_copy(inputs[4]),
+                    out = array::unsafe_weak_copy(out),
+                    bits = bits_,
+                    group = group_,
+                    kernel = kernel_]() mutable {
+    std::vector<float> gathered;
+    if (!x.flags().row_contiguous) {
+      gathered = row_major(x);
+    }
+    Gather g{
+        gathered.empty() ? x.data<float>() : gathered.data(),
+        w.data<uint8_t>(),
+        scales.data<uint8_t>(),
+        biases.data<uint8_t>(),
+        params_code(scales.dtype()),
+        static_cast<int64_t>(scales.itemsize()),
+        x.shape(1),
+        w.shape(1),
+        w.shape(0),
+        bits,
+        group,
+        kernel};
+    gather_rows(g, indices, x.shape(0), out.data<float>());
+  });
+}
+
+void check(bool ok, const char* op, const std::string& what) {
+  if (!ok) {
+    throw std::invalid_argument(std::string("[") + op + "] " + what);
+  }
+}
+
+std::string shape_of(const Shape& shape) {
   std::ostringstream s;
-  s << a.shape();
+  s << shape;
   return s.str();
 }
 
-// Checks the operands against each other, so the kernel can trust every size.
-void validate(
+// "uint32 (8,16,32)": the dtype and shape of `a`, for messages.
+std::string describe(const array& a) {
+  std::ostringstream s;
+  s << a.dtype() << " " << a.shape();
+  return s.str();
+}
+
+// Checks what both products share, so the kernel can trust every size: the format, the
+// dtypes, and that w [..., N, K*bits/32], scales and biases [..., N, K/group] hold x's K
+// inputs per row. `w_ndim` is 2 for the plain product, 3 (experts first) for the gathered one.
+void validate_weights(
+    const char* op,
     const array& x,
     const array& w,
     const array& scales,
     const array& biases,
     int group,
-    int bits) {
+    int bits,
+    int w_ndim) {
   check(
-      bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 ||
-          bits == 8,
+      bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8,
+      op,
       "bits must be 2, 3, 4, 5, 6 or 8, not " + std::to_string(bits));
   check(
       group == 32 || group == 64 || group == 128,
+      op,
       "group size must be 32, 64 or 128, not " + std::to_string(group));
-  check(x.dtype() == float32, "x must be float32");
-  check(w.dtype() == uint32 && w.ndim() == 2, "w must be a 2-D uint32 array");
+  check(x.dtype() == float32, op, "x must be float32");
+  check(
+      w.dtype() == uint32 && static_cast<int>(w.ndim()) == w_ndim,
+      op,
+      w_ndim == 2 ? "w must be a 2-D uint32 array"
+                  : "w must be a 3-D uint32 array [E, N, K*bits/32], not " + describe(w));
   auto d = scales.dtype();
   check(
       (d == float32 || d == bfloat16 || d == float16) && biases.dtype() == d,
+      op,
       "scales and biases must share one dtype: float32, bfloat16 or float16");
-  check(x.ndim() >= 1, "x must have at least one dimension");
+  check(x.ndim() >= 1, op, "x must have at least one dimension");
   int64_t k = x.shape(-1);
   check(
-      int64_t(w.shape(1)) * 32 == k * bits,
-      "w " + shape_of(w) + " does not hold " + std::to_string(k) + " inputs of " +
+      int64_t(w.shape(-1)) * 32 == k * bits,
+      op,
+      "w " + shape_of(w.shape()) + " does not hold " + std::to_string(k) + " inputs of " +
           std::to_string(bits) + " bits");
-  check(k % group == 0, "K " + std::to_string(k) + " is not a multiple of the group size");
-  Shape groups = {w.shape(0), static_cast<int>(k / group)};
+  check(k % group == 0, op, "K " + std::to_string(k) + " is not a multiple of the group size");
+  Shape groups = w.shape();
+  groups.back() = static_cast<int>(k / group);
   check(
       scales.shape() == groups && biases.shape() == groups,
-      "scales " + shape_of(scales) + " and biases " + shape_of(biases) +
-          " must both be [N, K/group]");
+      op,
+      "scales " + shape_of(scales.shape()) + " and biases " + shape_of(biases.shape()) +
+          " must both be " + (w_ndim == 2 ? "[N, K/group]" : "[E, N, K/group]") + " = " +
+          shape_of(groups));
+}
+
+// The gathered product's own checks: x [R, K], and one uint32 or int32 expert per row.
+void validate_gather(const array& x, const array& indices) {
+  check(x.ndim() == 2, GATHER_QMM, "x must be 2-D [R, K], not " + shape_of(x.shape()));
+  check(
+      indices.dtype() == uint32 || indices.dtype() == int32,
+      GATHER_QMM,
+      "indices must be uint32 or int32");
+  check(
+      indices.ndim() == 1 && indices.shape(0) == x.shape(0),
+      GATHER_QMM,
+      "indices " + shape_of(indices.shape()) + " must be [R] = [" +
+          std::to_string(x.shape(0)) + "], one expert per row of x");
 }
 
 // `a`, or a row-contiguous copy of it: the kernel reads rows as they lie in memory. Loaded
@@ -203,8 +378,8 @@ array quantized_matmul_cpu(
     int bits,
     mlxd_qmm_kernel kernel,
     StreamOrDevice s) {
-  check(kernel != nullptr, "no kernel");
-  validate(x, w, scales, biases, group, bits);
+  check(kernel != nullptr, QMM, "no kernel");
+  validate_weights(QMM, x, w, scales, biases, group, bits, 2);
   auto shape = x.shape();
   shape.back() = w.shape(0);
   return array(
@@ -215,6 +390,30 @@ array quantized_matmul_cpu(
        row_contiguous(w, s),
        row_contiguous(scales, s),
        row_contiguous(biases, s)});
+}
+
+array gather_quantized_matmul_cpu(
+    const array& x,
+    const array& w,
+    const array& scales,
+    const array& biases,
+    const array& indices,
+    int group,
+    int bits,
+    mlxd_qmm_kernel kernel,
+    StreamOrDevice s) {
+  check(kernel != nullptr, GATHER_QMM, "no kernel");
+  validate_weights(GATHER_QMM, x, w, scales, biases, group, bits, 3);
+  validate_gather(x, indices);
+  return array(
+      {x.shape(0), w.shape(1)},
+      float32,
+      std::make_shared<GatherQuantizedMatmulCpu>(to_stream(s), group, bits, kernel),
+      {x,
+       row_contiguous(w, s),
+       row_contiguous(scales, s),
+       row_contiguous(biases, s),
+       indices});
 }
 
 } // namespace
@@ -237,6 +436,38 @@ extern "C" int mlxd_quantized_matmul(
             mlx_array_get_(w),
             mlx_array_get_(scales),
             mlx_array_get_(biases),
+            group,
+            bits,
+            kernel,
+            mlx_stream_get_(s)));
+  } catch (std::exception& e) {
+    mlx_error(e.what());
+    return 1;
+  }
+  return 0;
+}
+
+// Row r of x times expert indices[r] of w; rows whose index is out of range come out zero.
+extern "C" int mlxd_gather_quantized_matmul(
+    mlx_array* res,
+    const mlx_array x,
+    const mlx_array w,
+    const mlx_array scales,
+    const mlx_array biases,
+    const mlx_array indices,
+    int group,
+    int bits,
+    mlxd_qmm_kernel kernel,
+    const mlx_stream s) {
+  try {
+    mlx_array_set_(
+        *res,
+        gather_quantized_matmul_cpu(
+            mlx_array_get_(x),
+            mlx_array_get_(w),
+            mlx_array_get_(scales),
+            mlx_array_get_(biases),
+            mlx_array_get_(indices),
             group,
             bits,
             kernel,

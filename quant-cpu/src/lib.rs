@@ -7,9 +7,14 @@
 //! [`kernel::matmul`], which unpacks weights in registers and accumulates in f32. Kernels are
 //! per format and per instruction set, chosen at run time, each tested against
 //! [`kernel::reference`].
+//!
+//! Mixture-of-experts layers take [`gather_quantized_matmul`]: row r of x times expert
+//! `indices[r]` of weights stacked [E, N, ...] (mlx-lm's `QuantizedSwitchLinear`), a second
+//! primitive in the same shim that hands each run of rows with the same expert to the same
+//! kernels, so that rows sorted by expert (prefill) run as multi-row products.
 
 pub mod kernel;
 mod op;
 
 pub use kernel::{Format, FormatError, Operands, Params};
-pub use op::quantized_matmul;
+pub use op::{gather_quantized_matmul, quantized_matmul};

@@ -1,4 +1,5 @@
-//! The MLX op: a node of the lazy graph whose CPU evaluation runs [`crate::kernel::matmul`].
+//! The MLX ops: nodes of the lazy graph whose CPU evaluation runs [`crate::kernel::matmul`]
+//! (once per product, or once per run of rows with the same expert for the gathered one).
 
 use mlx_rs::error::Exception;
 use mlx_rs::{Array, Stream};
@@ -13,6 +14,21 @@ extern "C" {
         w: mlx_sys::mlx_array,
         scales: mlx_sys::mlx_array,
         biases: mlx_sys::mlx_array,
+        group: i32,
+        bits: i32,
+        kernel: Kernel,
+        stream: mlx_sys::mlx_stream,
+    ) -> i32;
+
+    /// `cpp/quantized_matmul.cpp`: builds the gathered node, checking every operand's dtype
+    /// and shape (the values of `indices` are checked when it runs).
+    fn mlxd_gather_quantized_matmul(
+        res: *mut mlx_sys::mlx_array,
+        x: mlx_sys::mlx_array,
+        w: mlx_sys::mlx_array,
+        scales: mlx_sys::mlx_array,
+        biases: mlx_sys::mlx_array,
+        indices: mlx_sys::mlx_array,
         group: i32,
         bits: i32,
         kernel: Kernel,
@@ -54,6 +70,45 @@ pub fn quantized_matmul(
             w.as_ptr(),
             scales.as_ptr(),
             biases.as_ptr(),
+            format.group as i32,
+            format.bits as i32,
+            qmm_kernel,
+            stream.as_ptr(),
+        )
+    })
+}
+
+/// The product of a mixture-of-experts layer: row r of x [R, K] f32 times expert `indices[r]`
+/// of w [E, N, K*bits/32] uint32 (experts stacked as mlx-lm's `QuantizedSwitchLinear` stores
+/// them), scales and biases [E, N, K/group] of one dtype (f32, bf16 or f16); indices `[R]`
+/// uint32 or int32; [R, N] f32 out, lazy. That is MLX's `gather_qmm(x[:, None], w, scales, biases,
+/// rhs_indices=indices, transpose=True)` squeezed.
+///
+/// Each run of consecutive rows with the same expert is one product on that expert's weights,
+/// so sort the rows by expert (long prompts) to reach the many-row kernels. A row gets the bits
+/// [`quantized_matmul`] gives its run on the expert alone: in runs of up to
+/// [`kernel::PANEL_ROWS`] rows, the bits of the row alone; longer runs go through the panels
+/// and the BLAS, within rounding of it. The indices are graph values, read when the node runs:
+/// a row whose index is outside `0..E` (negative int32 included) comes out zero and reads
+/// nothing: that is how expert parallelism passes the pairs whose expert another rank holds.
+pub fn gather_quantized_matmul(
+    x: &Array,
+    w: &Array,
+    scales: &Array,
+    biases: &Array,
+    indices: &Array,
+    format: Format,
+) -> Result<Array, Exception> {
+    let stream = Stream::thread_local_or_default();
+    // SAFETY: every handle is a live mlx-rs object; mlx-c copies what it keeps.
+    mlx_rs::raw::try_array_op(|res| unsafe {
+        mlxd_gather_quantized_matmul(
+            res,
+            x.as_ptr(),
+            w.as_ptr(),
+            scales.as_ptr(),
+            biases.as_ptr(),
+            indices.as_ptr(),
             format.group as i32,
             format.bits as i32,
             qmm_kernel,

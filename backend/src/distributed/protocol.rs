@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL: u32 = 6;
+pub const PROTOCOL: u32 = 7;
 
 /// What must be equal on every rank for them to compute together.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,6 +65,8 @@ pub enum Part {
     Pipeline { start: usize, end: usize },
     /// Every layer, with 1/size of each layer's heads and neurons.
     Tensor,
+    /// Every layer, heads and dense neurons as `Tensor`, 1/size of the routed experts whole.
+    Expert,
 }
 
 /// A worker's messages to rank 0.

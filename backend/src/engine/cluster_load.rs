@@ -13,7 +13,7 @@ use crate::distributed::wire::{digest, Secret};
 use crate::distributed::{clear_groups, Group, Hostfile};
 use crate::error::{read_json, Error, Result};
 use crate::loader::{self, LoadedModel};
-use crate::models::common::{ShardPlan, TensorSplit};
+use crate::models::common::{ExpertCut, ShardPlan, TensorSplit};
 use crate::options::{LoadConfig, Parallelism};
 use crate::source;
 
@@ -88,7 +88,7 @@ fn plan_parts(config: &LoadConfig, dir: &std::path::Path, cluster: &Cluster) -> 
     let size = cluster.size();
     Ok(match config.effective_parallelism() {
         Parallelism::Pipeline => layer_ranges(
-            layers,
+            &loader::layer_bytes(dir, layers)?,
             size,
             config.layer_split.as_deref(),
             &cluster.free_memory(),
@@ -101,6 +101,7 @@ fn plan_parts(config: &LoadConfig, dir: &std::path::Path, cluster: &Cluster) -> 
         })
         .collect(),
         Parallelism::Tensor => vec![Part::Tensor; size],
+        Parallelism::Expert => vec![Part::Expert; size],
     })
 }
 
@@ -156,13 +157,17 @@ pub fn shard_plan(part: &Part, rank: usize, group: &Rc<Group>) -> ShardPlan {
             ends: rank == 0,
             tensor: None,
         },
-        Part::Tensor => ShardPlan {
+        Part::Tensor | Part::Expert => ShardPlan {
             layers: None,
             ends: true,
             tensor: Some(TensorSplit {
                 rank,
                 size: group.size(),
                 group: group.clone(),
+                experts: match part {
+                    Part::Expert => ExpertCut::Whole,
+                    _ => ExpertCut::Neurons,
+                },
             }),
         },
     }

@@ -339,7 +339,7 @@ fn run_part(
                 pass_on(group, &h)?.eval()?;
             }
         }
-        Part::Tensor => {
+        Part::Tensor | Part::Expert => {
             let ids = Array::from_slice(&p.tokens, &[b, len]);
             let h = m.decoder.embed(&ids)?;
             let h = m.decoder.run_layers(&h, &mut caches)?;

@@ -79,7 +79,7 @@ impl ShardedModel {
             })
             .collect();
         let tokens = match self.part {
-            Part::Tensor => {
+            Part::Tensor | Part::Expert => {
                 inputs.eval()?;
                 inputs.as_slice::<u32>().to_vec()
             }
@@ -113,7 +113,7 @@ impl ShardedModel {
         let h = self.decoder.embed(inputs)?;
         let mut caches = Row::caches(rows);
         match self.part {
-            Part::Tensor => {
+            Part::Tensor | Part::Expert => {
                 cluster.broadcast(&ToWorker::Step(plan))?;
                 let h = self.decoder.run_layers(&h, &mut caches)?;
                 Ok(match output {

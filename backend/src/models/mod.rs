@@ -1,9 +1,11 @@
 //! Model families, one small file each, picked by `model_type` from config.json.
 
 pub mod common;
+mod deepseek;
 mod llama;
 mod qwen2;
 mod qwen3;
+mod qwen3_moe;
 
 use mlx_rs::Array;
 use serde_json::Value;
@@ -89,6 +91,11 @@ const FAMILIES: &[(&str, Builder)] = &[
     ("mistral", llama::build),
     ("qwen2", qwen2::build),
     ("qwen3", qwen3::build),
+    ("qwen3_moe", qwen3_moe::build),
+    ("deepseek_v2", deepseek::build_v2),
+    ("deepseek_v3", deepseek::build_v3),
+    // Kimi K2 is DeepSeek-V3's architecture under its own name.
+    ("kimi_k2", deepseek::build_v3),
 ];
 
 /// Builds this rank's part (`plan`) of the model that `config` describes, strictly: every

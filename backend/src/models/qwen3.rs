@@ -4,12 +4,12 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::args;
-use super::common::{BaseArgs, Decoder, FamilyTraits, ShardPlan};
+use super::common::{BaseArgs, Decoder, DecoderConfig, FamilyTraits, ShardPlan};
 use crate::error::{Error, Result};
 use crate::weights::Weights;
 
 #[derive(Deserialize)]
-struct Args {
+pub struct Args {
     #[serde(flatten)]
     base: BaseArgs,
     head_dim: i32,
@@ -20,7 +20,11 @@ struct Args {
 }
 
 pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Decoder> {
-    let a: Args = args(config)?;
+    Decoder::load(w, decoder_config(&args(config)?)?, plan)
+}
+
+/// Qwen3's decoder (Qwen3-MoE's attention and dense layers too).
+pub fn decoder_config(a: &Args) -> Result<DecoderConfig> {
     let nested = a.rope_parameters.as_ref();
     let rope_theta = a
         .rope_theta
@@ -40,8 +44,6 @@ pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Decode
         rope_theta,
         rope_traditional: false,
     };
-    let c = a
-        .base
-        .decoder(traits, a.base.rope_scaling.as_ref().or(nested))?;
-    Decoder::load(w, c, plan)
+    a.base
+        .decoder(traits, a.base.rope_scaling.as_ref().or(nested))
 }

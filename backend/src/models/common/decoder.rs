@@ -1,10 +1,13 @@
-//! The decoder-only transformer that llama, qwen2 and qwen3 share; families differ only in config.
+//! The decoder-only transformer every family shares: embedding, a stack of layers (each an
+//! attention block and a feed-forward block between RMS norms), final norm and head. Dense
+//! families differ only in config; MoE and latent-attention families build their own layers.
 
 use mlx_rs::nn::silu;
 use mlx_rs::Array;
 
 use super::{
-    Attention, AttentionConfig, Embedding, Linear, RmsNorm, Rope, ShardPlan, Split, TensorSplit,
+    Attention, AttentionConfig, Embedding, LatentAttention, Linear, Moe, RmsNorm, Rope, ShardPlan,
+    Split, TensorSplit,
 };
 use crate::cache::KvCache;
 use crate::error::Result;
@@ -21,6 +24,41 @@ pub struct DecoderConfig {
     pub rope: Rope,
 }
 
+impl DecoderConfig {
+    /// The decoder around the layers, and what a dense layer's tensor split must divide.
+    pub fn skeleton(&self) -> Skeleton {
+        Skeleton {
+            vocab_size: self.vocab_size,
+            num_hidden_layers: self.num_hidden_layers,
+            hidden_size: self.attention.hidden_size,
+            rms_norm_eps: self.attention.rms_norm_eps,
+            tie_word_embeddings: self.tie_word_embeddings,
+            tensor_counts: vec![
+                ("attention heads", self.attention.heads),
+                ("KV heads", self.attention.kv_heads),
+                ("MLP neurons", self.intermediate_size),
+            ],
+        }
+    }
+
+    /// A dense layer's grouped-query attention at `{prefix}.self_attn`.
+    pub fn attention(
+        &self,
+        w: &mut Weights,
+        prefix: &str,
+        tensor: &Option<TensorSplit>,
+    ) -> Result<AttentionBlock> {
+        let attention = Attention::load(
+            w,
+            &format!("{prefix}.self_attn"),
+            &self.attention,
+            &self.rope,
+            tensor,
+        )?;
+        Ok(AttentionBlock::Standard(attention))
+    }
+}
+
 /// SwiGLU feed-forward; tensor-parallel, gate/up are cut by output and down by input.
 pub struct Mlp {
     pub gate_proj: Linear,
@@ -30,13 +68,14 @@ pub struct Mlp {
 }
 
 impl Mlp {
-    fn load(
+    /// `{prefix}.{gate,up,down}_proj` for `hidden -> inter -> hidden`.
+    pub fn load(
         w: &mut Weights,
         prefix: &str,
-        c: &DecoderConfig,
+        (hidden, inter): (i32, i32),
+        bias: bool,
         tensor: &Option<TensorSplit>,
     ) -> Result<Mlp> {
-        let (hidden, inter, bias) = (c.attention.hidden_size, c.intermediate_size, c.mlp_bias);
         let (rows, cols) = (Split::rows(tensor), Split::cols(tensor));
         Ok(Mlp {
             gate_proj: w.linear_split(&format!("{prefix}.gate_proj"), hidden, inter, bias, rows)?,
@@ -46,33 +85,97 @@ impl Mlp {
         })
     }
 
-    fn forward(&self, x: &Array) -> Result<Array> {
+    pub fn forward(&self, x: &Array) -> Result<Array> {
+        TensorSplit::all_sum(&self.tensor, self.forward_partial(x)?)
+    }
+
+    /// This rank's partial output, before the sum over ranks (a MoE block sums its shared
+    /// experts with its routed ones).
+    pub fn forward_partial(&self, x: &Array) -> Result<Array> {
         let gate = silu(self.gate_proj.forward(x)?)?;
-        let out = self
-            .down_proj
-            .forward(&gate.multiply(self.up_proj.forward(x)?)?)?;
-        TensorSplit::all_sum(&self.tensor, out)
+        self.down_proj
+            .forward(&gate.multiply(self.up_proj.forward(x)?)?)
+    }
+
+    pub fn arrays(&self) -> Vec<&Array> {
+        [&self.gate_proj, &self.up_proj, &self.down_proj]
+            .into_iter()
+            .flat_map(Linear::arrays)
+            .collect()
+    }
+}
+
+/// A layer's attention: grouped-query (llama, qwen) or multi-head latent (DeepSeek).
+pub enum AttentionBlock {
+    Standard(Attention),
+    Latent(LatentAttention),
+}
+
+impl AttentionBlock {
+    fn forward(&self, x: &Array, caches: &mut [&mut KvCache]) -> Result<Array> {
+        match self {
+            AttentionBlock::Standard(a) => a.forward(x, caches),
+            AttentionBlock::Latent(a) => a.forward(x, caches),
+        }
+    }
+
+    /// Elements one position adds to this layer's cache on this rank.
+    pub fn kv_elements(&self) -> usize {
+        match self {
+            AttentionBlock::Standard(a) => a.kv_elements(),
+            AttentionBlock::Latent(a) => a.kv_elements(),
+        }
+    }
+
+    pub fn arrays(&self) -> Vec<&Array> {
+        match self {
+            AttentionBlock::Standard(a) => a.arrays(),
+            AttentionBlock::Latent(a) => a.arrays(),
+        }
+    }
+}
+
+/// A layer's feed-forward block: one SwiGLU, or a mixture of experts.
+pub enum FeedForward {
+    Dense(Mlp),
+    Moe(Box<Moe>),
+}
+
+impl FeedForward {
+    fn forward(&self, x: &Array) -> Result<Array> {
+        match self {
+            FeedForward::Dense(m) => m.forward(x),
+            FeedForward::Moe(m) => m.forward(x),
+        }
+    }
+
+    pub fn arrays(&self) -> Vec<&Array> {
+        match self {
+            FeedForward::Dense(m) => m.arrays(),
+            FeedForward::Moe(m) => m.arrays(),
+        }
     }
 }
 
 pub struct DecoderLayer {
-    pub self_attn: Attention,
-    pub mlp: Mlp,
+    pub self_attn: AttentionBlock,
+    pub mlp: FeedForward,
     pub input_layernorm: RmsNorm,
     pub post_attention_layernorm: RmsNorm,
 }
 
 impl DecoderLayer {
-    fn load(
+    /// A layer at `prefix` from its two blocks and the checkpoint's two norms.
+    pub fn new(
         w: &mut Weights,
         prefix: &str,
-        c: &DecoderConfig,
-        tensor: &Option<TensorSplit>,
+        (hidden, eps): (i32, f32),
+        self_attn: AttentionBlock,
+        mlp: FeedForward,
     ) -> Result<DecoderLayer> {
-        let (hidden, eps) = (c.attention.hidden_size, c.attention.rms_norm_eps);
         Ok(DecoderLayer {
-            self_attn: Attention::load(w, &format!("{prefix}.self_attn"), &c.attention, tensor)?,
-            mlp: Mlp::load(w, &format!("{prefix}.mlp"), c, tensor)?,
+            self_attn,
+            mlp,
             input_layernorm: w.rms_norm(&format!("{prefix}.input_layernorm"), hidden, eps)?,
             post_attention_layernorm: w.rms_norm(
                 &format!("{prefix}.post_attention_layernorm"),
@@ -82,12 +185,31 @@ impl DecoderLayer {
         })
     }
 
-    fn forward(&self, x: &Array, rope: &Rope, caches: &mut [&mut KvCache]) -> Result<Array> {
-        let h = x.add(self.self_attn.forward(
-            &self.input_layernorm.forward(x)?,
-            rope,
-            caches,
-        )?)?;
+    /// A dense family's layer: grouped-query attention and a SwiGLU.
+    fn load_dense(
+        w: &mut Weights,
+        prefix: &str,
+        c: &DecoderConfig,
+        tensor: &Option<TensorSplit>,
+    ) -> Result<DecoderLayer> {
+        let a = &c.attention;
+        let attention = c.attention(w, prefix, tensor)?;
+        let dims = (a.hidden_size, c.intermediate_size);
+        let mlp = Mlp::load(w, &format!("{prefix}.mlp"), dims, c.mlp_bias, tensor)?;
+        DecoderLayer::new(
+            w,
+            prefix,
+            (a.hidden_size, a.rms_norm_eps),
+            attention,
+            FeedForward::Dense(mlp),
+        )
+    }
+
+    fn forward(&self, x: &Array, caches: &mut [&mut KvCache]) -> Result<Array> {
+        let h = x.add(
+            self.self_attn
+                .forward(&self.input_layernorm.forward(x)?, caches)?,
+        )?;
         Ok(h.add(
             self.mlp
                 .forward(&self.post_attention_layernorm.forward(&h)?)?,
@@ -95,9 +217,8 @@ impl DecoderLayer {
     }
 
     pub fn arrays(&self) -> Vec<&Array> {
-        let mlp = [&self.mlp.gate_proj, &self.mlp.up_proj, &self.mlp.down_proj];
         let mut out = self.self_attn.arrays();
-        out.extend(mlp.into_iter().flat_map(Linear::arrays));
+        out.extend(self.mlp.arrays());
         out.extend([
             &self.input_layernorm.weight,
             &self.post_attention_layernorm.weight,
@@ -105,6 +226,22 @@ impl DecoderLayer {
         out
     }
 }
+
+/// What the decoder around the layers needs: sizes, the head's kind, and the counts tensor
+/// parallelism must divide.
+pub struct Skeleton {
+    pub vocab_size: i32,
+    pub num_hidden_layers: i32,
+    pub hidden_size: i32,
+    pub rms_norm_eps: f32,
+    pub tie_word_embeddings: bool,
+    /// What tensor parallelism cuts (heads, neurons), each named for the error.
+    pub tensor_counts: Vec<(&'static str, i32)>,
+}
+
+/// Builds layer `index` at `prefix`, cut by the tensor split.
+pub type LayerLoader<'a> =
+    dyn Fn(&mut Weights, &str, usize, &Option<TensorSplit>) -> Result<DecoderLayer> + 'a;
 
 /// The parameters a rank holds, as Status reports them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -128,36 +265,44 @@ pub struct Decoder {
     pub layers: Vec<DecoderLayer>,
     pub norm: Option<RmsNorm>,
     pub lm_head: Option<Head>,
-    rope: Rope,
     /// Packed layers that run the portable kernel on this CPU (none where a vector kernel
     /// covers the format).
     portable_layers: usize,
 }
 
 impl Decoder {
+    /// A dense family's decoder (llama, qwen2, qwen3).
     pub fn load(w: &mut Weights, c: DecoderConfig, plan: &ShardPlan) -> Result<Decoder> {
-        let hidden = c.attention.hidden_size;
+        Decoder::assemble(w, &c.skeleton(), plan, &|w, prefix, _, tensor| {
+            DecoderLayer::load_dense(w, prefix, &c, tensor)
+        })
+    }
+
+    /// This rank's part of a decoder whose layers `layer` builds.
+    pub fn assemble(
+        w: &mut Weights,
+        s: &Skeleton,
+        plan: &ShardPlan,
+        layer: &LayerLoader,
+    ) -> Result<Decoder> {
+        let hidden = s.hidden_size;
         if let Some(t) = &plan.tensor {
-            t.check(&[
-                ("attention heads", c.attention.heads),
-                ("KV heads", c.attention.kv_heads),
-                ("MLP neurons", c.intermediate_size),
-            ])?;
+            t.check(&s.tensor_counts)?;
         }
         let embed_tokens = match plan.ends {
-            true => Some(w.embedding("model.embed_tokens", c.vocab_size, hidden)?),
+            true => Some(w.embedding("model.embed_tokens", s.vocab_size, hidden)?),
             false => None,
         };
-        let layers = (0..c.num_hidden_layers as usize)
+        let layers = (0..s.num_hidden_layers as usize)
             .filter(|i| plan.holds_layer(*i))
-            .map(|i| DecoderLayer::load(w, &format!("model.layers.{i}"), &c, &plan.tensor))
+            .map(|i| layer(w, &format!("model.layers.{i}"), i, &plan.tensor))
             .collect::<Result<Vec<_>>>()?;
         let (norm, lm_head) = match plan.ends {
             true => (
-                Some(w.rms_norm("model.norm", hidden, c.attention.rms_norm_eps)?),
-                Some(match c.tie_word_embeddings {
+                Some(w.rms_norm("model.norm", hidden, s.rms_norm_eps)?),
+                Some(match s.tie_word_embeddings {
                     true => Head::Tied,
-                    false => Head::LmHead(w.linear("lm_head", hidden, c.vocab_size, false)?),
+                    false => Head::LmHead(w.linear("lm_head", hidden, s.vocab_size, false)?),
                 }),
             ),
             false => (None, None),
@@ -167,7 +312,6 @@ impl Decoder {
             layers,
             norm,
             lm_head,
-            rope: c.rope,
             portable_layers: w.portable_layers().len(),
         })
     }
@@ -192,7 +336,7 @@ impl Decoder {
         let mut h = h.clone();
         for (i, layer) in self.layers.iter().enumerate() {
             let mut caches: Vec<&mut KvCache> = rows.iter_mut().map(|r| &mut r[i]).collect();
-            h = layer.forward(&h, &self.rope, &mut caches)?;
+            h = layer.forward(&h, &mut caches)?;
         }
         Ok(h)
     }

@@ -1,15 +1,23 @@
 //! Building blocks shared by the model families, each as mlx-lm computes it.
 
 mod args;
+mod attend;
 mod attention;
 mod decoder;
 mod layers;
+mod mla;
+mod moe;
 mod rope;
 mod shard;
 
-pub use args::{yes, BaseArgs, FamilyTraits};
+pub use args::{positive, positive_f32, yes, BaseArgs, FamilyTraits};
 pub use attention::{Attention, AttentionConfig};
-pub use decoder::{Decoder, DecoderConfig, DecoderLayer, Head, Mlp, WeightStats};
+pub use decoder::{
+    AttentionBlock, Decoder, DecoderConfig, DecoderLayer, FeedForward, Head, LayerLoader, Mlp,
+    Skeleton, WeightStats,
+};
 pub use layers::{Embedding, Linear, Packed, QuantParams, RmsNorm};
-pub use rope::Rope;
-pub use shard::{ShardPlan, Split, TensorSplit};
+pub use mla::{LatentAttention, LatentConfig};
+pub use moe::{Groups, Moe, Router, Routing, SwitchGlu, SwitchLinear, MAX_EXPERTS};
+pub use rope::{yarn_attention_factor, Rope};
+pub use shard::{ExpertCut, ShardPlan, Split, TensorSplit};

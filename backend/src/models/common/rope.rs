@@ -5,13 +5,16 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 
+#[derive(Clone)]
 pub struct Rope {
     dims: i32,
     traditional: bool,
     base: Option<f32>,
     scale: f32,
-    /// Precomputed frequencies (llama3 scaling); replaces `base`.
+    /// Precomputed frequencies (llama3 and YaRN scaling); replaces `base`.
     freqs: Option<Array>,
+    /// YaRN's attention factor, applied to the rotated input (1 for every other kind).
+    mscale: f32,
 }
 
 impl Rope {
@@ -38,6 +41,7 @@ impl Rope {
             base: Some(base),
             scale,
             freqs: None,
+            mscale: 1.0,
         };
         match rope_type {
             "default" => Ok(plain(1.0)),
@@ -53,7 +57,19 @@ impl Rope {
                     factor()?,
                     scaling.unwrap_or(&Value::Null),
                 )?),
+                mscale: 1.0,
             }),
+            "yarn" | "deepseek_yarn" => {
+                let yarn = Yarn::new(factor()?, scaling.unwrap_or(&Value::Null))?;
+                Ok(Rope {
+                    dims,
+                    traditional,
+                    base: None,
+                    scale: 1.0,
+                    freqs: Some(yarn.freqs(dims, base)?),
+                    mscale: yarn.input_mscale(),
+                })
+            }
             other => Err(Error::Config(format!(
                 "rope_scaling type `{other}` is not supported"
             ))),
@@ -62,8 +78,9 @@ impl Rope {
 
     /// Rotates `x` ([B, heads, L, head_dim]) for positions starting at `offset`.
     pub fn forward(&self, x: &Array, offset: i32) -> Result<Array> {
+        let x = self.scaled(x)?;
         Ok(fast::rope(
-            x,
+            &x,
             self.dims,
             self.traditional,
             self.base,
@@ -79,8 +96,9 @@ impl Rope {
     /// op: per element the same arithmetic as `forward` on the row alone.
     pub fn forward_rows(&self, x: &Array, offsets: &[i32]) -> Result<Array> {
         let offsets = Array::from_slice(offsets, &[offsets.len() as i32]);
+        let x = self.scaled(x)?;
         Ok(fast::rope_dynamic(
-            x,
+            &x,
             self.dims,
             self.traditional,
             self.base,
@@ -89,6 +107,114 @@ impl Rope {
             self.freqs.as_ref(),
         )?)
     }
+}
+
+impl Rope {
+    /// The input times YaRN's attention factor, as mlx-lm scales it before rotating (the
+    /// rotated dims are the whole of what our families pass in).
+    fn scaled(&self, x: &Array) -> Result<Array> {
+        match self.mscale == 1.0 {
+            true => Ok(x.clone()),
+            false => Ok(x.multiply(Array::from_f32(self.mscale).as_dtype(x.dtype())?)?),
+        }
+    }
+
+    /// Rotates `x` ([B, heads, L, head_dim]) for each row's cache: one offset for one row,
+    /// per-row offsets for a decode batch.
+    pub fn for_rows(&self, x: &Array, offsets: &[i32]) -> Result<Array> {
+        match offsets {
+            [offset] => self.forward(x, *offset),
+            rows => self.forward_rows(x, rows),
+        }
+    }
+}
+
+/// YaRN scaling (DeepSeek-V2/V3), as mlx-lm's `YarnRoPE`.
+struct Yarn {
+    factor: f64,
+    original_len: f64,
+    beta_fast: f64,
+    beta_slow: f64,
+    mscale: f64,
+    mscale_all_dim: f64,
+}
+
+impl Yarn {
+    fn new(factor: f64, cfg: &Value) -> Result<Yarn> {
+        let get = |k: &str, d: f64| cfg.get(k).and_then(Value::as_f64).unwrap_or(d);
+        let yarn = Yarn {
+            factor,
+            original_len: get("original_max_position_embeddings", 4096.0),
+            beta_fast: get("beta_fast", 32.0),
+            beta_slow: get("beta_slow", 1.0),
+            mscale: get("mscale", 1.0),
+            mscale_all_dim: get("mscale_all_dim", 0.0),
+        };
+        let sane = [yarn.original_len, yarn.beta_fast, yarn.beta_slow]
+            .iter()
+            .all(|v| v.is_finite() && *v > 0.0);
+        match sane && yarn.mscale.is_finite() && yarn.mscale_all_dim.is_finite() {
+            true => Ok(yarn),
+            false => Err(Error::Config(format!(
+                "yarn rope_scaling needs original_max_position_embeddings, beta_fast and \
+                 beta_slow above 0 and finite mscales (got {}, {}, {}, {}, {})",
+                yarn.original_len, yarn.beta_fast, yarn.beta_slow, yarn.mscale, yarn.mscale_all_dim
+            ))),
+        }
+    }
+
+    /// `0.1 * m * ln(factor) + 1` above a factor of 1.
+    pub fn attention_factor(factor: f64, m: f64) -> f64 {
+        match factor <= 1.0 {
+            true => 1.0,
+            false => 0.1 * m * factor.ln() + 1.0,
+        }
+    }
+
+    fn input_mscale(&self) -> f32 {
+        (Yarn::attention_factor(self.factor, self.mscale)
+            / Yarn::attention_factor(self.factor, self.mscale_all_dim)) as f32
+    }
+
+    /// The correction range's ends, as mlx-lm rounds them.
+    fn correction_range(&self, dims: i32, base: f32) -> (f64, f64) {
+        let dims_f = f64::from(dims);
+        let dim = |rotations: f64| {
+            dims_f * (self.original_len / (rotations * 2.0 * std::f64::consts::PI)).ln()
+                / (2.0 * f64::from(base).ln())
+        };
+        let low = dim(self.beta_fast).floor().max(0.0);
+        let high = dim(self.beta_slow).ceil().min(dims_f - 1.0);
+        (low, high)
+    }
+
+    /// The interpolated frequencies, computed with the same MLX ops in f32 as mlx-lm.
+    fn freqs(&self, dims: i32, base: f32) -> Result<Array> {
+        use mlx_rs::ops::{arange, clip, power};
+        let (low, mut high) = self.correction_range(dims, base);
+        if low == high {
+            high += 0.001;
+        }
+        let exponents =
+            arange::<_, f32>(0.0, dims as f32, 2.0)?.divide(Array::from_f32(dims as f32))?;
+        let freq_extra = power(Array::from_f32(base), &exponents)?;
+        let freq_inter = Array::from_f32(self.factor as f32).multiply(&freq_extra)?;
+        let ramp = arange::<_, f32>(0.0, (dims / 2) as f32, 1.0)?
+            .subtract(Array::from_f32(low as f32))?
+            .divide(Array::from_f32((high - low) as f32))?;
+        let ramp = clip(&ramp, (Array::from_f32(0.0), Array::from_f32(1.0)))?;
+        let mask = Array::from_f32(1.0).subtract(&ramp)?;
+        let numerator = freq_inter.multiply(&freq_extra)?;
+        let denominator = freq_inter
+            .multiply(&mask)?
+            .add(freq_extra.multiply(Array::from_f32(1.0).subtract(&mask)?)?)?;
+        Ok(numerator.divide(&denominator)?)
+    }
+}
+
+/// YaRN's attention factor for a softmax scale (DeepSeek's `mscale_all_dim` correction).
+pub fn yarn_attention_factor(factor: f64, m: f64) -> f64 {
+    Yarn::attention_factor(factor, m)
 }
 
 /// mlx-lm's `Llama3RoPE` frequencies, computed with the same MLX ops in f32.

@@ -39,6 +39,36 @@ pub struct TensorSplit {
     pub rank: usize,
     pub size: usize,
     pub group: Rc<Group>,
+    pub experts: ExpertCut,
+}
+
+/// How a tensor split cuts a mixture of experts' routed experts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpertCut {
+    /// Every expert's intermediate neurons (`parallelism:tensor`, as mlx-lm's `shard`).
+    Neurons,
+    /// Whole experts, 1/size of them per rank (`parallelism:expert`).
+    Whole,
+}
+
+impl TensorSplit {
+    /// How routed experts are cut, if the model is split at all.
+    pub fn expert_cut(t: &Option<TensorSplit>) -> Option<ExpertCut> {
+        t.as_ref().map(|t| t.experts)
+    }
+
+    /// What the tensor check must divide for `experts` routed experts of `neurons` each:
+    /// the neurons, or (whole experts per rank) the expert count.
+    pub fn expert_count(
+        t: &Option<TensorSplit>,
+        experts: i32,
+        neurons: i32,
+    ) -> (&'static str, i32) {
+        match TensorSplit::expert_cut(t) {
+            Some(ExpertCut::Whole) => ("routed experts", experts),
+            _ => ("expert neurons", neurons),
+        }
+    }
 }
 
 impl TensorSplit {
@@ -87,11 +117,24 @@ pub enum Split {
         rank: usize,
         size: usize,
     },
+    /// Matrices stacked `[count, out, in]` (per-head matrices, experts): rank r keeps
+    /// matrices `r*count/n..`.
+    Stacked {
+        rank: usize,
+        size: usize,
+    },
 }
 
 impl Split {
     pub fn rows(t: &Option<TensorSplit>) -> Split {
         t.as_ref().map_or(Split::Whole, |t| Split::Rows {
+            rank: t.rank,
+            size: t.size,
+        })
+    }
+
+    pub fn stacked(t: &Option<TensorSplit>) -> Split {
+        t.as_ref().map_or(Split::Whole, |t| Split::Stacked {
             rank: t.rank,
             size: t.size,
         })

@@ -1,0 +1,359 @@
+//! DeepSeek-V2 (and V2-Lite, DeepSeek-Coder-V2) and DeepSeek-V3 (and Kimi K2): multi-head
+//! latent attention, and MoE layers with shared experts from `first_k_dense_replace` on.
+//! V2 routes by softmax (greedy or group-limited); V3 by sigmoid with a correction bias.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::args;
+use super::common::{
+    positive, positive_f32, yarn_attention_factor, AttentionBlock, Decoder, DecoderLayer,
+    FeedForward, Groups, LatentAttention, LatentConfig, Mlp, Moe, Rope, Router, Routing, ShardPlan,
+    Skeleton, SwitchGlu, TensorSplit, MAX_EXPERTS,
+};
+use crate::error::{Error, Result};
+use crate::weights::Weights;
+
+/// Which DeepSeek generation: how attention caches and how the router picks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Version {
+    V2,
+    V3,
+}
+
+/// config.json, with mlx-lm's defaults for absent fields.
+#[derive(Deserialize)]
+struct Args {
+    vocab_size: i32,
+    hidden_size: i32,
+    intermediate_size: i32,
+    moe_intermediate_size: i32,
+    num_hidden_layers: i32,
+    num_attention_heads: i32,
+    n_shared_experts: Option<i32>,
+    n_routed_experts: Option<i32>,
+    #[serde(default = "one")]
+    routed_scaling_factor: f32,
+    #[serde(default = "kv_lora_rank")]
+    kv_lora_rank: i32,
+    #[serde(default = "qk_rope_head_dim")]
+    qk_rope_head_dim: i32,
+    #[serde(default = "head_dim")]
+    v_head_dim: i32,
+    #[serde(default = "head_dim")]
+    qk_nope_head_dim: i32,
+    topk_method: Option<String>,
+    #[serde(default = "yes")]
+    norm_topk_prob: bool,
+    n_group: Option<i32>,
+    topk_group: Option<i32>,
+    num_experts_per_tok: Option<i32>,
+    #[serde(default = "one_i")]
+    moe_layer_freq: i32,
+    #[serde(default)]
+    first_k_dense_replace: i32,
+    #[serde(default = "eps")]
+    rms_norm_eps: f32,
+    #[serde(default = "theta")]
+    rope_theta: f32,
+    rope_scaling: Option<Value>,
+    #[serde(default)]
+    attention_bias: bool,
+}
+
+fn one() -> f32 {
+    1.0
+}
+fn one_i() -> i32 {
+    1
+}
+fn yes() -> bool {
+    true
+}
+fn kv_lora_rank() -> i32 {
+    512
+}
+fn qk_rope_head_dim() -> i32 {
+    64
+}
+fn head_dim() -> i32 {
+    128
+}
+fn eps() -> f32 {
+    1e-6
+}
+fn theta() -> f32 {
+    10000.0
+}
+
+/// mlx-lm's default when config.json has no `q_lora_rank` at all; `null` means none.
+const DEFAULT_Q_LORA_RANK: i32 = 1536;
+
+pub fn build_v2(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Decoder> {
+    build(config, w, plan, Version::V2)
+}
+
+pub fn build_v3(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Decoder> {
+    build(config, w, plan, Version::V3)
+}
+
+/// Everything one layer needs, parsed and checked once.
+struct Family {
+    a: Args,
+    version: Version,
+    latent: LatentConfig,
+    rope: Rope,
+    routing: RoutingSpec,
+}
+
+fn build(config: &Value, w: &mut Weights, plan: &ShardPlan, version: Version) -> Result<Decoder> {
+    let a: Args = args(config)?;
+    let q_lora_rank = match config.get("q_lora_rank") {
+        None => Some(DEFAULT_Q_LORA_RANK),
+        Some(Value::Null) => None,
+        Some(v) => Some(v.as_i64().ok_or_else(|| {
+            Error::Config(format!("q_lora_rank is {v}; it must be an integer or null"))
+        })? as i32),
+    };
+    let f = Family::new(a, q_lora_rank, version)?;
+    let skeleton = Skeleton {
+        vocab_size: f.a.vocab_size,
+        num_hidden_layers: f.a.num_hidden_layers,
+        hidden_size: f.a.hidden_size,
+        rms_norm_eps: f.a.rms_norm_eps,
+        tie_word_embeddings: false,
+        tensor_counts: f.tensor_counts(&plan.tensor),
+    };
+    Decoder::assemble(w, &skeleton, plan, &|w, prefix, i, tensor| {
+        f.layer(w, prefix, i, tensor)
+    })
+}
+
+/// The router's settings, before its weights.
+#[derive(Clone, Copy)]
+struct RoutingSpec {
+    experts: i32,
+    top_k: i32,
+    groups: Option<Groups>,
+}
+
+impl Family {
+    fn new(a: Args, q_lora_rank: Option<i32>, version: Version) -> Result<Family> {
+        for (field, value) in [
+            ("hidden_size", a.hidden_size),
+            ("num_hidden_layers", a.num_hidden_layers),
+            ("intermediate_size", a.intermediate_size),
+            ("moe_intermediate_size", a.moe_intermediate_size),
+            ("num_attention_heads", a.num_attention_heads),
+            ("kv_lora_rank", a.kv_lora_rank),
+            ("qk_nope_head_dim", a.qk_nope_head_dim),
+            ("v_head_dim", a.v_head_dim),
+            ("vocab_size", a.vocab_size),
+            ("moe_layer_freq", a.moe_layer_freq),
+        ] {
+            positive(field, value, 1 << 22)?;
+        }
+        positive("qk_rope_head_dim", a.qk_rope_head_dim, 1 << 12)?;
+        if a.qk_rope_head_dim % 2 != 0 {
+            return Err(Error::Config(format!(
+                "qk_rope_head_dim {} is odd; rotary embeddings need an even size",
+                a.qk_rope_head_dim
+            )));
+        }
+        if let Some(rank) = q_lora_rank {
+            positive("q_lora_rank", rank, 1 << 20)?;
+        }
+        positive_f32("rms_norm_eps", a.rms_norm_eps)?;
+        positive_f32("rope_theta", a.rope_theta)?;
+        let routing = routing_spec(&a, version)?;
+        let scaling = a.rope_scaling.as_ref();
+        let rope = Rope::new(a.qk_rope_head_dim, a.rope_theta, true, scaling)?;
+        let latent = LatentConfig {
+            hidden_size: a.hidden_size,
+            heads: a.num_attention_heads,
+            q_lora_rank,
+            kv_lora_rank: a.kv_lora_rank,
+            qk_rope_head_dim: a.qk_rope_head_dim,
+            qk_nope_head_dim: a.qk_nope_head_dim,
+            v_head_dim: a.v_head_dim,
+            attention_bias: a.attention_bias,
+            scale: softmax_scale(&a, scaling),
+            absorbed: version == Version::V3,
+        };
+        Ok(Family {
+            a,
+            version,
+            latent,
+            rope,
+            routing,
+        })
+    }
+
+    /// What tensor parallelism cuts: heads, dense neurons and every expert's neurons.
+    fn tensor_counts(&self, tensor: &Option<TensorSplit>) -> Vec<(&'static str, i32)> {
+        let mut counts = vec![
+            ("attention heads", self.a.num_attention_heads),
+            ("MLP neurons", self.a.intermediate_size),
+        ];
+        if let Some(shared) = self.a.n_shared_experts {
+            counts.push((
+                "shared expert neurons",
+                self.a.moe_intermediate_size * shared,
+            ));
+        }
+        if self.a.n_routed_experts.is_some() {
+            let (experts, inter) = (self.routing.experts, self.a.moe_intermediate_size);
+            counts.push(TensorSplit::expert_count(tensor, experts, inter));
+        }
+        counts
+    }
+
+    /// mlx-lm's rule for which layers are sparse.
+    fn is_moe(&self, layer: usize) -> bool {
+        let i = layer as i32;
+        self.a.n_routed_experts.is_some()
+            && i >= self.a.first_k_dense_replace
+            && i % self.a.moe_layer_freq == 0
+    }
+
+    fn layer(
+        &self,
+        w: &mut Weights,
+        prefix: &str,
+        index: usize,
+        tensor: &Option<TensorSplit>,
+    ) -> Result<DecoderLayer> {
+        let hidden = self.a.hidden_size;
+        let attn = format!("{prefix}.self_attn");
+        let attention = LatentAttention::load(w, &attn, &self.latent, &self.rope, tensor)?;
+        let mlp = format!("{prefix}.mlp");
+        let ffn = match self.is_moe(index) {
+            true => FeedForward::Moe(Box::new(self.moe(w, &mlp, tensor)?)),
+            false => {
+                let dims = (hidden, self.a.intermediate_size);
+                FeedForward::Dense(Mlp::load(w, &mlp, dims, false, tensor)?)
+            }
+        };
+        let norms = (hidden, self.a.rms_norm_eps);
+        DecoderLayer::new(w, prefix, norms, AttentionBlock::Latent(attention), ffn)
+    }
+
+    fn moe(&self, w: &mut Weights, mlp: &str, tensor: &Option<TensorSplit>) -> Result<Moe> {
+        let (hidden, inter) = (self.a.hidden_size, self.a.moe_intermediate_size);
+        let r = self.routing;
+        let routing = match self.version {
+            Version::V2 => Routing::SoftmaxGroups {
+                top_k: r.top_k,
+                groups: r.groups,
+                scaling: self.a.routed_scaling_factor,
+            },
+            Version::V3 => Routing::Sigmoid {
+                top_k: r.top_k,
+                groups: r.groups.unwrap_or(Groups { count: 1, keep: 1 }),
+                norm_topk_prob: self.a.norm_topk_prob,
+                scaling: self.a.routed_scaling_factor,
+                // Kept as stored, as mlx-lm's cast predicate keeps it.
+                correction: w.take(&format!("{mlp}.gate.e_score_correction_bias"), &[r.experts])?,
+            },
+        };
+        let shared = match self.a.n_shared_experts {
+            Some(n) => {
+                let dims = (
+                    hidden,
+                    inter * positive("n_shared_experts", n, MAX_EXPERTS)?,
+                );
+                Some(Mlp::load(
+                    w,
+                    &format!("{mlp}.shared_experts"),
+                    dims,
+                    false,
+                    tensor,
+                )?)
+            }
+            None => None,
+        };
+        Ok(Moe {
+            router: Router {
+                gate: w.linear(&format!("{mlp}.gate"), hidden, r.experts, false)?,
+                routing,
+            },
+            experts: SwitchGlu::load(
+                w,
+                &format!("{mlp}.switch_mlp"),
+                |e| format!("{mlp}.experts.{e}"),
+                r.experts,
+                (hidden, inter),
+                tensor,
+            )?,
+            shared,
+            cast_sum: self.version == Version::V3,
+            tensor: tensor.clone(),
+        })
+    }
+}
+
+/// The router settings, checked: V2's `topk_method` is greedy or group-limited greedy, V3's
+/// must be `noaux_tc` (the only one mlx-lm runs).
+fn routing_spec(a: &Args, version: Version) -> Result<RoutingSpec> {
+    let experts = match a.n_routed_experts {
+        Some(e) => positive("n_routed_experts", e, MAX_EXPERTS)?,
+        None => 1,
+    };
+    let top_k = match (a.num_experts_per_tok, version) {
+        (Some(k), _) => k,
+        (None, Version::V3) => 1,
+        (None, Version::V2) if a.n_routed_experts.is_none() => 1,
+        (None, Version::V2) => {
+            return Err(Error::Config("num_experts_per_tok is missing".into()));
+        }
+    };
+    positive("num_experts_per_tok", top_k, experts)?;
+    let groups = |count: Option<i32>, keep: Option<i32>| match (count, keep) {
+        (Some(c), Some(k)) => Groups::new(c, k, experts).map(Some),
+        _ => Err(Error::Config(
+            "group-limited routing needs n_group and topk_group".into(),
+        )),
+    };
+    let method = a.topk_method.as_deref();
+    let groups = match (version, method) {
+        (Version::V2, None | Some("gready" | "greedy")) => None,
+        (Version::V2, Some("group_limited_greedy")) => groups(a.n_group, a.topk_group)?,
+        (Version::V3, None | Some("noaux_tc")) => {
+            let count = a.n_group.unwrap_or(1);
+            // A group is ranked by the sum of its two best scores.
+            if count > 1 && experts / count.max(1) < 2 {
+                return Err(Error::Config(format!(
+                    "n_group {count} leaves fewer than 2 of the {experts} experts per group"
+                )));
+            }
+            groups(Some(count), Some(a.topk_group.unwrap_or(1)))?
+        }
+        (_, Some(other)) => {
+            return Err(Error::Config(format!(
+                "topk_method `{other}` is not supported for this model (supported: {})",
+                match version {
+                    Version::V2 => "greedy, group_limited_greedy",
+                    Version::V3 => "noaux_tc",
+                }
+            )))
+        }
+    };
+    Ok(RoutingSpec {
+        experts,
+        top_k,
+        groups,
+    })
+}
+
+/// `q_head_dim^-0.5`, times YaRN's `mscale_all_dim` factor squared when the scaling has one.
+fn softmax_scale(a: &Args, scaling: Option<&Value>) -> f32 {
+    let base = f64::from(a.qk_nope_head_dim + a.qk_rope_head_dim).powf(-0.5);
+    let get = |k: &str| scaling.and_then(|s| s.get(k)).and_then(Value::as_f64);
+    match (get("mscale_all_dim"), get("factor")) {
+        (Some(m), Some(factor)) if m != 0.0 => {
+            let s = yarn_attention_factor(factor, m);
+            (base * s * s) as f32
+        }
+        _ => base as f32,
+    }
+}

@@ -1,0 +1,103 @@
+//! Qwen3-MoE (Qwen3-30B-A3B, Qwen3-235B-A22B): Qwen3 attention with a sparse MoE block in
+//! every `decoder_sparse_step`-th layer but those in `mlp_only_layers`.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::common::{
+    positive, Decoder, DecoderConfig, DecoderLayer, FeedForward, Mlp, Moe, Router, Routing,
+    ShardPlan, SwitchGlu, TensorSplit, MAX_EXPERTS,
+};
+use super::{args, qwen3};
+use crate::error::Result;
+use crate::weights::Weights;
+
+#[derive(Deserialize)]
+struct Args {
+    #[serde(flatten)]
+    qwen3: qwen3::Args,
+    num_experts: i32,
+    num_experts_per_tok: i32,
+    decoder_sparse_step: i32,
+    mlp_only_layers: Vec<i32>,
+    moe_intermediate_size: i32,
+    norm_topk_prob: bool,
+}
+
+impl Args {
+    fn validate(&self) -> Result<()> {
+        let experts = positive("num_experts", self.num_experts, MAX_EXPERTS)?;
+        positive("num_experts_per_tok", self.num_experts_per_tok, experts)?;
+        positive("decoder_sparse_step", self.decoder_sparse_step, MAX_EXPERTS)?;
+        positive("moe_intermediate_size", self.moe_intermediate_size, 1 << 20)?;
+        Ok(())
+    }
+
+    /// mlx-lm's rule for which layers are sparse.
+    fn is_moe(&self, layer: usize) -> bool {
+        let i = layer as i32;
+        !self.mlp_only_layers.contains(&i) && (i + 1) % self.decoder_sparse_step == 0
+    }
+}
+
+pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Decoder> {
+    let a: Args = args(config)?;
+    a.validate()?;
+    let c = qwen3::decoder_config(&a.qwen3)?;
+    let mut skeleton = c.skeleton();
+    let (experts, inter) = (a.num_experts, a.moe_intermediate_size);
+    skeleton
+        .tensor_counts
+        .push(TensorSplit::expert_count(&plan.tensor, experts, inter));
+    Decoder::assemble(w, &skeleton, plan, &|w, prefix, i, tensor| {
+        layer(w, prefix, i, (&a, &c), tensor)
+    })
+}
+
+fn layer(
+    w: &mut Weights,
+    prefix: &str,
+    index: usize,
+    (a, c): (&Args, &DecoderConfig),
+    tensor: &Option<TensorSplit>,
+) -> Result<DecoderLayer> {
+    let hidden = c.attention.hidden_size;
+    let attention = c.attention(w, prefix, tensor)?;
+    let mlp = format!("{prefix}.mlp");
+    let ffn = match a.is_moe(index) {
+        false => FeedForward::Dense(Mlp::load(
+            w,
+            &mlp,
+            (hidden, c.intermediate_size),
+            false,
+            tensor,
+        )?),
+        true => FeedForward::Moe(Box::new(Moe {
+            router: Router {
+                gate: w.linear(&format!("{mlp}.gate"), hidden, a.num_experts, false)?,
+                routing: Routing::Softmax {
+                    top_k: a.num_experts_per_tok,
+                    norm_topk_prob: a.norm_topk_prob,
+                },
+            },
+            experts: SwitchGlu::load(
+                w,
+                &format!("{mlp}.switch_mlp"),
+                |e| format!("{mlp}.experts.{e}"),
+                a.num_experts,
+                (hidden, a.moe_intermediate_size),
+                tensor,
+            )?,
+            shared: None,
+            cast_sum: true,
+            tensor: tensor.clone(),
+        })),
+    };
+    DecoderLayer::new(
+        w,
+        prefix,
+        (hidden, c.attention.rms_norm_eps),
+        attention,
+        ffn,
+    )
+}
