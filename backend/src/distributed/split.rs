@@ -78,8 +78,8 @@ fn by_bytes(layer_bytes: &[u64], shares: &[u64]) -> Vec<usize> {
     // split point.
     let mut best = vec![vec![f64::INFINITY; layers + 1]; ranks];
     let mut from = vec![vec![0usize; layers + 1]; ranks];
-    for i in 1..=layers {
-        best[0][i] = cost(0, 0, i);
+    for (i, first) in best[0].iter_mut().enumerate().skip(1) {
+        *first = cost(0, 0, i);
     }
     for r in 1..ranks {
         for i in r + 1..=layers {

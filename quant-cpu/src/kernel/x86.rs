@@ -121,8 +121,8 @@ unsafe fn dot<const R: usize>(ops: &Operands, w: &[f32], m0: usize, n: usize, ou
         for v in 0..VECTORS {
             let at = step * STEP + v * LANES;
             let w = _mm256_loadu_ps(w.as_ptr().add(at));
-            for r in 0..R {
-                acc[r][v] = _mm256_fmadd_ps(_mm256_loadu_ps(xs[r].add(at)), w, acc[r][v]);
+            for (acc, x) in acc.iter_mut().zip(&xs) {
+                acc[v] = _mm256_fmadd_ps(_mm256_loadu_ps(x.add(at)), w, acc[v]);
             }
         }
     }
