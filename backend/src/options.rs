@@ -336,6 +336,19 @@ impl LoadConfig {
             Transport::Jaccl => Parallelism::Tensor,
         })
     }
+
+    /// The parallel mode for a model with `experts` routed experts (if a mixture) over `ranks`
+    /// ranks: as [`Self::effective_parallelism`], except that a mixture whose default would be
+    /// tensor runs expert-parallel when its experts divide over the ranks (2.2-3.5x tensor's
+    /// decode on two ranks here; README, Benchmark).
+    pub fn parallelism_for(&self, experts: Option<u64>, ranks: usize) -> Parallelism {
+        let chosen = self.effective_parallelism();
+        let divides = experts.is_some_and(|e| e > 0 && e % ranks.max(1) as u64 == 0);
+        match (self.parallelism, chosen, divides) {
+            (None, Parallelism::Tensor, true) => Parallelism::Expert,
+            _ => chosen,
+        }
+    }
 }
 
 fn transport_of(v: &OptionValue) -> Option<Transport> {
@@ -442,6 +455,17 @@ mod tests {
         assert_eq!(c.hostfile, Some(PathBuf::from("/h.json")));
         assert_eq!(c.transport, Transport::Jaccl);
         assert_eq!(c.effective_parallelism(), Parallelism::Tensor);
+        // A mixture of experts whose experts divide over the ranks runs expert-parallel by
+        // default where the default would be tensor; an explicit choice stands.
+        assert_eq!(c.parallelism_for(Some(128), 2), Parallelism::Tensor);
+        let jaccl = load(&[], &[("MLX_DISTRIBUTED_BACKEND", "jaccl")])?;
+        assert_eq!(jaccl.parallelism_for(Some(128), 2), Parallelism::Expert);
+        assert_eq!(jaccl.parallelism_for(Some(128), 3), Parallelism::Tensor);
+        assert_eq!(jaccl.parallelism_for(None, 2), Parallelism::Tensor);
+        let ring = load(&[], &[])?;
+        assert_eq!(ring.parallelism_for(Some(128), 2), Parallelism::Pipeline);
+        let expert = load(&["parallelism:expert"], &[])?;
+        assert_eq!(expert.parallelism_for(None, 2), Parallelism::Expert);
         let c = load(
             &["hostfile:/o.json", "distributed_backend:ring"],
             &[("MLX_DISTRIBUTED_HOSTFILE", "/h.json")],

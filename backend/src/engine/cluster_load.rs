@@ -78,6 +78,18 @@ pub fn load(
     outcome
 }
 
+/// The parallel mode for this model (see [`LoadConfig::parallelism_for`]).
+fn parallelism(config: &LoadConfig, model: &serde_json::Value, size: usize) -> Parallelism {
+    let experts = ["num_experts", "n_routed_experts"]
+        .iter()
+        .find_map(|k| model[*k].as_u64());
+    let chosen = config.parallelism_for(experts, size);
+    if chosen == Parallelism::Expert && config.parallelism.is_none() {
+        tracing::info!(ranks = size, "a mixture of experts: expert parallelism by default");
+    }
+    chosen
+}
+
 /// Each rank's part: layer ranges (pipeline) or the whole model split by heads (tensor).
 fn plan_parts(config: &LoadConfig, dir: &std::path::Path, cluster: &Cluster) -> Result<Vec<Part>> {
     let model_config: serde_json::Value = read_json(&dir.join("config.json"))?;
@@ -86,7 +98,7 @@ fn plan_parts(config: &LoadConfig, dir: &std::path::Path, cluster: &Cluster) -> 
         .ok_or_else(|| Error::Config("config.json has no num_hidden_layers".into()))?
         as usize;
     let size = cluster.size();
-    Ok(match config.effective_parallelism() {
+    Ok(match parallelism(config, &model_config, size) {
         Parallelism::Pipeline => layer_ranges(
             &loader::layer_bytes(dir, layers)?,
             size,
