@@ -114,10 +114,7 @@ pub fn layer_bytes(dir: &Path, layers: usize) -> Result<Vec<u64>> {
             continue;
         };
         for (key, entry) in entries {
-            let layer = key
-                .strip_prefix("model.layers.")
-                .and_then(|rest| rest.split('.').next())
-                .and_then(|i| i.parse::<usize>().ok());
+            let layer = crate::models::common::keys::layer_of(key);
             let offsets = entry["data_offsets"].as_array();
             let size = offsets.and_then(|o| Some(o.get(1)?.as_u64()? - o.first()?.as_u64()?));
             if let (Some(i), Some(size)) = (layer, size) {

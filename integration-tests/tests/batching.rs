@@ -163,3 +163,44 @@ async fn the_kv_budget_queues_what_does_not_fit_and_refuses_what_never_can() -> 
     assert_eq!(c.clone().predict(short).await?.into_inner().tokens, 48);
     Ok(())
 }
+
+/// Mixtures of experts: 8 concurrent streams each equal their own output alone (a decode
+/// batch routes, gathers and attends each row as it would alone; DeepSeek's latent attention
+/// row by row, packed experts through quant-cpu's gathered kernel).
+#[tokio::test]
+async fn eight_concurrent_streams_on_mixtures_of_experts_equal_each_alone() -> TestResult {
+    let _serial = serial();
+    let server = BackendProcess::start(&[]).await?;
+    let c = server.client().await?;
+    for model in [
+        "tiny-qwen3-moe-4bit",
+        "tiny-deepseek-v2",
+        "tiny-deepseek-v3",
+    ] {
+        let loaded = load_fixture(&mut c.clone(), model, &[]).await?;
+        assert!(loaded.success, "{model}: {loaded:?}");
+        let requests: Vec<pb::PredictOptions> = (0..8)
+            .map(|i| pb::PredictOptions {
+                prompt: format!("Story {i}:{}", " once upon a time".repeat(i + 1)),
+                tokens: 20 + 2 * i as i32,
+                ignore_eos: true,
+                ..Default::default()
+            })
+            .collect();
+        let mut alone = Vec::new();
+        for r in &requests {
+            alone.push(c.clone().predict(r.clone()).await?.into_inner().message);
+        }
+        let tasks: Vec<_> = requests
+            .into_iter()
+            .map(|r| {
+                let mut c = c.clone();
+                tokio::spawn(async move { c.predict(r).await.map(|x| x.into_inner().message) })
+            })
+            .collect();
+        for (i, (task, want)) in tasks.into_iter().zip(&alone).enumerate() {
+            assert_eq!(&task.await??, want, "{model}: stream {i}");
+        }
+    }
+    Ok(())
+}

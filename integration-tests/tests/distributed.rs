@@ -317,3 +317,43 @@ async fn moe_families_pipeline_tensor_and_expert_equal_single_node() -> TestResu
     );
     Ok(())
 }
+
+/// Three ranks: a pipeline of one layer each (a MoE layer, a dense one, a MoE one for
+/// Qwen3-MoE) equals the single node; counts that do not divide over three ranks are refused,
+/// naming them and the rank counts that fit.
+#[tokio::test]
+async fn moe_three_rank_pipeline_and_splits_that_do_not_divide() -> TestResult {
+    let _serial = serial();
+    let single = integration_tests::server::BackendProcess::start(&[]).await?;
+    let mut one = single.client().await?;
+    let cluster = Cluster::start(3, "moe3")?;
+    let rank0 = cluster.rank0(&[]).await?;
+    let mut c = rank0.client().await?;
+    let req = pb::PredictOptions {
+        prompt: "The quick brown fox".into(),
+        tokens: 24,
+        ignore_eos: true,
+        ..Default::default()
+    };
+    for tiny in ["tiny-qwen3-moe", "tiny-deepseek-v3"] {
+        assert!(load_fixture(&mut one, tiny, &[]).await?.success);
+        let want = one.predict(req.clone()).await?.into_inner();
+        let loaded = load_fixture(&mut c, tiny, &["parallelism:pipeline"]).await?;
+        assert!(loaded.success, "{tiny}: {loaded:?}");
+        let got = c.predict(req.clone()).await?.into_inner();
+        assert_eq!(got.message, want.message, "{tiny}");
+    }
+    let refused = load_fixture(&mut c, "tiny-deepseek-v3", &["parallelism:expert"]).await?;
+    for part in [
+        "4 attention heads",
+        "8 routed experts",
+        "over 3 ranks",
+        "1, 2, 4",
+    ] {
+        assert!(
+            !refused.success && refused.message.contains(part),
+            "{part:?} not in {refused:?}"
+        );
+    }
+    Ok(())
+}

@@ -84,15 +84,23 @@ fn deepseek_v3_cached_latent_and_sigmoid_routing_with_its_correction_bias() -> T
     check("tiny-deepseek-v3")
 }
 
-/// Quantized experts (4-bit, the router at 8-bit through a per-layer override) in every weight
-/// mode: packed (quant-cpu's gathered kernel) and dequantized against mlx-lm on the f32 twin,
-/// as stored (MLX's `gather_qmm`) against mlx-lm on the quantized folder itself.
+/// Quantized mixtures of experts in every weight mode: packed (quant-cpu's gathered kernel) and
+/// dequantized against mlx-lm on the f32 twin, as stored (MLX's `gather_qmm`, and its
+/// quantized matmul over DeepSeek's per-head matrices) against mlx-lm on the quantized folder.
+/// Qwen3-MoE's router is 8-bit through a per-layer override; DeepSeek-V2's `kv_b_proj` is
+/// quantized and sliced per head; DeepSeek-V3's `q_b_proj` (48 inputs) stays f32 at group 32.
 #[test]
 fn quantized_experts_in_every_weight_mode() -> TestResult {
-    let folder = "tiny-qwen3-moe-4bit";
-    check_with(folder, WeightMode::PackedF32, "golden.json")?;
-    check_with(folder, WeightMode::DequantizeF32, "golden.json")?;
-    check_with(folder, WeightMode::AsStored, "golden-as-stored.json")
+    for folder in [
+        "tiny-qwen3-moe-4bit",
+        "tiny-deepseek-v2-4bit",
+        "tiny-deepseek-v3-8bit",
+    ] {
+        check_with(folder, WeightMode::PackedF32, "golden.json")?;
+        check_with(folder, WeightMode::DequantizeF32, "golden.json")?;
+        check_with(folder, WeightMode::AsStored, "golden-as-stored.json")?;
+    }
+    Ok(())
 }
 
 /// A long prompt in one forward pass (on CPU its attention runs in query blocks, each over the

@@ -118,7 +118,7 @@ fn a_missing_expert_and_a_misshapen_stack_are_named() -> TestResult {
 }
 
 /// Checkpoints converted before mlx-lm cached the latent store `kv_b_proj` ([heads * (nope +
-/// v), kv_lora_rank]); loading splits it as mlx-lm's `sanitize` does.
+/// v), kv_lora_rank]); loading slices each head's key and value parts out of it.
 #[test]
 fn deepseek_v3_with_the_older_kv_b_proj_loads_the_same() -> TestResult {
     let (config, tensors) = checkpoint("tiny-deepseek-v3")?;
@@ -137,7 +137,13 @@ fn deepseek_v3_with_the_older_kv_b_proj_loads_the_same() -> TestResult {
         }
     }
     let got = logits(&build(&config, old, WeightMode::AsStored)?)?;
-    assert!(got == want, "logits differ");
+    // The same weights in the other orientation: the products may round differently.
+    let worst = got
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    assert!(worst <= 1e-5, "max |logit difference| = {worst}");
     Ok(())
 }
 

@@ -2,13 +2,18 @@
 
 import argparse
 import json
+import sys
 import time
+from pathlib import Path
 
 import mlx.core as mx
 from mlx_lm import load
 from mlx_lm.generate import generate_step
 from mlx_lm.sample_utils import make_sampler
 from mlx_lm.utils import sharded_load
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fixtures"))
+import mlx_compat  # noqa: E402,F401  (quantized MoE as stored: see the module)
 
 GREEDY = make_sampler(0.0)
 

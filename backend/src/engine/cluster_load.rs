@@ -85,7 +85,10 @@ fn parallelism(config: &LoadConfig, model: &serde_json::Value, size: usize) -> P
         .find_map(|k| model[*k].as_u64());
     let chosen = config.parallelism_for(experts, size);
     if chosen == Parallelism::Expert && config.parallelism.is_none() {
-        tracing::info!(ranks = size, "a mixture of experts: expert parallelism by default");
+        tracing::info!(
+            ranks = size,
+            "a mixture of experts: expert parallelism by default"
+        );
     }
     chosen
 }

@@ -178,7 +178,6 @@ impl Family {
             v_head_dim: a.v_head_dim,
             attention_bias: a.attention_bias,
             scale: softmax_scale(&a, scaling),
-            absorbed: version == Version::V3,
         };
         Ok(Family {
             a,

@@ -31,18 +31,17 @@ fn default_theta() -> f32 {
 
 pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Decoder> {
     let a: Args = args(config)?;
+    let head_dim = match a.head_dim {
+        Some(d) => d,
+        None => a.base.default_head_dim()?,
+    };
     let traits = FamilyTraits {
-        head_dim: match a.head_dim {
-            Some(d) => d,
-            None => a.base.default_head_dim()?,
-        },
         qkv_bias: a.attention_bias,
         o_bias: a.attention_bias,
-        qk_norm: false,
         mlp_bias: a.mlp_bias,
         tie_word_embeddings: a.tie_word_embeddings,
-        rope_theta: a.rope_theta,
         rope_traditional: a.rope_traditional,
+        ..FamilyTraits::new(head_dim, a.rope_theta)
     };
     let c = a.base.decoder(traits, a.base.rope_scaling.as_ref())?;
     Decoder::load(w, c, plan)

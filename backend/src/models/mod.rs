@@ -14,7 +14,7 @@ use crate::cache::KvCache;
 use crate::distributed::protocol::CacheOp;
 use crate::error::{Error, Result};
 use crate::weights::Weights;
-use common::{Decoder, ShardPlan, WeightStats};
+use common::{keys, Decoder, ShardPlan, WeightStats};
 
 /// One sequence of a batch: the slot every rank keeps its caches under, and its caches (one
 /// per layer).
@@ -115,7 +115,7 @@ pub fn build(config: &Value, mut weights: Weights, plan: &ShardPlan) -> Result<D
     let tied = config["tie_word_embeddings"].as_bool().unwrap_or(true);
     weights.finish(|key| {
         key.contains("rotary_emb.inv_freq")
-            || (tied && key.starts_with("lm_head."))
+            || (tied && key.starts_with(&format!("{}.", keys::HEAD)))
             || not_in_plan(key, plan)
     })?;
     // Layer by layer: the weights are read (and dequantized) here, which is what takes time.
@@ -130,14 +130,10 @@ pub fn build(config: &Value, mut weights: Weights, plan: &ShardPlan) -> Result<D
 
 /// A key another rank holds (its layers, or the embedding, norm and head).
 fn not_in_plan(key: &str, plan: &ShardPlan) -> bool {
-    if let Some(rest) = key.strip_prefix("model.layers.") {
-        let index = rest.split('.').next().and_then(|i| i.parse::<usize>().ok());
-        return index.is_some_and(|i| !plan.holds_layer(i));
+    match keys::layer_of(key) {
+        Some(i) => !plan.holds_layer(i),
+        None => !plan.ends && keys::is_end(key),
     }
-    !plan.ends
-        && ["model.embed_tokens.", "model.norm.", "lm_head."]
-            .iter()
-            .any(|p| key.starts_with(p))
 }
 
 /// Parses the family's argument struct from config.json, naming the field on error.

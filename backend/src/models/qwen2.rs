@@ -27,14 +27,10 @@ fn default_theta() -> f32 {
 pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Decoder> {
     let a: Args = args(config)?;
     let traits = FamilyTraits {
-        head_dim: a.base.default_head_dim()?,
         qkv_bias: true,
-        o_bias: false,
-        qk_norm: false,
-        mlp_bias: false,
         tie_word_embeddings: a.tie_word_embeddings,
-        rope_theta: a.rope_theta,
         rope_traditional: a.rope_traditional,
+        ..FamilyTraits::new(a.base.default_head_dim()?, a.rope_theta)
     };
     let c = a.base.decoder(traits, a.base.rope_scaling.as_ref())?;
     Decoder::load(w, c, plan)

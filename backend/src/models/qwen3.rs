@@ -35,14 +35,9 @@ pub fn decoder_config(a: &Args) -> Result<DecoderConfig> {
         })
         .ok_or_else(|| Error::Config("rope_theta is missing from the model config".into()))?;
     let traits = FamilyTraits {
-        head_dim: a.head_dim,
-        qkv_bias: false,
-        o_bias: false,
         qk_norm: true,
-        mlp_bias: false,
         tie_word_embeddings: a.tie_word_embeddings,
-        rope_theta,
-        rope_traditional: false,
+        ..FamilyTraits::new(a.head_dim, rope_theta)
     };
     a.base
         .decoder(traits, a.base.rope_scaling.as_ref().or(nested))

@@ -18,7 +18,8 @@ pub struct BaseArgs {
     pub rope_scaling: Option<Value>,
 }
 
-/// What differs between families, beyond the shared fields.
+/// What differs between families, beyond the shared fields; a family sets what it has and
+/// takes [`FamilyTraits::new`]'s plain defaults for the rest.
 pub struct FamilyTraits {
     pub head_dim: i32,
     pub qkv_bias: bool,
@@ -28,6 +29,22 @@ pub struct FamilyTraits {
     pub tie_word_embeddings: bool,
     pub rope_theta: f32,
     pub rope_traditional: bool,
+}
+
+impl FamilyTraits {
+    /// No biases, no q/k norms, a tied head, rope not traditional.
+    pub fn new(head_dim: i32, rope_theta: f32) -> FamilyTraits {
+        FamilyTraits {
+            head_dim,
+            qkv_bias: false,
+            o_bias: false,
+            qk_norm: false,
+            mlp_bias: false,
+            tie_word_embeddings: true,
+            rope_theta,
+            rope_traditional: false,
+        }
+    }
 }
 
 /// Upper bounds on config sizes, far above any real model (DeepSeek-V3: hidden 7,168, 61

@@ -252,6 +252,29 @@ pub struct WeightStats {
     pub portable_layers: usize,
 }
 
+/// The checkpoint's layout around the layers, written once: the decoder takes these keys and
+/// loading (which keys a rank holds) and pipeline planning (bytes per layer) read them.
+pub mod keys {
+    pub const EMBED: &str = "model.embed_tokens";
+    pub const NORM: &str = "model.norm";
+    pub const HEAD: &str = "lm_head";
+    /// Layer `i` is `{LAYERS}.{i}`.
+    pub const LAYERS: &str = "model.layers";
+
+    /// The layer a key belongs to, if it is a layer's.
+    pub fn layer_of(key: &str) -> Option<usize> {
+        let rest = key.strip_prefix(LAYERS)?.strip_prefix('.')?;
+        rest.split('.').next()?.parse().ok()
+    }
+
+    /// Whether a key is the embedding's, the final norm's or the head's (rank 0's in a pipeline).
+    pub fn is_end(key: &str) -> bool {
+        [EMBED, NORM, HEAD]
+            .iter()
+            .any(|p| key.strip_prefix(p).is_some_and(|r| r.starts_with('.')))
+    }
+}
+
 /// Output projection: the tied embedding, or its own `lm_head`.
 pub enum Head {
     Tied,
@@ -290,19 +313,19 @@ impl Decoder {
             t.check(&s.tensor_counts)?;
         }
         let embed_tokens = match plan.ends {
-            true => Some(w.embedding("model.embed_tokens", s.vocab_size, hidden)?),
+            true => Some(w.embedding(keys::EMBED, s.vocab_size, hidden)?),
             false => None,
         };
         let layers = (0..s.num_hidden_layers as usize)
             .filter(|i| plan.holds_layer(*i))
-            .map(|i| layer(w, &format!("model.layers.{i}"), i, &plan.tensor))
+            .map(|i| layer(w, &format!("{}.{i}", keys::LAYERS), i, &plan.tensor))
             .collect::<Result<Vec<_>>>()?;
         let (norm, lm_head) = match plan.ends {
             true => (
-                Some(w.rms_norm("model.norm", hidden, s.rms_norm_eps)?),
+                Some(w.rms_norm(keys::NORM, hidden, s.rms_norm_eps)?),
                 Some(match s.tie_word_embeddings {
                     true => Head::Tied,
-                    false => Head::LmHead(w.linear("lm_head", hidden, s.vocab_size, false)?),
+                    false => Head::LmHead(w.linear(keys::HEAD, hidden, s.vocab_size, false)?),
                 }),
             ),
             false => (None, None),

@@ -1,17 +1,18 @@
 //! DeepSeek's multi-head latent attention (MLA): keys and values come from a low-rank latent
-//! and a shared rotary key part. DeepSeek-V2 expands the latent per head and caches full keys
-//! and values, as mlx-lm's `deepseek_v2`; DeepSeek-V3 (and Kimi K2) caches the latent itself
-//! and folds the expansion into the queries and outputs, as mlx-lm's `deepseek_v3`.
+//! and a shared rotary key part. Every version caches the latent itself (kv_lora_rank + rope
+//! dims a position, not each head's keys and values) and folds the expansion into the queries
+//! and outputs, as mlx-lm's `deepseek_v3` does; mlx-lm's `deepseek_v2` expands and caches full
+//! keys and values, which is the same attention (within rounding) at ~9x the cache.
 
 use mlx_rs::fast::scaled_dot_product_attention;
 use mlx_rs::ops::indexing::IndexOp;
-use mlx_rs::ops::{arange, broadcast_to, concatenate, dequantize, ge, matmul, quantized_matmul};
+use mlx_rs::ops::{arange, concatenate, dequantize, ge, matmul, quantized_matmul};
 use mlx_rs::{Array, Dtype};
 
-use super::attend::{offsets, Heads};
+use super::attend::offsets;
 use super::{Linear, RmsNorm, Rope, Split, TensorSplit};
 use crate::cache::KvCache;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::weights::{MatrixWeight, Shape, Weights};
 
 /// The norms inside MLA use this epsilon whatever the config says (as mlx-lm).
@@ -30,8 +31,6 @@ pub struct LatentConfig {
     pub attention_bias: bool,
     /// Softmax scale (YaRN's `mscale_all_dim` folded in by the family).
     pub scale: f32,
-    /// Cache the latent (DeepSeek-V3) rather than expanded keys and values (DeepSeek-V2).
-    pub absorbed: bool,
 }
 
 impl LatentConfig {
@@ -50,22 +49,14 @@ enum QueryProj {
     },
 }
 
-/// How keys and values come out of the latent.
-enum Expansion {
-    /// `kv_b_proj` expands the latent into every head's keys and values (V2).
-    PerHead { kv_b_proj: Linear },
-    /// Per-head matrices applied to queries and outputs, the latent cached as is (V3).
-    Absorbed {
-        embed_q: MultiLinear,
-        unembed_out: MultiLinear,
-    },
-}
-
 pub struct LatentAttention {
     q: QueryProj,
     kv_a_proj_with_mqa: Linear,
     kv_a_layernorm: RmsNorm,
-    expansion: Expansion,
+    /// Each head's no-rope key part, as mlx-lm's `embed_q` ([heads, kv_lora_rank, nope]).
+    embed_q: MultiLinear,
+    /// Each head's value part, as mlx-lm's `unembed_out` ([heads, v_head_dim, kv_lora_rank]).
+    unembed_out: MultiLinear,
     o_proj: Linear,
     rope: Rope,
     c: LatentConfig,
@@ -103,6 +94,7 @@ impl LatentAttention {
             },
         };
         let latent = c.kv_lora_rank + c.qk_rope_head_dim;
+        let (embed_q, unembed_out) = expansion(w, prefix, c, tensor)?;
         Ok(LatentAttention {
             q,
             kv_a_proj_with_mqa: w.linear(
@@ -112,7 +104,8 @@ impl LatentAttention {
                 c.attention_bias,
             )?,
             kv_a_layernorm: w.rms_norm(&key("kv_a_layernorm"), c.kv_lora_rank, LATENT_NORM_EPS)?,
-            expansion: Expansion::load(w, prefix, c, tensor)?,
+            embed_q,
+            unembed_out,
             o_proj: w.linear_split(
                 &key("o_proj"),
                 c.heads * c.v_head_dim,
@@ -155,13 +148,7 @@ impl LatentAttention {
             latent,
             k_pe,
         };
-        let out = match &self.expansion {
-            Expansion::PerHead { kv_b_proj } => self.attend_expanded(kv_b_proj, parts, caches)?,
-            Expansion::Absorbed {
-                embed_q,
-                unembed_out,
-            } => self.attend_absorbed((embed_q, unembed_out), parts, caches)?,
-        };
+        let out = self.attend(parts, caches)?;
         let out = out.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?;
         TensorSplit::all_sum(&self.tensor, self.o_proj.forward(&out)?)
     }
@@ -177,56 +164,21 @@ impl LatentAttention {
         }
     }
 
-    /// V2: every head's keys (no-rope part from the latent, rope part shared) and values,
-    /// cached and attended like any multi-head attention.
-    fn attend_expanded(
-        &self,
-        kv_b_proj: &Linear,
-        p: Parts,
-        caches: &mut [&mut KvCache],
-    ) -> Result<Array> {
-        let (b, l) = (p.latent.shape()[0], p.latent.shape()[1]);
-        let nope = self.c.qk_nope_head_dim;
-        let kv = kv_b_proj
-            .forward(&p.latent)?
-            .reshape(&[b, l, self.heads, -1])?
-            .transpose_axes(&[0, 2, 1, 3])?;
-        let k_pe = broadcast_to(&p.k_pe, &[b, self.heads, l, self.c.qk_rope_head_dim])?;
-        let keys = concatenate(&[kv.index((.., .., .., ..nope)), k_pe], -1)?;
-        let values = kv.index((.., .., .., nope..));
-        let queries = concatenate(&[p.q_nope, p.q_pe], -1)?;
-        let heads = Heads {
-            heads: self.heads,
-            kv_heads: self.heads,
-            v_head_dim: self.c.v_head_dim,
-            scale: self.c.scale,
-        };
-        heads.attend(&queries, &keys, &values, caches)
-    }
-
-    /// V3: the latent and the rope key part are cached; each row attends on its own.
-    fn attend_absorbed(
-        &self,
-        mats: (&MultiLinear, &MultiLinear),
-        p: Parts,
-        caches: &mut [&mut KvCache],
-    ) -> Result<Array> {
+    /// The latent and the rope key part are cached (not each head's keys and values); each
+    /// row of a decode batch attends on its own.
+    fn attend(&self, p: Parts, caches: &mut [&mut KvCache]) -> Result<Array> {
         let latent = p.latent.expand_dims(1)?;
         if let [cache] = caches {
-            return self.attend_latent(mats, &p.q_nope, &p.q_pe, (&latent, &p.k_pe), cache);
+            return self.attend_latent(&p.q_nope, &p.q_pe, (&latent, &p.k_pe), cache);
         }
         let n = caches.len() as i32;
         let split = |a: &Array| a.split_equal(n, 0);
-        let (qn, qp, lat, kp) = (
-            split(&p.q_nope)?,
-            split(&p.q_pe)?,
-            split(&latent)?,
-            split(&p.k_pe)?,
-        );
+        let (qn, qp) = (split(&p.q_nope)?, split(&p.q_pe)?);
+        let (lat, kp) = (split(&latent)?, split(&p.k_pe)?);
         let outs = caches
             .iter_mut()
             .enumerate()
-            .map(|(r, cache)| self.attend_latent(mats, &qn[r], &qp[r], (&lat[r], &kp[r]), cache))
+            .map(|(r, cache)| self.attend_latent(&qn[r], &qp[r], (&lat[r], &kp[r]), cache))
             .collect::<Result<Vec<_>>>()?;
         Ok(concatenate(&outs, 0)?)
     }
@@ -235,7 +187,6 @@ impl LatentAttention {
     /// passed to MLX's attention as an additive mask, exactly as mlx-lm does.
     fn attend_latent(
         &self,
-        (embed_q, unembed_out): (&MultiLinear, &MultiLinear),
         q_nope: &Array,
         q_pe: &Array,
         (latent, k_pe): (&Array, &Array),
@@ -253,22 +204,18 @@ impl LatentAttention {
             scaled_dot_product_attention(q, k, v, self.c.scale, &pe_scores, None)
         };
         if l == 1 {
-            let q = embed_q.forward(q_nope, true)?;
-            return unembed_out.forward(&sdpa(&q, &latent, &latent)?, true);
+            let q = self.embed_q.forward(q_nope, true)?;
+            return self.unembed_out.forward(&sdpa(&q, &latent, &latent)?, true);
         }
-        let k = embed_q.forward(&latent, false)?;
-        let v = unembed_out.forward(&latent, true)?;
+        let k = self.embed_q.forward(&latent, false)?;
+        let v = self.unembed_out.forward(&latent, true)?;
         Ok(sdpa(q_nope, &k, &v)?)
     }
 
-    /// Elements one position adds to this layer's cache on this rank.
+    /// Elements one position adds to this layer's cache on this rank (the latent and the
+    /// rope key, whatever the heads).
     pub fn kv_elements(&self) -> usize {
-        match self.expansion {
-            Expansion::PerHead { .. } => {
-                (self.heads * (self.c.q_head_dim() + self.c.v_head_dim)) as usize
-            }
-            Expansion::Absorbed { .. } => (self.c.kv_lora_rank + self.c.qk_rope_head_dim) as usize,
-        }
+        (self.c.kv_lora_rank + self.c.qk_rope_head_dim) as usize
     }
 
     pub fn arrays(&self) -> Vec<&Array> {
@@ -287,13 +234,8 @@ impl LatentAttention {
         };
         out.extend(self.kv_a_proj_with_mqa.arrays());
         out.push(&self.kv_a_layernorm.weight);
-        match &self.expansion {
-            Expansion::PerHead { kv_b_proj } => out.extend(kv_b_proj.arrays()),
-            Expansion::Absorbed {
-                embed_q,
-                unembed_out,
-            } => out.extend(embed_q.arrays().into_iter().chain(unembed_out.arrays())),
-        }
+        out.extend(self.embed_q.arrays());
+        out.extend(self.unembed_out.arrays());
         out.extend(self.o_proj.arrays());
         out
     }
@@ -318,45 +260,63 @@ fn causal_mask(l: i32, offset: i32) -> Result<Array> {
     Ok(ge(&queries, &keys)?)
 }
 
-impl Expansion {
-    fn load(
-        w: &mut Weights,
-        prefix: &str,
-        c: &LatentConfig,
-        tensor: &Option<TensorSplit>,
-    ) -> Result<Expansion> {
-        let kv_b = format!("{prefix}.kv_b_proj");
-        let out = c.heads * (c.qk_nope_head_dim + c.v_head_dim);
-        if !c.absorbed {
-            let kv_b_proj =
-                w.linear_split(&kv_b, c.kv_lora_rank, out, false, Split::rows(tensor))?;
-            return Ok(Expansion::PerHead { kv_b_proj });
-        }
-        if w.contains(&format!("{kv_b}.weight")) {
-            split_kv_b(w, prefix, c)?;
-        }
+/// `embed_q` and `unembed_out` for this rank's heads: stored as such (DeepSeek-V3 as mlx-lm
+/// converts it now), or sliced out of `kv_b_proj` (DeepSeek-V2, and V3 converted before mlx-lm
+/// cached the latent): its rows are each head's no-rope key part, then its value part. The
+/// slices are used as they are, in the orientation they are stored in (quantized along the
+/// latent), so nothing is requantized.
+fn expansion(
+    w: &mut Weights,
+    prefix: &str,
+    c: &LatentConfig,
+    tensor: &Option<TensorSplit>,
+) -> Result<(MultiLinear, MultiLinear)> {
+    let kv_b = format!("{prefix}.kv_b_proj");
+    if !w.contains(&format!("{kv_b}.weight")) {
         let heads = Split::stacked(tensor);
-        Ok(Expansion::Absorbed {
-            embed_q: MultiLinear::load(
-                w,
-                &format!("{prefix}.embed_q"),
-                Shape::stacked(c.heads, c.kv_lora_rank, c.qk_nope_head_dim),
-                heads,
-            )?,
-            unembed_out: MultiLinear::load(
-                w,
-                &format!("{prefix}.unembed_out"),
-                Shape::stacked(c.heads, c.v_head_dim, c.kv_lora_rank),
-                heads,
-            )?,
-        })
+        let mut load = |name: &str, rows: i32, cols: i32| {
+            let shape = Shape::stacked(c.heads, rows, cols);
+            MultiLinear::load(w, &format!("{prefix}.{name}"), shape, heads, false)
+        };
+        let embed_q = load("embed_q", c.kv_lora_rank, c.qk_nope_head_dim)?;
+        return Ok((embed_q, load("unembed_out", c.v_head_dim, c.kv_lora_rank)?));
     }
+    let (nope, v) = (c.qk_nope_head_dim, c.v_head_dim);
+    let shape = Shape::matrix(c.heads * (nope + v), c.kv_lora_rank);
+    let whole = MultiWeight::of(w.matrix(&kv_b, shape, Split::Whole)?)?;
+    let n = tensor.as_ref().map_or(1, |t| t.size as i32);
+    let first = tensor.as_ref().map_or(0, |t| t.rank as i32) * (c.heads / n);
+    let heads = first..first + c.heads / n;
+    let part = |rows: std::ops::Range<i32>| {
+        whole.map(|a| {
+            let per_head = a.reshape(&[c.heads, nope + v, -1])?;
+            Ok(per_head
+                .index((heads.clone(), rows.clone(), ..))
+                .contiguous()?)
+        })
+    };
+    // The key rows are embed_q transposed; the value rows are unembed_out as it is.
+    let embed_q = MultiLinear {
+        weight: part(0..nope)?,
+        transposed: true,
+    };
+    let unembed_out = MultiLinear {
+        weight: part(nope..nope + v)?,
+        transposed: false,
+    };
+    Ok((embed_q, unembed_out))
 }
 
-/// One matrix per head, `[heads, out, in]`, as mlx-lm's `MultiLinear`.
-pub enum MultiLinear {
+/// One matrix per head, `[heads, out, in]`, as mlx-lm's `MultiLinear`; `transposed` when
+/// stored as `[heads, in, out]` (slices of `kv_b_proj`).
+pub struct MultiLinear {
+    weight: MultiWeight,
+    transposed: bool,
+}
+
+/// A stack of matrices, dense or as stored (MLX's quantized matmul over the stack).
+enum MultiWeight {
     Dense(Array),
-    /// As stored (MLX's quantized matmul over the heads).
     Quantized {
         weight: Array,
         scales: Array,
@@ -366,25 +326,25 @@ pub enum MultiLinear {
     },
 }
 
-impl MultiLinear {
+impl MultiWeight {
     /// In the f32 modes the matrices are dequantized (they are small beside the experts, and
     /// `quant-cpu` has no batched per-head product).
-    fn load(w: &mut Weights, prefix: &str, shape: Shape, split: Split) -> Result<MultiLinear> {
-        Ok(match w.matrix(prefix, shape, split)? {
-            MatrixWeight::Dense(weight) => MultiLinear::Dense(weight),
+    fn of(m: MatrixWeight) -> Result<MultiWeight> {
+        Ok(match m {
+            MatrixWeight::Dense(weight) => MultiWeight::Dense(weight),
             MatrixWeight::Quantized {
                 weight,
                 scales,
                 biases,
                 q,
-            } => MultiLinear::Quantized {
+            } => MultiWeight::Quantized {
                 weight,
                 scales,
                 biases,
                 group: q.group_size,
                 bits: q.bits,
             },
-            MatrixWeight::Packed(p) => MultiLinear::Dense(dequantize(
+            MatrixWeight::Packed(p) => MultiWeight::Dense(dequantize(
                 &p.weight,
                 &p.scales.as_dtype(Dtype::Float32)?,
                 &p.biases.as_dtype(Dtype::Float32)?,
@@ -394,14 +354,51 @@ impl MultiLinear {
         })
     }
 
-    /// `x @ W^T` per head (`transpose`), or `x @ W`.
+    /// The same reshaping or slicing applied to every array (codes, scales and biases alike:
+    /// they share the leading axes).
+    fn map(&self, f: impl Fn(&Array) -> Result<Array>) -> Result<MultiWeight> {
+        Ok(match self {
+            MultiWeight::Dense(a) => MultiWeight::Dense(f(a)?),
+            MultiWeight::Quantized {
+                weight,
+                scales,
+                biases,
+                group,
+                bits,
+            } => MultiWeight::Quantized {
+                weight: f(weight)?,
+                scales: f(scales)?,
+                biases: f(biases)?,
+                group: *group,
+                bits: *bits,
+            },
+        })
+    }
+}
+
+impl MultiLinear {
+    fn load(
+        w: &mut Weights,
+        prefix: &str,
+        shape: Shape,
+        split: Split,
+        transposed: bool,
+    ) -> Result<MultiLinear> {
+        Ok(MultiLinear {
+            weight: MultiWeight::of(w.matrix(prefix, shape, split)?)?,
+            transposed,
+        })
+    }
+
+    /// `x @ W^T` per head (`transpose`), or `x @ W`, for W as mlx-lm orients it.
     fn forward(&self, x: &Array, transpose: bool) -> Result<Array> {
-        match self {
-            MultiLinear::Dense(weight) => match transpose {
+        let transpose = transpose != self.transposed;
+        match &self.weight {
+            MultiWeight::Dense(weight) => match transpose {
                 true => Ok(matmul(x, weight.swap_axes(-1, -2)?)?),
                 false => Ok(matmul(x, weight)?),
             },
-            MultiLinear::Quantized {
+            MultiWeight::Quantized {
                 weight,
                 scales,
                 biases,
@@ -414,9 +411,9 @@ impl MultiLinear {
     }
 
     fn arrays(&self) -> Vec<&Array> {
-        match self {
-            MultiLinear::Dense(weight) => vec![weight],
-            MultiLinear::Quantized {
+        match &self.weight {
+            MultiWeight::Dense(weight) => vec![weight],
+            MultiWeight::Quantized {
                 weight,
                 scales,
                 biases,
@@ -424,47 +421,4 @@ impl MultiLinear {
             } => vec![weight, scales, biases],
         }
     }
-}
-
-/// Checkpoints converted before mlx-lm cached the latent store `kv_b_proj`; its `sanitize`
-/// splits it into the per-head `embed_q` (no-rope key part, transposed) and `unembed_out`
-/// (value part), requantized with the same bits and group size when it was quantized.
-fn split_kv_b(w: &mut Weights, prefix: &str, c: &LatentConfig) -> Result<()> {
-    let kv_b = format!("{prefix}.kv_b_proj");
-    let weight = w.take_unchecked(&format!("{kv_b}.weight"))?;
-    let quantized = match w.contains(&format!("{kv_b}.scales")) {
-        true => {
-            let scales = w.take_unchecked(&format!("{kv_b}.scales"))?;
-            let biases = w.take_unchecked(&format!("{kv_b}.biases"))?;
-            let cols = |a: &Array| a.shape().last().copied().unwrap_or(0);
-            let bits = cols(&weight) * 32 / c.kv_lora_rank;
-            let group = c.kv_lora_rank / cols(&scales).max(1);
-            Some((scales, biases, bits, group))
-        }
-        false => None,
-    };
-    let full = match &quantized {
-        Some((scales, biases, bits, group)) => dequantize(&weight, scales, biases, *group, *bits)?,
-        None => weight,
-    };
-    let head_dim = c.qk_nope_head_dim + c.v_head_dim;
-    let full = full
-        .reshape(&[c.heads, head_dim, c.kv_lora_rank])
-        .map_err(|e| Error::Weights(format!("`{kv_b}.weight`: {e}")))?;
-    let nope = c.qk_nope_head_dim;
-    let wk = full.index((.., ..nope, ..)).swap_axes(-1, -2)?;
-    let wv = full.index((.., nope.., ..));
-    for (name, m) in [("embed_q", wk), ("unembed_out", wv)] {
-        let key = format!("{prefix}.{name}");
-        match &quantized {
-            Some((_, _, bits, group)) => {
-                let (q, s, b) = mlx_rs::ops::quantize(m.contiguous()?, *group, *bits)?;
-                w.insert(&format!("{key}.weight"), q);
-                w.insert(&format!("{key}.scales"), s);
-                w.insert(&format!("{key}.biases"), b);
-            }
-            None => w.insert(&format!("{key}.weight"), m.contiguous()?),
-        }
-    }
-    Ok(())
 }

@@ -13,8 +13,8 @@ mod shard;
 pub use args::{positive, positive_f32, yes, BaseArgs, FamilyTraits};
 pub use attention::{Attention, AttentionConfig};
 pub use decoder::{
-    AttentionBlock, Decoder, DecoderConfig, DecoderLayer, FeedForward, Head, LayerLoader, Mlp,
-    Skeleton, WeightStats,
+    keys, AttentionBlock, Decoder, DecoderConfig, DecoderLayer, FeedForward, Head, LayerLoader,
+    Mlp, Skeleton, WeightStats,
 };
 pub use layers::{Embedding, Linear, Packed, QuantParams, RmsNorm};
 pub use mla::{LatentAttention, LatentConfig};
