@@ -339,7 +339,7 @@ impl LoadConfig {
 
     /// The parallel mode for a model with `experts` routed experts (if a mixture) over `ranks`
     /// ranks: as [`Self::effective_parallelism`], except that a mixture whose default would be
-    /// tensor runs expert-parallel when its experts divide over the ranks (2.2-3.5x tensor's
+    /// tensor runs expert-parallel when its experts divide over the ranks (1.75-3.5x tensor's
     /// decode on two ranks here; README, Benchmark).
     pub fn parallelism_for(&self, experts: Option<u64>, ranks: usize) -> Parallelism {
         let chosen = self.effective_parallelism();
