@@ -98,11 +98,12 @@ pub fn step_logprobs(
 ) -> Result<Vec<f32>> {
     let input = Array::from_slice(ids, &[1, ids.len() as i32]);
     let logprobs = logprobs_graph(model, &input, caches)?.as_dtype(Dtype::Float32)?;
+    model.await_output()?;
     logprobs.eval()?;
     Ok(logprobs.as_slice::<f32>().to_vec())
 }
 
-/// Greedy decoding on the device, one step ahead: the next step is queued (`async_eval`)
+/// Greedy decoding on the device, one step ahead: the next step is queued (`queue`)
 /// before the host reads the current token, so the CPU stream never waits for the host.
 struct GreedyPipeline {
     pending: Option<Array>,
@@ -130,7 +131,7 @@ impl GreedyPipeline {
             None => Self::step(model, &Array::from_slice(&[input], &[1, 1]), caches)?,
         };
         let ahead = Self::step(model, &current.reshape(&[1, 1])?, caches)?;
-        mlx_rs::transforms::async_eval([&ahead])?;
+        model.queue(&ahead)?;
         self.pending = Some(ahead);
         current
             .try_item_exact::<u32>()
@@ -139,9 +140,12 @@ impl GreedyPipeline {
 
     /// Waits for the step queued ahead, which nobody will read: work left in flight would
     /// outlive the caller's arrays and run into the process's exit (see `lifecycle`).
-    fn drain(self) -> Result<()> {
+    fn drain(self, model: &dyn LanguageModel) -> Result<()> {
         match self.pending {
-            Some(ahead) => Ok(ahead.eval()?),
+            Some(ahead) => {
+                model.await_output()?;
+                Ok(ahead.eval()?)
+            }
             None => Ok(()),
         }
     }
@@ -170,6 +174,6 @@ pub fn generate(
         seq.push(tok, id, logprob, &mut on_token)?;
     }
     let summary = seq.finish(tok)?;
-    pipeline.map_or(Ok(()), GreedyPipeline::drain)?;
+    pipeline.map_or(Ok(()), |p| p.drain(model))?;
     Ok(summary)
 }

@@ -306,6 +306,12 @@ impl Cluster {
         Ok(())
     }
 
+    /// Marks the cluster failed: the ranks are out of step (a worker has a step rank 0 could
+    /// not finish).
+    pub fn fail(&self, message: String) {
+        self.fault.raise(message);
+    }
+
     /// Sends `msg` to one worker.
     pub fn send_to(&self, rank: usize, msg: &ToWorker) -> Result<()> {
         self.check()?;

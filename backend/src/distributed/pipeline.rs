@@ -16,6 +16,35 @@ pub fn pass_on(group: &Group, h: &Array) -> Result<Array, GroupError> {
     group.send(h, (group.rank() + 1) % group.size())
 }
 
+/// Activations up to this size fit the sockets' buffers (Linux and macOS keep 128 KB a
+/// socket), so their send completes before the next rank posts its receive.
+const EAGER_BYTES: usize = 32 * 1024;
+
+/// Sends `h` on to the next rank, and calls `announce` (the control message that lets that
+/// rank post its receive; a posted ring receive busy-polls a core). Small activations go
+/// first, so the receive finds them waiting; larger ones after, since their send waits for it.
+pub fn hand_off<E: From<GroupError>>(
+    group: &Group,
+    h: &Array,
+    announce: impl FnOnce() -> Result<(), E>,
+) -> Result<(), E> {
+    let send = || -> Result<(), GroupError> {
+        let sent = pass_on(group, h)?;
+        sent.eval()
+            .map_err(|source| GroupError::Mlx { op: "send", source })
+    };
+    match h.nbytes() <= EAGER_BYTES {
+        true => {
+            send()?;
+            announce()
+        }
+        false => {
+            announce()?;
+            Ok(send()?)
+        }
+    }
+}
+
 /// MLX dtype names for the step plans.
 pub fn dtype_name(d: Dtype) -> &'static str {
     match d {

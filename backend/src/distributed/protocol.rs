@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL: u32 = 7;
+pub const PROTOCOL: u32 = 8;
 
 /// What must be equal on every rank for them to compute together.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,8 +101,8 @@ pub enum ToLeader {
         seq: u64,
         state: String,
     },
-    /// Pipeline: this rank computed step `seq` and is about to send its activations on, so
-    /// the next rank may post its receive now (a posted MLX ring receive busy-polls a core).
+    /// Pipeline: this rank computed step `seq` and is sending its activations on, so the
+    /// next rank may post its receive now (a posted MLX ring receive busy-polls a core).
     Ready {
         seq: u64,
     },
@@ -139,7 +139,13 @@ pub enum ToWorker {
     Commit,
     /// Some rank failed to load: drop the new part, keep serving the old one.
     Abort,
+    /// In pipeline mode a worker builds the step's graph at once, and evaluates it on `Go`.
     Step(StepPlan),
+    /// Pipeline: the rank before this one is sending step `seq`'s activations (post the
+    /// receive now; a posted ring receive busy-polls a core).
+    Go {
+        seq: u64,
+    },
     Free,
     Ping,
     /// `worker check`: is this model here (never downloaded), and how much memory is free?

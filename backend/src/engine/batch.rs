@@ -257,6 +257,7 @@ impl Batch {
             Some(ahead) if ahead.slots == slots => ahead.ids,
             Some(ahead) => {
                 // The rows changed: take the queued tokens, then step the new set afresh.
+                model.await_output()?;
                 settle(&mut self.active, ahead, tok)?;
                 return self.decode(model, tok);
             }
@@ -266,6 +267,7 @@ impl Batch {
                 let inputs = Array::from_slice(&ids, &[ids.len() as i32, 1]);
                 let logprobs = last_logprobs(&forward(model, &inputs, &mut ready)?)?;
                 if !ready.iter().all(|a| a.seq.plain_greedy()) {
+                    model.await_output()?;
                     return sample_on_host(&mut ready, &logprobs, tok);
                 }
                 // The device's argmax is the sampler's greedy choice (the first maximum).
@@ -280,9 +282,10 @@ impl Batch {
                 -1,
                 false,
             )?;
-            mlx_rs::transforms::async_eval([&next])?;
+            model.queue(&next)?;
             self.ahead = Some(Ahead { slots, ids: next });
         }
+        // Queued ahead, the next step's evaluation already computed `current`.
         current.eval()?;
         for (a, &id) in ready.into_iter().zip(current.as_slice::<u32>()) {
             a.push(tok, id, None)?;

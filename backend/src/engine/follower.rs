@@ -10,7 +10,7 @@ use mlx_rs::Array;
 use super::cluster_load::shard_plan;
 use crate::cache::KvCache;
 use crate::distributed::link::{Link, LinkError, LinkOptions};
-use crate::distributed::pipeline::{dtype_from_name, pass_on, receive};
+use crate::distributed::pipeline::{dtype_from_name, hand_off, receive};
 use crate::distributed::protocol::{
     state_fingerprint, CacheOp, LoadPlan, Part, PlanRow, StepPlan, ToLeader, ToWorker,
 };
@@ -331,12 +331,14 @@ fn run_part(
             let h = m.decoder.run_layers(&h, &mut caches)?;
             let mut computed = KvCache::states(&caches);
             computed.push(h.clone());
+            await_go(link, p.seq)?;
             mlx_rs::transforms::eval(&computed)?;
             let last = group.rank() + 1 == group.size();
             if !last || p.output {
-                link.send(&ToLeader::Ready { seq: p.seq })
-                    .map_err(|e| Error::Distributed(format!("rank 0 went away: {e}")))?;
-                pass_on(group, &h)?.eval()?;
+                hand_off(group, &h, || {
+                    link.send(&ToLeader::Ready { seq: p.seq })
+                        .map_err(|e| Error::Distributed(format!("rank 0 went away: {e}")))
+                })?;
             }
         }
         Part::Tensor | Part::Expert => {
@@ -351,4 +353,16 @@ fn run_part(
         }
     }
     Ok(())
+}
+
+/// Waits for rank 0's word that the previous rank is sending step `seq`'s activations: the
+/// graph is built meanwhile, and nothing polls.
+fn await_go(link: &Link, seq: u64) -> Result<()> {
+    match link.next_message() {
+        Some(ToWorker::Go { seq: s }) if s == seq => Ok(()),
+        Some(other) => Err(Error::Distributed(format!(
+            "expected the go of pipeline step {seq}, got {other:?}"
+        ))),
+        None => Err(Error::Distributed("rank 0 went away".into())),
+    }
 }

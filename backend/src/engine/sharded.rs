@@ -10,7 +10,7 @@ use mlx_rs::Array;
 
 use crate::cache::KvCache;
 use crate::distributed::leader::Cluster;
-use crate::distributed::pipeline::{dtype_name, pass_on, receive};
+use crate::distributed::pipeline::{dtype_name, hand_off, receive};
 use crate::distributed::protocol::{
     state_fingerprint, CacheOp, Part, PlanRow, StepPlan, ToLeader, ToWorker,
 };
@@ -44,6 +44,15 @@ pub struct ShardedModel {
     /// The prefix-cache entries every rank holds once those changes are applied.
     entries: RefCell<BTreeSet<u64>>,
     pending_check: RefCell<Option<(u64, String)>>,
+    /// Pipeline: the last step with output, whose activations the last rank sends back.
+    unreceived: RefCell<Option<Unreceived>>,
+}
+
+/// A pipeline step's output still in flight: it is received (evaluated) once the last rank
+/// says it is ready, before any later receive, so the ring never falls out of step.
+struct Unreceived {
+    seq: u64,
+    back: Array,
 }
 
 /// What one step leaves to evaluate: the logits, or (prefill) only side effects.
@@ -63,13 +72,13 @@ impl ShardedModel {
             cache_ops: RefCell::new(Vec::new()),
             entries: RefCell::new(BTreeSet::new()),
             pending_check: RefCell::new(None),
+            unreceived: RefCell::new(None),
         }
     }
 
     fn step(&self, inputs: &Array, rows: &mut [Row], output: bool) -> Result<StepOutput> {
         let cluster = &self.session.cluster;
         cluster.check()?;
-        self.verify_pending_check()?;
         let len = inputs.shape()[1] as usize;
         let plan_rows: Vec<PlanRow> = rows
             .iter()
@@ -114,6 +123,7 @@ impl ShardedModel {
         let mut caches = Row::caches(rows);
         match self.part {
             Part::Tensor | Part::Expert => {
+                self.verify_pending_check(seq)?;
                 cluster.broadcast(&ToWorker::Step(plan))?;
                 let h = self.decoder.run_layers(&h, &mut caches)?;
                 Ok(match output {
@@ -125,9 +135,11 @@ impl ShardedModel {
         }
     }
 
-    /// Runs rank 0's layers, then hands the plan on rank by rank, each as the rank before it
-    /// is ready to send: a posted MLX ring receive busy-polls a core, which the rank that is
-    /// computing needs.
+    /// Builds rank 0's part of the graph while the last rank still computes the step before
+    /// (whose output this one may take as lazy ids), sends every worker the plan so they
+    /// build theirs while rank 0 computes, then lets each rank go as the one before it sends
+    /// (a posted MLX ring receive busy-polls a core, which the computing rank needs). The
+    /// output comes back lazily, received at the next step or `await_output`.
     fn pipeline_step(
         &self,
         h: &Array,
@@ -138,22 +150,38 @@ impl ShardedModel {
         let h = self.decoder.run_layers(h, caches)?;
         let mut computed = KvCache::states(caches);
         computed.push(h.clone());
-        mlx_rs::transforms::eval(&computed)?;
+        self.verify_pending_check(plan.seq)?;
+        computed.extend(self.take_unreceived()?);
         plan.dtype = dtype_name(h.dtype()).into();
-        let step = ToWorker::Step(plan.clone());
-        cluster.send_to(1, &step)?;
-        pass_on(group, &h)?.eval()?;
+        let (seq, output) = (plan.seq, plan.output);
+        cluster.broadcast(&ToWorker::Step(plan))?;
+        if let Err(e) = mlx_rs::transforms::eval(&computed) {
+            cluster.fail(format!("rank 0 could not compute pipeline step {seq}: {e}"));
+            return Err(e.into());
+        }
+        hand_off(group, &h, || cluster.send_to(1, &ToWorker::Go { seq }))?;
         let last = group.size() - 1;
         for rank in 1..last {
-            self.await_ready(rank, plan.seq)?;
-            cluster.send_to(rank + 1, &step)?;
+            self.await_ready(rank, seq)?;
+            cluster.send_to(rank + 1, &ToWorker::Go { seq })?;
         }
-        if !plan.output {
+        if !output {
             return Ok(StepOutput::Effects(Vec::new()));
         }
-        self.await_ready(last, plan.seq)?;
         let back = receive(group, h.shape(), h.dtype())?;
-        Ok(StepOutput::Logits(self.decoder.head(&back)?))
+        let logits = self.decoder.head(&back)?;
+        *self.unreceived.borrow_mut() = Some(Unreceived { seq, back });
+        Ok(StepOutput::Logits(logits))
+    }
+
+    /// The receive of the output still in flight, once the last rank is ready to send it:
+    /// evaluate it before anything else is received.
+    fn take_unreceived(&self) -> Result<Option<Array>> {
+        let Some(u) = self.unreceived.borrow_mut().take() else {
+            return Ok(None);
+        };
+        self.await_ready(self.session.group.size() - 1, u.seq)?;
+        Ok(Some(u.back))
     }
 
     /// Waits until `rank` has computed step `seq` and is sending its activations on.
@@ -167,8 +195,13 @@ impl ShardedModel {
     }
 
     /// Compares the workers' fingerprints of an earlier checked step with rank 0's.
-    fn verify_pending_check(&self) -> Result<()> {
-        let Some((seq, expected)) = self.pending_check.borrow_mut().take() else {
+    /// Only a check of a step before `current` is due: the current one's comes after it.
+    fn verify_pending_check(&self, current: u64) -> Result<()> {
+        let due = matches!(*self.pending_check.borrow(), Some((seq, _)) if seq < current);
+        let Some((seq, expected)) = due
+            .then(|| self.pending_check.borrow_mut().take())
+            .flatten()
+        else {
             return Ok(());
         };
         self.session
@@ -237,9 +270,32 @@ impl LanguageModel for ShardedModel {
         self.decoder.layers.len()
     }
 
-    /// Tensor mode sends the ids to every rank, and a pipeline step evaluates rank 0's part
-    /// before the next rank posts its receive: both need the ids on the host.
+    /// Tensor and expert modes send the ids to every rank, so they need them on the host.
     fn lazy_inputs(&self) -> bool {
-        false
+        matches!(self.part, Part::Pipeline { .. })
+    }
+
+    /// The next step evaluates a queued one, after the last rank says it is ready.
+    fn queue(&self, _ahead: &Array) -> Result<()> {
+        Ok(())
+    }
+
+    fn await_output(&self) -> Result<()> {
+        match self.take_unreceived()? {
+            Some(back) => Ok(back.eval()?),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for ShardedModel {
+    /// Receives an output nobody read, so the next model's first receive gets its own data.
+    fn drop(&mut self) {
+        if self.unreceived.borrow().is_none() || self.session.cluster.check().is_err() {
+            return;
+        }
+        if let Err(e) = self.await_output() {
+            tracing::warn!("receiving the last pipeline step's output: {e}");
+        }
     }
 }

@@ -66,6 +66,16 @@ pub trait LanguageModel {
     fn lazy_inputs(&self) -> bool {
         true
     }
+    /// Starts computing `ahead`, a step queued one ahead of the one the host reads next. A
+    /// pipeline starts nothing: its next step evaluates it once the last rank has sent.
+    fn queue(&self, ahead: &Array) -> Result<()> {
+        Ok(mlx_rs::transforms::async_eval([ahead])?)
+    }
+    /// Call before evaluating the output of `forward` on the host: a pipeline waits until its
+    /// last rank has computed it (a posted ring receive would busy-poll a core meanwhile).
+    fn await_output(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 impl LanguageModel for Decoder {
