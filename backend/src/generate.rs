@@ -8,72 +8,10 @@ use mlx_rs::{Array, Dtype};
 
 use crate::cache::KvCache;
 use crate::error::{Error, Result};
-use crate::models::LanguageModel;
-use crate::sampling::SamplingParams;
+use crate::models::{LanguageModel, Queueing};
+use crate::request::{GenerateOptions, Summary, TokenEvent};
 use crate::sequence::Sequence;
 use crate::tokenizer::Tokenizer;
-
-#[derive(Debug, Clone)]
-pub struct GenerateOptions {
-    pub max_tokens: usize,
-    pub sampling: SamplingParams,
-    pub stop: Vec<String>,
-    pub ignore_eos: bool,
-    /// Report each token's log-probability, with this many top alternatives.
-    pub logprobs: Option<usize>,
-    /// Prompt tokens per prefill forward pass.
-    pub prefill_step: usize,
-}
-
-impl Default for GenerateOptions {
-    fn default() -> Self {
-        GenerateOptions {
-            max_tokens: 256,
-            sampling: SamplingParams::default(),
-            stop: Vec::new(),
-            ignore_eos: false,
-            logprobs: None,
-            prefill_step: 2048,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FinishReason {
-    /// An eos token or a stop string.
-    Stop,
-    /// max_tokens reached.
-    Length,
-    /// The caller stopped listening.
-    Cancelled,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct TokenLogprob {
-    pub logprob: f32,
-    /// The most likely tokens at this position, best first.
-    pub top: Vec<(u32, f32)>,
-}
-
-/// One generated token and the text it completes (possibly empty, held back or cut by a stop).
-#[derive(Debug, Clone)]
-pub struct TokenEvent {
-    pub id: u32,
-    pub text: String,
-    pub logprob: Option<TokenLogprob>,
-}
-
-#[derive(Debug, Clone)]
-pub struct Summary {
-    pub prompt_tokens: usize,
-    pub generated_tokens: usize,
-    /// Time to the first token, the last prompt token's step included (as mlx-lm counts it).
-    pub prefill_secs: f64,
-    pub decode_secs: f64,
-    pub finish: FinishReason,
-    /// Text held back at the end (an incomplete character or a partial stop string).
-    pub tail: String,
-}
 
 /// Logits [B, L, vocab] to the last position's log-probabilities [B, vocab], lazily, in the
 /// model's dtype (as mlx-lm computes them).
@@ -103,7 +41,7 @@ pub fn step_logprobs(
     Ok(logprobs.as_slice::<f32>().to_vec())
 }
 
-/// Greedy decoding on the device, one step ahead: the next step is queued (`queue`)
+/// Greedy decoding on the device, one step ahead: the next step is queued (`Queueing`)
 /// before the host reads the current token, so the CPU stream never waits for the host.
 struct GreedyPipeline {
     pending: Option<Array>,
@@ -131,7 +69,9 @@ impl GreedyPipeline {
             None => Self::step(model, &Array::from_slice(&[input], &[1, 1]), caches)?,
         };
         let ahead = Self::step(model, &current.reshape(&[1, 1])?, caches)?;
-        model.queue(&ahead)?;
+        if model.queueing() == Queueing::Async {
+            mlx_rs::transforms::async_eval([&ahead])?;
+        }
         self.pending = Some(ahead);
         current
             .try_item_exact::<u32>()
@@ -160,9 +100,9 @@ pub fn generate(
     mut on_token: impl FnMut(TokenEvent) -> bool,
 ) -> Result<Summary> {
     let mut seq = Sequence::new(0, prompt, opts.clone(), model.num_layers())?;
-    while !seq.prefill_chunk(model)? {}
-    let mut pipeline =
-        (seq.plain_greedy() && model.lazy_inputs()).then_some(GreedyPipeline { pending: None });
+    while !seq.prefill_chunk(model, Vec::new())? {}
+    let mut pipeline = (seq.plain_greedy() && model.queueing() != Queueing::HostIds)
+        .then_some(GreedyPipeline { pending: None });
     while !seq.ended() {
         let (id, logprob) = match pipeline.as_mut() {
             Some(p) => (p.next(model, seq.input, &mut seq.caches)?, None),

@@ -14,6 +14,7 @@ pub mod options;
 pub mod parent_watch;
 pub mod prefix_cache;
 pub mod progress;
+pub mod request;
 pub mod sampling;
 pub mod sequence;
 pub mod server;

@@ -9,11 +9,12 @@ use serde_json::Value;
 use std::io::Read;
 
 use crate::error::{read_json, Error, Result};
-use crate::models::common::{Decoder, ShardPlan};
-use crate::models::{self, LanguageModel};
+use crate::models::common::ShardPlan;
+use crate::models::{self, LanguageModel, LocalModel, Transformer};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{safetensors_files, WeightMode, Weights};
 
+/// A model ready to serve.
 pub struct LoadedModel {
     pub model: Box<dyn LanguageModel>,
     pub tokenizer: Arc<Tokenizer>,
@@ -21,23 +22,42 @@ pub struct LoadedModel {
     pub dir: PathBuf,
 }
 
-/// Loads the model in `dir` (a local folder) with the given weight mode, whole.
-pub fn load(dir: &Path, mode: WeightMode) -> Result<LoadedModel> {
-    let (decoder, loaded) = load_part(dir, mode, &ShardPlan::full())?;
-    Ok(LoadedModel {
-        model: Box::new(decoder),
-        ..loaded
-    })
+/// This rank's part of a model, loaded, before it is served alone or within a cluster.
+pub struct LoadedPart {
+    pub transformer: Box<dyn Transformer>,
+    pub tokenizer: Arc<Tokenizer>,
+    pub config: Value,
+    pub dir: PathBuf,
 }
 
-/// Loads this rank's part of the model in `dir`; the returned `LoadedModel` holds a
-/// placeholder model until the caller wraps the decoder.
-pub fn load_part(dir: &Path, mode: WeightMode, plan: &ShardPlan) -> Result<(Decoder, LoadedModel)> {
+impl LoadedPart {
+    /// Serves the part as the model `wrap` makes of it.
+    pub fn serve(
+        self,
+        wrap: impl FnOnce(Box<dyn Transformer>) -> Box<dyn LanguageModel>,
+    ) -> LoadedModel {
+        LoadedModel {
+            model: wrap(self.transformer),
+            tokenizer: self.tokenizer,
+            config: self.config,
+            dir: self.dir,
+        }
+    }
+}
+
+/// Loads the model in `dir` (a local folder) with the given weight mode, whole.
+pub fn load(dir: &Path, mode: WeightMode) -> Result<LoadedModel> {
+    let part = load_part(dir, mode, &ShardPlan::full())?;
+    Ok(part.serve(|t| Box::new(LocalModel(t))))
+}
+
+/// Loads this rank's part of the model in `dir`.
+pub fn load_part(dir: &Path, mode: WeightMode, plan: &ShardPlan) -> Result<LoadedPart> {
     let start = Instant::now();
     let config: Value = read_json(&dir.join("config.json"))?;
     let tokenizer = Arc::new(Tokenizer::load(dir)?);
     let weights = Weights::open(dir, &config, mode)?;
-    let decoder = models::build(&config, weights, plan)?;
+    let transformer = models::build(&config, weights, plan)?;
     tracing::info!(
         dir = %dir.display(),
         ?mode,
@@ -45,13 +65,12 @@ pub fn load_part(dir: &Path, mode: WeightMode, plan: &ShardPlan) -> Result<(Deco
         skinny_gemm = skinny_gemm::active(),
         "model loaded"
     );
-    let loaded = LoadedModel {
-        model: Box::new(Unset),
+    Ok(LoadedPart {
+        transformer,
         tokenizer,
         config,
         dir: dir.to_owned(),
-    };
-    Ok((decoder, loaded))
+    })
 }
 
 /// About how many bytes the model in `dir` holds once loaded in `mode`: its safetensors
@@ -142,26 +161,4 @@ pub fn find_local(
         fingerprint: fingerprint(&dir)?,
         weight_bytes,
     })
-}
-
-/// Stands in until the decoder is wrapped; never runs.
-struct Unset;
-
-impl LanguageModel for Unset {
-    fn forward_rows(
-        &self,
-        _: &mlx_rs::Array,
-        _: &mut [crate::models::Row],
-    ) -> Result<mlx_rs::Array> {
-        Err(Error::Internal("model part not wrapped".into()))
-    }
-    fn num_layers(&self) -> usize {
-        0
-    }
-    fn kv_bytes_per_position(&self) -> usize {
-        0
-    }
-    fn weight_stats(&self) -> crate::models::common::WeightStats {
-        Default::default()
-    }
 }

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use crate::distributed::Transport;
 use crate::weights::WeightMode;
 
 /// An option's value, typed as LocalAI's `parse_options` types it.
@@ -47,12 +48,6 @@ pub fn parse_options(options: &[String]) -> Vec<(String, OptionValue)> {
         .filter_map(|o| o.split_once(':'))
         .map(|(k, v)| (k.trim().to_string(), OptionValue::parse(v.trim())))
         .collect()
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
-    Ring,
-    Jaccl,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -329,10 +324,11 @@ impl LoadConfig {
         Ok(c)
     }
 
-    /// The parallel mode: the option, else ring → pipeline and jaccl → tensor.
+    /// The parallel mode: the option, else ring → pipeline and jaccl → tensor. Options never
+    /// choose `Any`; were it set, pipeline is the mode that runs over every transport.
     pub fn effective_parallelism(&self) -> Parallelism {
         self.parallelism.unwrap_or(match self.transport {
-            Transport::Ring => Parallelism::Pipeline,
+            Transport::Ring | Transport::Any => Parallelism::Pipeline,
             Transport::Jaccl => Parallelism::Tensor,
         })
     }

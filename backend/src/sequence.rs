@@ -7,9 +7,10 @@ use std::time::Instant;
 use mlx_rs::Array;
 
 use crate::cache::KvCache;
+use crate::distributed::protocol::CacheOp;
 use crate::error::{Error, Result};
-use crate::generate::{FinishReason, GenerateOptions, Summary, TokenEvent, TokenLogprob};
 use crate::models::{LanguageModel, Row};
+use crate::request::{FinishReason, GenerateOptions, Summary, TokenEvent, TokenLogprob};
 use crate::sampling::Sampler;
 use crate::stopping::StopMatcher;
 use crate::tokenizer::{Detokenizer, Tokenizer};
@@ -97,8 +98,13 @@ impl Sequence {
         left.min(self.opts.prefill_step.max(1))
     }
 
-    /// Runs the next chunk of the prompt through the model; true when prefill is done.
-    pub fn prefill_chunk(&mut self, model: &dyn LanguageModel) -> Result<bool> {
+    /// Runs the next chunk of the prompt through the model (with the scheduler's cache
+    /// changes since the last step); true when prefill is done.
+    pub fn prefill_chunk(
+        &mut self,
+        model: &dyn LanguageModel,
+        cache_ops: Vec<CacheOp>,
+    ) -> Result<bool> {
         if self.prefill_done() {
             return Ok(true);
         }
@@ -109,7 +115,7 @@ impl Sequence {
             slot: self.slot,
             caches: &mut self.caches,
         };
-        model.prefill(&input, &mut row)?;
+        model.prefill(&input, &mut row, cache_ops)?;
         self.prefilled = end;
         Ok(self.prefill_done())
     }

@@ -103,6 +103,11 @@ impl Weights {
         &self.portable
     }
 
+    /// Every key not taken yet.
+    pub fn keys(&self) -> impl Iterator<Item = &String> {
+        self.tensors.keys()
+    }
+
     pub fn contains(&self, key: &str) -> bool {
         self.tensors.contains_key(key)
     }
@@ -370,6 +375,11 @@ impl Weights {
             self.tensors.insert(format!("{stacked}.{part}"), joined);
         }
         Ok(())
+    }
+
+    /// Drops every key `drop` picks (what a family's checkpoints carry that no model uses).
+    pub fn drop_keys(&mut self, drop: impl Fn(&str) -> bool) {
+        self.tensors.retain(|key, _| !drop(key));
     }
 
     /// An embedding table of `vocab` rows of `dim` at `prefix`.

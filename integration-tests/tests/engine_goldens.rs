@@ -1,8 +1,9 @@
 //! The single-node engine against mlx-lm's greedy tokens: tokenizer and chat template
 //! (prompt ids), and generation in both numerics modes, on the SmolLM2 fixtures.
 
-use backend::generate::{generate, GenerateOptions};
+use backend::generate::generate;
 use backend::loader::{self, LoadedModel};
+use backend::request::GenerateOptions;
 use backend::tokenizer::{ChatMessage, TemplateInput};
 use backend::weights::WeightMode;
 use integration_tests::goldens::{self, first_difference};

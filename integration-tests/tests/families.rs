@@ -1,8 +1,9 @@
 //! Each model family on a tiny random-weight model that mlx-lm made: last-position
 //! logits close to mlx-lm's and the same greedy tokens.
 
-use backend::generate::{generate, GenerateOptions};
+use backend::generate::generate;
 use backend::loader;
+use backend::request::GenerateOptions;
 use backend::weights::WeightMode;
 use integration_tests::goldens::load_tiny_file;
 use integration_tests::{fixture, TestResult};

@@ -3,7 +3,7 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use backend::distributed::{Backend, Group};
+use backend::distributed::{Group, Transport};
 use integration_tests::{fixture, free_port, wait_bounded, TestResult};
 use mlx_rs::{Array, Dtype};
 
@@ -42,7 +42,7 @@ fn ring_all_sum_across_two_processes() -> TestResult {
         return ring_child(&rank);
     }
     assert!(
-        Group::is_available(Backend::Ring),
+        Group::is_available(Transport::Ring),
         "this MLX has no ring backend"
     );
     let dir = std::env::temp_dir().join(format!("mlxd-ring-{}", std::process::id()));
@@ -88,7 +88,7 @@ fn ring_all_sum_across_two_processes() -> TestResult {
 }
 
 fn ring_child(rank: &str) -> TestResult {
-    let group = Group::init(Backend::Ring, true)?;
+    let group = Group::init(Transport::Ring, true)?;
     assert_eq!(group.size(), 2);
     assert_eq!(group.rank().to_string(), rank);
     let r = group.rank() as f32 + 1.0;

@@ -6,7 +6,8 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use backend::distributed::Hostfile;
-use backend::options::{parse_options, Env, LoadConfig, LoadRequest, Transport};
+use backend::distributed::Transport;
+use backend::options::{parse_options, Env, LoadConfig, LoadRequest};
 use backend::tokenizer::{ChatMessage, Detokenizer, TemplateInput, Tokenizer};
 use integration_tests::{fixture, TestResult};
 

@@ -1,8 +1,9 @@
 //! Generation controls on the real model: seeds, stop strings, max_tokens, ignore_eos,
 //! logprobs, and the incremental detokenizer.
 
-use backend::generate::{generate, FinishReason, GenerateOptions, Summary};
+use backend::generate::generate;
 use backend::loader::{self, LoadedModel};
+use backend::request::{FinishReason, GenerateOptions, Summary};
 use backend::sampling::SamplingParams;
 use backend::tokenizer::Detokenizer;
 use backend::weights::WeightMode;

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use backend::cache::KvCache;
 use backend::models::common::ShardPlan;
-use backend::models::{self, LanguageModel, Row};
+use backend::models::{self, LanguageModel, LocalModel, Row};
 use backend::weights::{WeightMode, Weights};
 use integration_tests::{fixture, TestResult};
 use mlx_rs::ops::indexing::IndexOp;
@@ -26,16 +26,12 @@ fn checkpoint(folder: &str) -> TestResult<(Value, Tensors)> {
     ))
 }
 
-fn build(
-    config: &Value,
-    tensors: Tensors,
-    mode: WeightMode,
-) -> TestResult<models::common::Decoder> {
-    Ok(models::build(
+fn build(config: &Value, tensors: Tensors, mode: WeightMode) -> TestResult<LocalModel> {
+    Ok(LocalModel(models::build(
         config,
         Weights::from_arrays(tensors, config, mode)?,
         &ShardPlan::full(),
-    )?)
+    )?))
 }
 
 fn build_error(config: &Value, tensors: Tensors) -> TestResult<String> {
@@ -114,6 +110,33 @@ fn a_missing_expert_and_a_misshapen_stack_are_named() -> TestResult {
     stacked.insert(key.into(), short);
     let err = build_error(&config, stacked)?;
     assert!(err.contains(key) && err.contains("[8, 64, 32]"), "{err}");
+    Ok(())
+}
+
+/// DeepSeek-V3 checkpoints carry a multi-token-prediction layer after the last, which
+/// generation does not use: it is dropped, as mlx-lm's `sanitize` does. V2 has none, so
+/// there such keys are unexpected.
+#[test]
+fn deepseek_v3_drops_its_prediction_layer_and_v2_refuses_it() -> TestResult {
+    let (config, tensors) = checkpoint("tiny-deepseek-v3")?;
+    let want = logits(&build(&config, tensors.clone(), WeightMode::AsStored)?)?;
+    let layers = config["num_hidden_layers"]
+        .as_i64()
+        .ok_or("no layer count")?;
+    let extra = format!("model.layers.{layers}.input_layernorm.weight");
+    let mut with_mtp = tensors;
+    with_mtp.insert(extra.clone(), Array::from_slice(&[1.0f32; 4], &[4]));
+    let got = logits(&build(&config, with_mtp, WeightMode::AsStored)?)?;
+    assert!(got == want, "the extra layer changed the logits");
+
+    let (config, mut tensors) = checkpoint("tiny-deepseek-v2")?;
+    let layers = config["num_hidden_layers"]
+        .as_i64()
+        .ok_or("no layer count")?;
+    let extra = format!("model.layers.{layers}.input_layernorm.weight");
+    tensors.insert(extra.clone(), Array::from_slice(&[1.0f32; 4], &[4]));
+    let err = build_error(&config, tensors)?;
+    assert!(err.contains("unexpected") && err.contains(&extra), "{err}");
     Ok(())
 }
 
@@ -205,7 +228,11 @@ fn batch_equals_alone(model: &dyn LanguageModel, folder: &str) -> TestResult {
             slot: 0,
             caches: &mut c,
         };
-        model.prefill(&Array::from_slice(p, &[1, p.len() as i32]), &mut row)?;
+        model.prefill(
+            &Array::from_slice(p, &[1, p.len() as i32]),
+            &mut row,
+            Vec::new(),
+        )?;
         caches.push(c);
     }
     let next = [5u32, 6, 7];
@@ -228,7 +255,7 @@ fn batch_equals_alone(model: &dyn LanguageModel, folder: &str) -> TestResult {
             caches: c,
         })
         .collect();
-    let out = model.forward_rows(&Array::from_slice(&next, &[3, 1]), &mut rows)?;
+    let out = model.forward_rows(&Array::from_slice(&next, &[3, 1]), &mut rows, Vec::new())?;
     for (r, want) in alone.iter().enumerate() {
         let row = out.index((r as i32, 0, ..));
         row.eval()?;

@@ -9,7 +9,7 @@ use super::Hostfile;
 
 /// Which MLX transport carries the collectives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
+pub enum Transport {
     /// TCP sockets, listed in `MLX_HOSTFILE`; runs everywhere.
     Ring,
     /// RDMA over Thunderbolt 5; macOS only.
@@ -18,12 +18,12 @@ pub enum Backend {
     Any,
 }
 
-impl Backend {
+impl Transport {
     fn mlx_name(self) -> &'static str {
         match self {
-            Backend::Ring => "ring",
-            Backend::Jaccl => "jaccl",
-            Backend::Any => "any",
+            Transport::Ring => "ring",
+            Transport::Jaccl => "jaccl",
+            Transport::Any => "any",
         }
     }
 }
@@ -57,18 +57,18 @@ unsafe impl Send for Group {}
 
 impl Group {
     /// True when this build of MLX has the given transport compiled in.
-    pub fn is_available(backend: Backend) -> bool {
-        let name = CString::new(backend.mlx_name()).expect("static name");
+    pub fn is_available(transport: Transport) -> bool {
+        let name = CString::new(transport.mlx_name()).expect("static name");
         unsafe { mlx_sys::mlx_distributed_is_available(name.as_ptr()) }
     }
 
     /// Joins the group that the environment (MLX_HOSTFILE, MLX_RANK, ...) describes.
     /// With `strict`, a missing or broken configuration is an error instead of a group of one.
-    pub fn init(backend: Backend, strict: bool) -> Result<Group, GroupError> {
-        if backend != Backend::Any && !Self::is_available(backend) {
-            return Err(GroupError::Unavailable(backend.mlx_name()));
+    pub fn init(transport: Transport, strict: bool) -> Result<Group, GroupError> {
+        if transport != Transport::Any && !Self::is_available(transport) {
+            return Err(GroupError::Unavailable(transport.mlx_name()));
         }
-        let name = CString::new(backend.mlx_name()).expect("static name");
+        let name = CString::new(transport.mlx_name()).expect("static name");
         let mut raw = unsafe { mlx_sys::mlx_distributed_group_new() };
         raw::try_status_op("init", || unsafe {
             mlx_sys::mlx_distributed_init(&mut raw, strict, name.as_ptr())
@@ -151,10 +151,10 @@ impl Group {
         ));
         std::fs::write(&path, hostfile.mlx_json()).map_err(|e| GroupError::Setup(e.to_string()))?;
         std::env::set_var("MLX_RANK", rank.to_string());
-        let backend = match hostfile {
+        let transport = match hostfile {
             Hostfile::Ring { .. } => {
                 std::env::set_var("MLX_HOSTFILE", &path);
-                Backend::Ring
+                Transport::Ring
             }
             Hostfile::Jaccl {
                 coordinator: own, ..
@@ -164,10 +164,10 @@ impl Group {
                 if let Some(c) = coordinator {
                     std::env::set_var("MLX_JACCL_COORDINATOR", c);
                 }
-                Backend::Jaccl
+                Transport::Jaccl
             }
         };
-        let group = Group::init(backend, true)?;
+        let group = Group::init(transport, true)?;
         if group.size() != hostfile.size() || group.rank() != rank {
             return Err(GroupError::Setup(format!(
                 "MLX formed a group of {} as rank {}, expected {} as rank {rank}",

@@ -7,10 +7,15 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::options::Transport;
+use crate::distributed::Transport;
 
 /// The port `mlx.launch` starts counting from when a hostfile lists bare IPs.
 pub const MLX_LAUNCH_STARTING_PORT: u16 = 32323;
+
+/// A hostfile's layout depends on the transport, and `Any` leaves the choice to MLX at run
+/// time, so there is nothing to read the file as.
+const ANY_HAS_NO_HOSTFILE: &str =
+    "transport `any` has no hostfile format (MLX picks it at run time); use ring or jaccl";
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Hostfile {
@@ -43,6 +48,9 @@ impl Hostfile {
 
     /// Parses hostfile JSON; the error names the problem.
     pub fn parse(text: &str, transport: Transport) -> Result<Hostfile, String> {
+        if transport == Transport::Any {
+            return Err(ANY_HAS_NO_HOSTFILE.into());
+        }
         let json: Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
         let hostfile = match (&json, transport) {
             (Value::Object(o), _) if o.contains_key("hosts") => from_mlx_config(&o["hosts"], transport)?,
@@ -250,6 +258,7 @@ fn from_mlx_config(hosts: &Value, transport: Transport) -> Result<Hostfile, Stri
                 coordinator: coordinator.map(|ip| format!("{ip}:{MLX_LAUNCH_STARTING_PORT}")),
             })
         }
+        Transport::Any => Err(ANY_HAS_NO_HOSTFILE.into()),
     }
 }
 
@@ -336,6 +345,7 @@ mod tests {
             (r#"[]"#, Transport::Ring, "no ranks"),
             (r#"{"a": 1}"#, Transport::Ring, "expected"),
             ("not json", Transport::Ring, "JSON"),
+            (r#"["127.0.0.1:5555"]"#, Transport::Any, "transport `any`"),
         ] {
             let err = Hostfile::parse(text, transport).unwrap_err();
             assert!(err.contains(needle), "{text}: {err}");

@@ -10,7 +10,7 @@ pub mod protocol;
 pub mod split;
 pub mod wire;
 
-pub use group::{clear_groups, Backend, Group, GroupError};
+pub use group::{clear_groups, Group, GroupError, Transport};
 pub use hostfile::{Hostfile, HostfileError, MLX_LAUNCH_STARTING_PORT};
 
 /// Bytes of memory this machine can still give a model (for `layer_split:auto`).

@@ -12,7 +12,7 @@ fn mlx_matmul_evaluates_from_rust() -> Result<(), mlx_rs::error::Exception> {
 
 #[test]
 fn group_of_one_without_configuration() -> Result<(), super::GroupError> {
-    let group = super::Group::init(super::Backend::Any, false)?;
+    let group = super::Group::init(super::Transport::Any, false)?;
     assert_eq!((group.rank(), group.size()), (0, 1));
     Ok(())
 }

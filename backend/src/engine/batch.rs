@@ -11,12 +11,12 @@ use mlx_rs::ops::indexing::argmax_axis;
 use mlx_rs::{Array, Dtype};
 use tokio::sync::mpsc as tmpsc;
 
-use super::request::Event;
 use crate::distributed::protocol::CacheOp;
 use crate::error::{Error, Result};
-use crate::generate::{last_logprobs, GenerateOptions, Summary, TokenLogprob};
-use crate::models::{LanguageModel, Row};
+use crate::generate::last_logprobs;
+use crate::models::{LanguageModel, Queueing, Row};
 use crate::prefix_cache::{CacheStats, PrefixCache};
+use crate::request::{Event, GenerateOptions, Summary, TokenLogprob};
 use crate::sequence::Sequence;
 use crate::tokenizer::Tokenizer;
 
@@ -74,6 +74,9 @@ pub struct Batch {
     cache: PrefixCache,
     /// An all-greedy step queued before the host read the one before it.
     ahead: Option<Ahead>,
+    /// Changes to the caches since the last step, which the next step carries to the other
+    /// ranks of a cluster (slots saved, restored or released, entries evicted).
+    cache_ops: Vec<CacheOp>,
 }
 
 /// The rows a queued step runs over, and its tokens (lazy, one per row).
@@ -118,21 +121,17 @@ impl Batch {
 
     /// Fails every request, queued or running (a failed step, an unload, a lost rank), and
     /// empties the prefix cache: after a failure no cached state is trusted.
-    pub fn fail_all(&mut self, model: Option<&dyn LanguageModel>, e: &Error) {
+    pub fn fail_all(&mut self, e: &Error) {
         self.ahead = None;
         for w in self.waiting.drain(..) {
             let _ = w.events.send(Err(e.for_each_request()));
         }
         for a in self.active.drain(..) {
-            if let Some(m) = model {
-                m.cache_op(CacheOp::Release { slot: a.seq.slot });
-            }
+            self.cache_ops.push(CacheOp::Release { slot: a.seq.slot });
             let _ = a.events.send(Err(e.for_each_request()));
         }
         for entry in self.cache.clear() {
-            if let Some(m) = model {
-                m.cache_op(CacheOp::Evict { entry });
-            }
+            self.cache_ops.push(CacheOp::Evict { entry });
         }
     }
 
@@ -158,7 +157,7 @@ impl Batch {
         self.admit(model, limits);
         self.prefill(model, limits.prefill_budget)?;
         self.decode(model, tok)?;
-        self.retire(model, tok)
+        self.retire(tok)
     }
 
     /// Drops requests whose client left, and fails those that waited too long.
@@ -192,7 +191,7 @@ impl Batch {
                 let Some(entry) = self.cache.evict_lru() else {
                     break;
                 };
-                model.cache_op(CacheOp::Evict { entry });
+                self.cache_ops.push(CacheOp::Evict { entry });
             }
             if !fits(self) && !self.active.is_empty() {
                 break;
@@ -224,7 +223,7 @@ impl Batch {
             if !a.looked_up {
                 a.looked_up = true;
                 if let Some(hit) = self.cache.lookup(a.seq.prompt()) {
-                    model.cache_op(CacheOp::Restore {
+                    self.cache_ops.push(CacheOp::Restore {
                         slot: a.seq.slot,
                         entry: hit.entry,
                         len: hit.len,
@@ -237,8 +236,11 @@ impl Batch {
                 break;
             }
             spent += chunk;
-            if a.seq.prefill_chunk(model)? && a.seq.cached_tokens().len() >= SNAPSHOT_MIN_TOKENS {
-                save(&mut self.cache, model, &a.seq);
+            let ops = std::mem::take(&mut self.cache_ops);
+            if a.seq.prefill_chunk(model, ops)?
+                && a.seq.cached_tokens().len() >= SNAPSHOT_MIN_TOKENS
+            {
+                save(&mut self.cache, &mut self.cache_ops, &a.seq);
             }
         }
         Ok(())
@@ -265,7 +267,8 @@ impl Batch {
             None => {
                 let ids: Vec<u32> = ready.iter().map(|a| a.seq.input).collect();
                 let inputs = Array::from_slice(&ids, &[ids.len() as i32, 1]);
-                let logprobs = last_logprobs(&forward(model, &inputs, &mut ready)?)?;
+                let ops = std::mem::take(&mut self.cache_ops);
+                let logprobs = last_logprobs(&forward(model, &inputs, &mut ready, ops)?)?;
                 if !ready.iter().all(|a| a.seq.plain_greedy()) {
                     model.await_output()?;
                     return sample_on_host(&mut ready, &logprobs, tok);
@@ -274,15 +277,16 @@ impl Batch {
                 argmax_axis(&logprobs, -1, false)?
             }
         };
-        if model.lazy_inputs() {
+        let queueing = model.queueing();
+        if queueing != Queueing::HostIds {
             // Queue the next step before reading this one, so the device never waits for us.
             let inputs = current.reshape(&[slots.len() as i32, 1])?;
-            let next = argmax_axis(
-                last_logprobs(&forward(model, &inputs, &mut ready)?)?,
-                -1,
-                false,
-            )?;
-            model.queue(&next)?;
+            let ops = std::mem::take(&mut self.cache_ops);
+            let logits = forward(model, &inputs, &mut ready, ops)?;
+            let next = argmax_axis(last_logprobs(&logits)?, -1, false)?;
+            if queueing == Queueing::Async {
+                mlx_rs::transforms::async_eval([&next])?;
+            }
             self.ahead = Some(Ahead { slots, ids: next });
         }
         // Queued ahead, the next step's evaluation already computed `current`.
@@ -294,7 +298,7 @@ impl Batch {
     }
 
     /// Answers and removes the rows that ended (or whose client left).
-    fn retire(&mut self, model: &dyn LanguageModel, tok: &Tokenizer) -> Result<Vec<Summary>> {
+    fn retire(&mut self, tok: &Tokenizer) -> Result<Vec<Summary>> {
         let mut done = Vec::new();
         let mut i = 0;
         while i < self.active.len() {
@@ -304,8 +308,8 @@ impl Batch {
                 continue;
             }
             let a = self.active.remove(i);
-            save(&mut self.cache, model, &a.seq);
-            model.cache_op(CacheOp::Release { slot: a.seq.slot });
+            save(&mut self.cache, &mut self.cache_ops, &a.seq);
+            self.cache_ops.push(CacheOp::Release { slot: a.seq.slot });
             let summary = a.seq.finish(tok)?;
             let _ = a.events.send(Ok(Event::Done(summary.clone())));
             done.push(summary);
@@ -324,7 +328,12 @@ impl Active {
 }
 
 /// One forward pass over the rows, each extending its own caches.
-fn forward(model: &dyn LanguageModel, inputs: &Array, ready: &mut [&mut Active]) -> Result<Array> {
+fn forward(
+    model: &dyn LanguageModel,
+    inputs: &Array,
+    ready: &mut [&mut Active],
+    cache_ops: Vec<CacheOp>,
+) -> Result<Array> {
     let mut rows: Vec<Row> = ready
         .iter_mut()
         .map(|a| Row {
@@ -332,7 +341,7 @@ fn forward(model: &dyn LanguageModel, inputs: &Array, ready: &mut [&mut Active])
             caches: &mut a.seq.caches,
         })
         .collect();
-    model.forward_rows(inputs, &mut rows)
+    model.forward_rows(inputs, &mut rows, cache_ops)
 }
 
 /// Each row's own sampler picks from its log-probabilities on the host.
@@ -363,20 +372,23 @@ fn settle(active: &mut [Active], ahead: Ahead, tok: &Tokenizer) -> Result<()> {
     Ok(())
 }
 
-/// Keeps a sequence's caches in the prefix cache, and tells the other ranks to do the same.
-fn save(cache: &mut PrefixCache, model: &dyn LanguageModel, seq: &Sequence) {
+/// Keeps a sequence's caches in the prefix cache, and queues the same for the other ranks.
+fn save(cache: &mut PrefixCache, ops: &mut Vec<CacheOp>, seq: &Sequence) {
     let tokens = seq.cached_tokens();
     let inserted = cache.insert(tokens, &seq.caches);
     if let Some(entry) = inserted.id {
-        model.cache_op(CacheOp::Save {
+        ops.push(CacheOp::Save {
             slot: seq.slot,
             entry,
             len: tokens.len(),
         });
     }
-    for entry in inserted.evicted {
-        model.cache_op(CacheOp::Evict { entry });
-    }
+    ops.extend(
+        inserted
+            .evicted
+            .into_iter()
+            .map(|entry| CacheOp::Evict { entry }),
+    );
 }
 
 #[cfg(test)]

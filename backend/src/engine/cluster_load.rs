@@ -134,7 +134,7 @@ fn load_everywhere(
             ToLeader::Loaded { fingerprint } => Ok(Some((rank, fingerprint.clone()))),
             _ => Ok(None),
         });
-    let (decoder, mut loaded) = own?;
+    let own = own?;
     let fingerprint = loader::fingerprint(dir)?;
     for (rank, theirs) in theirs? {
         if theirs != fingerprint {
@@ -145,13 +145,14 @@ fn load_everywhere(
             )));
         }
     }
-    loaded.model = Box::new(ShardedModel::new(
-        decoder,
-        session.clone(),
-        parts[0].clone(),
-        fingerprint,
-    ));
-    Ok(loaded)
+    Ok(own.serve(|transformer| {
+        Box::new(ShardedModel::new(
+            transformer,
+            session.clone(),
+            parts[0].clone(),
+            fingerprint,
+        ))
+    }))
 }
 
 fn load_part(
@@ -159,7 +160,7 @@ fn load_part(
     dir: &std::path::Path,
     part: &Part,
     session: &Session,
-) -> Result<(crate::models::common::Decoder, LoadedModel)> {
+) -> Result<loader::LoadedPart> {
     let plan = shard_plan(part, 0, &session.group);
     loader::load_part(dir, config.weight_mode, &plan)
 }

@@ -19,7 +19,7 @@ use crate::distributed::{clear_groups, Group, Hostfile};
 use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::loader;
-use crate::models::common::Decoder;
+use crate::models::Transformer;
 use crate::source;
 
 pub struct FollowerOptions {
@@ -81,7 +81,7 @@ pub fn run(opts: &FollowerOptions) -> Result<()> {
 }
 
 struct Worker {
-    decoder: Decoder,
+    transformer: Box<dyn Transformer>,
     part: Part,
     hidden: i32,
     fingerprint: String,
@@ -203,13 +203,13 @@ impl Follower<'_> {
         let dir = source::resolve_with(&plan.model, &lookup)?;
         let mode = plan.weight_mode;
         let shard = shard_plan(&plan.part, self.opts.rank, group);
-        let (decoder, loaded) = loader::load_part(&dir, mode, &shard)?;
+        let loaded = loader::load_part(&dir, mode, &shard)?;
         let hidden = loaded.config["hidden_size"]
             .as_i64()
             .ok_or_else(|| Error::Config("config.json has no hidden_size".into()))?
             as i32;
         Ok(Worker {
-            decoder,
+            transformer: loaded.transformer,
             part: plan.part.clone(),
             hidden,
             fingerprint: loader::fingerprint(&dir)?,
@@ -228,7 +228,7 @@ impl Follower<'_> {
         let mut taken: Vec<(u64, Vec<KvCache>)> = Vec::with_capacity(p.rows.len());
         for row in &p.rows {
             let caches = match row.offset {
-                0 => (0..m.decoder.layers.len())
+                0 => (0..m.transformer.num_layers())
                     .map(|_| KvCache::new())
                     .collect(),
                 _ => self.slots.remove(&row.slot).unwrap_or_default(),
@@ -328,7 +328,7 @@ fn run_part(
                 Error::Distributed(format!("unknown activation dtype {}", p.dtype))
             })?;
             let h = receive(group, &[b, len, m.hidden], dtype)?;
-            let h = m.decoder.run_layers(&h, &mut caches)?;
+            let h = m.transformer.run_layers(&h, &mut caches)?;
             let mut computed = KvCache::states(&caches);
             computed.push(h.clone());
             await_go(link, p.seq)?;
@@ -343,8 +343,8 @@ fn run_part(
         }
         Part::Tensor | Part::Expert => {
             let ids = Array::from_slice(&p.tokens, &[b, len]);
-            let h = m.decoder.embed(&ids)?;
-            let h = m.decoder.run_layers(&h, &mut caches)?;
+            let h = m.transformer.embed(&ids)?;
+            let h = m.transformer.run_layers(&h, &mut caches)?;
             let mut computed = KvCache::states(&caches);
             if p.output {
                 computed.push(h);

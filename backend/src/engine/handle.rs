@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc as tmpsc, oneshot};
 
 use super::batch::InFlight;
-use super::request::{Event, GenerateRequest};
 use super::shared::Snapshot;
 use super::worker::{self, Command};
 use crate::error::{Error, Result};
 use crate::lifecycle::ExitError;
 use crate::options::LoadConfig;
+use crate::request::{Event, GenerateRequest};
 
 /// Events of one generation; dropping the receiver cancels it within one step.
 pub type EventStream = tmpsc::UnboundedReceiver<Result<Event>>;

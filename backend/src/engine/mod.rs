@@ -5,11 +5,9 @@ mod batch;
 mod cluster_load;
 pub mod follower;
 mod handle;
-mod request;
 mod sharded;
 mod shared;
 mod worker;
 
 pub use handle::{Engine, EngineHandle};
-pub use request::{Event, GenerateRequest, PromptInput};
 pub use shared::{EngineState, Metrics, ModelInfo, Snapshot};

@@ -16,8 +16,7 @@ use crate::distributed::protocol::{
 };
 use crate::distributed::Group;
 use crate::error::{Error, Result};
-use crate::models::common::Decoder;
-use crate::models::{LanguageModel, Row};
+use crate::models::{LanguageModel, Queueing, Row, Transformer};
 
 /// Every this many steps, the ranks compare a fingerprint of their state.
 const CHECK_EVERY: u64 = 16;
@@ -34,13 +33,11 @@ pub struct Session {
 }
 
 pub struct ShardedModel {
-    pub decoder: Decoder,
+    pub transformer: Box<dyn Transformer>,
     pub session: Rc<Session>,
     pub part: Part,
     pub fingerprint: String,
     seq: Cell<u64>,
-    /// Cache changes since the last step, for the next plan to carry.
-    cache_ops: RefCell<Vec<CacheOp>>,
     /// The prefix-cache entries every rank holds once those changes are applied.
     entries: RefCell<BTreeSet<u64>>,
     pending_check: RefCell<Option<(u64, String)>>,
@@ -62,23 +59,32 @@ enum StepOutput {
 }
 
 impl ShardedModel {
-    pub fn new(decoder: Decoder, session: Rc<Session>, part: Part, fingerprint: String) -> Self {
+    pub fn new(
+        transformer: Box<dyn Transformer>,
+        session: Rc<Session>,
+        part: Part,
+        fingerprint: String,
+    ) -> Self {
         ShardedModel {
-            decoder,
+            transformer,
             session,
             part,
             fingerprint,
             seq: Cell::new(0),
-            cache_ops: RefCell::new(Vec::new()),
             entries: RefCell::new(BTreeSet::new()),
             pending_check: RefCell::new(None),
             unreceived: RefCell::new(None),
         }
     }
 
-    fn step(&self, inputs: &Array, rows: &mut [Row], output: bool) -> Result<StepOutput> {
-        let cluster = &self.session.cluster;
-        cluster.check()?;
+    /// The step's plan for the workers; every 16th also sets the state check it asks for.
+    fn plan(
+        &self,
+        inputs: &Array,
+        rows: &[Row],
+        output: bool,
+        cache_ops: Vec<CacheOp>,
+    ) -> Result<StepPlan> {
         let len = inputs.shape()[1] as usize;
         let plan_rows: Vec<PlanRow> = rows
             .iter()
@@ -94,6 +100,7 @@ impl ShardedModel {
             }
             Part::Pipeline { .. } => Vec::new(),
         };
+        self.track_entries(&cache_ops);
         let seq = self.seq.get() + 1;
         self.seq.set(seq);
         let check = seq % CHECK_EVERY == 0;
@@ -109,7 +116,7 @@ impl ShardedModel {
             let expected = state_fingerprint(seq, &after, &entries, &self.fingerprint, &tokens);
             *self.pending_check.borrow_mut() = Some((seq, expected));
         }
-        let plan = StepPlan {
+        Ok(StepPlan {
             seq,
             rows: plan_rows,
             len,
@@ -117,17 +124,42 @@ impl ShardedModel {
             dtype: String::new(),
             output,
             check,
-            cache_ops: std::mem::take(&mut *self.cache_ops.borrow_mut()),
-        };
-        let h = self.decoder.embed(inputs)?;
+            cache_ops,
+        })
+    }
+
+    /// The prefix-cache entries every rank holds once `ops` are applied (for the state check).
+    fn track_entries(&self, ops: &[CacheOp]) {
+        let mut entries = self.entries.borrow_mut();
+        for op in ops {
+            match *op {
+                CacheOp::Save { entry, .. } => entries.insert(entry),
+                CacheOp::Evict { entry } => entries.remove(&entry),
+                _ => false,
+            };
+        }
+    }
+
+    /// One forward pass over `rows` on every rank; `output`: whether rank 0 needs the logits.
+    fn step(
+        &self,
+        inputs: &Array,
+        rows: &mut [Row],
+        output: bool,
+        cache_ops: Vec<CacheOp>,
+    ) -> Result<StepOutput> {
+        self.session.cluster.check()?;
+        let plan = self.plan(inputs, rows, output, cache_ops)?;
+        let (cluster, seq) = (&self.session.cluster, plan.seq);
+        let h = self.transformer.embed(inputs)?;
         let mut caches = Row::caches(rows);
         match self.part {
             Part::Tensor | Part::Expert => {
                 self.verify_pending_check(seq)?;
                 cluster.broadcast(&ToWorker::Step(plan))?;
-                let h = self.decoder.run_layers(&h, &mut caches)?;
+                let h = self.transformer.run_layers(&h, &mut caches)?;
                 Ok(match output {
-                    true => StepOutput::Logits(self.decoder.head(&h)?),
+                    true => StepOutput::Logits(self.transformer.head(&h)?),
                     false => StepOutput::Effects(Vec::new()),
                 })
             }
@@ -147,7 +179,7 @@ impl ShardedModel {
         mut plan: StepPlan,
     ) -> Result<StepOutput> {
         let (cluster, group) = (&self.session.cluster, &self.session.group);
-        let h = self.decoder.run_layers(h, caches)?;
+        let h = self.transformer.run_layers(h, caches)?;
         let mut computed = KvCache::states(caches);
         computed.push(h.clone());
         self.verify_pending_check(plan.seq)?;
@@ -169,7 +201,7 @@ impl ShardedModel {
             return Ok(StepOutput::Effects(Vec::new()));
         }
         let back = receive(group, h.shape(), h.dtype())?;
-        let logits = self.decoder.head(&back)?;
+        let logits = self.transformer.head(&back)?;
         *self.unreceived.borrow_mut() = Some(Unreceived { seq, back });
         Ok(StepOutput::Logits(logits))
     }
@@ -225,20 +257,20 @@ impl ShardedModel {
 }
 
 impl LanguageModel for ShardedModel {
-    fn forward_rows(&self, inputs: &Array, rows: &mut [Row]) -> Result<Array> {
-        match self.step(inputs, rows, true)? {
+    fn forward_rows(&self, inputs: &Array, rows: &mut [Row], ops: Vec<CacheOp>) -> Result<Array> {
+        match self.step(inputs, rows, true, ops)? {
             StepOutput::Logits(logits) => Ok(logits),
             StepOutput::Effects(_) => Err(Error::Internal("a step without output".into())),
         }
     }
 
-    fn prefill(&self, inputs: &Array, row: &mut Row) -> Result<()> {
+    fn prefill(&self, inputs: &Array, row: &mut Row, ops: Vec<CacheOp>) -> Result<()> {
         let caches = &mut *row.caches;
         let mut rows = [Row {
             slot: row.slot,
             caches,
         }];
-        let StepOutput::Effects(mut effects) = self.step(inputs, &mut rows, false)? else {
+        let StepOutput::Effects(mut effects) = self.step(inputs, &mut rows, false, ops)? else {
             return Err(Error::Internal("a prefill step with output".into()));
         };
         effects.extend(
@@ -249,35 +281,25 @@ impl LanguageModel for ShardedModel {
         Ok(mlx_rs::transforms::eval(&effects)?)
     }
 
-    fn cache_op(&self, op: CacheOp) {
-        match op {
-            CacheOp::Save { entry, .. } => self.entries.borrow_mut().insert(entry),
-            CacheOp::Evict { entry } => self.entries.borrow_mut().remove(&entry),
-            _ => false,
-        };
-        self.cache_ops.borrow_mut().push(op);
-    }
-
     fn kv_bytes_per_position(&self) -> usize {
-        self.decoder.kv_bytes_per_position()
+        self.transformer.kv_bytes_per_position()
     }
 
     fn weight_stats(&self) -> crate::models::common::WeightStats {
-        self.decoder.weight_stats()
+        self.transformer.weight_stats()
     }
 
     fn num_layers(&self) -> usize {
-        self.decoder.layers.len()
+        self.transformer.num_layers()
     }
 
-    /// Tensor and expert modes send the ids to every rank, so they need them on the host.
-    fn lazy_inputs(&self) -> bool {
-        matches!(self.part, Part::Pipeline { .. })
-    }
-
-    /// The next step evaluates a queued one, after the last rank says it is ready.
-    fn queue(&self, _ahead: &Array) -> Result<()> {
-        Ok(())
+    /// Tensor and expert modes send the ids to every rank, so they need them on the host; a
+    /// pipeline's next step evaluates a queued one, after the last rank says it is ready.
+    fn queueing(&self) -> Queueing {
+        match self.part {
+            Part::Pipeline { .. } => Queueing::NextStep,
+            Part::Tensor | Part::Expert => Queueing::HostIds,
+        }
     }
 
     fn await_output(&self) -> Result<()> {

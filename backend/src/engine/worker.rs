@@ -10,16 +10,15 @@ use std::time::{Duration, Instant};
 
 use super::batch::{kv_reservation, Batch, BatchLimits, Events, InFlight, Waiting};
 use super::cluster_load;
-use super::request::{GenerateRequest, PromptInput};
 use super::sharded::Session;
 use super::shared::{EngineState, ModelInfo, Snapshot};
 use crate::distributed::clear_groups;
 use crate::distributed::leader::Cluster;
 use crate::distributed::protocol::{ToLeader, ToWorker};
 use crate::error::{Error, Result};
-use crate::generate::GenerateOptions;
 use crate::loader::{self, LoadedModel};
 use crate::options::LoadConfig;
+use crate::request::{GenerateOptions, GenerateRequest, PromptInput, Summary};
 use crate::source;
 
 pub enum Command {
@@ -143,14 +142,13 @@ impl EngineThread {
 
     /// Fails every request with `e` and empties the prefix cache.
     fn fail_all(&mut self, e: &Error) {
-        let model = self.loaded.as_ref().map(|l| l.model.model.as_ref());
-        self.batch.fail_all(model, e);
+        self.batch.fail_all(e);
     }
 
     /// One round of the batch; a lost rank degrades the engine, a panic fails the round.
     fn round(&mut self) {
         let Some(l) = &self.loaded else {
-            self.batch.fail_all(None, &Error::NotLoaded);
+            self.batch.fail_all(&Error::NotLoaded);
             return;
         };
         self.publish(|s| s.state = EngineState::Busy);
@@ -179,7 +177,7 @@ impl EngineThread {
         }
     }
 
-    fn count(&self, done: &[crate::generate::Summary]) {
+    fn count(&self, done: &[Summary]) {
         let (cache, reserved) = (self.batch.cache_stats(), self.batch.reserved());
         self.publish(|s| {
             s.metrics.prefix_cache = cache;
@@ -198,7 +196,7 @@ impl EngineThread {
     /// The group is broken: forget it, and say so until the next LoadModel.
     fn degrade(&mut self, lost: &str) {
         let msg = format!("{lost}; LoadModel again to form the cluster anew");
-        self.batch.fail_all(None, &Error::RankLost(msg.clone()));
+        self.batch.fail_all(&Error::RankLost(msg.clone()));
         self.loaded = None;
         self.session = None;
         clear_groups();

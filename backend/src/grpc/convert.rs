@@ -7,7 +7,7 @@ use tonic::Status;
 
 use super::pb;
 use crate::engine::ModelInfo;
-use crate::generate::{GenerateOptions, Summary, TokenLogprob};
+use crate::request::{GenerateOptions, Summary, TokenLogprob};
 use crate::sampling::SamplingParams;
 use crate::tokenizer::{ChatMessage, TemplateInput, Tokenizer};
 

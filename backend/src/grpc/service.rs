@@ -10,9 +10,9 @@ use super::convert::{self, check_identity};
 use super::pb;
 use super::status::to_status;
 use crate::chat_output::{parse_tool_calls, OutputFormat, ReasoningSplitter, Split};
-use crate::engine::{Engine, EngineState, Event, GenerateRequest, ModelInfo, PromptInput};
-use crate::generate::TokenLogprob;
+use crate::engine::{Engine, EngineState, ModelInfo};
 use crate::options::{LoadConfig, LoadRequest, ProcessEnv};
+use crate::request::{Event, GenerateRequest, PromptInput, TokenLogprob};
 
 pub struct Service<E: Engine> {
     engine: Arc<E>,

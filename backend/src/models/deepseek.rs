@@ -5,12 +5,12 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::args;
 use super::common::{
-    positive, positive_f32, yarn_attention_factor, AttentionBlock, Decoder, DecoderLayer,
-    FeedForward, Groups, LatentAttention, LatentConfig, Mlp, Moe, Rope, Router, Routing, ShardPlan,
-    Skeleton, SwitchGlu, TensorSplit, MAX_EXPERTS,
+    keys, positive, positive_f32, stack_experts, yarn_attention_factor, AttentionBlock, Decoder,
+    DecoderLayer, FeedForward, Groups, LatentAttention, LatentConfig, Mlp, Moe, Rope, Router,
+    Routing, ShardPlan, Skeleton, SwitchGlu, TensorSplit, MAX_EXPERTS,
 };
+use super::{args, Transformer};
 use crate::error::{Error, Result};
 use crate::weights::Weights;
 
@@ -89,12 +89,28 @@ fn theta() -> f32 {
 /// mlx-lm's default when config.json has no `q_lora_rank` at all; `null` means none.
 const DEFAULT_Q_LORA_RANK: i32 = 1536;
 
-pub fn build_v2(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Decoder> {
-    build(config, w, plan, Version::V2)
+pub fn build_v2(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Box<dyn Transformer>> {
+    Ok(Box::new(build(config, w, plan, Version::V2)?))
 }
 
-pub fn build_v3(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Decoder> {
-    build(config, w, plan, Version::V3)
+pub fn build_v3(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Box<dyn Transformer>> {
+    Ok(Box::new(build(config, w, plan, Version::V3)?))
+}
+
+/// Hugging Face's per-expert tensors, stacked.
+pub fn sanitize_v2(config: &Value, w: &mut Weights) -> Result<()> {
+    let a: Args = args(config)?;
+    stack_experts(w, ("n_routed_experts", a.n_routed_experts.unwrap_or(1)))
+}
+
+/// As V2, and the multi-token-prediction layers after the last (`num_hidden_layers` on),
+/// which generation does not use, dropped as mlx-lm does.
+pub fn sanitize_v3(config: &Value, w: &mut Weights) -> Result<()> {
+    sanitize_v2(config, w)?;
+    let a: Args = args(config)?;
+    let layers = a.num_hidden_layers.max(0) as usize;
+    w.drop_keys(|key| keys::layer_of(key).is_some_and(|i| i >= layers));
+    Ok(())
 }
 
 /// Everything one layer needs, parsed and checked once.
@@ -279,7 +295,6 @@ impl Family {
             experts: SwitchGlu::load(
                 w,
                 &format!("{mlp}.switch_mlp"),
-                |e| format!("{mlp}.experts.{e}"),
                 r.experts,
                 (hidden, inter),
                 tensor,

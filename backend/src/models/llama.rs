@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use super::args;
 use super::common::{yes, BaseArgs, Decoder, FamilyTraits, ShardPlan};
+use super::Transformer;
 use crate::error::Result;
 use crate::weights::Weights;
 
@@ -29,7 +30,7 @@ fn default_theta() -> f32 {
     10000.0
 }
 
-pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Decoder> {
+pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Box<dyn Transformer>> {
     let a: Args = args(config)?;
     let head_dim = match a.head_dim {
         Some(d) => d,
@@ -44,5 +45,5 @@ pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Decode
         ..FamilyTraits::new(head_dim, a.rope_theta)
     };
     let c = a.base.decoder(traits, a.base.rope_scaling.as_ref())?;
-    Decoder::load(w, c, plan)
+    Ok(Box::new(Decoder::load(w, c, plan)?))
 }

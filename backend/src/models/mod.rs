@@ -14,7 +14,7 @@ use crate::cache::KvCache;
 use crate::distributed::protocol::CacheOp;
 use crate::error::{Error, Result};
 use crate::weights::Weights;
-use common::{keys, Decoder, ShardPlan, WeightStats};
+use common::{keys, ShardPlan, WeightStats};
 
 /// One sequence of a batch: the slot every rank keeps its caches under, and its caches (one
 /// per layer).
@@ -31,45 +31,40 @@ impl Row<'_> {
 }
 
 /// What the engine needs from a loaded model.
+///
+/// Each step takes the changes the scheduler made to its caches since the step before (a
+/// slot saved, restored or released, an entry evicted: `cache_ops`), which the other ranks
+/// of a cluster apply before it; one node has nothing to do with them.
 pub trait LanguageModel {
     /// Token ids [B, L] to logits [B, L, vocab]; row b extends `rows[b]`'s caches. A batch of
     /// several rows decodes one token each (L = 1).
-    fn forward_rows(&self, inputs: &Array, rows: &mut [Row]) -> Result<Array>;
+    fn forward_rows(
+        &self,
+        inputs: &Array,
+        rows: &mut [Row],
+        cache_ops: Vec<CacheOp>,
+    ) -> Result<Array>;
     fn num_layers(&self) -> usize;
     /// One sequence (slot 0): ids [1, L] to logits [1, L, vocab].
     fn forward(&self, inputs: &Array, caches: &mut [KvCache]) -> Result<Array> {
-        self.forward_rows(inputs, &mut [Row { slot: 0, caches }])
+        self.forward_rows(inputs, &mut [Row { slot: 0, caches }], Vec::new())
     }
     /// Runs prompt ids through, evaluating only what later steps need (the caches).
-    fn prefill(&self, inputs: &Array, row: &mut Row) -> Result<()> {
+    fn prefill(&self, inputs: &Array, row: &mut Row, cache_ops: Vec<CacheOp>) -> Result<()> {
         let caches = &mut *row.caches;
-        self.forward_rows(
-            inputs,
-            &mut [Row {
-                slot: row.slot,
-                caches,
-            }],
-        )?;
+        let slot = row.slot;
+        self.forward_rows(inputs, &mut [Row { slot, caches }], cache_ops)?;
         Ok(mlx_rs::transforms::eval(
             row.caches.iter().flat_map(KvCache::state),
         )?)
     }
-    /// A change rank 0 made to its caches (a slot saved, restored or released, an entry
-    /// evicted): other ranks apply the same before the next step. One node has nothing to do.
-    fn cache_op(&self, _op: CacheOp) {}
     /// Bytes of keys and values one position of one sequence takes on this rank.
     fn kv_bytes_per_position(&self) -> usize;
     /// The parameters this rank holds: what Status reports.
     fn weight_stats(&self) -> WeightStats;
-    /// Whether `forward` may take ids that are not computed yet (device-side greedy decode
-    /// one step ahead); false when the ids must be read on the host first.
-    fn lazy_inputs(&self) -> bool {
-        true
-    }
-    /// Starts computing `ahead`, a step queued one ahead of the one the host reads next. A
-    /// pipeline starts nothing: its next step evaluates it once the last rank has sent.
-    fn queue(&self, ahead: &Array) -> Result<()> {
-        Ok(mlx_rs::transforms::async_eval([ahead])?)
+    /// How this model takes a greedy step queued one ahead of the token the host reads next.
+    fn queueing(&self) -> Queueing {
+        Queueing::Async
     }
     /// Call before evaluating the output of `forward` on the host: a pipeline waits until its
     /// last rank has computed it (a posted ring receive would busy-poll a core meanwhile).
@@ -78,64 +73,117 @@ pub trait LanguageModel {
     }
 }
 
-impl LanguageModel for Decoder {
-    fn forward_rows(&self, inputs: &Array, rows: &mut [Row]) -> Result<Array> {
-        Decoder::forward(self, inputs, &mut Row::caches(rows))
-    }
-    fn num_layers(&self) -> usize {
-        self.layers.len()
-    }
-    fn kv_bytes_per_position(&self) -> usize {
-        Decoder::kv_bytes_per_position(self)
-    }
-    fn weight_stats(&self) -> WeightStats {
-        Decoder::weight_stats(self)
+/// How a model takes a step queued one ahead (its ids still being computed), so the device
+/// never waits for the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queueing {
+    /// Queued with `async_eval`.
+    Async,
+    /// Left to the next step, which evaluates it (a pipeline: once the last rank has sent).
+    NextStep,
+    /// Not at all: the ids must be on the host first (tensor and expert modes send them).
+    HostIds,
+}
+
+/// A rank's part of a model (all of it on one node), whatever blocks its family uses:
+/// what a family builds and the engine drives (one node, rank 0's sharded model, a worker).
+pub trait Transformer {
+    /// Token ids [B, L] to the first layer's input (where this rank holds the embedding).
+    fn embed(&self, inputs: &Array) -> Result<Array>;
+    /// This rank's layers over `h` ([B, L, hidden]); row b extends `rows[b]` (a cache a layer).
+    fn run_layers(&self, h: &Array, rows: &mut [&mut [KvCache]]) -> Result<Array>;
+    /// The last layer's output to logits (where this rank holds the final norm and head).
+    fn head(&self, h: &Array) -> Result<Array>;
+    /// This rank's layers.
+    fn num_layers(&self) -> usize;
+    /// Bytes of keys and values one position of one sequence takes in this rank's layers.
+    fn kv_bytes_per_position(&self) -> usize;
+    /// What this rank's parameters take.
+    fn weight_stats(&self) -> WeightStats;
+    /// Reads every weight now, so LoadModel pays for it and not the first request.
+    fn materialize(&self) -> Result<()>;
+    /// Token ids [B, L] to logits [B, L, vocab], through every part.
+    fn forward(&self, inputs: &Array, rows: &mut [&mut [KvCache]]) -> Result<Array> {
+        let h = self.embed(inputs)?;
+        let h = self.run_layers(&h, rows)?;
+        self.head(&h)
     }
 }
 
-type Builder = fn(&Value, &mut Weights, &ShardPlan) -> Result<Decoder>;
+/// A model held whole by this machine.
+pub struct LocalModel(pub Box<dyn Transformer>);
 
-/// The registry: `model_type` to the family's builder.
-const FAMILIES: &[(&str, Builder)] = &[
-    ("llama", llama::build),
-    ("mistral", llama::build),
-    ("qwen2", qwen2::build),
-    ("qwen3", qwen3::build),
-    ("qwen3_moe", qwen3_moe::build),
-    ("deepseek_v2", deepseek::build_v2),
-    ("deepseek_v3", deepseek::build_v3),
+impl LanguageModel for LocalModel {
+    fn forward_rows(&self, inputs: &Array, rows: &mut [Row], _: Vec<CacheOp>) -> Result<Array> {
+        self.0.forward(inputs, &mut Row::caches(rows))
+    }
+    fn num_layers(&self) -> usize {
+        self.0.num_layers()
+    }
+    fn kv_bytes_per_position(&self) -> usize {
+        self.0.kv_bytes_per_position()
+    }
+    fn weight_stats(&self) -> WeightStats {
+        self.0.weight_stats()
+    }
+}
+
+type Builder = fn(&Value, &mut Weights, &ShardPlan) -> Result<Box<dyn Transformer>>;
+
+/// A family's own checkpoint key mapping, applied before its builder takes keys (mlx-lm's
+/// `sanitize`): per-expert tensors stacked, extra modules dropped.
+type Sanitize = fn(&Value, &mut Weights) -> Result<()>;
+
+/// The registry: `model_type` to the family's builder and key mapping.
+const FAMILIES: &[(&str, Builder, Sanitize)] = &[
+    ("llama", llama::build, as_stored),
+    ("mistral", llama::build, as_stored),
+    ("qwen2", qwen2::build, as_stored),
+    ("qwen3", qwen3::build, as_stored),
+    ("qwen3_moe", qwen3_moe::build, qwen3_moe::sanitize),
+    ("deepseek_v2", deepseek::build_v2, deepseek::sanitize_v2),
+    ("deepseek_v3", deepseek::build_v3, deepseek::sanitize_v3),
     // Kimi K2 is DeepSeek-V3's architecture under its own name.
-    ("kimi_k2", deepseek::build_v3),
+    ("kimi_k2", deepseek::build_v3, deepseek::sanitize_v3),
 ];
 
+/// A family whose checkpoints need no key mapping of their own.
+fn as_stored(_: &Value, _: &mut Weights) -> Result<()> {
+    Ok(())
+}
+
 /// Builds this rank's part (`plan`) of the model that `config` describes, strictly: every
-/// checkpoint key must be used, except rotary caches, a tied `lm_head` and other ranks' parts.
-pub fn build(config: &Value, mut weights: Weights, plan: &ShardPlan) -> Result<Decoder> {
+/// checkpoint key must be used, except other ranks' parts and what `sanitize` drops.
+pub fn build(
+    config: &Value,
+    mut weights: Weights,
+    plan: &ShardPlan,
+) -> Result<Box<dyn Transformer>> {
     let model_type = config["model_type"]
         .as_str()
         .ok_or_else(|| Error::Config("config.json has no model_type".into()))?;
-    let (_, builder) = FAMILIES
+    let (_, builder, family_sanitize) = FAMILIES
         .iter()
-        .find(|(name, _)| *name == model_type)
+        .find(|(name, _, _)| *name == model_type)
         .ok_or_else(|| {
-            let names: Vec<&str> = FAMILIES.iter().map(|(n, _)| *n).collect();
+            let names: Vec<&str> = FAMILIES.iter().map(|(n, _, _)| *n).collect();
             Error::UnsupportedModel(model_type.to_string(), names.join(", "))
         })?;
+    sanitize(config, &mut weights);
+    family_sanitize(config, &mut weights)?;
     let model = builder(config, &mut weights, plan)?;
-    let tied = config["tie_word_embeddings"].as_bool().unwrap_or(true);
-    weights.finish(|key| {
-        key.contains("rotary_emb.inv_freq")
-            || (tied && key.starts_with(&format!("{}.", keys::HEAD)))
-            || not_in_plan(key, plan)
-    })?;
-    // Layer by layer: the weights are read (and dequantized) here, which is what takes time.
-    let mut progress = crate::progress::Progress::new("loading layers", model.layers.len());
-    for layer in &model.layers {
-        mlx_rs::transforms::eval(layer.arrays())?;
-        progress.tick();
-    }
-    mlx_rs::transforms::eval(model.arrays())?;
+    weights.finish(|key| not_in_plan(key, plan))?;
+    model.materialize()?;
     Ok(model)
+}
+
+/// What every family drops, as mlx-lm does: rotary caches, and an `lm_head` that a tied
+/// embedding replaces.
+fn sanitize(config: &Value, weights: &mut Weights) {
+    let tied = config["tie_word_embeddings"].as_bool().unwrap_or(true);
+    let head = format!("{}.", keys::HEAD);
+    weights
+        .drop_keys(|key| key.contains("rotary_emb.inv_freq") || (tied && key.starts_with(&head)));
 }
 
 /// A key another rank holds (its layers, or the embedding, norm and head).

@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use super::args;
 use super::common::{yes, BaseArgs, Decoder, FamilyTraits, ShardPlan};
+use super::Transformer;
 use crate::error::Result;
 use crate::weights::Weights;
 
@@ -24,7 +25,7 @@ fn default_theta() -> f32 {
     1_000_000.0
 }
 
-pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Decoder> {
+pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Box<dyn Transformer>> {
     let a: Args = args(config)?;
     let traits = FamilyTraits {
         qkv_bias: true,
@@ -33,5 +34,5 @@ pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Decode
         ..FamilyTraits::new(a.base.default_head_dim()?, a.rope_theta)
     };
     let c = a.base.decoder(traits, a.base.rope_scaling.as_ref())?;
-    Decoder::load(w, c, plan)
+    Ok(Box::new(Decoder::load(w, c, plan)?))
 }

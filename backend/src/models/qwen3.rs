@@ -3,8 +3,8 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::args;
 use super::common::{BaseArgs, Decoder, DecoderConfig, FamilyTraits, ShardPlan};
+use super::{args, Transformer};
 use crate::error::{Error, Result};
 use crate::weights::Weights;
 
@@ -19,8 +19,12 @@ pub struct Args {
     rope_parameters: Option<Value>,
 }
 
-pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Decoder> {
-    Decoder::load(w, decoder_config(&args(config)?)?, plan)
+pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Box<dyn Transformer>> {
+    Ok(Box::new(Decoder::load(
+        w,
+        decoder_config(&args(config)?)?,
+        plan,
+    )?))
 }
 
 /// Qwen3's decoder (Qwen3-MoE's attention and dense layers too).

@@ -5,10 +5,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::common::{
-    positive, Decoder, DecoderConfig, DecoderLayer, FeedForward, Mlp, Moe, Router, Routing,
-    ShardPlan, SwitchGlu, TensorSplit, MAX_EXPERTS,
+    positive, stack_experts, Decoder, DecoderConfig, DecoderLayer, FeedForward, Mlp, Moe, Router,
+    Routing, ShardPlan, SwitchGlu, TensorSplit, MAX_EXPERTS,
 };
-use super::{args, qwen3};
+use super::{args, qwen3, Transformer};
 use crate::error::Result;
 use crate::weights::Weights;
 
@@ -40,7 +40,13 @@ impl Args {
     }
 }
 
-pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Decoder> {
+/// Hugging Face's per-expert tensors, stacked.
+pub fn sanitize(config: &Value, w: &mut Weights) -> Result<()> {
+    let a: Args = args(config)?;
+    stack_experts(w, ("num_experts", a.num_experts))
+}
+
+pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Box<dyn Transformer>> {
     let a: Args = args(config)?;
     a.validate()?;
     let c = qwen3::decoder_config(&a.qwen3)?;
@@ -49,9 +55,10 @@ pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Decode
     skeleton
         .tensor_counts
         .push(TensorSplit::expert_count(&plan.tensor, experts, inter));
-    Decoder::assemble(w, &skeleton, plan, &|w, prefix, i, tensor| {
+    let decoder = Decoder::assemble(w, &skeleton, plan, &|w, prefix, i, tensor| {
         layer(w, prefix, i, (&a, &c), tensor)
-    })
+    })?;
+    Ok(Box::new(decoder))
 }
 
 fn layer(
@@ -83,7 +90,6 @@ fn layer(
             experts: SwitchGlu::load(
                 w,
                 &format!("{mlp}.switch_mlp"),
-                |e| format!("{mlp}.experts.{e}"),
                 a.num_experts,
                 (hidden, a.moe_intermediate_size),
                 tensor,

@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use backend::generate::{generate, GenerateOptions, Summary};
+use backend::generate::generate;
 use backend::loader::{self, LoadedModel};
+use backend::request::{GenerateOptions, Summary};
 use backend::weights::WeightMode;
 use serde::{Deserialize, Serialize};
 

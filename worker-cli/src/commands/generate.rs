@@ -2,8 +2,9 @@
 
 use std::io::Write;
 
-use backend::generate::{generate, GenerateOptions};
+use backend::generate::generate;
 use backend::loader;
+use backend::request::GenerateOptions;
 use backend::sampling::SamplingParams;
 use backend::source;
 use backend::tokenizer::{ChatMessage, TemplateInput};

@@ -12,10 +12,10 @@ use crate::args::Command;
 pub type CliResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
 /// The transport a `--backend` value names (clap allows only ring and jaccl).
-pub fn transport(backend: &str) -> backend::options::Transport {
+pub fn transport(backend: &str) -> backend::distributed::Transport {
     match backend {
-        "jaccl" => backend::options::Transport::Jaccl,
-        _ => backend::options::Transport::Ring,
+        "jaccl" => backend::distributed::Transport::Jaccl,
+        _ => backend::distributed::Transport::Ring,
     }
 }
 

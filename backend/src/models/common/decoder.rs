@@ -11,6 +11,7 @@ use super::{
 };
 use crate::cache::KvCache;
 use crate::error::Result;
+use crate::models::Transformer;
 use crate::weights::Weights;
 
 /// Everything a family's config.json decides about the decoder.
@@ -339,61 +340,6 @@ impl Decoder {
         })
     }
 
-    /// Token ids [B, L] to logits [B, L, vocab]; row b extends `rows[b]` (one cache per layer).
-    pub fn forward(&self, inputs: &Array, rows: &mut [&mut [KvCache]]) -> Result<Array> {
-        let h = self.embed(inputs)?;
-        let h = self.run_layers(&h, rows)?;
-        self.head(&h)
-    }
-
-    /// Token ids to the first layer's input (rank 0 only).
-    pub fn embed(&self, inputs: &Array) -> Result<Array> {
-        self.embed_tokens
-            .as_ref()
-            .ok_or_else(not_here)?
-            .forward(inputs)
-    }
-
-    /// This rank's layers over `h` ([B, L, hidden]), extending each row's caches.
-    pub fn run_layers(&self, h: &Array, rows: &mut [&mut [KvCache]]) -> Result<Array> {
-        let mut h = h.clone();
-        for (i, layer) in self.layers.iter().enumerate() {
-            let mut caches: Vec<&mut KvCache> = rows.iter_mut().map(|r| &mut r[i]).collect();
-            h = layer.forward(&h, &mut caches)?;
-        }
-        Ok(h)
-    }
-
-    /// The last layer's output to logits (rank 0 only).
-    pub fn head(&self, h: &Array) -> Result<Array> {
-        let h = self.norm.as_ref().ok_or_else(not_here)?.forward(h)?;
-        match self.lm_head.as_ref().ok_or_else(not_here)? {
-            Head::Tied => self
-                .embed_tokens
-                .as_ref()
-                .ok_or_else(not_here)?
-                .as_linear(&h),
-            Head::LmHead(linear) => linear.forward(&h),
-        }
-    }
-
-    /// Bytes of keys and values one position takes in this rank's layers (they are kept in
-    /// the activations' dtype, which the norms share).
-    pub fn kv_bytes_per_position(&self) -> usize {
-        self.layers
-            .iter()
-            .map(|l| l.self_attn.kv_elements() * l.input_layernorm.weight.item_size())
-            .sum()
-    }
-
-    /// What this rank's parameters take (a tied head shares the embedding's bytes).
-    pub fn weight_stats(&self) -> WeightStats {
-        WeightStats {
-            bytes: self.arrays().iter().map(|a| a.nbytes() as u64).sum(),
-            portable_layers: self.portable_layers,
-        }
-    }
-
     /// Every parameter, to evaluate once at load.
     pub fn arrays(&self) -> Vec<&Array> {
         let mut out: Vec<&Array> = self
@@ -407,6 +353,66 @@ impl Decoder {
             out.extend(l.arrays());
         }
         out
+    }
+}
+
+impl Transformer for Decoder {
+    fn embed(&self, inputs: &Array) -> Result<Array> {
+        self.embed_tokens
+            .as_ref()
+            .ok_or_else(not_here)?
+            .forward(inputs)
+    }
+
+    fn run_layers(&self, h: &Array, rows: &mut [&mut [KvCache]]) -> Result<Array> {
+        let mut h = h.clone();
+        for (i, layer) in self.layers.iter().enumerate() {
+            let mut caches: Vec<&mut KvCache> = rows.iter_mut().map(|r| &mut r[i]).collect();
+            h = layer.forward(&h, &mut caches)?;
+        }
+        Ok(h)
+    }
+
+    fn head(&self, h: &Array) -> Result<Array> {
+        let h = self.norm.as_ref().ok_or_else(not_here)?.forward(h)?;
+        match self.lm_head.as_ref().ok_or_else(not_here)? {
+            Head::Tied => self
+                .embed_tokens
+                .as_ref()
+                .ok_or_else(not_here)?
+                .as_linear(&h),
+            Head::LmHead(linear) => linear.forward(&h),
+        }
+    }
+
+    /// Keys and values are kept in the activations' dtype, which the norms share.
+    fn kv_bytes_per_position(&self) -> usize {
+        self.layers
+            .iter()
+            .map(|l| l.self_attn.kv_elements() * l.input_layernorm.weight.item_size())
+            .sum()
+    }
+
+    /// A tied head shares the embedding's bytes.
+    fn weight_stats(&self) -> WeightStats {
+        WeightStats {
+            bytes: self.arrays().iter().map(|a| a.nbytes() as u64).sum(),
+            portable_layers: self.portable_layers,
+        }
+    }
+
+    fn num_layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Layer by layer, with progress: reading (and dequantizing) the weights is what takes time.
+    fn materialize(&self) -> Result<()> {
+        let mut progress = crate::progress::Progress::new("loading layers", self.layers.len());
+        for layer in &self.layers {
+            mlx_rs::transforms::eval(layer.arrays())?;
+            progress.tick();
+        }
+        Ok(mlx_rs::transforms::eval(self.arrays())?)
     }
 }
 

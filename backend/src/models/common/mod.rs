@@ -18,6 +18,6 @@ pub use decoder::{
 };
 pub use layers::{Embedding, Linear, Packed, QuantParams, RmsNorm};
 pub use mla::{LatentAttention, LatentConfig};
-pub use moe::{Groups, Moe, Router, Routing, SwitchGlu, SwitchLinear, MAX_EXPERTS};
+pub use moe::{stack_experts, Groups, Moe, Router, Routing, SwitchGlu, SwitchLinear, MAX_EXPERTS};
 pub use rope::{yarn_attention_factor, Rope};
 pub use shard::{ExpertCut, ShardPlan, Split, TensorSplit};

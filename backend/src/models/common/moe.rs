@@ -7,7 +7,7 @@ use mlx_rs::ops::{
 };
 use mlx_rs::{Array, Dtype};
 
-use super::{ExpertCut, Linear, Mlp, Packed, QuantParams, Split, TensorSplit};
+use super::{positive, ExpertCut, Linear, Mlp, Packed, QuantParams, Split, TensorSplit};
 use crate::error::{Error, Result};
 use crate::weights::{MatrixWeight, Shape, Weights};
 
@@ -119,25 +119,41 @@ struct LocalExperts {
     count: i32,
 }
 
+/// Hugging Face's per-expert layout (`{mlp}.experts.{e}.{gate,up,down}_proj.*`) stacked into
+/// mlx-lm's `{mlp}.switch_mlp.*_proj.*` for every block that has it (found by its expert 0, so a
+/// hostile layer count costs nothing), as mlx-lm's `sanitize` does. A missing expert is an
+/// error naming its key; `field` names the config field that counts the experts.
+pub fn stack_experts(w: &mut Weights, (field, experts): (&str, i32)) -> Result<()> {
+    let experts = positive(field, experts, MAX_EXPERTS)? as usize;
+    for proj in ["gate_proj", "up_proj", "down_proj"] {
+        let suffix = format!(".experts.0.{proj}.weight");
+        let blocks: Vec<String> = w
+            .keys()
+            .filter_map(|k| k.strip_suffix(&suffix).map(str::to_string))
+            .collect();
+        for mlp in blocks {
+            w.stack_experts(
+                &format!("{mlp}.switch_mlp.{proj}"),
+                |e| format!("{mlp}.experts.{e}.{proj}"),
+                experts,
+            )?;
+        }
+    }
+    Ok(())
+}
+
 impl SwitchGlu {
-    /// `{prefix}.{gate,up,down}_proj`; `expert(e)` names expert e's parts in Hugging Face's
-    /// per-expert layout, which is stacked first when the checkpoint has it.
+    /// `{prefix}.{gate,up,down}_proj`, stacked (see [`stack_experts`] for Hugging Face's
+    /// per-expert layout).
     pub fn load(
         w: &mut Weights,
         prefix: &str,
-        expert: impl Fn(usize) -> String,
         experts: i32,
         (hidden, inter): (i32, i32),
         tensor: &Option<TensorSplit>,
     ) -> Result<SwitchGlu> {
         let mut part = |name: &str, dims: (i32, i32), split: Split| {
-            let stacked = format!("{prefix}.{name}");
-            w.stack_experts(
-                &stacked,
-                |e| format!("{}.{name}", expert(e)),
-                experts as usize,
-            )?;
-            SwitchLinear::load(w, &stacked, experts, dims, split)
+            SwitchLinear::load(w, &format!("{prefix}.{name}"), experts, dims, split)
         };
         let whole = TensorSplit::expert_cut(tensor) == Some(ExpertCut::Whole);
         let (in_split, out_split) = match whole {
