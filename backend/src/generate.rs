@@ -100,7 +100,7 @@ pub fn generate(
     mut on_token: impl FnMut(TokenEvent) -> bool,
 ) -> Result<Summary> {
     let mut seq = Sequence::new(0, prompt, opts.clone(), model.num_layers())?;
-    while !seq.prefill_chunk(model, Vec::new())? {}
+    while !seq.prefill_chunk(model, &mut Vec::new())? {}
     let mut pipeline = (seq.plain_greedy() && model.queueing() != Queueing::HostIds)
         .then_some(GreedyPipeline { pending: None });
     while !seq.ended() {

@@ -98,12 +98,13 @@ impl Sequence {
         left.min(self.opts.prefill_step.max(1))
     }
 
-    /// Runs the next chunk of the prompt through the model (with the scheduler's cache
-    /// changes since the last step); true when prefill is done.
+    /// Runs the next chunk of the prompt through the model; true when prefill is done. The
+    /// step takes the scheduler's cache changes since the last one (`cache_ops`, left in place
+    /// when no step runs: a restored prefix may leave nothing to prefill).
     pub fn prefill_chunk(
         &mut self,
         model: &dyn LanguageModel,
-        cache_ops: Vec<CacheOp>,
+        cache_ops: &mut Vec<CacheOp>,
     ) -> Result<bool> {
         if self.prefill_done() {
             return Ok(true);
@@ -115,7 +116,7 @@ impl Sequence {
             slot: self.slot,
             caches: &mut self.caches,
         };
-        model.prefill(&input, &mut row, cache_ops)?;
+        model.prefill(&input, &mut row, std::mem::take(cache_ops))?;
         self.prefilled = end;
         Ok(self.prefill_done())
     }

@@ -8,7 +8,6 @@ use mlx_rs::{Array, Dtype};
 use serde_json::Value;
 
 use crate::error::{read_json, Error, Result};
-use crate::models::common::{Embedding, Linear, Packed, QuantParams, RmsNorm, Split};
 
 /// How stored weights become the arrays the model computes with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -285,58 +284,16 @@ impl Weights {
         }
     }
 
-    /// A linear layer `in_dim -> out_dim` at `prefix`, with an optional bias.
-    pub fn linear(
-        &mut self,
-        prefix: &str,
-        in_dim: i32,
-        out_dim: i32,
-        bias: bool,
-    ) -> Result<Linear> {
-        self.linear_split(prefix, in_dim, out_dim, bias, Split::Whole)
-    }
-
-    /// A linear layer cut for tensor parallelism; a by-input cut keeps the bias on rank 0 only,
-    /// so that the sum over ranks adds it once.
-    pub fn linear_split(
-        &mut self,
-        prefix: &str,
-        in_dim: i32,
-        out_dim: i32,
-        bias: bool,
-        split: Split,
-    ) -> Result<Linear> {
-        let weight = self.take_matrix(prefix, Shape::matrix(out_dim, in_dim), split)?;
-        let bias = match bias {
-            true => {
-                let b = self.take_float(&format!("{prefix}.bias"), &[out_dim])?;
-                match split {
-                    Split::Whole => Some(b),
-                    Split::Rows { rank, size } => Some(shard(&b, 0, rank, size, prefix)?),
-                    Split::Cols { rank, .. } => (rank == 0).then_some(b),
-                    Split::Stacked { .. } => {
-                        return Err(Error::Internal(format!("`{prefix}`: a stacked bias")))
-                    }
-                }
-            }
-            false => None,
-        };
-        Ok(match weight {
-            MatrixWeight::Dense(weight) => Linear::Dense { weight, bias },
-            MatrixWeight::Packed(packed) => Linear::Packed { packed, bias },
-            MatrixWeight::Quantized {
-                weight,
-                scales,
-                biases,
-                q,
-            } => Linear::Quantized {
-                weight,
-                scales,
-                biases,
-                bias,
-                q,
-            },
-        })
+    /// The bias of the matrix at `prefix` (`out_dim` values), cut as the matrix is: by output
+    /// it is cut too; by input only rank 0 keeps it, so that the sum over ranks adds it once.
+    pub fn bias(&mut self, prefix: &str, out_dim: i32, split: Split) -> Result<Option<Array>> {
+        let b = self.take_float(&format!("{prefix}.bias"), &[out_dim])?;
+        match split {
+            Split::Whole => Ok(Some(b)),
+            Split::Rows { rank, size } => Ok(Some(shard(&b, 0, rank, size, prefix)?)),
+            Split::Cols { rank, .. } => Ok((rank == 0).then_some(b)),
+            Split::Stacked { .. } => Err(Error::Internal(format!("`{prefix}`: a stacked bias"))),
+        }
     }
 
     /// A matrix of `shape` at `prefix` (stacked experts, per-head matrices), cut by `split`,
@@ -382,35 +339,6 @@ impl Weights {
         self.tensors.retain(|key, _| !drop(key));
     }
 
-    /// An embedding table of `vocab` rows of `dim` at `prefix`.
-    pub fn embedding(&mut self, prefix: &str, vocab: i32, dim: i32) -> Result<Embedding> {
-        Ok(
-            match self.take_matrix(prefix, Shape::matrix(vocab, dim), Split::Whole)? {
-                MatrixWeight::Dense(weight) => Embedding::Dense { weight },
-                MatrixWeight::Packed(packed) => Embedding::Packed(packed),
-                MatrixWeight::Quantized {
-                    weight,
-                    scales,
-                    biases,
-                    q,
-                } => Embedding::Quantized {
-                    weight,
-                    scales,
-                    biases,
-                    q,
-                },
-            },
-        )
-    }
-
-    /// An RMS norm of width `dim` at `prefix`.
-    pub fn rms_norm(&mut self, prefix: &str, dim: i32, eps: f32) -> Result<RmsNorm> {
-        Ok(RmsNorm {
-            weight: self.take_float(&format!("{prefix}.weight"), &[dim])?,
-            eps,
-        })
-    }
-
     /// Drops keys the model does not use by design (`ignored`), then fails on any other
     /// key left over; returns the arrays the model took so they can be evaluated.
     pub fn finish(self, ignored: impl Fn(&str) -> bool) -> Result<()> {
@@ -442,6 +370,75 @@ fn shard(a: &Array, axis: i32, rank: usize, size: usize, prefix: &str) -> Result
     let start = part * rank as i32;
     let idx = Array::arange::<i32, i32>(start, start + part, None)?;
     Ok(a.take_axis(&idx, axis)?)
+}
+
+/// How one matrix is cut for tensor parallelism.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    Whole,
+    /// By output (all-to-sharded): rank r keeps rows `r*out/n..`.
+    Rows {
+        rank: usize,
+        size: usize,
+    },
+    /// By input (sharded-to-all): rank r keeps columns `r*in/n..`; the bias stays on rank 0.
+    Cols {
+        rank: usize,
+        size: usize,
+    },
+    /// Matrices stacked `[count, out, in]` (per-head matrices, experts): rank r keeps
+    /// matrices `r*count/n..`.
+    Stacked {
+        rank: usize,
+        size: usize,
+    },
+}
+
+/// Group size and bits of an MLX affine-quantized matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuantParams {
+    pub group_size: i32,
+    pub bits: i32,
+}
+
+/// A quantized matrix kept as stored for `quant-cpu`'s kernels: packed codes, scales and
+/// biases in their stored dtype (f32, bf16 or f16).
+pub struct Packed {
+    pub weight: Array,
+    pub scales: Array,
+    pub biases: Array,
+    pub format: quant_cpu::Format,
+}
+
+impl Packed {
+    /// `x W^T` without a dequantized copy of W.
+    pub fn matmul(&self, x: &Array) -> Result<Array> {
+        let Packed {
+            weight,
+            scales,
+            biases,
+            format,
+        } = self;
+        Ok(quant_cpu::quantized_matmul(
+            x, weight, scales, biases, *format,
+        )?)
+    }
+
+    /// Rows `ids` of W, dequantized in f32 (an embedding lookup).
+    pub fn rows(&self, ids: &Array) -> Result<Array> {
+        let f32 = mlx_rs::Dtype::Float32;
+        Ok(mlx_rs::ops::dequantize(
+            self.weight.take_axis(ids, 0)?,
+            self.scales.take_axis(ids, 0)?.as_dtype(f32)?,
+            &self.biases.take_axis(ids, 0)?.as_dtype(f32)?,
+            self.format.group as i32,
+            self.format.bits as i32,
+        )?)
+    }
+
+    pub fn arrays(&self) -> Vec<&Array> {
+        vec![&self.weight, &self.scales, &self.biases]
+    }
 }
 
 /// A matrix as the weight mode computes with it.

@@ -236,10 +236,8 @@ impl Batch {
                 break;
             }
             spent += chunk;
-            let ops = std::mem::take(&mut self.cache_ops);
-            if a.seq.prefill_chunk(model, ops)?
-                && a.seq.cached_tokens().len() >= SNAPSHOT_MIN_TOKENS
-            {
+            let done = a.seq.prefill_chunk(model, &mut self.cache_ops)?;
+            if done && a.seq.cached_tokens().len() >= SNAPSHOT_MIN_TOKENS {
                 save(&mut self.cache, &mut self.cache_ops, &a.seq);
             }
         }

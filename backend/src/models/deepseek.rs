@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use super::common::{
     keys, positive, positive_f32, stack_experts, yarn_attention_factor, AttentionBlock, Decoder,
-    DecoderLayer, FeedForward, Groups, LatentAttention, LatentConfig, Mlp, Moe, Rope, Router,
-    Routing, ShardPlan, Skeleton, SwitchGlu, TensorSplit, MAX_EXPERTS,
+    DecoderLayer, FeedForward, Groups, LatentAttention, LatentConfig, Linear, Mlp, Moe, Rope,
+    Router, Routing, ShardPlan, Skeleton, SwitchGlu, TensorSplit, MAX_EXPERTS,
 };
 use super::{args, Transformer};
 use crate::error::{Error, Result};
@@ -289,7 +289,7 @@ impl Family {
         };
         Ok(Moe {
             router: Router {
-                gate: w.linear(&format!("{mlp}.gate"), hidden, r.experts, false)?,
+                gate: Linear::load(w, &format!("{mlp}.gate"), hidden, r.experts, false)?,
                 routing,
             },
             experts: SwitchGlu::load(

@@ -5,8 +5,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::common::{
-    positive, stack_experts, Decoder, DecoderConfig, DecoderLayer, FeedForward, Mlp, Moe, Router,
-    Routing, ShardPlan, SwitchGlu, TensorSplit, MAX_EXPERTS,
+    positive, stack_experts, Decoder, DecoderConfig, DecoderLayer, FeedForward, Linear, Mlp, Moe,
+    Router, Routing, ShardPlan, SwitchGlu, TensorSplit, MAX_EXPERTS,
 };
 use super::{args, qwen3, Transformer};
 use crate::error::Result;
@@ -81,7 +81,7 @@ fn layer(
         )?),
         true => FeedForward::Moe(Box::new(Moe {
             router: Router {
-                gate: w.linear(&format!("{mlp}.gate"), hidden, a.num_experts, false)?,
+                gate: Linear::load(w, &format!("{mlp}.gate"), hidden, a.num_experts, false)?,
                 routing: Routing::Softmax {
                     top_k: a.num_experts_per_tok,
                     norm_topk_prob: a.norm_topk_prob,

@@ -3,10 +3,10 @@
 use mlx_rs::Array;
 
 use super::attend::{offsets, Heads};
-use super::{Linear, RmsNorm, Rope, Split, TensorSplit};
+use super::{Linear, RmsNorm, Rope, TensorSplit};
 use crate::cache::KvCache;
 use crate::error::Result;
-use crate::weights::Weights;
+use crate::weights::{Split, Weights};
 
 /// The shape of one attention block, from the family's config.
 #[derive(Debug, Clone, Copy)]
@@ -52,34 +52,38 @@ impl Attention {
         let n = tensor.as_ref().map_or(1, |t| t.size as i32);
         let (rows, cols) = (Split::rows(tensor), Split::cols(tensor));
         let norm = |w: &mut Weights, name: &str| match c.qk_norm {
-            true => w
-                .rms_norm(&format!("{prefix}.{name}"), c.head_dim, c.rms_norm_eps)
-                .map(Some),
+            true => {
+                RmsNorm::load(w, &format!("{prefix}.{name}"), c.head_dim, c.rms_norm_eps).map(Some)
+            }
             false => Ok(None),
         };
         Ok(Attention {
-            q_proj: w.linear_split(
+            q_proj: Linear::load_split(
+                w,
                 &format!("{prefix}.q_proj"),
                 c.hidden_size,
                 q_out,
                 c.qkv_bias,
                 rows,
             )?,
-            k_proj: w.linear_split(
+            k_proj: Linear::load_split(
+                w,
                 &format!("{prefix}.k_proj"),
                 c.hidden_size,
                 kv_out,
                 c.qkv_bias,
                 rows,
             )?,
-            v_proj: w.linear_split(
+            v_proj: Linear::load_split(
+                w,
                 &format!("{prefix}.v_proj"),
                 c.hidden_size,
                 kv_out,
                 c.qkv_bias,
                 rows,
             )?,
-            o_proj: w.linear_split(
+            o_proj: Linear::load_split(
+                w,
                 &format!("{prefix}.o_proj"),
                 q_out,
                 c.hidden_size,

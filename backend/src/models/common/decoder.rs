@@ -7,12 +7,12 @@ use mlx_rs::Array;
 
 use super::{
     Attention, AttentionConfig, Embedding, LatentAttention, Linear, Moe, RmsNorm, Rope, ShardPlan,
-    Split, TensorSplit,
+    TensorSplit,
 };
 use crate::cache::KvCache;
 use crate::error::Result;
 use crate::models::Transformer;
-use crate::weights::Weights;
+use crate::weights::{Split, Weights};
 
 /// Everything a family's config.json decides about the decoder.
 pub struct DecoderConfig {
@@ -79,9 +79,30 @@ impl Mlp {
     ) -> Result<Mlp> {
         let (rows, cols) = (Split::rows(tensor), Split::cols(tensor));
         Ok(Mlp {
-            gate_proj: w.linear_split(&format!("{prefix}.gate_proj"), hidden, inter, bias, rows)?,
-            up_proj: w.linear_split(&format!("{prefix}.up_proj"), hidden, inter, bias, rows)?,
-            down_proj: w.linear_split(&format!("{prefix}.down_proj"), inter, hidden, bias, cols)?,
+            gate_proj: Linear::load_split(
+                w,
+                &format!("{prefix}.gate_proj"),
+                hidden,
+                inter,
+                bias,
+                rows,
+            )?,
+            up_proj: Linear::load_split(
+                w,
+                &format!("{prefix}.up_proj"),
+                hidden,
+                inter,
+                bias,
+                rows,
+            )?,
+            down_proj: Linear::load_split(
+                w,
+                &format!("{prefix}.down_proj"),
+                inter,
+                hidden,
+                bias,
+                cols,
+            )?,
             tensor: tensor.clone(),
         })
     }
@@ -177,8 +198,9 @@ impl DecoderLayer {
         Ok(DecoderLayer {
             self_attn,
             mlp,
-            input_layernorm: w.rms_norm(&format!("{prefix}.input_layernorm"), hidden, eps)?,
-            post_attention_layernorm: w.rms_norm(
+            input_layernorm: RmsNorm::load(w, &format!("{prefix}.input_layernorm"), hidden, eps)?,
+            post_attention_layernorm: RmsNorm::load(
+                w,
                 &format!("{prefix}.post_attention_layernorm"),
                 hidden,
                 eps,
@@ -314,7 +336,7 @@ impl Decoder {
             t.check(&s.tensor_counts)?;
         }
         let embed_tokens = match plan.ends {
-            true => Some(w.embedding(keys::EMBED, s.vocab_size, hidden)?),
+            true => Some(Embedding::load(w, keys::EMBED, s.vocab_size, hidden)?),
             false => None,
         };
         let layers = (0..s.num_hidden_layers as usize)
@@ -323,10 +345,12 @@ impl Decoder {
             .collect::<Result<Vec<_>>>()?;
         let (norm, lm_head) = match plan.ends {
             true => (
-                Some(w.rms_norm(keys::NORM, hidden, s.rms_norm_eps)?),
+                Some(RmsNorm::load(w, keys::NORM, hidden, s.rms_norm_eps)?),
                 Some(match s.tie_word_embeddings {
                     true => Head::Tied,
-                    false => Head::LmHead(w.linear(keys::HEAD, hidden, s.vocab_size, false)?),
+                    false => {
+                        Head::LmHead(Linear::load(w, keys::HEAD, hidden, s.vocab_size, false)?)
+                    }
                 }),
             ),
             false => (None, None),

@@ -4,53 +4,7 @@ use mlx_rs::ops::{addmm, dequantize, matmul, quantized_matmul};
 use mlx_rs::{fast, Array};
 
 use crate::error::Result;
-
-/// Group size and bits of an MLX affine-quantized matrix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QuantParams {
-    pub group_size: i32,
-    pub bits: i32,
-}
-
-/// A quantized matrix kept as stored for `quant-cpu`'s kernels: packed codes, scales and
-/// biases in their stored dtype (f32, bf16 or f16).
-pub struct Packed {
-    pub weight: Array,
-    pub scales: Array,
-    pub biases: Array,
-    pub format: quant_cpu::Format,
-}
-
-impl Packed {
-    /// `x W^T` without a dequantized copy of W.
-    fn matmul(&self, x: &Array) -> Result<Array> {
-        let Packed {
-            weight,
-            scales,
-            biases,
-            format,
-        } = self;
-        Ok(quant_cpu::quantized_matmul(
-            x, weight, scales, biases, *format,
-        )?)
-    }
-
-    /// Rows `ids` of W, dequantized in f32 (an embedding lookup).
-    fn rows(&self, ids: &Array) -> Result<Array> {
-        let f32 = mlx_rs::Dtype::Float32;
-        Ok(dequantize(
-            self.weight.take_axis(ids, 0)?,
-            self.scales.take_axis(ids, 0)?.as_dtype(f32)?,
-            &self.biases.take_axis(ids, 0)?.as_dtype(f32)?,
-            self.format.group as i32,
-            self.format.bits as i32,
-        )?)
-    }
-
-    fn arrays(&self) -> Vec<&Array> {
-        vec![&self.weight, &self.scales, &self.biases]
-    }
-}
+use crate::weights::{MatrixWeight, Packed, QuantParams, Shape, Split, Weights};
 
 /// `y = x W^T + b`, as mlx's `nn.Linear` or `nn.QuantizedLinear`.
 pub enum Linear {
@@ -200,5 +154,83 @@ pub struct RmsNorm {
 impl RmsNorm {
     pub fn forward(&self, x: &Array) -> Result<Array> {
         Ok(fast::rms_norm(x, Some(&self.weight), self.eps)?)
+    }
+}
+
+impl Linear {
+    /// A linear layer `in_dim -> out_dim` at `prefix`, with an optional bias.
+    pub fn load(
+        w: &mut Weights,
+        prefix: &str,
+        in_dim: i32,
+        out_dim: i32,
+        bias: bool,
+    ) -> Result<Linear> {
+        Linear::load_split(w, prefix, in_dim, out_dim, bias, Split::Whole)
+    }
+
+    /// A linear layer cut for tensor parallelism (`split`; see [`Weights::bias`] for its bias).
+    pub fn load_split(
+        w: &mut Weights,
+        prefix: &str,
+        in_dim: i32,
+        out_dim: i32,
+        bias: bool,
+        split: Split,
+    ) -> Result<Linear> {
+        let weight = w.matrix(prefix, Shape::matrix(out_dim, in_dim), split)?;
+        let bias = match bias {
+            true => w.bias(prefix, out_dim, split)?,
+            false => None,
+        };
+        Ok(match weight {
+            MatrixWeight::Dense(weight) => Linear::Dense { weight, bias },
+            MatrixWeight::Packed(packed) => Linear::Packed { packed, bias },
+            MatrixWeight::Quantized {
+                weight,
+                scales,
+                biases,
+                q,
+            } => Linear::Quantized {
+                weight,
+                scales,
+                biases,
+                bias,
+                q,
+            },
+        })
+    }
+}
+
+impl Embedding {
+    /// An embedding table of `vocab` rows of `dim` at `prefix`.
+    pub fn load(w: &mut Weights, prefix: &str, vocab: i32, dim: i32) -> Result<Embedding> {
+        Ok(
+            match w.matrix(prefix, Shape::matrix(vocab, dim), Split::Whole)? {
+                MatrixWeight::Dense(weight) => Embedding::Dense { weight },
+                MatrixWeight::Packed(packed) => Embedding::Packed(packed),
+                MatrixWeight::Quantized {
+                    weight,
+                    scales,
+                    biases,
+                    q,
+                } => Embedding::Quantized {
+                    weight,
+                    scales,
+                    biases,
+                    q,
+                },
+            },
+        )
+    }
+}
+
+impl RmsNorm {
+    /// An RMS norm of width `dim` at `prefix`.
+    pub fn load(w: &mut Weights, prefix: &str, dim: i32, eps: f32) -> Result<RmsNorm> {
+        Ok(RmsNorm {
+            weight: w.take_float(&format!("{prefix}.weight"), &[dim])?,
+            eps,
+        })
     }
 }

@@ -10,10 +10,10 @@ use mlx_rs::ops::{arange, concatenate, dequantize, ge, matmul, quantized_matmul}
 use mlx_rs::{Array, Dtype};
 
 use super::attend::offsets;
-use super::{Linear, RmsNorm, Rope, Split, TensorSplit};
+use super::{Linear, RmsNorm, Rope, TensorSplit};
 use crate::cache::KvCache;
 use crate::error::Result;
-use crate::weights::{MatrixWeight, Shape, Weights};
+use crate::weights::{MatrixWeight, Shape, Split, Weights};
 
 /// The norms inside MLA use this epsilon whatever the config says (as mlx-lm).
 const LATENT_NORM_EPS: f32 = 1e-6;
@@ -80,7 +80,8 @@ impl LatentAttention {
         let key = |name: &str| format!("{prefix}.{name}");
         let q_out = c.heads * c.q_head_dim();
         let q = match c.q_lora_rank {
-            None => QueryProj::Direct(w.linear_split(
+            None => QueryProj::Direct(Linear::load_split(
+                w,
                 &key("q_proj"),
                 c.hidden_size,
                 q_out,
@@ -88,25 +89,32 @@ impl LatentAttention {
                 rows,
             )?),
             Some(rank) => QueryProj::LowRank {
-                q_a_proj: w.linear(&key("q_a_proj"), c.hidden_size, rank, c.attention_bias)?,
-                q_a_layernorm: w.rms_norm(&key("q_a_layernorm"), rank, LATENT_NORM_EPS)?,
-                q_b_proj: w.linear_split(&key("q_b_proj"), rank, q_out, false, rows)?,
+                q_a_proj: Linear::load(w, &key("q_a_proj"), c.hidden_size, rank, c.attention_bias)?,
+                q_a_layernorm: RmsNorm::load(w, &key("q_a_layernorm"), rank, LATENT_NORM_EPS)?,
+                q_b_proj: Linear::load_split(w, &key("q_b_proj"), rank, q_out, false, rows)?,
             },
         };
         let latent = c.kv_lora_rank + c.qk_rope_head_dim;
         let (embed_q, unembed_out) = expansion(w, prefix, c, tensor)?;
         Ok(LatentAttention {
             q,
-            kv_a_proj_with_mqa: w.linear(
+            kv_a_proj_with_mqa: Linear::load(
+                w,
                 &key("kv_a_proj_with_mqa"),
                 c.hidden_size,
                 latent,
                 c.attention_bias,
             )?,
-            kv_a_layernorm: w.rms_norm(&key("kv_a_layernorm"), c.kv_lora_rank, LATENT_NORM_EPS)?,
+            kv_a_layernorm: RmsNorm::load(
+                w,
+                &key("kv_a_layernorm"),
+                c.kv_lora_rank,
+                LATENT_NORM_EPS,
+            )?,
             embed_q,
             unembed_out,
-            o_proj: w.linear_split(
+            o_proj: Linear::load_split(
+                w,
                 &key("o_proj"),
                 c.heads * c.v_head_dim,
                 c.hidden_size,

@@ -7,9 +7,9 @@ use mlx_rs::ops::{
 };
 use mlx_rs::{Array, Dtype};
 
-use super::{positive, ExpertCut, Linear, Mlp, Packed, QuantParams, Split, TensorSplit};
+use super::{positive, ExpertCut, Linear, Mlp, TensorSplit};
 use crate::error::{Error, Result};
-use crate::weights::{MatrixWeight, Shape, Weights};
+use crate::weights::{MatrixWeight, Packed, QuantParams, Shape, Split, Weights};
 
 /// Below this many (token, expert) pairs the rows go in token order; from it on they are
 /// sorted by expert so that each expert's weights are read once (mlx-lm's threshold).

@@ -8,6 +8,7 @@ use mlx_rs::Array;
 
 use crate::distributed::Group;
 use crate::error::{Error, Result};
+use crate::weights::Split;
 
 #[derive(Clone)]
 pub struct ShardPlan {
@@ -101,28 +102,6 @@ impl TensorSplit {
             fits.join(", ")
         )))
     }
-}
-
-/// How one matrix is cut for tensor parallelism.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Split {
-    Whole,
-    /// By output (all-to-sharded): rank r keeps rows `r*out/n..`.
-    Rows {
-        rank: usize,
-        size: usize,
-    },
-    /// By input (sharded-to-all): rank r keeps columns `r*in/n..`; the bias stays on rank 0.
-    Cols {
-        rank: usize,
-        size: usize,
-    },
-    /// Matrices stacked `[count, out, in]` (per-head matrices, experts): rank r keeps
-    /// matrices `r*count/n..`.
-    Stacked {
-        rank: usize,
-        size: usize,
-    },
 }
 
 impl Split {
