@@ -339,8 +339,8 @@ impl Weights {
         self.tensors.retain(|key, _| !drop(key));
     }
 
-    /// Drops keys the model does not use by design (`ignored`), then fails on any other
-    /// key left over; returns the arrays the model took so they can be evaluated.
+    /// Fails on any key left over that `ignored` (other ranks' parts) does not cover: the
+    /// builder took every key the model uses, and `sanitize` dropped what it never uses.
     pub fn finish(self, ignored: impl Fn(&str) -> bool) -> Result<()> {
         let mut unexpected: Vec<&String> = self.tensors.keys().filter(|k| !ignored(k)).collect();
         if unexpected.is_empty() {

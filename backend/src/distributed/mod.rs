@@ -28,7 +28,7 @@ pub fn free_memory() -> u64 {
     }
     #[cfg(not(target_os = "linux"))]
     {
-        // macOS: unified memory; MLX's recommended working set is the useful bound.
+        // macOS: the machine's (unified) memory as sysctl reports it, an upper bound.
         let out = std::process::Command::new("sysctl")
             .args(["-n", "hw.memsize"])
             .output();

@@ -5,7 +5,7 @@ use mlx_rs::{Array, Dtype};
 
 use super::{Group, GroupError};
 
-/// Receives this step's activations (`[1, len, hidden]`) from the previous rank.
+/// Receives this step's activations (`[rows, len, hidden]`) from the previous rank.
 pub fn receive(group: &Group, shape: &[i32], dtype: Dtype) -> Result<Array, GroupError> {
     let prev = (group.rank() + group.size() - 1) % group.size();
     group.recv(shape, dtype, prev)
