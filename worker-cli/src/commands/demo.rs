@@ -1,6 +1,7 @@
 //! `worker demo`: the product end to end on one machine. It writes a loopback ring hostfile,
 //! starts the workers and then rank 0 (this same binary, `mlx-distributed`), loads the model
-//! over gRPC as LocalAI would, and streams a chat answer to stdout.
+//! over gRPC as LocalAI would, and streams a chat answer to stdout. Only the answer, a live
+//! counter and the summary reach the terminal; the ranks' logs go to a file it names.
 
 use std::io::{IsTerminal, Write};
 use std::net::TcpListener;
@@ -51,7 +52,14 @@ pub fn run(args: DemoArgs) -> CliResult {
     let hostfile = dir.join("hostfile.json");
     std::fs::write(&hostfile, serde_json::to_string(&addrs)?)?;
     let grpc = format!("127.0.0.1:{}", port_pair(&ports)?);
-    eprintln!("hostfile {}: {}", hostfile.display(), addrs.join(" "));
+    let log_path = std::env::temp_dir().join("mlx-distributed-demo.log");
+    let log = std::fs::File::create(&log_path)?;
+    eprintln!(
+        "{} ranks on loopback ({}); their logs: {}",
+        args.ranks.max(1),
+        addrs.join(" "),
+        log_path.display()
+    );
 
     let exe = std::env::current_exe()?;
     let mut ranks = Ranks(Vec::new());
@@ -69,10 +77,10 @@ pub fn run(args: DemoArgs) -> CliResult {
         .arg(&hostfile)
         .env(
             "RUST_LOG",
-            std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
         )
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
+        .stderr(log.try_clone()?);
         ranks.0.push(cmd.spawn()?);
     }
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -145,6 +153,11 @@ async fn demo(args: &DemoArgs, grpc: &str) -> CliResult {
         last.tokens as f64 / gen_secs.max(1e-9),
     );
     let _ = client.free(pb::HealthMessage {}).await;
+    eprintln!(
+        "With LocalAI: run `worker mlx-distributed` on each machine (README, Running one model on \
+         several machines) and add rank 0 as a backend: local-ai run \
+         --external-grpc-backends \"mlx-distributed:HOST:PORT\" (README, Serving LocalAI)"
+    );
     Ok(())
 }
 
