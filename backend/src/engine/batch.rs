@@ -219,7 +219,13 @@ impl Batch {
     /// long prompt is cached once prefilled.
     fn prefill(&mut self, model: &dyn LanguageModel, budget: usize) -> Result<()> {
         let mut spent = 0;
-        while let Some(a) = self.active.iter_mut().find(|a| !a.seq.prefill_done()) {
+        // A row that ended before it began (max_tokens 0: a prompt that fills the context) is
+        // not prefilled; `retire` answers it.
+        while let Some(a) = self
+            .active
+            .iter_mut()
+            .find(|a| !a.seq.prefill_done() && !a.seq.ended())
+        {
             if !a.looked_up {
                 a.looked_up = true;
                 if let Some(hit) = self.cache.lookup(a.seq.prompt()) {
@@ -390,28 +396,4 @@ fn save(cache: &mut PrefixCache, ops: &mut Vec<CacheOp>, seq: &Sequence) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A rank lost during the round that admits a request must fail that request too: the
-    /// round's senders include the queued requests, not just the running ones.
-    #[test]
-    fn senders_cover_queued_requests() {
-        let mut batch = Batch::new(0);
-        let (tx, mut rx) = tmpsc::unbounded_channel();
-        batch.enqueue(Waiting {
-            ids: vec![1, 2, 3],
-            options: GenerateOptions::default(),
-            events: tx,
-            since: Instant::now(),
-            _in_flight: None,
-        });
-        let senders = batch.senders();
-        assert_eq!(senders.len(), 1);
-        for s in senders {
-            s.send(Err(Error::RankLost("rank 1 was lost".into())))
-                .expect("the request is listening");
-        }
-        assert!(matches!(rx.try_recv(), Ok(Err(Error::RankLost(_)))));
-    }
-}
+mod tests;

@@ -3,6 +3,8 @@
 
 mod batch;
 mod cluster_load;
+#[cfg(test)]
+mod fake;
 pub mod follower;
 mod handle;
 mod sharded;
