@@ -44,22 +44,3 @@ pub fn hand_off<E: From<GroupError>>(
         }
     }
 }
-
-/// MLX dtype names for the step plans.
-pub fn dtype_name(d: Dtype) -> &'static str {
-    match d {
-        Dtype::Float32 => "f32",
-        Dtype::Float16 => "f16",
-        Dtype::Bfloat16 => "bf16",
-        _ => "other",
-    }
-}
-
-pub fn dtype_from_name(name: &str) -> Option<Dtype> {
-    match name {
-        "f32" => Some(Dtype::Float32),
-        "f16" => Some(Dtype::Float16),
-        "bf16" => Some(Dtype::Bfloat16),
-        _ => None,
-    }
-}

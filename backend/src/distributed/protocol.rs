@@ -167,6 +167,36 @@ pub struct LoadPlan {
     pub part: Part,
 }
 
+/// The dtypes a pipeline hands activations on in (the models' compute dtypes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ActivationDtype {
+    F32,
+    F16,
+    Bf16,
+}
+
+impl ActivationDtype {
+    /// The activations' dtype as the plan carries it; another dtype is a bug in a model.
+    pub fn of(dtype: mlx_rs::Dtype) -> Result<ActivationDtype, String> {
+        match dtype {
+            mlx_rs::Dtype::Float32 => Ok(ActivationDtype::F32),
+            mlx_rs::Dtype::Float16 => Ok(ActivationDtype::F16),
+            mlx_rs::Dtype::Bfloat16 => Ok(ActivationDtype::Bf16),
+            other => Err(format!(
+                "activations of dtype {other:?} cannot be handed on"
+            )),
+        }
+    }
+
+    pub fn mlx(self) -> mlx_rs::Dtype {
+        match self {
+            ActivationDtype::F32 => mlx_rs::Dtype::Float32,
+            ActivationDtype::F16 => mlx_rs::Dtype::Float16,
+            ActivationDtype::Bf16 => mlx_rs::Dtype::Bfloat16,
+        }
+    }
+}
+
 /// One forward pass over a batch of rows: every rank extends each row's caches by `len`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StepPlan {
@@ -176,8 +206,8 @@ pub struct StepPlan {
     pub len: usize,
     /// The token ids (rows × len), for tensor mode (every rank embeds); empty in pipeline mode.
     pub tokens: Vec<u32>,
-    /// The activations' dtype (pipeline receives need it).
-    pub dtype: String,
+    /// The activations' dtype (pipeline receives need it; none in tensor and expert modes).
+    pub dtype: Option<ActivationDtype>,
     /// Whether rank 0 needs the output (logits) of this step, or only the caches (prefill).
     pub output: bool,
     /// Report a state fingerprint after this step.

@@ -10,7 +10,7 @@ use mlx_rs::Array;
 use super::cluster_load::shard_plan;
 use crate::cache::KvCache;
 use crate::distributed::link::{Link, LinkError, LinkOptions};
-use crate::distributed::pipeline::{dtype_from_name, hand_off, receive};
+use crate::distributed::pipeline::{hand_off, receive};
 use crate::distributed::protocol::{
     state_fingerprint, CacheOp, LoadPlan, Part, PlanRow, StepPlan, ToLeader, ToWorker,
 };
@@ -324,9 +324,10 @@ fn run_part(
     let mut caches: Vec<&mut [KvCache]> = taken.iter_mut().map(|(_, c)| c.as_mut_slice()).collect();
     match m.part {
         Part::Pipeline { .. } => {
-            let dtype = dtype_from_name(&p.dtype).ok_or_else(|| {
-                Error::Distributed(format!("unknown activation dtype {}", p.dtype))
-            })?;
+            let dtype = p
+                .dtype
+                .ok_or_else(|| Error::Distributed("a pipeline step without its dtype".into()))?
+                .mlx();
             let h = receive(group, &[b, len, m.hidden], dtype)?;
             let h = m.transformer.run_layers(&h, &mut caches)?;
             let mut computed = KvCache::states(&caches);

@@ -10,9 +10,9 @@ use mlx_rs::Array;
 
 use crate::cache::KvCache;
 use crate::distributed::leader::Cluster;
-use crate::distributed::pipeline::{dtype_name, hand_off, receive};
+use crate::distributed::pipeline::{hand_off, receive};
 use crate::distributed::protocol::{
-    state_fingerprint, CacheOp, Part, PlanRow, StepPlan, ToLeader, ToWorker,
+    state_fingerprint, ActivationDtype, CacheOp, Part, PlanRow, StepPlan, ToLeader, ToWorker,
 };
 use crate::distributed::Group;
 use crate::error::{Error, Result};
@@ -121,7 +121,7 @@ impl ShardedModel {
             rows: plan_rows,
             len,
             tokens,
-            dtype: String::new(),
+            dtype: None,
             output,
             check,
             cache_ops,
@@ -184,7 +184,7 @@ impl ShardedModel {
         computed.push(h.clone());
         self.verify_pending_check(plan.seq)?;
         computed.extend(self.take_unreceived()?);
-        plan.dtype = dtype_name(h.dtype()).into();
+        plan.dtype = Some(ActivationDtype::of(h.dtype()).map_err(Error::Internal)?);
         let (seq, output) = (plan.seq, plan.output);
         cluster.broadcast(&ToWorker::Step(plan))?;
         if let Err(e) = mlx_rs::transforms::eval(&computed) {
