@@ -69,9 +69,7 @@ impl GreedyPipeline {
             None => Self::step(model, &Array::from_slice(&[input], &[1, 1]), caches)?,
         };
         let ahead = Self::step(model, &current.reshape(&[1, 1])?, caches)?;
-        if model.queueing() == Queueing::Async {
-            mlx_rs::transforms::async_eval([&ahead])?;
-        }
+        model.queueing().start(&ahead)?;
         self.pending = Some(ahead);
         current
             .try_item_exact::<u32>()

@@ -288,9 +288,7 @@ impl Batch {
             let ops = std::mem::take(&mut self.cache_ops);
             let logits = forward(model, &inputs, &mut ready, ops)?;
             let next = argmax_axis(last_logprobs(&logits)?, -1, false)?;
-            if queueing == Queueing::Async {
-                mlx_rs::transforms::async_eval([&next])?;
-            }
+            queueing.start(&next)?;
             self.ahead = Some(Ahead { slots, ids: next });
         }
         // Queued ahead, the next step's evaluation already computed `current`.

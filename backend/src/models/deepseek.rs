@@ -106,8 +106,8 @@ pub fn sanitize_v2(config: &Value, w: &mut Weights) -> Result<()> {
 /// As V2, and the multi-token-prediction layers after the last (`num_hidden_layers` on),
 /// which generation does not use, dropped as mlx-lm does.
 pub fn sanitize_v3(config: &Value, w: &mut Weights) -> Result<()> {
-    sanitize_v2(config, w)?;
     let a: Args = args(config)?;
+    stack_experts(w, ("n_routed_experts", a.n_routed_experts.unwrap_or(1)))?;
     let layers = a.num_hidden_layers.max(0) as usize;
     w.drop_keys(|key| keys::layer_of(key).is_some_and(|i| i >= layers));
     Ok(())

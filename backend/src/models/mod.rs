@@ -85,6 +85,16 @@ pub enum Queueing {
     HostIds,
 }
 
+impl Queueing {
+    /// Starts `ahead`, a step just queued, the way this mode takes it.
+    pub fn start(self, ahead: &Array) -> Result<()> {
+        match self {
+            Queueing::Async => Ok(mlx_rs::transforms::async_eval([ahead])?),
+            Queueing::NextStep | Queueing::HostIds => Ok(()),
+        }
+    }
+}
+
 /// A rank's part of a model (all of it on one node), whatever blocks its family uses:
 /// what a family builds and the engine drives (one node, rank 0's sharded model, a worker).
 pub trait Transformer {
