@@ -1,4 +1,4 @@
-//! Compiles the MLX primitive (C++) against the MLX and mlx-c headers mlx-sys publishes,
+//! Compiles the MLX primitives (C++) against the MLX and mlx-c headers mlx-sys publishes,
 //! and lets the tests find libmlx.so.
 
 include!("../build-support/mlx_rpath.rs");
@@ -6,6 +6,7 @@ include!("../build-support/mlx_rpath.rs");
 fn main() {
     link_mlx_rpath();
     println!("cargo:rerun-if-changed=cpp/quantized_matmul.cpp");
+    println!("cargo:rerun-if-changed=cpp/host_receive.cpp");
     println!("cargo:rerun-if-env-changed=DEP_MLX_INCLUDE");
     let Some(include) = std::env::var_os("DEP_MLX_INCLUDE") else {
         panic!("mlx-sys did not publish its include folders (DEP_MLX_INCLUDE)");
@@ -15,6 +16,7 @@ fn main() {
         .cpp(true)
         .std("c++20")
         .file("cpp/quantized_matmul.cpp")
+        .file("cpp/host_receive.cpp")
         .flag_if_supported("-Wno-unused-parameter")
         // mlx-c's headers define a static they do not use.
         .flag_if_supported("-Wno-unused-variable");

@@ -12,9 +12,15 @@
 //! `indices[r]` of weights stacked [E, N, ...] (mlx-lm's `QuantizedSwitchLinear`), a second
 //! primitive in the same shim that hands each run of rows with the same expert to the same
 //! kernels, so that rows sorted by expert (prefill) run as multi-row products.
+//!
+//! A third primitive (`cpp/host_receive.cpp`, [`host_receive`]) is not a product: a node whose
+//! value the host supplies when it runs, the CPU stream's thread blocking until then. It lives
+//! here because this crate is where our C++ is compiled against MLX's headers.
 
+mod host;
 pub mod kernel;
 mod op;
 
+pub use host::{host_receive, HostSource};
 pub use kernel::{Format, FormatError, Operands, Params};
 pub use op::{gather_quantized_matmul, quantized_matmul};

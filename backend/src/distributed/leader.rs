@@ -11,6 +11,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::inbox::Inbox;
 use super::protocol::{Identity, ToLeader, ToWorker};
 use super::wire::{nonce, read_frame, write_frame, Secret};
 use crate::error::{Error, Result};
@@ -49,6 +50,9 @@ pub struct Fault {
     observer: Mutex<Option<Observer>>,
     /// A request is running on the engine thread.
     busy: Arc<AtomicBool>,
+    /// The last rank's outputs that came in control messages; closed on the first fault, so
+    /// a receive blocked on a lost rank returns.
+    inbox: Arc<Inbox>,
 }
 
 impl Fault {
@@ -60,6 +64,7 @@ impl Fault {
         tracing::error!("{message}");
         *slot = Some(message.clone());
         drop(slot);
+        self.inbox.close(&message);
         if let Some(observe) = self
             .observer
             .lock()
@@ -217,6 +222,10 @@ impl Cluster {
                         Ok(ToLeader::StepFailed { error }) => {
                             fault.raise(format!("rank {rank} ({address}) failed a step: {error}"));
                         }
+                        Ok(ToLeader::Output { seq, activations }) => {
+                            *seen[i].lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+                            fault.inbox.deliver(seq, activations.0);
+                        }
                         Ok(msg) => {
                             *seen[i].lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
                             if !matches!(msg, ToLeader::Pong) {
@@ -269,6 +278,11 @@ impl Cluster {
 
     pub fn size(&self) -> usize {
         self.peers.len() + 1
+    }
+
+    /// Where the last rank's outputs arrive when they come in control messages.
+    pub fn inbox(&self) -> &Arc<Inbox> {
+        &self.fault.inbox
     }
 
     pub fn fault(&self) -> &Arc<Fault> {
@@ -464,6 +478,7 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         self.stop_heartbeat.take();
+        self.fault.inbox.close("the cluster was closed");
         for peer in self.peers.iter() {
             if let Ok(w) = peer.writer.lock() {
                 let _ = w.shutdown(std::net::Shutdown::Both);

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::lifecycle;
 
+use super::inbox::Inbox;
 use super::protocol::{Identity, ToLeader, ToWorker};
 use super::wire::{nonce, read_frame, write_frame, Secret};
 
@@ -41,6 +42,8 @@ const STOP_TICK: Duration = Duration::from_millis(100);
 /// An accepted worker's connection to rank 0.
 pub struct Link {
     messages: mpsc::Receiver<ToWorker>,
+    /// Activations that come inside `Go` (a pipeline's decode-size steps).
+    inbox: Arc<Inbox>,
     writer: Arc<Mutex<TcpStream>>,
     /// The reader thread, joined when the link is dropped.
     reader: Option<JoinHandle<()>>,
@@ -113,11 +116,13 @@ impl Link {
         Link::serve(s).map_err(retry)
     }
 
-    /// Starts the reader: pings are answered at once, everything else is queued.
+    /// Starts the reader: pings are answered at once, activations go to the inbox, everything
+    /// else is queued.
     fn serve(stream: TcpStream) -> std::io::Result<Link> {
         let writer = Arc::new(Mutex::new(stream.try_clone()?));
         let (tx, messages) = mpsc::channel();
-        let pong = writer.clone();
+        let inbox = Arc::new(Inbox::default());
+        let (pong, mail) = (writer.clone(), inbox.clone());
         let mut reader = stream;
         let reader = std::thread::Builder::new()
             .name("control-reader".into())
@@ -127,8 +132,13 @@ impl Link {
                         let mut w = pong.lock().unwrap_or_else(|e| e.into_inner());
                         let _ = write_frame(&mut *w, &ToLeader::Pong);
                     }
+                    Ok(ToWorker::Go {
+                        seq,
+                        activations: Some(payload),
+                    }) => mail.deliver(seq, payload.0),
                     Ok(msg) => {
                         if tx.send(msg).is_err() {
+                            mail.close("this worker stopped reading");
                             return;
                         }
                     }
@@ -136,15 +146,22 @@ impl Link {
                         if !lifecycle::stop_requested() {
                             tracing::warn!("the connection to rank 0 ended: {e}");
                         }
+                        mail.close(&format!("the connection to rank 0 ended: {e}"));
                         return;
                     }
                 }
             })?;
         Ok(Link {
             messages,
+            inbox,
             writer,
             reader: Some(reader),
         })
+    }
+
+    /// Where activations that come inside control messages arrive.
+    pub fn inbox(&self) -> &Arc<Inbox> {
+        &self.inbox
     }
 
     /// The next message from rank 0; None once rank 0 is gone or a stop was requested.

@@ -1,8 +1,10 @@
 //! Everything that crosses ranks: the MLX group, hostfiles, the control channel between
-//! rank 0 and the workers, and the pipeline's activation hand-off.
+//! rank 0 and the workers, and the pipeline's activation hand-off (over the MLX group, or
+//! inside control messages into an inbox).
 
 mod group;
 mod hostfile;
+pub mod inbox;
 pub mod leader;
 pub mod link;
 pub mod pipeline;

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL: u32 = 8;
+pub const PROTOCOL: u32 = 9;
 
 /// What must be equal on every rank for them to compute together.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,10 +101,17 @@ pub enum ToLeader {
         seq: u64,
         state: String,
     },
-    /// Pipeline: this rank computed step `seq` and is sending its activations on, so the
-    /// next rank may post its receive now (a posted MLX ring receive busy-polls a core).
+    /// Pipeline: this rank computed step `seq`. Over the group, it is sending its activations
+    /// on, so the next rank may post its receive now (a posted MLX ring receive busy-polls a
+    /// core); over control messages, here they are, for rank 0 to pass on.
     Ready {
         seq: u64,
+        activations: Option<Payload>,
+    },
+    /// Pipeline, over control messages: the last rank's output of step `seq`, for rank 0's head.
+    Output {
+        seq: u64,
+        activations: Payload,
     },
     /// The answer to a Probe: the model's fingerprint and weight bytes, or why it is not here.
     Probed {
@@ -141,10 +148,11 @@ pub enum ToWorker {
     Abort,
     /// In pipeline mode a worker builds the step's graph at once, and evaluates it on `Go`.
     Step(StepPlan),
-    /// Pipeline: the rank before this one is sending step `seq`'s activations (post the
-    /// receive now; a posted ring receive busy-polls a core).
+    /// Pipeline: the rank before this one is sending step `seq`'s activations over the group
+    /// (post the receive now; a posted ring receive busy-polls a core), or here they are.
     Go {
         seq: u64,
+        activations: Option<Payload>,
     },
     Free,
     Ping,
@@ -197,6 +205,52 @@ impl ActivationDtype {
     }
 }
 
+/// How a pipeline step's activations go from rank to rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Handoff {
+    pub dtype: ActivationDtype,
+    pub relay: Relay,
+}
+
+/// The two ways activations travel between pipeline ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Relay {
+    /// Over the MLX group (ring or JACCL), each receive posted on `Go` (prefill-size steps).
+    Group,
+    /// Inside `Go`, `Ready` and `Output`, through rank 0, into each rank's inbox: a rank hands
+    /// MLX its whole step before the input arrives, and nothing polls (decode-size steps).
+    Control,
+}
+
+/// Activations inside a control message: the row-major bytes of the plan's shape and dtype,
+/// base64 in the JSON frame.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Payload(pub Vec<u8>);
+
+impl std::fmt::Debug for Payload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Payload({} bytes)", self.0.len())
+    }
+}
+
+impl Serialize for Payload {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use base64::Engine;
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Payload {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Payload, D::Error> {
+        use base64::Engine;
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(text.as_bytes())
+            .map(Payload)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 /// One forward pass over a batch of rows: every rank extends each row's caches by `len`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StepPlan {
@@ -206,8 +260,8 @@ pub struct StepPlan {
     pub len: usize,
     /// The token ids (rows × len), for tensor mode (every rank embeds); empty in pipeline mode.
     pub tokens: Vec<u32>,
-    /// The activations' dtype (pipeline receives need it; none in tensor and expert modes).
-    pub dtype: Option<ActivationDtype>,
+    /// How the activations travel (pipeline mode; none in tensor and expert modes).
+    pub handoff: Option<Handoff>,
     /// Whether rank 0 needs the output (logits) of this step, or only the caches (prefill).
     pub output: bool,
     /// Report a state fingerprint after this step.

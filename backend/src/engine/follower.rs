@@ -9,10 +9,12 @@ use mlx_rs::Array;
 
 use super::cluster_load::shard_plan;
 use crate::cache::KvCache;
+use crate::distributed::inbox::bytes_of;
 use crate::distributed::link::{Link, LinkError, LinkOptions};
-use crate::distributed::pipeline::{hand_off, receive};
+use crate::distributed::pipeline::{announce_and_send, receive};
 use crate::distributed::protocol::{
-    state_fingerprint, CacheOp, LoadPlan, Part, PlanRow, StepPlan, ToLeader, ToWorker,
+    state_fingerprint, CacheOp, LoadPlan, Part, Payload, PlanRow, Relay, StepPlan, ToLeader,
+    ToWorker,
 };
 use crate::distributed::wire::{digest, Secret};
 use crate::distributed::{clear_groups, Group, Hostfile};
@@ -324,22 +326,18 @@ fn run_part(
     let mut caches: Vec<&mut [KvCache]> = taken.iter_mut().map(|(_, c)| c.as_mut_slice()).collect();
     match m.part {
         Part::Pipeline { .. } => {
-            let dtype = p
-                .dtype
-                .ok_or_else(|| Error::Distributed("a pipeline step without its dtype".into()))?
-                .mlx();
-            let h = receive(group, &[b, len, m.hidden], dtype)?;
-            let h = m.transformer.run_layers(&h, &mut caches)?;
-            let mut computed = KvCache::states(&caches);
-            computed.push(h.clone());
-            await_go(link, p.seq)?;
-            mlx_rs::transforms::eval(&computed)?;
-            let last = group.rank() + 1 == group.size();
-            if !last || p.output {
-                hand_off(group, &h, || {
-                    link.send(&ToLeader::Ready { seq: p.seq })
-                        .map_err(|e| Error::Distributed(format!("rank 0 went away: {e}")))
-                })?;
+            let handoff = p
+                .handoff
+                .ok_or_else(|| Error::Distributed("a pipeline step without its hand-off".into()))?;
+            let stage = Stage {
+                shape: [b, len, m.hidden],
+                dtype: handoff.dtype.mlx(),
+                sends: group.rank() + 1 < group.size() || p.output,
+                last: group.rank() + 1 == group.size(),
+            };
+            match handoff.relay {
+                Relay::Group => run_over_group(m, group, p, link, &mut caches, &stage),
+                Relay::Control => run_over_control(m, p, link, &mut caches, &stage),
             }
         }
         Part::Tensor | Part::Expert => {
@@ -351,16 +349,89 @@ fn run_part(
                 computed.push(h);
             }
             mlx_rs::transforms::eval(&computed)?;
+            Ok(())
         }
     }
-    Ok(())
+}
+
+/// A pipeline rank's place in one step.
+struct Stage {
+    shape: [i32; 3],
+    dtype: mlx_rs::Dtype,
+    /// Whether this rank's output goes anywhere (the last rank's only when rank 0 wants it).
+    sends: bool,
+    last: bool,
+}
+
+/// Over the group (prefill-size steps): the graph is built at once, evaluated on `Go` (a
+/// posted ring receive busy-polls a core), and the next rank is told before the send.
+fn run_over_group(
+    m: &Worker,
+    group: &Group,
+    p: &StepPlan,
+    link: &Link,
+    caches: &mut [&mut [KvCache]],
+    stage: &Stage,
+) -> Result<()> {
+    let h = receive(group, &stage.shape, stage.dtype)?;
+    let h = m.transformer.run_layers(&h, caches)?;
+    let mut computed = KvCache::states(caches);
+    computed.push(h.clone());
+    await_go(link, p.seq)?;
+    mlx_rs::transforms::eval(&computed)?;
+    if !stage.sends {
+        return Ok(());
+    }
+    announce_and_send(group, &h, || {
+        let ready = ToLeader::Ready {
+            seq: p.seq,
+            activations: None,
+        };
+        link.send(&ready).map_err(rank_0_gone)
+    })
+}
+
+/// Inside control messages: the whole graph goes to MLX at once, its receive waiting
+/// (blocked) for the activations in rank 0's `Go`; the output goes back to rank 0.
+fn run_over_control(
+    m: &Worker,
+    p: &StepPlan,
+    link: &Link,
+    caches: &mut [&mut [KvCache]],
+    stage: &Stage,
+) -> Result<()> {
+    let h = link.inbox().receive(p.seq, &stage.shape, stage.dtype)?;
+    let out = m.transformer.run_layers(&h, caches)?.contiguous()?;
+    let mut computed = KvCache::states(caches);
+    computed.push(out.clone());
+    mlx_rs::transforms::eval(&computed)?;
+    link.inbox().check()?;
+    if !stage.sends {
+        return Ok(());
+    }
+    let activations = Payload(bytes_of(&out)?);
+    let msg = match stage.last {
+        true => ToLeader::Output {
+            seq: p.seq,
+            activations,
+        },
+        false => ToLeader::Ready {
+            seq: p.seq,
+            activations: Some(activations),
+        },
+    };
+    link.send(&msg).map_err(rank_0_gone)
+}
+
+fn rank_0_gone(e: std::io::Error) -> Error {
+    Error::Distributed(format!("rank 0 went away: {e}"))
 }
 
 /// Waits for rank 0's word that the previous rank is sending step `seq`'s activations: the
 /// graph is built meanwhile, and nothing polls.
 fn await_go(link: &Link, seq: u64) -> Result<()> {
     match link.next_message() {
-        Some(ToWorker::Go { seq: s }) if s == seq => Ok(()),
+        Some(ToWorker::Go { seq: s, .. }) if s == seq => Ok(()),
         Some(other) => Err(Error::Distributed(format!(
             "expected the go of pipeline step {seq}, got {other:?}"
         ))),

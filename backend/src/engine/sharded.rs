@@ -9,10 +9,11 @@ use std::time::Duration;
 use mlx_rs::Array;
 
 use crate::cache::KvCache;
+use crate::distributed::inbox::bytes_of;
 use crate::distributed::leader::Cluster;
-use crate::distributed::pipeline::{hand_off, receive};
+use crate::distributed::pipeline::{announce_and_send, handoff_for, receive};
 use crate::distributed::protocol::{
-    state_fingerprint, ActivationDtype, CacheOp, Part, PlanRow, StepPlan, ToLeader, ToWorker,
+    state_fingerprint, CacheOp, Part, Payload, PlanRow, Relay, StepPlan, ToLeader, ToWorker,
 };
 use crate::distributed::Group;
 use crate::error::{Error, Result};
@@ -45,11 +46,13 @@ pub struct ShardedModel {
     unreceived: RefCell<Option<Unreceived>>,
 }
 
-/// A pipeline step's output still in flight: it is received (evaluated) once the last rank
-/// says it is ready, before any later receive, so the ring never falls out of step.
+/// A pipeline step's output still in flight: over the group it is received (evaluated) once
+/// the last rank says it is ready, before any later receive, so the ring never falls out of
+/// step; over control messages its receive waits in MLX for the inbox.
 struct Unreceived {
     seq: u64,
     back: Array,
+    relay: Relay,
 }
 
 /// What one step leaves to evaluate: the logits, or (prefill) only side effects.
@@ -121,7 +124,7 @@ impl ShardedModel {
             rows: plan_rows,
             len,
             tokens,
-            dtype: None,
+            handoff: None,
             output,
             check,
             cache_ops,
@@ -169,59 +172,134 @@ impl ShardedModel {
 
     /// Builds rank 0's part of the graph while the last rank still computes the step before
     /// (whose output this one may take as lazy ids), sends every worker the plan so they
-    /// build theirs while rank 0 computes, then lets each rank go as the one before it sends
-    /// (a posted MLX ring receive busy-polls a core, which the computing rank needs). The
-    /// output comes back lazily, received at the next step or `await_output`.
+    /// build theirs while rank 0 computes, then hands the activations on: over the group or
+    /// inside control messages (`handoff_for`). The output comes back lazily, received at the
+    /// next step or `await_output`.
     fn pipeline_step(
         &self,
         h: &Array,
         caches: &mut [&mut [KvCache]],
         mut plan: StepPlan,
     ) -> Result<StepOutput> {
-        let (cluster, group) = (&self.session.cluster, &self.session.group);
         let h = self.transformer.run_layers(h, caches)?;
+        let handoff = handoff_for(&h).map_err(Error::Internal)?;
+        plan.handoff = Some(handoff);
         let mut computed = KvCache::states(caches);
-        computed.push(h.clone());
         self.verify_pending_check(plan.seq)?;
         computed.extend(self.take_unreceived()?);
-        plan.dtype = Some(ActivationDtype::of(h.dtype()).map_err(Error::Internal)?);
         let (seq, output) = (plan.seq, plan.output);
-        cluster.broadcast(&ToWorker::Step(plan))?;
-        if let Err(e) = mlx_rs::transforms::eval(&computed) {
-            cluster.fail(format!("rank 0 could not compute pipeline step {seq}: {e}"));
-            return Err(e.into());
-        }
-        hand_off(group, &h, || cluster.send_to(1, &ToWorker::Go { seq }))?;
-        let last = group.size() - 1;
-        for rank in 1..last {
-            self.await_ready(rank, seq)?;
-            cluster.send_to(rank + 1, &ToWorker::Go { seq })?;
+        match handoff.relay {
+            Relay::Group => self.relay_over_group(&h, computed, plan)?,
+            Relay::Control => self.relay_over_control(&h, computed, plan)?,
         }
         if !output {
             return Ok(StepOutput::Effects(Vec::new()));
         }
-        let back = receive(group, h.shape(), h.dtype())?;
+        let (shape, dtype) = (h.shape(), h.dtype());
+        let back = match handoff.relay {
+            Relay::Group => receive(&self.session.group, shape, dtype)?,
+            Relay::Control => self.session.cluster.inbox().receive(seq, shape, dtype)?,
+        };
         let logits = self.transformer.head(&back)?;
-        *self.unreceived.borrow_mut() = Some(Unreceived { seq, back });
+        *self.unreceived.borrow_mut() = Some(Unreceived {
+            seq,
+            back,
+            relay: handoff.relay,
+        });
         Ok(StepOutput::Logits(logits))
     }
 
-    /// The receive of the output still in flight, once the last rank is ready to send it:
-    /// evaluate it before anything else is received.
+    /// Over the group (prefill-size steps): each rank is let go as the one before it sends
+    /// (a posted MLX ring receive busy-polls a core, which the computing rank needs).
+    fn relay_over_group(&self, h: &Array, mut computed: Vec<Array>, plan: StepPlan) -> Result<()> {
+        let (cluster, group, seq) = (&self.session.cluster, &self.session.group, plan.seq);
+        computed.push(h.clone());
+        cluster.broadcast(&ToWorker::Step(plan))?;
+        self.compute(&computed, seq)?;
+        let go = |rank| {
+            let msg = ToWorker::Go {
+                seq,
+                activations: None,
+            };
+            cluster.send_to(rank, &msg)
+        };
+        announce_and_send(group, h, || go(1))?;
+        for rank in 1..group.size() - 1 {
+            self.await_ready(rank, seq)?;
+            go(rank + 1)?;
+        }
+        Ok(())
+    }
+
+    /// Inside control messages: rank 0 evaluates its part (waiting, blocked, for the last
+    /// rank's previous output), then sends its activations to rank 1 and passes each middle
+    /// rank's on to the next; every worker has its graph in MLX by then.
+    fn relay_over_control(
+        &self,
+        h: &Array,
+        mut computed: Vec<Array>,
+        plan: StepPlan,
+    ) -> Result<()> {
+        let (cluster, seq) = (&self.session.cluster, plan.seq);
+        let out = h.contiguous()?;
+        computed.push(out.clone());
+        cluster.broadcast(&ToWorker::Step(plan))?;
+        self.compute(&computed, seq)?;
+        let mut activations = Payload(bytes_of(&out)?);
+        let last = self.session.group.size() - 1;
+        for rank in 1..last {
+            let go = ToWorker::Go {
+                seq,
+                activations: Some(activations),
+            };
+            cluster.send_to(rank, &go)?;
+            activations = self.await_ready(rank, seq)?.ok_or_else(|| {
+                Error::Distributed(format!("rank {rank} sent no activations for step {seq}"))
+            })?;
+        }
+        cluster.send_to(
+            last,
+            &ToWorker::Go {
+                seq,
+                activations: Some(activations),
+            },
+        )
+    }
+
+    /// Evaluates rank 0's part of step `seq`; a failure fails the cluster, whose workers
+    /// already have the plan.
+    fn compute(&self, computed: &[Array], seq: u64) -> Result<()> {
+        let cluster = &self.session.cluster;
+        let done = mlx_rs::transforms::eval(computed)
+            .map_err(Error::from)
+            .and_then(|()| cluster.inbox().check());
+        if let Err(e) = &done {
+            cluster.fail(format!("rank 0 could not compute pipeline step {seq}: {e}"));
+        }
+        done
+    }
+
+    /// The output still in flight, to evaluate before anything else is received: over the
+    /// group, once the last rank says it is ready to send it.
     fn take_unreceived(&self) -> Result<Option<Array>> {
         let Some(u) = self.unreceived.borrow_mut().take() else {
             return Ok(None);
         };
-        self.await_ready(self.session.group.size() - 1, u.seq)?;
+        if u.relay == Relay::Group {
+            self.await_ready(self.session.group.size() - 1, u.seq)?;
+        }
         Ok(Some(u.back))
     }
 
-    /// Waits until `rank` has computed step `seq` and is sending its activations on.
-    fn await_ready(&self, rank: usize, seq: u64) -> Result<()> {
+    /// Waits until `rank` has computed step `seq`: its activations, when they came with it.
+    fn await_ready(&self, rank: usize, seq: u64) -> Result<Option<Payload>> {
         self.session
             .cluster
             .await_from(rank, "a pipeline step", STEP_TIMEOUT, |msg| match msg {
-                ToLeader::Ready { seq: s } if *s == seq => Some(()),
+                ToLeader::Ready {
+                    seq: s,
+                    activations,
+                } if *s == seq => Some(activations.clone()),
                 _ => None,
             })
     }
@@ -304,7 +382,10 @@ impl LanguageModel for ShardedModel {
 
     fn await_output(&self) -> Result<()> {
         match self.take_unreceived()? {
-            Some(back) => Ok(back.eval()?),
+            Some(back) => {
+                back.eval()?;
+                self.session.cluster.inbox().check()
+            }
             None => Ok(()),
         }
     }
