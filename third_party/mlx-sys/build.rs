@@ -237,7 +237,17 @@ fn main() {
     println!("cargo:rerun-if-env-changed=MLX_RS_METAL_PATH");
     println!("cargo:rerun-if-changed=native-libraries.txt");
     println!("cargo:rerun-if-changed=src/native_link.rs");
-    if env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("macos") {
+    // mlx-distributed patch: for another target than the host (CI checks the macOS build from
+    // Linux with `cargo check --target aarch64-apple-darwin`), nothing native is built and the
+    // bindings come from the same headers parsed for the host: it type-checks, it cannot link.
+    println!("cargo::rustc-check-cfg=cfg(mlx_sys_host_bindings)");
+    let (target, host) = (env::var("TARGET").unwrap_or_default(), env::var("HOST").unwrap_or_default());
+    let foreign = target != host;
+    if foreign {
+        println!("cargo:warning=mlx-sys: {target} on {host}: no native build, check only");
+        println!("cargo:rustc-cfg=mlx_sys_host_bindings");
+        println!("cargo::metadata=foreign=1");
+    } else if env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("macos") {
         build_and_link_mlx_c();
     } else {
         build_and_link_mlx_c_with_system_mlx();
@@ -255,7 +265,10 @@ fn main() {
         );
     }
     let mut builder = bindgen_config::builder(&mlx_c_root, &headers);
-    if env::var("CARGO_CFG_TARGET_ARCH").as_deref() != Ok("aarch64") {
+    if foreign {
+        builder = builder.clang_arg(format!("--target={host}"));
+    }
+    if foreign || env::var("CARGO_CFG_TARGET_ARCH").as_deref() != Ok("aarch64") {
         // mlx-distributed patch: src/lib.rs defines it as on aarch64 (a u16 newtype).
         builder = builder.blocklist_type("float16_t");
     }

@@ -311,3 +311,30 @@ pub fn state_fingerprint(
     }
     super::wire::digest(&bytes)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Activations cross the JSON frame as base64 and come back byte for byte; a payload
+    /// that is not base64 is an error, not a guess.
+    #[test]
+    fn payloads_round_trip_as_base64() -> Result<(), serde_json::Error> {
+        let go = ToWorker::Go {
+            seq: 7,
+            activations: Some(Payload((0..=255).collect())),
+        };
+        let text = serde_json::to_string(&go)?;
+        let Ok(ToWorker::Go {
+            seq: 7,
+            activations: Some(back),
+        }) = serde_json::from_str::<ToWorker>(&text)
+        else {
+            panic!("{text}");
+        };
+        assert_eq!(back.0, (0..=255).collect::<Vec<u8>>());
+        let bad = r#"{"Output":{"seq":1,"activations":"not base64!"}}"#;
+        assert!(serde_json::from_str::<ToLeader>(bad).is_err());
+        Ok(())
+    }
+}

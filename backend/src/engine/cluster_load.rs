@@ -9,7 +9,7 @@ use super::sharded::{Session, ShardedModel};
 use crate::distributed::leader::{Cluster, ClusterOptions};
 use crate::distributed::protocol::{LoadPlan, Part, ToLeader, ToWorker};
 use crate::distributed::split::layer_ranges;
-use crate::distributed::wire::{digest, Secret};
+use crate::distributed::wire::digest;
 use crate::distributed::{clear_groups, Group, Hostfile};
 use crate::error::{read_json, Error, Result};
 use crate::loader::{self, LoadedModel};
@@ -203,19 +203,8 @@ fn form(config: &LoadConfig, hostfile: &Hostfile, digest: String) -> Result<Sess
                     .unwrap_or_default()
             ))
         })?;
-    let opts = ClusterOptions {
-        size: hostfile.size(),
-        control,
-        rank_addresses: hostfile.rank_addresses(),
-        hostfile_digest: digest.clone(),
-        secret: Secret::new(
-            std::env::var("MLX_DISTRIBUTED_TOKEN").ok().as_deref(),
-            &hostfile.mlx_json(),
-        ),
-        join_timeout: Duration::from_secs(config.join_timeout_secs),
-        heartbeat: Duration::from_secs(1),
-    };
-    let cluster = Cluster::form(&opts)?;
+    let join_timeout = Duration::from_secs(config.join_timeout_secs);
+    let cluster = Cluster::form(&ClusterOptions::new(hostfile, control, join_timeout))?;
     cluster.broadcast(&ToWorker::InitGroup)?;
     let (tx, rx) = mpsc::channel();
     let (h, coordinator) = (hostfile.clone(), config.coordinator.clone());
@@ -238,5 +227,6 @@ fn form(config: &LoadConfig, hostfile: &Hostfile, digest: String) -> Result<Sess
         cluster: Rc::new(cluster),
         group: Rc::new(group),
         hostfile_digest: digest,
+        seq: std::cell::Cell::new(0),
     })
 }

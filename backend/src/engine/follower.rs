@@ -49,10 +49,7 @@ pub fn run(opts: &FollowerOptions) -> Result<()> {
             .control_address(opts.coordinator.as_deref(), opts.control_port)
             .map_err(Error::Distributed)?,
         hostfile_digest: digest(json.as_bytes()),
-        secret: Secret::new(
-            std::env::var("MLX_DISTRIBUTED_TOKEN").ok().as_deref(),
-            &json,
-        ),
+        secret: Secret::from_env(&json),
     };
     loop {
         let link = match Link::wait_for_leader(&link_opts) {

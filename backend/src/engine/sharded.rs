@@ -31,6 +31,9 @@ pub struct Session {
     pub cluster: Rc<Cluster>,
     pub group: Rc<Group>,
     pub hostfile_digest: String,
+    /// The last step's number: it grows across models, so a late reply or activations of
+    /// one model's step can never pass for another's.
+    pub seq: Cell<u64>,
 }
 
 pub struct ShardedModel {
@@ -38,7 +41,6 @@ pub struct ShardedModel {
     pub session: Rc<Session>,
     pub part: Part,
     pub fingerprint: String,
-    seq: Cell<u64>,
     /// The prefix-cache entries every rank holds once those changes are applied.
     entries: RefCell<BTreeSet<u64>>,
     pending_check: RefCell<Option<(u64, String)>>,
@@ -73,7 +75,6 @@ impl ShardedModel {
             session,
             part,
             fingerprint,
-            seq: Cell::new(0),
             entries: RefCell::new(BTreeSet::new()),
             pending_check: RefCell::new(None),
             unreceived: RefCell::new(None),
@@ -104,8 +105,8 @@ impl ShardedModel {
             Part::Pipeline { .. } => Vec::new(),
         };
         self.track_entries(&cache_ops);
-        let seq = self.seq.get() + 1;
-        self.seq.set(seq);
+        let seq = self.session.seq.get() + 1;
+        self.session.seq.set(seq);
         let check = seq % CHECK_EVERY == 0;
         if check {
             let after: Vec<PlanRow> = plan_rows

@@ -46,8 +46,31 @@ struct Loaded {
     context: usize,
     /// Bytes of KV memory the running requests and the prefix cache may hold together.
     kv_budget: usize,
-    /// The cluster it is spread over, if any.
-    session: Option<Rc<Session>>,
+    /// Whether it is spread over the engine's cluster (`EngineThread::session`).
+    on_cluster: bool,
+}
+
+/// What the engine serves.
+enum Serving {
+    /// Nothing: at start, after Free, or after a load failed with nothing before it.
+    Empty,
+    Model(Box<Loaded>),
+    /// A rank was lost under the model: requests fail with this until LoadModel forms the
+    /// cluster again.
+    Degraded(String),
+}
+
+impl Serving {
+    fn loaded(&self) -> Option<&Loaded> {
+        match self {
+            Serving::Model(l) => Some(l),
+            Serving::Empty | Serving::Degraded(_) => None,
+        }
+    }
+
+    fn on_cluster(&self) -> bool {
+        self.loaded().is_some_and(|l| l.on_cluster)
+    }
 }
 
 /// How long the engine thread waits for its MLX stream before it ends.
@@ -87,9 +110,8 @@ fn guard<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
 fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
     let mut engine = EngineThread {
         shared,
-        loaded: None,
+        serving: Serving::Empty,
         session: None,
-        degraded: None,
         batch: Batch::default(),
     };
     loop {
@@ -123,13 +145,12 @@ fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
     engine.finish();
 }
 
-/// The engine thread's state: what is loaded, the cluster, and the requests.
+/// The engine thread's state: what it serves, the cluster, and the requests.
 struct EngineThread {
     shared: Arc<RwLock<Snapshot>>,
-    loaded: Option<Loaded>,
+    serving: Serving,
+    /// The cluster, kept across loads while no rank is lost; a model may be served on it or not.
     session: Option<Rc<Session>>,
-    /// Set when a rank was lost: requests fail with it until LoadModel forms the cluster again.
-    degraded: Option<String>,
     batch: Batch,
 }
 
@@ -147,10 +168,11 @@ impl EngineThread {
 
     /// One round of the batch; a lost rank degrades the engine, a panic fails the round.
     fn round(&mut self) {
-        let Some(l) = &self.loaded else {
+        let Serving::Model(l) = &self.serving else {
             self.batch.fail_all(&Error::NotLoaded);
             return;
         };
+        let session = l.on_cluster.then(|| self.session.clone()).flatten();
         self.publish(|s| s.state = EngineState::Busy);
         let limits = BatchLimits {
             max_batch: l.config.max_batch,
@@ -159,20 +181,20 @@ impl EngineThread {
             prefill_budget: l.config.prefill_step,
         };
         let (model, tok, batch) = (l.model.model.as_ref(), &l.model.tokenizer, &mut self.batch);
-        let outcome = guard(|| match &l.session {
+        let outcome = guard(|| match &session {
             Some(s) => watched(&s.cluster, batch.senders(), || {
                 batch.round(model, tok, &limits)
             }),
             None => batch.round(model, tok, &limits),
         });
-        let lost = l.session.as_ref().and_then(|s| s.cluster.fault().get());
+        let lost = session.as_ref().and_then(|s| s.cluster.fault().get());
         match (lost, outcome) {
             (Some(msg), _) => self.degrade(&msg),
             (None, Err(panic)) => self.after_panic(&panic),
             (None, Ok(Err(e))) => self.fail_all(&e),
             (None, Ok(Ok(done))) => self.count(&done),
         }
-        if self.batch.idle() && self.loaded.is_some() {
+        if self.batch.idle() && self.serving.loaded().is_some() {
             self.publish(|s| s.state = EngineState::Ready);
         }
     }
@@ -197,11 +219,10 @@ impl EngineThread {
     fn degrade(&mut self, lost: &str) {
         let msg = format!("{lost}; LoadModel again to form the cluster anew");
         self.batch.fail_all(&Error::RankLost(msg.clone()));
-        self.loaded = None;
+        self.serving = Serving::Degraded(msg.clone());
         self.session = None;
         clear_groups();
         release_memory();
-        self.degraded = Some(msg.clone());
         self.publish(|s| {
             s.state = EngineState::Degraded;
             s.model = None;
@@ -215,13 +236,13 @@ impl EngineThread {
     fn after_panic(&mut self, panic: &str) {
         let msg = format!("the engine panicked in a generation step: {panic}");
         tracing::error!("{msg}");
-        if self.loaded.as_ref().is_some_and(|l| l.session.is_some()) {
+        if self.serving.on_cluster() {
             return self.degrade(&msg);
         }
         let e = Error::Internal(msg.clone());
         if guard(|| self.fail_all(&e)).is_err() {
             self.batch = Batch::default();
-            self.loaded = None;
+            self.serving = Serving::Empty;
             release_memory();
             self.publish(|s| {
                 *s = Snapshot {
@@ -236,13 +257,10 @@ impl EngineThread {
 
 impl EngineThread {
     fn enqueue(&mut self, request: GenerateRequest, events: Events, in_flight: Option<InFlight>) {
-        if let Some(msg) = &self.degraded {
-            let _ = events.send(Err(Error::RankLost(msg.clone())));
-            return;
-        }
-        let Some(l) = &self.loaded else {
-            let _ = events.send(Err(Error::NotLoaded));
-            return;
+        let l = match &self.serving {
+            Serving::Model(l) => l,
+            Serving::Degraded(msg) => return drop(events.send(Err(Error::RankLost(msg.clone())))),
+            Serving::Empty => return drop(events.send(Err(Error::NotLoaded))),
         };
         if events.is_closed() {
             return; // the client left while the request was queued
@@ -293,8 +311,7 @@ impl EngineThread {
         let hostfile = cluster_load::read_hostfile(config)?.filter(|h| h.size() > 1);
         let model = match &hostfile {
             Some(h) => {
-                let on_cluster = self.loaded.as_ref().is_some_and(|l| l.session.is_some());
-                if on_cluster && !cluster_load::reusable(self.session.as_ref(), h) {
+                if self.serving.on_cluster() && !cluster_load::reusable(self.session.as_ref(), h) {
                     self.unload(&Error::Aborted(
                         "the model was replaced by LoadModel over another cluster".into(),
                     ));
@@ -319,14 +336,14 @@ impl EngineThread {
             model,
             config: config.clone(),
             context,
-            session: hostfile.and(self.session.clone()),
+            on_cluster: hostfile.is_some(),
         })
     }
 
     /// Refuses a load that cannot fit beside the model being served, which stays resident
     /// until the new one is complete.
     fn check_room(&self, dir: &std::path::Path, config: &LoadConfig) -> Result<()> {
-        let Some(old) = &self.loaded else {
+        let Some(old) = self.serving.loaded() else {
             return Ok(());
         };
         let need = loader::resident_estimate(dir, config.weight_mode)?;
@@ -350,7 +367,7 @@ impl EngineThread {
             "the model was replaced by LoadModel".into(),
         ));
         let kv_budget = kv_budget(&built.config);
-        if let Some(s) = &built.session {
+        if let Some(s) = self.session.as_ref().filter(|_| built.on_cluster) {
             let shared = self.shared.clone();
             s.cluster.fault().observe(Box::new(move |msg| {
                 if let Ok(mut s) = shared.write() {
@@ -373,32 +390,33 @@ impl EngineThread {
             }
         });
         self.batch = Batch::new(built.config.max_cache_entries);
-        self.degraded = None;
-        self.loaded = Some(Loaded {
+        self.serving = Serving::Model(Box::new(Loaded {
             model: built.model,
             config: built.config,
             context: built.context,
             kv_budget,
-            session: built.session,
-        });
+            on_cluster: built.on_cluster,
+        }));
     }
 
     /// Ends the requests with `why` and drops the model being served.
     fn unload(&mut self, why: &Error) {
         self.fail_all(why);
-        self.loaded = None;
+        self.serving = Serving::Empty;
         release_memory();
     }
 
     /// The old model (if any) keeps serving; the error is the last one Status reports.
     fn after_failed_load(&mut self, e: &Error) {
-        if let Error::RankLost(_) = e {
+        if let Error::RankLost(lost) = e {
+            if self.serving.on_cluster() {
+                return self.degrade(lost); // the served model was on the lost cluster
+            }
             self.session = None;
             clear_groups();
         }
-        // A lost rank under the served model degrades it at its next round.
         let msg = e.to_string();
-        let serving = self.loaded.is_some();
+        let serving = self.serving.loaded().is_some();
         self.publish(|s| {
             if !serving {
                 s.model = None;
@@ -413,14 +431,13 @@ impl EngineThread {
 
     /// Free: the requests end ABORTED, the model and the workers' parts go.
     fn free(&mut self) {
-        let session = self.loaded.as_ref().and_then(|l| l.session.clone());
+        let session = self.session.clone().filter(|_| self.serving.on_cluster());
         self.unload(&Error::Aborted("the model was freed".into()));
         if let Some(s) = session {
             if let Err(e) = free_workers(&s) {
                 tracing::warn!("workers did not confirm Free: {e}");
             }
         }
-        self.degraded = None;
         self.publish(|s| *s = Snapshot::default());
     }
 
@@ -431,12 +448,11 @@ impl EngineThread {
         self.fail_all(&Error::ShuttingDown);
         let EngineThread {
             shared,
-            loaded,
+            serving,
             session,
             batch,
-            ..
         } = self;
-        drop((batch, loaded, session));
+        drop((batch, serving, session));
         if let Ok(mut s) = shared.write() {
             *s = Snapshot {
                 state: EngineState::Stopped,
@@ -455,7 +471,8 @@ struct Built {
     model: LoadedModel,
     config: LoadConfig,
     context: usize,
-    session: Option<Rc<Session>>,
+    /// Whether it was loaded over the engine's cluster.
+    on_cluster: bool,
 }
 
 /// Bytes of KV memory for `config`: its `kv_memory_mb`, or half of what is free once the

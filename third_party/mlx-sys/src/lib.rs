@@ -6,7 +6,7 @@
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 
 /// mlx-distributed patch: the half type as bindgen makes it on aarch64, for other targets.
-#[cfg(not(target_arch = "aarch64"))]
+#[cfg(any(not(target_arch = "aarch64"), mlx_sys_host_bindings))]
 #[repr(transparent)]
 #[derive(Debug, Default, Copy, Clone, Hash, PartialEq, Eq)]
 pub struct float16_t(pub u16);

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use backend::distributed::leader::{Cluster, ClusterOptions};
 use backend::distributed::protocol::{Identity, ModelFound, ToLeader, ToWorker};
-use backend::distributed::wire::{digest, Secret};
 use backend::distributed::Hostfile;
 use backend::loader;
 
@@ -175,19 +174,8 @@ fn check_cluster(report: &mut Report, args: &CheckArgs, hostfile: &Hostfile) {
         Ok(c) => c,
         Err(e) => return report.fail(e, "set --control-port or --coordinator"),
     };
-    let json = hostfile.mlx_json();
-    let opts = ClusterOptions {
-        size: hostfile.size(),
-        control: control.clone(),
-        rank_addresses: hostfile.rank_addresses(),
-        hostfile_digest: digest(json.as_bytes()),
-        secret: Secret::new(
-            std::env::var("MLX_DISTRIBUTED_TOKEN").ok().as_deref(),
-            &json,
-        ),
-        join_timeout: Duration::from_secs(args.join_timeout),
-        heartbeat: Duration::from_secs(1),
-    };
+    let join_timeout = Duration::from_secs(args.join_timeout);
+    let opts = ClusterOptions::new(hostfile, control.clone(), join_timeout);
     let cluster = match Cluster::form(&opts) {
         Ok(c) => c,
         Err(e) => {
