@@ -40,8 +40,10 @@ pub enum Error {
     NotLoaded,
     #[error("{0}")]
     Internal(String),
-    #[error(transparent)]
-    Group(#[from] crate::distributed::GroupError),
+    /// Forming or using the MLX group failed (`distributed::GroupError`, as text: the error
+    /// type knows no module above it).
+    #[error("{0}")]
+    Group(String),
     /// The cluster is misconfigured or a worker refused or failed a command.
     #[error("distributed: {0}")]
     Distributed(String),

@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::io::Read;
 
 use crate::error::{read_json, Error, Result};
-use crate::models::common::ShardPlan;
+use crate::models::common::RankPart;
 use crate::models::{self, LanguageModel, LocalModel, Transformer};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{safetensors_files, WeightMode, Weights};
@@ -47,12 +47,12 @@ impl LoadedPart {
 
 /// Loads the model in `dir` (a local folder) with the given weight mode, whole.
 pub fn load(dir: &Path, mode: WeightMode) -> Result<LoadedModel> {
-    let part = load_part(dir, mode, &ShardPlan::full())?;
+    let part = load_part(dir, mode, &RankPart::full())?;
     Ok(part.serve(|t| Box::new(LocalModel(t))))
 }
 
 /// Loads this rank's part of the model in `dir`.
-pub fn load_part(dir: &Path, mode: WeightMode, plan: &ShardPlan) -> Result<LoadedPart> {
+pub fn load_part(dir: &Path, mode: WeightMode, plan: &RankPart) -> Result<LoadedPart> {
     let start = Instant::now();
     let config: Value = read_json(&dir.join("config.json"))?;
     let tokenizer = Arc::new(Tokenizer::load(dir)?);

@@ -22,7 +22,11 @@ fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let code = match backend::server::run(&args.addr) {
+    let opts = backend::server::ServerOptions {
+        addr: args.addr,
+        settings: backend::options::Settings::default(),
+    };
+    let code = match backend::server::run(opts) {
         Ok(()) => 0,
         Err(e) => {
             tracing::error!("{e}");

@@ -112,6 +112,8 @@ pub struct LoadConfig {
     pub control_port: Option<u16>,
     /// JACCL: rank 0's coordinator `ip:port` (`MLX_JACCL_COORDINATOR`).
     pub coordinator: Option<String>,
+    /// The control channel's secret (`MLX_DISTRIBUTED_TOKEN`; else the hostfile's digest).
+    pub token: Option<Token>,
 }
 
 /// The process environment the fallbacks come from (injectable for tests).
@@ -120,6 +122,41 @@ pub trait Env {
 }
 
 pub struct ProcessEnv;
+
+/// The settings rank 0 was started with: the command line's values, by the variable each
+/// stands for, over the process environment. The CLI hands them over in this struct, never
+/// with `set_var` while other threads run. No `Debug`: it may hold the token.
+#[derive(Clone, Default)]
+pub struct Settings {
+    given: std::collections::BTreeMap<&'static str, String>,
+}
+
+impl Settings {
+    /// `value` stands for the variable `key` from now on.
+    pub fn with(mut self, key: &'static str, value: impl Into<String>) -> Settings {
+        self.given.insert(key, value.into());
+        self
+    }
+}
+
+impl Env for Settings {
+    fn var(&self, key: &str) -> Option<String> {
+        match self.given.get(key) {
+            Some(v) => Some(v.clone()).filter(|v| !v.is_empty()),
+            None => ProcessEnv.var(key),
+        }
+    }
+}
+
+/// The control channel's shared secret (`MLX_DISTRIBUTED_TOKEN`); never printed.
+#[derive(Clone, PartialEq)]
+pub struct Token(pub String);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(..)")
+    }
+}
 
 impl Env for ProcessEnv {
     fn var(&self, key: &str) -> Option<String> {
@@ -137,21 +174,61 @@ pub struct LoadRequest {
     pub trust_remote_code: bool,
 }
 
+/// Builds an option's error from what it expected.
+type Bad<'a> = dyn Fn(&str) -> String + 'a;
+
+/// The cluster options a request gave; what it did not give falls back to the settings.
+#[derive(Default)]
+struct ClusterGiven {
+    hostfile: Option<String>,
+    transport: Option<Transport>,
+    control_port: Option<u16>,
+}
+
+/// The request's own fields, before any option.
+fn check_request(req: &LoadRequest) -> Result<(), String> {
+    if req.model.trim().is_empty() {
+        return Err(
+            "ModelOptions.Model is empty: name a model folder or a Hugging Face repo id".into(),
+        );
+    }
+    if req.context_size < 0 {
+        return Err(format!(
+            "ContextSize must not be negative (got {})",
+            req.context_size
+        ));
+    }
+    Ok(())
+}
+
 impl LoadConfig {
     /// Parses and validates; a known option with a bad value is an error naming it.
     pub fn from_request(req: &LoadRequest, env: &dyn Env) -> Result<LoadConfig, String> {
-        if req.model.trim().is_empty() {
-            return Err(
-                "ModelOptions.Model is empty: name a model folder or a Hugging Face repo id".into(),
-            );
+        check_request(req)?;
+        let mut c = LoadConfig::defaults(req, env);
+        let mut given = ClusterGiven::default();
+        for (key, value) in parse_options(&req.options) {
+            let bad = |want: &str| {
+                format!(
+                    "option `{}`: expected {want}, got {}",
+                    crate::error::quote(&key),
+                    crate::error::quote(&format!("{value:?}"))
+                )
+            };
+            let known = c.set_sampling(&key, &value, &bad)?
+                || c.set_engine(&key, &value, &bad)?
+                || c.set_cluster(&key, &value, &bad, &mut given)?;
+            if !known {
+                tracing::warn!(option = %key, "unknown option ignored");
+            }
         }
-        if req.context_size < 0 {
-            return Err(format!(
-                "ContextSize must not be negative (got {})",
-                req.context_size
-            ));
-        }
-        let mut c = LoadConfig {
+        c.set_cluster_fallbacks(given, env)?;
+        Ok(c)
+    }
+
+    /// What a request gets without options (the coordinator and token from `env`).
+    fn defaults(req: &LoadRequest, env: &dyn Env) -> LoadConfig {
+        LoadConfig {
             model: req.model.clone(),
             model_path: Some(PathBuf::from(&req.model_path)).filter(|p| !p.as_os_str().is_empty()),
             allow_paths_outside_model_path: false,
@@ -173,134 +250,150 @@ impl LoadConfig {
             join_timeout_secs: 30,
             control_port: None,
             coordinator: env.var("MLX_JACCL_COORDINATOR"),
-        };
-        let mut control_port = None;
-        let (mut hostfile, mut transport) = (None, None);
-        for (key, value) in parse_options(&req.options) {
-            let bad = |want: &str| {
-                format!(
-                    "option `{}`: expected {want}, got {}",
-                    crate::error::quote(&key),
-                    crate::error::quote(&format!("{value:?}"))
-                )
-            };
-            let s = &mut c.sampling;
-            match key.as_str() {
-                "hostfile" => match value {
-                    OptionValue::Str(ref p) => hostfile = Some(p.clone()),
-                    _ => return Err(bad("a path")),
-                },
-                "distributed_backend" => {
-                    transport = Some(transport_of(&value).ok_or_else(|| bad("ring or jaccl"))?)
-                }
-                "parallelism" => {
-                    c.parallelism = Some(match &value {
-                        OptionValue::Str(v) if v == "pipeline" => Parallelism::Pipeline,
-                        OptionValue::Str(v) if v == "tensor" => Parallelism::Tensor,
-                        OptionValue::Str(v) if v == "expert" => Parallelism::Expert,
-                        _ => return Err(bad("pipeline, tensor or expert")),
-                    })
-                }
-                "layer_split" => {
-                    c.layer_split = Some(match &value {
-                        OptionValue::Str(v) => v.clone(),
-                        OptionValue::Int(i) => i.to_string(),
-                        _ => return Err(bad("\"auto\" or comma-separated layer counts")),
-                    })
-                }
-                "allow_paths_outside_model_path" => {
-                    c.allow_paths_outside_model_path =
-                        bool_of(&value).ok_or_else(|| bad("true or false"))?
-                }
-                "trust_remote_code" => {
-                    c.trust_remote_code = bool_of(&value).ok_or_else(|| bad("true or false"))?
-                }
-                "dequantize" => {
-                    c.weight_mode = match bool_of(&value).ok_or_else(|| bad("true or false"))? {
-                        true => WeightMode::DequantizeF32,
-                        false => WeightMode::default_for_device(),
-                    }
-                }
-                "max_tokens" => {
-                    s.max_tokens = Some(positive(&value).ok_or_else(|| bad("a positive integer"))?)
-                }
-                "temperature" | "temp" => {
-                    s.temperature =
-                        Some(ranged(&value, 0.0, 100.0).ok_or_else(|| bad("a number >= 0"))?)
-                }
-                "top_p" => {
-                    s.top_p =
-                        Some(ranged(&value, 0.0, 1.0).ok_or_else(|| bad("a number in [0, 1]"))?)
-                }
-                "min_p" => {
-                    s.min_p =
-                        Some(ranged(&value, 0.0, 1.0).ok_or_else(|| bad("a number in [0, 1]"))?)
-                }
-                "top_k" => {
-                    s.top_k = Some(non_negative(&value).ok_or_else(|| bad("an integer >= 0"))?)
-                }
-                "seed" => match value {
-                    OptionValue::Int(i) => s.seed = Some(i as u64),
-                    _ => return Err(bad("an integer")),
-                },
-                "repetition_penalty" => {
-                    s.repetition_penalty = Some(
-                        ranged(&value, 0.0, 100.0)
-                            .filter(|p| *p > 0.0)
-                            .ok_or_else(|| bad("a number > 0"))?,
-                    )
-                }
-                "presence_penalty" => {
-                    s.presence_penalty =
-                        Some(ranged(&value, -100.0, 100.0).ok_or_else(|| bad("a number"))?)
-                }
-                "frequency_penalty" => {
-                    s.frequency_penalty =
-                        Some(ranged(&value, -100.0, 100.0).ok_or_else(|| bad("a number"))?)
-                }
-                "max_kv_size" => {
-                    c.max_kv_size = Some(positive(&value).ok_or_else(|| bad("a positive integer"))?)
-                }
-                "max_cache_entries" => {
-                    c.max_cache_entries =
-                        non_negative(&value).ok_or_else(|| bad("an integer >= 0"))?
-                }
-                "kv_memory_mb" => {
-                    c.kv_memory_mb =
-                        Some(positive(&value).ok_or_else(|| bad("a positive integer"))?)
-                }
-                "max_batch" => {
-                    c.max_batch = positive(&value).ok_or_else(|| bad("a positive integer"))?
-                }
-                "max_queue" => {
-                    c.max_queue = non_negative(&value).ok_or_else(|| bad("an integer >= 0"))?
-                }
-                "queue_timeout" => {
-                    c.queue_timeout_secs =
-                        positive(&value).ok_or_else(|| bad("a positive number of seconds"))? as u64
-                }
-                "join_timeout" => {
-                    c.join_timeout_secs =
-                        positive(&value).ok_or_else(|| bad("a positive number of seconds"))? as u64
-                }
-                "control_port" => {
-                    control_port = Some(
-                        positive(&value)
-                            .and_then(|p| u16::try_from(p).ok())
-                            .ok_or_else(|| bad("a port number"))?,
-                    )
-                }
-                "coordinator" => match value {
-                    OptionValue::Str(v) if v.contains(':') => c.coordinator = Some(v),
-                    _ => return Err(bad("the JACCL coordinator's ip:port")),
-                },
-                "prefill_step_size" => {
-                    c.prefill_step = positive(&value).ok_or_else(|| bad("a positive integer"))?
-                }
-                _ => tracing::warn!(option = %key, "unknown option ignored"),
-            }
+            token: env.var("MLX_DISTRIBUTED_TOKEN").map(Token),
         }
-        c.control_port = match control_port {
+    }
+
+    /// The sampling defaults; false when `key` is not one of them.
+    fn set_sampling(&mut self, key: &str, value: &OptionValue, bad: &Bad) -> Result<bool, String> {
+        let s = &mut self.sampling;
+        match key {
+            "max_tokens" => {
+                s.max_tokens = Some(positive(value).ok_or_else(|| bad("a positive integer"))?)
+            }
+            "temperature" | "temp" => {
+                s.temperature = Some(ranged(value, 0.0, 100.0).ok_or_else(|| bad("a number >= 0"))?)
+            }
+            "top_p" => {
+                s.top_p = Some(ranged(value, 0.0, 1.0).ok_or_else(|| bad("a number in [0, 1]"))?)
+            }
+            "min_p" => {
+                s.min_p = Some(ranged(value, 0.0, 1.0).ok_or_else(|| bad("a number in [0, 1]"))?)
+            }
+            "top_k" => s.top_k = Some(non_negative(value).ok_or_else(|| bad("an integer >= 0"))?),
+            "seed" => match *value {
+                OptionValue::Int(i) => s.seed = Some(i as u64),
+                _ => return Err(bad("an integer")),
+            },
+            "repetition_penalty" => {
+                s.repetition_penalty = Some(
+                    ranged(value, 0.0, 100.0)
+                        .filter(|p| *p > 0.0)
+                        .ok_or_else(|| bad("a number > 0"))?,
+                )
+            }
+            "presence_penalty" => {
+                s.presence_penalty =
+                    Some(ranged(value, -100.0, 100.0).ok_or_else(|| bad("a number"))?)
+            }
+            "frequency_penalty" => {
+                s.frequency_penalty =
+                    Some(ranged(value, -100.0, 100.0).ok_or_else(|| bad("a number"))?)
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Weights, limits and the prefix cache; false when `key` is not one of them.
+    fn set_engine(&mut self, key: &str, value: &OptionValue, bad: &Bad) -> Result<bool, String> {
+        let c = self;
+        match key {
+            "allow_paths_outside_model_path" => {
+                c.allow_paths_outside_model_path =
+                    bool_of(value).ok_or_else(|| bad("true or false"))?
+            }
+            "trust_remote_code" => {
+                c.trust_remote_code = bool_of(value).ok_or_else(|| bad("true or false"))?
+            }
+            "dequantize" => {
+                c.weight_mode = match bool_of(value).ok_or_else(|| bad("true or false"))? {
+                    true => WeightMode::DequantizeF32,
+                    false => WeightMode::default_for_device(),
+                }
+            }
+            "max_kv_size" => {
+                c.max_kv_size = Some(positive(value).ok_or_else(|| bad("a positive integer"))?)
+            }
+            "max_cache_entries" => {
+                c.max_cache_entries = non_negative(value).ok_or_else(|| bad("an integer >= 0"))?
+            }
+            "kv_memory_mb" => {
+                c.kv_memory_mb = Some(positive(value).ok_or_else(|| bad("a positive integer"))?)
+            }
+            "max_batch" => {
+                c.max_batch = positive(value).ok_or_else(|| bad("a positive integer"))?
+            }
+            "max_queue" => {
+                c.max_queue = non_negative(value).ok_or_else(|| bad("an integer >= 0"))?
+            }
+            "queue_timeout" => {
+                c.queue_timeout_secs =
+                    positive(value).ok_or_else(|| bad("a positive number of seconds"))? as u64
+            }
+            "prefill_step_size" => {
+                c.prefill_step = positive(value).ok_or_else(|| bad("a positive integer"))?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Where and how the model is spread; false when `key` is not about that.
+    fn set_cluster(
+        &mut self,
+        key: &str,
+        value: &OptionValue,
+        bad: &Bad,
+        given: &mut ClusterGiven,
+    ) -> Result<bool, String> {
+        let c = self;
+        match key {
+            "hostfile" => match value {
+                OptionValue::Str(p) => given.hostfile = Some(p.clone()),
+                _ => return Err(bad("a path")),
+            },
+            "distributed_backend" => {
+                given.transport = Some(transport_of(value).ok_or_else(|| bad("ring or jaccl"))?)
+            }
+            "parallelism" => {
+                c.parallelism = Some(match &value {
+                    OptionValue::Str(v) if v == "pipeline" => Parallelism::Pipeline,
+                    OptionValue::Str(v) if v == "tensor" => Parallelism::Tensor,
+                    OptionValue::Str(v) if v == "expert" => Parallelism::Expert,
+                    _ => return Err(bad("pipeline, tensor or expert")),
+                })
+            }
+            "layer_split" => {
+                c.layer_split = Some(match &value {
+                    OptionValue::Str(v) => v.clone(),
+                    OptionValue::Int(i) => i.to_string(),
+                    _ => return Err(bad("\"auto\" or comma-separated layer counts")),
+                })
+            }
+            "join_timeout" => {
+                c.join_timeout_secs =
+                    positive(value).ok_or_else(|| bad("a positive number of seconds"))? as u64
+            }
+            "control_port" => {
+                given.control_port = Some(
+                    positive(value)
+                        .and_then(|p| u16::try_from(p).ok())
+                        .ok_or_else(|| bad("a port number"))?,
+                )
+            }
+            "coordinator" => match value {
+                OptionValue::Str(v) if v.contains(':') => c.coordinator = Some(v.clone()),
+                _ => return Err(bad("the JACCL coordinator's ip:port")),
+            },
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The hostfile, transport and control port the options did not give, from `env`.
+    fn set_cluster_fallbacks(&mut self, given: ClusterGiven, env: &dyn Env) -> Result<(), String> {
+        self.control_port = match given.control_port {
             Some(p) => Some(p),
             None => match env.var("MLX_DISTRIBUTED_CONTROL_PORT") {
                 Some(v) => Some(v.parse().map_err(|_| {
@@ -309,10 +402,11 @@ impl LoadConfig {
                 None => None,
             },
         };
-        c.hostfile = hostfile
+        self.hostfile = given
+            .hostfile
             .or_else(|| env.var("MLX_DISTRIBUTED_HOSTFILE"))
             .map(PathBuf::from);
-        c.transport = match transport {
+        self.transport = match given.transport {
             Some(t) => t,
             None => match env.var("MLX_DISTRIBUTED_BACKEND") {
                 Some(v) => transport_of(&OptionValue::Str(v.clone())).ok_or_else(|| {
@@ -321,7 +415,7 @@ impl LoadConfig {
                 None => Transport::Ring,
             },
         };
-        Ok(c)
+        Ok(())
     }
 
     /// The parallel mode: the option, else ring → pipeline and jaccl → tensor. Options never

@@ -1,7 +1,9 @@
 //! Our own request and result types: no protobuf type goes past the gRPC layer.
 
+use tokio::sync::mpsc;
+
+use crate::error::Result;
 use crate::sampling::SamplingParams;
-use crate::tokenizer::TemplateInput;
 
 #[derive(Debug, Clone)]
 pub struct GenerateOptions {
@@ -65,19 +67,23 @@ pub struct Summary {
     pub tail: String,
 }
 
-#[derive(Debug, Clone)]
-pub enum PromptInput {
-    /// Raw text, tokenized as it is.
-    Text(String),
-    /// Messages rendered through the model's chat template.
-    Chat(TemplateInput),
-}
+/// Which LoadModel a request was tokenized for: token ids mean nothing to another model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelSerial(pub u64);
 
+/// A request as the engine receives it: validated and tokenized at the edge, so a long
+/// prompt never stalls the rows the engine thread is running.
 #[derive(Debug, Clone)]
 pub struct GenerateRequest {
-    pub prompt: PromptInput,
+    pub ids: Vec<u32>,
+    pub model: ModelSerial,
+    /// Limited to the model's context and prefill step.
     pub options: GenerateOptions,
 }
+
+/// Where a generation's events go. Unbounded: a slow client must never stall the other rows
+/// of the batch (a request sends at most max_tokens + 1 events).
+pub type Events = mpsc::UnboundedSender<Result<Event>>;
 
 /// What a generation streams back; the last event is `Done`.
 #[derive(Debug, Clone)]

@@ -9,15 +9,24 @@ use std::time::Duration;
 
 use crate::engine::EngineHandle;
 use crate::lifecycle;
+use crate::options::Settings;
 
 /// How long open connections may take to close once the requests have ended.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 /// How long the engine thread may take to end (it waits for MLX itself).
 const ENGINE_LIMIT: Duration = Duration::from_secs(3);
 
-/// Serves at `addr` (`host:port`) with a fresh engine; blocks until shut down.
-pub fn run(addr: &str) -> Result<(), Box<dyn std::error::Error>> {
-    let addr = resolve(addr)?;
+/// How rank 0 serves.
+pub struct ServerOptions {
+    /// Where to serve gRPC (`host:port`).
+    pub addr: String,
+    /// The command line's settings over the environment (LoadModel's defaults, tokens).
+    pub settings: Settings,
+}
+
+/// Serves with a fresh engine; blocks until shut down.
+pub fn run(opts: ServerOptions) -> Result<(), Box<dyn std::error::Error>> {
+    let addr = resolve(&opts.addr)?;
     lifecycle::watch_signals()?;
     let parent = crate::parent_watch::start_from_env();
     let engine = Arc::new(EngineHandle::spawn()?);
@@ -25,7 +34,7 @@ pub fn run(addr: &str) -> Result<(), Box<dyn std::error::Error>> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let served = runtime.block_on(serve(addr, engine.clone()));
+    let served = runtime.block_on(serve(addr, engine.clone(), opts.settings));
     // However serving ended (a stop, or the port was taken), everything else stops too.
     lifecycle::request_stop();
     if let Err(e) = engine.join(ENGINE_LIMIT) {
@@ -44,7 +53,11 @@ pub fn run(addr: &str) -> Result<(), Box<dyn std::error::Error>> {
 
 /// Serves until a stop is requested; then ends the running requests so that the
 /// connections can close, and gives them `DRAIN_LIMIT` to do so.
-async fn serve(addr: SocketAddr, engine: Arc<EngineHandle>) -> Result<(), tonic::transport::Error> {
+async fn serve(
+    addr: SocketAddr,
+    engine: Arc<EngineHandle>,
+    settings: Settings,
+) -> Result<(), tonic::transport::Error> {
     tracing::info!(%addr, "serving");
     let stopping = engine.clone();
     let on_stop = async move {
@@ -57,7 +70,7 @@ async fn serve(addr: SocketAddr, engine: Arc<EngineHandle>) -> Result<(), tonic:
         tokio::time::sleep(DRAIN_LIMIT).await;
     };
     tokio::select! {
-        served = crate::grpc::serve(addr, engine, on_stop) => served,
+        served = crate::grpc::serve(addr, engine, settings, on_stop) => served,
         () = drained => {
             tracing::warn!("connections still open {DRAIN_LIMIT:?} after the stop; closing them");
             Ok(())

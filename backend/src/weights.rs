@@ -249,19 +249,19 @@ impl Weights {
 
     /// A matrix of `shape`, cut by `split` (its rows or columns, after any stacking axis),
     /// dequantized and converted when the mode asks.
-    fn take_matrix(&mut self, prefix: &str, shape: Shape, split: Split) -> Result<MatrixWeight> {
+    fn take_matrix(&mut self, prefix: &str, shape: Shape, split: Cut) -> Result<MatrixWeight> {
         let lead = i32::from(shape.count.is_some());
         let cut = |a: &Array| -> Result<Array> {
             match split {
-                Split::Whole => Ok(a.clone()),
-                Split::Rows { rank, size } => shard(a, lead, rank, size, prefix),
-                Split::Cols { rank, size } => shard(a, lead + 1, rank, size, prefix),
-                Split::Stacked { rank, size } => shard(a, 0, rank, size, prefix),
+                Cut::Whole => Ok(a.clone()),
+                Cut::Rows { rank, size } => shard(a, lead, rank, size, prefix),
+                Cut::Cols { rank, size } => shard(a, lead + 1, rank, size, prefix),
+                Cut::Stacked { rank, size } => shard(a, 0, rank, size, prefix),
             }
         };
         match self.take_quantized(prefix, shape)? {
             Some(stored) => {
-                if let Split::Cols { size, .. } = split {
+                if let Cut::Cols { size, .. } = split {
                     if (shape.cols / size as i32) % stored.q.group_size != 0 {
                         return Err(Error::Weights(format!(
                             "`{prefix}`: {} inputs over {size} ranks do not fit quantization group size {}",
@@ -286,19 +286,19 @@ impl Weights {
 
     /// The bias of the matrix at `prefix` (`out_dim` values), cut as the matrix is: by output
     /// it is cut too; by input only rank 0 keeps it, so that the sum over ranks adds it once.
-    pub fn bias(&mut self, prefix: &str, out_dim: i32, split: Split) -> Result<Option<Array>> {
+    pub fn bias(&mut self, prefix: &str, out_dim: i32, split: Cut) -> Result<Option<Array>> {
         let b = self.take_float(&format!("{prefix}.bias"), &[out_dim])?;
         match split {
-            Split::Whole => Ok(Some(b)),
-            Split::Rows { rank, size } => Ok(Some(shard(&b, 0, rank, size, prefix)?)),
-            Split::Cols { rank, .. } => Ok((rank == 0).then_some(b)),
-            Split::Stacked { .. } => Err(Error::Internal(format!("`{prefix}`: a stacked bias"))),
+            Cut::Whole => Ok(Some(b)),
+            Cut::Rows { rank, size } => Ok(Some(shard(&b, 0, rank, size, prefix)?)),
+            Cut::Cols { rank, .. } => Ok((rank == 0).then_some(b)),
+            Cut::Stacked { .. } => Err(Error::Internal(format!("`{prefix}`: a stacked bias"))),
         }
     }
 
     /// A matrix of `shape` at `prefix` (stacked experts, per-head matrices), cut by `split`,
     /// as the weight mode computes with it.
-    pub fn matrix(&mut self, prefix: &str, shape: Shape, split: Split) -> Result<MatrixWeight> {
+    pub fn matrix(&mut self, prefix: &str, shape: Shape, split: Cut) -> Result<MatrixWeight> {
         self.take_matrix(prefix, shape, split)
     }
 
@@ -374,7 +374,7 @@ fn shard(a: &Array, axis: i32, rank: usize, size: usize, prefix: &str) -> Result
 
 /// How one matrix is cut for tensor parallelism.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Split {
+pub enum Cut {
     Whole,
     /// By output (all-to-sharded): rank r keeps rows `r*out/n..`.
     Rows {

@@ -1,7 +1,8 @@
 //! ARCHITECTURE.md's layout stays true to the tree: every source file of the library crates is
-//! named in it, and every file it names exists.
+//! named in it, and every file it names exists. And the backend's modules import in one
+//! direction: no circle among them (the model families aside).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use integration_tests::TestResult;
@@ -94,5 +95,83 @@ fn the_layout_names_every_source_file_and_only_files_that_exist() -> TestResult 
         stale.is_empty(),
         "named in the layout but not in the tree: {stale:?}"
     );
+    Ok(())
+}
+
+/// For each top-level module of backend/src (the families in `models` aside), the others
+/// its code names as `crate::name`; test modules and test files are left out.
+fn module_uses() -> TestResult<BTreeMap<String, BTreeSet<String>>> {
+    let src = repo().join("backend/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files)?;
+    let mut uses: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in files {
+        let rel = file.strip_prefix(&src)?;
+        let top = rel
+            .iter()
+            .next()
+            .and_then(|c| c.to_str())
+            .unwrap_or_default();
+        let module = top.trim_end_matches(".rs").to_string();
+        let skip = ["models", "lib", "main"].contains(&module.as_str());
+        if skip || file.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file)?;
+        let code = text
+            .split("#[cfg(test)]\nmod tests")
+            .next()
+            .unwrap_or_default();
+        let used = uses.entry(module.clone()).or_default();
+        for (at, _) in code.match_indices("crate::") {
+            let name: String = code[at + "crate::".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            if !name.is_empty() && name != module {
+                used.insert(name);
+            }
+        }
+    }
+    Ok(uses)
+}
+
+/// A circle through `from`, as the path that closes it, if there is one.
+fn circle(
+    uses: &BTreeMap<String, BTreeSet<String>>,
+    path: &mut Vec<String>,
+    done: &mut BTreeSet<String>,
+) -> Option<Vec<String>> {
+    let from = path.last()?.clone();
+    for next in uses.get(&from).into_iter().flatten() {
+        if let Some(at) = path.iter().position(|m| m == next) {
+            let mut found = path[at..].to_vec();
+            found.push(next.clone());
+            return Some(found);
+        }
+        if done.contains(next) {
+            continue;
+        }
+        path.push(next.clone());
+        if let Some(found) = circle(uses, path, done) {
+            return Some(found);
+        }
+        path.pop();
+    }
+    done.insert(from);
+    None
+}
+
+#[test]
+fn backend_modules_import_without_a_circle() -> TestResult {
+    let uses = module_uses()?;
+    assert!(uses.contains_key("engine") && uses.contains_key("distributed"));
+    let mut done = BTreeSet::new();
+    for module in uses.keys() {
+        let mut path = vec![module.clone()];
+        if let Some(found) = circle(&uses, &mut path, &mut done) {
+            panic!("backend/src imports in a circle: {}", found.join(" -> "));
+        }
+    }
     Ok(())
 }

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use backend::cache::KvCache;
-use backend::models::common::ShardPlan;
+use backend::models::common::RankPart;
 use backend::models::{self, LanguageModel, LocalModel, Row};
 use backend::weights::{WeightMode, Weights};
 use integration_tests::{fixture, TestResult};
@@ -30,7 +30,7 @@ fn build(config: &Value, tensors: Tensors, mode: WeightMode) -> TestResult<Local
     Ok(LocalModel(models::build(
         config,
         Weights::from_arrays(tensors, config, mode)?,
-        &ShardPlan::full(),
+        &RankPart::full(),
     )?))
 }
 

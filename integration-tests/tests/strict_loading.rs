@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use backend::models;
-use backend::models::common::ShardPlan;
+use backend::models::common::RankPart;
 use backend::weights::{WeightMode, Weights};
 use integration_tests::{fixture, TestResult};
 use mlx_rs::Array;
@@ -22,7 +22,7 @@ fn build_error(config: &Value, tensors: HashMap<String, Array>) -> TestResult<St
     match models::build(
         config,
         Weights::from_arrays(tensors, config, WeightMode::AsStored)?,
-        &ShardPlan::full(),
+        &RankPart::full(),
     ) {
         Ok(_) => Err("loading should have failed".into()),
         Err(e) => Ok(e.to_string()),
@@ -35,7 +35,7 @@ fn the_checkpoint_as_it_is_loads() -> TestResult {
     models::build(
         &config,
         Weights::from_arrays(tensors, &config, WeightMode::AsStored)?,
-        &ShardPlan::full(),
+        &RankPart::full(),
     )?;
     Ok(())
 }

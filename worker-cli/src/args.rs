@@ -34,7 +34,7 @@ pub enum Command {
 #[derive(Args)]
 pub struct P2pArgs {
     /// The shared secret: only nodes with the same token find and join each other.
-    #[arg(long, env = "MLX_DISTRIBUTED_TOKEN")]
+    #[arg(long, env = "MLX_DISTRIBUTED_TOKEN", hide_env_values = true)]
     pub token: String,
     /// How many nodes form the cluster (this one included).
     #[arg(long)]
@@ -76,6 +76,9 @@ pub struct CheckArgs {
     /// Seconds to wait for the workers to join.
     #[arg(long, default_value_t = 10)]
     pub join_timeout: u64,
+    /// The control channel's shared secret, as the workers have it.
+    #[arg(long, env = "MLX_DISTRIBUTED_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
 }
 
 #[derive(Args)]
@@ -137,6 +140,10 @@ pub struct DistributedArgs {
     /// Rank 0's control port (default: rank 0's ring port + 1, or the coordinator's + 1).
     #[arg(long, env = "MLX_DISTRIBUTED_CONTROL_PORT")]
     pub control_port: Option<u16>,
+    /// The control channel's shared secret, the same on every rank (default: a digest of
+    /// the hostfile).
+    #[arg(long, env = "MLX_DISTRIBUTED_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
 }
 
 #[derive(Args)]

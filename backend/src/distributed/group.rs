@@ -55,6 +55,12 @@ pub struct Group {
 // SAFETY: the group is an immutable handle to MLX's communicator; MLX guards its use.
 unsafe impl Send for Group {}
 
+impl From<GroupError> for crate::error::Error {
+    fn from(e: GroupError) -> Self {
+        crate::error::Error::Group(e.to_string())
+    }
+}
+
 impl Group {
     /// True when this build of MLX has the given transport compiled in.
     pub fn is_available(transport: Transport) -> bool {
@@ -139,7 +145,9 @@ pub fn clear_groups() {
 
 impl Group {
     /// Joins the group `hostfile` describes as `rank`: writes the file MLX reads, sets the
-    /// environment MLX 0.32 expects, and initializes strictly.
+    /// environment MLX 0.32 expects, and initializes strictly. MLX reads a group's settings
+    /// from the environment only (mlx-c's init takes none), so this is the one place the
+    /// library sets variables; the engine thread and the follower call it, one at a time.
     pub fn join(
         hostfile: &Hostfile,
         rank: usize,

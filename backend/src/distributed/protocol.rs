@@ -120,6 +120,26 @@ pub enum ToLeader {
     },
 }
 
+impl ToLeader {
+    /// The reply's kind, for errors (never its payload).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ToLeader::Join { .. } => "Join",
+            ToLeader::Proof { .. } => "Proof",
+            ToLeader::GroupReady => "GroupReady",
+            ToLeader::Loaded { .. } => "Loaded",
+            ToLeader::Freed => "Freed",
+            ToLeader::Failed { .. } => "Failed",
+            ToLeader::Pong => "Pong",
+            ToLeader::StepFailed { .. } => "StepFailed",
+            ToLeader::Check { .. } => "Check",
+            ToLeader::Ready { .. } => "Ready",
+            ToLeader::Output { .. } => "Output",
+            ToLeader::Probed { .. } => "Probed",
+        }
+    }
+}
+
 /// A model a worker has on disk.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelFound {

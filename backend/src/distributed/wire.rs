@@ -55,15 +55,6 @@ impl Secret {
         }
     }
 
-    /// The secret every rank derives alike: `MLX_DISTRIBUTED_TOKEN` from the environment, or
-    /// the digest of the hostfile (`hostfile_json`, as MLX reads it).
-    pub fn from_env(hostfile_json: &str) -> Secret {
-        Secret::new(
-            std::env::var("MLX_DISTRIBUTED_TOKEN").ok().as_deref(),
-            hostfile_json,
-        )
-    }
-
     /// The proof that the holder of the secret, in `role`, answers the challenge `nonce`.
     pub fn proof(&self, role: &str, nonce: &str) -> String {
         hex(&self.mac(role, nonce).finalize().into_bytes())

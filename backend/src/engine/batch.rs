@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use mlx_rs::ops::indexing::argmax_axis;
 use mlx_rs::{Array, Dtype};
-use tokio::sync::mpsc as tmpsc;
 
 use crate::distributed::protocol::CacheOp;
 use crate::error::{Error, Result};
@@ -20,9 +19,7 @@ use crate::request::{Event, GenerateOptions, Summary, TokenLogprob};
 use crate::sequence::Sequence;
 use crate::tokenizer::Tokenizer;
 
-/// Unbounded: a slow client must never stall the other rows of the batch (a request sends at
-/// most max_tokens + 1 events).
-pub type Events = tmpsc::UnboundedSender<Result<Event>>;
+pub use crate::request::Events;
 
 /// Counts a request from the moment it is accepted until it is answered.
 pub struct InFlight(pub Arc<AtomicUsize>);

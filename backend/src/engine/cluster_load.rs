@@ -13,7 +13,7 @@ use crate::distributed::wire::digest;
 use crate::distributed::{clear_groups, Group, Hostfile};
 use crate::error::{read_json, Error, Result};
 use crate::loader::{self, LoadedModel};
-use crate::models::common::{ExpertCut, ShardPlan, TensorSplit};
+use crate::models::common::{ExpertCut, RankPart, TensorCut};
 use crate::options::{LoadConfig, Parallelism};
 use crate::source;
 
@@ -165,18 +165,18 @@ fn load_part(
     loader::load_part(dir, config.weight_mode, &plan)
 }
 
-/// A rank's `ShardPlan` for its part.
-pub fn shard_plan(part: &Part, rank: usize, group: &Rc<Group>) -> ShardPlan {
+/// A rank's `RankPart` for its part.
+pub fn shard_plan(part: &Part, rank: usize, group: &Rc<Group>) -> RankPart {
     match part {
-        Part::Pipeline { start, end } => ShardPlan {
+        Part::Pipeline { start, end } => RankPart {
             layers: Some(*start..*end),
             ends: rank == 0,
             tensor: None,
         },
-        Part::Tensor | Part::Expert => ShardPlan {
+        Part::Tensor | Part::Expert => RankPart {
             layers: None,
             ends: true,
-            tensor: Some(TensorSplit {
+            tensor: Some(TensorCut {
                 rank,
                 size: group.size(),
                 group: group.clone(),
@@ -204,7 +204,9 @@ fn form(config: &LoadConfig, hostfile: &Hostfile, digest: String) -> Result<Sess
             ))
         })?;
     let join_timeout = Duration::from_secs(config.join_timeout_secs);
-    let cluster = Cluster::form(&ClusterOptions::new(hostfile, control, join_timeout))?;
+    let token = config.token.as_ref().map(|t| t.0.as_str());
+    let opts = ClusterOptions::new(hostfile, control, join_timeout, token);
+    let cluster = Cluster::form(&opts)?;
     cluster.broadcast(&ToWorker::InitGroup)?;
     let (tx, rx) = mpsc::channel();
     let (h, coordinator) = (hostfile.clone(), config.coordinator.clone());

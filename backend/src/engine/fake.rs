@@ -4,6 +4,8 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
 
 use mlx_rs::ops::zeros;
 use mlx_rs::{Array, Dtype};
@@ -13,9 +15,32 @@ use crate::distributed::protocol::CacheOp;
 use crate::error::{Error, Result};
 use crate::models::common::WeightStats;
 use crate::models::{LanguageModel, Queueing, Row};
+use crate::tokenizer::Tokenizer;
 
 /// SmolLM2's vocabulary, so every id the fake picks is one the test tokenizer decodes.
 pub const VOCAB: i32 = 49152;
+
+/// The SmolLM2 tokenizer from the fixture cache, found as integration-tests finds it. A
+/// missing fixture fails the test: skipping would hide that nothing ran.
+pub fn tokenizer() -> &'static Arc<Tokenizer> {
+    static TOK: OnceLock<Arc<Tokenizer>> = OnceLock::new();
+    TOK.get_or_init(|| {
+        let cache = match std::env::var_os("MLX_DIST_CACHE") {
+            Some(dir) => PathBuf::from(dir),
+            None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/mlx-distributed"),
+        };
+        let dir = cache.join("fixtures/smollm2-135m-bf16");
+        assert!(
+            dir.is_dir(),
+            "fixture {} is missing: run scripts/fetch-test-model",
+            dir.display()
+        );
+        let tok = Tokenizer::load(&dir).expect("the fixture's tokenizer loads");
+        assert_eq!(tok.vocab_size(), VOCAB as usize, "the fake's vocab");
+        Arc::new(tok)
+    })
+}
 
 /// Layers, each with one KV head of dimension 1.
 pub const LAYERS: usize = 2;
@@ -49,8 +74,18 @@ pub struct Call {
 pub struct FakeModel {
     queueing: Queueing,
     log: RefCell<Vec<Call>>,
-    fail_next: Cell<bool>,
+    next: Cell<Trouble>,
     in_prefill: Cell<bool>,
+}
+
+/// What goes wrong with the next call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trouble {
+    None,
+    /// It fails as a lost rank would.
+    Fail,
+    /// It panics, as a bug in a model would.
+    Panic,
 }
 
 impl FakeModel {
@@ -58,14 +93,20 @@ impl FakeModel {
         FakeModel {
             queueing,
             log: RefCell::new(Vec::new()),
-            fail_next: Cell::new(false),
+            next: Cell::new(Trouble::None),
             in_prefill: Cell::new(false),
         }
     }
 
     /// Makes the next call fail, as a lost rank would (after it is logged, its ops lost).
     pub fn fail_next(&self) {
-        self.fail_next.set(true);
+        self.next.set(Trouble::Fail);
+    }
+
+    /// The first call goes wrong so (for a model the test no longer holds).
+    pub fn with_trouble(self, trouble: Trouble) -> FakeModel {
+        self.next.set(trouble);
+        self
     }
 
     /// Every call so far, in order.
@@ -95,7 +136,8 @@ impl LanguageModel for FakeModel {
                 rows.len()
             )));
         }
-        let failed = self.fail_next.replace(false);
+        let trouble = self.next.replace(Trouble::None);
+        let failed = trouble != Trouble::None;
         self.log.borrow_mut().push(Call {
             shape: shape.clone(),
             prefill: self.in_prefill.get(),
@@ -103,8 +145,10 @@ impl LanguageModel for FakeModel {
             cache_ops,
             failed,
         });
-        if failed {
-            return Err(Error::RankLost("fake model: rank 1 was lost".into()));
+        match trouble {
+            Trouble::None => {}
+            Trouble::Fail => return Err(Error::RankLost("fake model: rank 1 was lost".into())),
+            Trouble::Panic => panic!("fake model: a step panicked"),
         }
         for row in rows.iter_mut() {
             extend(row.caches, shape[1])?;

@@ -29,6 +29,8 @@ pub struct FollowerOptions {
     pub hostfile: Hostfile,
     pub coordinator: Option<String>,
     pub control_port: Option<u16>,
+    /// The control channel's secret (else the hostfile's digest).
+    pub token: Option<String>,
 }
 
 /// Serves rank 0 until a stop is requested (`Ok`) or rank 0 refuses this worker.
@@ -49,7 +51,7 @@ pub fn run(opts: &FollowerOptions) -> Result<()> {
             .control_address(opts.coordinator.as_deref(), opts.control_port)
             .map_err(Error::Distributed)?,
         hostfile_digest: digest(json.as_bytes()),
-        secret: Secret::from_env(&json),
+        secret: Secret::new(opts.token.as_deref(), &json),
     };
     loop {
         let link = match Link::wait_for_leader(&link_opts) {

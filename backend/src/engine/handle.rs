@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc as tmpsc, oneshot};
 
 use super::batch::InFlight;
+use super::core::{self, Command};
 use super::shared::Snapshot;
-use super::worker::{self, Command};
 use crate::error::{Error, Result};
 use crate::lifecycle::ExitError;
 use crate::options::LoadConfig;
@@ -44,11 +44,15 @@ impl EngineHandle {
     /// Starts the engine thread (single node).
     pub fn spawn() -> Result<EngineHandle> {
         let (commands, rx) = mpsc::channel();
+        let channel = core::Channel {
+            commands: rx,
+            post: commands.clone(),
+        };
         let shared = Arc::new(RwLock::new(Snapshot::default()));
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("engine".into())
-            .spawn(move || worker::run_guarded(rx, thread_shared))
+            .spawn(move || core::run_guarded(channel, thread_shared))
             .map_err(|e| Error::Internal(format!("cannot start the engine thread: {e}")))?;
         Ok(EngineHandle {
             commands,
@@ -96,6 +100,14 @@ impl EngineHandle {
     }
 }
 
+/// The engine thread holds a sender of its own channel, so it ends on `Shutdown`, never on
+/// the channel closing.
+impl Drop for EngineHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 impl Engine for EngineHandle {
     fn load(&self, config: LoadConfig) -> oneshot::Receiver<Result<()>> {
         self.ask(|reply| Command::Load { config, reply })
@@ -132,6 +144,7 @@ impl Engine for EngineHandle {
     }
 
     fn snapshot(&self) -> Snapshot {
-        self.shared.read().map(|s| s.clone()).unwrap_or_default()
+        let snapshot = self.shared.read().map(|s| s.clone()).unwrap_or_default();
+        snapshot.settled()
     }
 }

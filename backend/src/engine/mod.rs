@@ -3,13 +3,13 @@
 
 mod batch;
 mod cluster_load;
+mod core;
 #[cfg(test)]
 mod fake;
 pub mod follower;
 mod handle;
 mod sharded;
 mod shared;
-mod worker;
 
 pub use handle::{Engine, EngineHandle};
 pub use shared::{EngineState, Metrics, ModelInfo, Snapshot};

@@ -293,16 +293,17 @@ impl ShardedModel {
     }
 
     /// Waits until `rank` has computed step `seq`: its activations, when they came with it.
+    /// An older step's `Ready` (of a step that failed before rank 0 waited) is dropped.
     fn await_ready(&self, rank: usize, seq: u64) -> Result<Option<Payload>> {
-        self.session
-            .cluster
-            .await_from(rank, "a pipeline step", STEP_TIMEOUT, |msg| match msg {
-                ToLeader::Ready {
-                    seq: s,
-                    activations,
-                } if *s == seq => Some(activations.clone()),
-                _ => None,
-            })
+        let cluster = &self.session.cluster;
+        cluster.forget(|msg| matches!(msg, ToLeader::Ready { seq: s, .. } if *s < seq));
+        cluster.await_from(rank, "a pipeline step", STEP_TIMEOUT, |msg| match msg {
+            ToLeader::Ready {
+                seq: s,
+                activations,
+            } if *s == seq => Some(activations.clone()),
+            _ => None,
+        })
     }
 
     /// Compares the workers' fingerprints of an earlier checked step with rank 0's.
@@ -315,23 +316,36 @@ impl ShardedModel {
         else {
             return Ok(());
         };
-        self.session
-            .cluster
-            .collect(
-                "the state check",
-                Duration::from_secs(10),
-                |rank, msg| match msg {
-                    ToLeader::Check { seq: s, state } if *s == seq => match *state == expected {
-                        true => Ok(Some(())),
-                        false => Err(Error::Distributed(format!(
-                    "rank {rank} diverged from rank 0 at step {seq}; the request was stopped and \
-                     every rank starts the next one from a clean state"
-                ))),
-                    },
-                    _ => Ok(None),
-                },
-            )?;
+        let cluster = &self.session.cluster;
+        // A check older than this one was never waited for (its request ended first).
+        cluster.forget(|msg| matches!(msg, ToLeader::Check { seq: s, .. } if *s < seq));
+        cluster.collect("the state check", CHECK_TIMEOUT, |rank, msg| {
+            state_check(rank, msg, seq, &expected)
+        })?;
         Ok(())
+    }
+}
+
+/// How long rank 0 waits for the workers' fingerprints of a checked step.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Takes `rank`'s fingerprint of step `seq` if it is `expected`; another fingerprint is the
+/// divergence error; other replies are not this wait's.
+pub(crate) fn state_check(
+    rank: usize,
+    msg: &ToLeader,
+    seq: u64,
+    expected: &str,
+) -> Result<Option<()>> {
+    match msg {
+        ToLeader::Check { seq: s, state } if *s == seq => match state == expected {
+            true => Ok(Some(())),
+            false => Err(Error::Distributed(format!(
+                "rank {rank} diverged from rank 0 at step {seq}; the request was stopped and \
+                 every rank starts the next one from a clean state"
+            ))),
+        },
+        _ => Ok(None),
     }
 }
 
@@ -401,5 +415,44 @@ impl Drop for ShardedModel {
         if let Err(e) = self.await_output() {
             tracing::warn!("receiving the last pipeline step's output: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::distributed::leader::loopback;
+    use crate::distributed::wire::write_frame;
+
+    fn check(seq: u64, state: &str) -> ToLeader {
+        ToLeader::Check {
+            seq,
+            state: state.into(),
+        }
+    }
+
+    /// A worker whose fingerprint of a checked step differs from rank 0's is named; a
+    /// fingerprint of another step is not this wait's.
+    #[test]
+    fn a_state_check_mismatch_names_the_rank_and_step(
+    ) -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let (cluster, mut ends) = loopback(2)?;
+        write_frame(&mut ends[0], &check(4, "a"))?;
+        write_frame(&mut ends[1], &check(5, "b"))?;
+        write_frame(&mut ends[1], &check(4, "a"))?;
+        let limit = Duration::from_secs(5);
+        cluster.collect("check", limit, |rank, msg| state_check(rank, msg, 4, "a"))?;
+        write_frame(&mut ends[0], &check(5, "b"))?;
+        let err = cluster
+            .collect("check", limit, |rank, msg| state_check(rank, msg, 5, "a"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("rank 2 diverged from rank 0 at step 5"),
+            "{err}"
+        );
+        Ok(())
     }
 }

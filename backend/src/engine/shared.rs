@@ -3,9 +3,11 @@
 
 use std::sync::Arc;
 
-use crate::prefix_cache::CacheStats;
-
+use crate::distributed::leader::Fault;
+use crate::error::{Error, Result};
 use crate::options::LoadConfig;
+use crate::prefix_cache::CacheStats;
+use crate::request::{GenerateOptions, GenerateRequest, ModelSerial};
 use crate::tokenizer::Tokenizer;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,12 +33,40 @@ pub enum EngineState {
 /// The loaded model, as far as the gRPC layer needs to know it.
 #[derive(Clone)]
 pub struct ModelInfo {
+    /// Which LoadModel this is; requests carry it so that ids never reach another model.
+    pub serial: ModelSerial,
     pub config: LoadConfig,
     pub tokenizer: Arc<Tokenizer>,
     /// The longest prompt plus generation the model accepts.
     pub context: usize,
     /// The parameters rank 0 holds.
     pub weights: crate::models::common::WeightStats,
+}
+
+impl ModelInfo {
+    /// Validates and tokenizes a prompt for this model (the edge's half of a request; the
+    /// engine thread adds the KV check, which needs the model): the prompt must be non-empty
+    /// and leave room in the context, `max_tokens` is cut to the room left.
+    pub fn request(&self, text: &str, mut options: GenerateOptions) -> Result<GenerateRequest> {
+        let ids = self.tokenizer.encode(text)?;
+        if ids.is_empty() {
+            return Err(Error::InvalidRequest("the prompt is empty".into()));
+        }
+        if ids.len() >= self.context {
+            return Err(Error::InvalidRequest(format!(
+                "the prompt has {} tokens, but the context is {} tokens",
+                ids.len(),
+                self.context
+            )));
+        }
+        options.max_tokens = options.max_tokens.min(self.context - ids.len());
+        options.prefill_step = self.config.prefill_step;
+        Ok(GenerateRequest {
+            ids,
+            model: self.serial,
+            options,
+        })
+    }
 }
 
 /// Counters since the model was loaded.
@@ -58,6 +88,27 @@ pub struct Snapshot {
     pub model: Option<ModelInfo>,
     pub metrics: Metrics,
     pub last_error: Option<String>,
+    /// The fault latch of the cluster the model is served on: a fault shows at once (see
+    /// `settled`), before the engine thread has taken its `ClusterFault` command.
+    pub cluster: Option<Arc<Fault>>,
+}
+
+impl Snapshot {
+    /// The snapshot as readers see it: degraded as soon as the model's cluster has a fault.
+    pub fn settled(mut self) -> Snapshot {
+        let lost = self.cluster.as_ref().and_then(|f| f.get());
+        if let (Some(lost), false) = (lost, self.state == EngineState::Degraded) {
+            self.state = EngineState::Degraded;
+            self.model = None;
+            self.last_error = Some(degraded_message(&lost));
+        }
+        self
+    }
+}
+
+/// What requests and Status say once a rank under the model is lost.
+pub fn degraded_message(lost: &str) -> String {
+    format!("{lost}; LoadModel again to form the cluster anew")
 }
 
 impl Default for Snapshot {
@@ -67,6 +118,68 @@ impl Default for Snapshot {
             model: None,
             metrics: Metrics::default(),
             last_error: None,
+            cluster: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::{Env, LoadRequest};
+
+    struct NoEnv;
+    impl Env for NoEnv {
+        fn var(&self, _: &str) -> Option<String> {
+            None
+        }
+    }
+
+    fn model(context: usize) -> ModelInfo {
+        let request = LoadRequest {
+            model: "m".into(),
+            ..LoadRequest::default()
+        };
+        let config = LoadConfig::from_request(&request, &NoEnv).expect("a bare config parses");
+        ModelInfo {
+            serial: ModelSerial(3),
+            tokenizer: crate::engine::fake::tokenizer().clone(),
+            context,
+            weights: Default::default(),
+            config,
+        }
+    }
+
+    /// The edge tokenizes for the model it names, cuts max_tokens to the room left and
+    /// takes the model's prefill step, so the engine thread only admits.
+    #[test]
+    fn a_request_is_tokenized_and_limited_at_the_edge() -> Result<()> {
+        let info = model(64);
+        let options = GenerateOptions {
+            max_tokens: 1000,
+            prefill_step: 7,
+            ..GenerateOptions::default()
+        };
+        let request = info.request("The capital of France is", options)?;
+        assert_eq!(request.model, ModelSerial(3));
+        assert_eq!(
+            request.ids,
+            info.tokenizer.encode("The capital of France is")?
+        );
+        assert_eq!(request.options.max_tokens, 64 - request.ids.len());
+        assert_eq!(request.options.prefill_step, info.config.prefill_step);
+        Ok(())
+    }
+
+    /// An empty prompt, or one that fills the context, is INVALID_ARGUMENT naming why.
+    #[test]
+    fn empty_and_overlong_prompts_are_refused_at_the_edge() {
+        let info = model(4);
+        let empty = info.request("", GenerateOptions::default());
+        assert!(matches!(&empty, Err(Error::InvalidRequest(m)) if m.contains("empty")));
+        let long = info.request("one two three four five six", GenerateOptions::default());
+        assert!(
+            matches!(&long, Err(Error::InvalidRequest(m)) if m.contains("context is 4 tokens"))
+        );
     }
 }

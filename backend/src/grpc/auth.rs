@@ -3,18 +3,17 @@
 
 use tonic::{Request, Status};
 
+use crate::options::Env;
+
 #[derive(Clone)]
 pub struct AuthInterceptor {
     expected: Option<Vec<u8>>,
 }
 
 impl AuthInterceptor {
-    pub fn from_env() -> AuthInterceptor {
-        AuthInterceptor::new(
-            std::env::var("LOCALAI_GRPC_AUTH_TOKEN")
-                .ok()
-                .filter(|t| !t.is_empty()),
-        )
+    /// The token from `LOCALAI_GRPC_AUTH_TOKEN` in `env` (empty: none).
+    pub fn from_env(env: &dyn Env) -> AuthInterceptor {
+        AuthInterceptor::new(env.var("LOCALAI_GRPC_AUTH_TOKEN"))
     }
 
     pub fn new(token: Option<String>) -> AuthInterceptor {

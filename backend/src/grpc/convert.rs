@@ -120,6 +120,33 @@ pub fn generate_options(
     model: &ModelInfo,
     stream: bool,
 ) -> Result<GenerateOptions, Status> {
+    check_ranges(req)?;
+    let o = &model.config.sampling;
+    let default_max = if stream {
+        DEFAULT_MAX_TOKENS_STREAM
+    } else {
+        DEFAULT_MAX_TOKENS_PREDICT
+    };
+    Ok(GenerateOptions {
+        max_tokens: match req.tokens {
+            0 => o.max_tokens.unwrap_or(default_max),
+            n => n as usize,
+        },
+        sampling: sampling(req, model)?,
+        stop: req
+            .stop_prompts
+            .iter()
+            .filter(|s| !s.is_empty())
+            .cloned()
+            .collect(),
+        ignore_eos: req.ignore_eos,
+        logprobs: (req.logprobs > 0 || req.top_logprobs > 0).then_some(req.top_logprobs as usize),
+        ..GenerateOptions::default()
+    })
+}
+
+/// Every numeric field in its range: INVALID_ARGUMENT naming the first that is not.
+fn check_ranges(req: &pb::PredictOptions) -> Result<(), Status> {
     if req.tokens < 0 {
         return Err(invalid(format!(
             "Tokens must not be negative (got {})",
@@ -147,13 +174,14 @@ pub fn generate_options(
     if req.logprobs < 0 || req.top_logprobs < 0 || req.top_logprobs > 20 {
         return Err(invalid("Logprobs must be >= 0 and TopLogprobs in [0, 20]"));
     }
+    Ok(())
+}
+
+/// The request's sampling, where LoadModel's options did not fix it (0 means unset for
+/// TopP and Penalty, as LocalAI sends them).
+fn sampling(req: &pb::PredictOptions, model: &ModelInfo) -> Result<SamplingParams, Status> {
     let o = &model.config.sampling;
-    let default_max = if stream {
-        DEFAULT_MAX_TOKENS_STREAM
-    } else {
-        DEFAULT_MAX_TOKENS_PREDICT
-    };
-    let sampling = SamplingParams {
+    Ok(SamplingParams {
         temperature: o.temperature.unwrap_or(req.temperature),
         top_p: o
             .top_p
@@ -170,22 +198,6 @@ pub fn generate_options(
         logit_bias: logit_bias(&req.logit_bias, model.tokenizer.vocab_size())?,
         seed: o.seed.or((req.seed != 0).then_some(req.seed as i64 as u64)),
         ..SamplingParams::default()
-    };
-    Ok(GenerateOptions {
-        max_tokens: match req.tokens {
-            0 => o.max_tokens.unwrap_or(default_max),
-            n => n as usize,
-        },
-        sampling,
-        stop: req
-            .stop_prompts
-            .iter()
-            .filter(|s| !s.is_empty())
-            .cloned()
-            .collect(),
-        ignore_eos: req.ignore_eos,
-        logprobs: (req.logprobs > 0 || req.top_logprobs > 0).then_some(req.top_logprobs as usize),
-        ..GenerateOptions::default()
     })
 }
 

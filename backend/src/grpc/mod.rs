@@ -13,6 +13,7 @@ pub use auth::AuthInterceptor;
 pub use service::Service;
 
 use crate::engine::Engine;
+use crate::options::Settings;
 
 /// The generated protobuf and tonic code.
 pub mod pb {
@@ -22,16 +23,18 @@ pub mod pb {
 /// LocalAI's limit, both ways.
 pub const MAX_MESSAGE_BYTES: usize = 50 * 1024 * 1024;
 
-/// Serves the backend on `addr` until `shutdown` resolves.
+/// Serves the backend on `addr` until `shutdown` resolves; `settings` hold the defaults
+/// LoadModel falls back on and the auth token.
 pub async fn serve<E: Engine>(
     addr: SocketAddr,
     engine: Arc<E>,
+    settings: Settings,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), tonic::transport::Error> {
-    let service = pb::backend_server::BackendServer::new(Service::new(engine))
+    let auth = AuthInterceptor::from_env(&settings);
+    let service = pb::backend_server::BackendServer::new(Service::new(engine, settings))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let auth = AuthInterceptor::from_env();
     tonic::transport::Server::builder()
         .add_service(tonic::service::interceptor::InterceptedService::new(
             service, auth,

@@ -11,27 +11,38 @@ use super::pb;
 use super::status::to_status;
 use crate::chat_output::{parse_tool_calls, OutputFormat, ReasoningSplitter, Split};
 use crate::engine::{Engine, EngineState, ModelInfo};
-use crate::options::{LoadConfig, LoadRequest, ProcessEnv};
-use crate::request::{Event, GenerateRequest, PromptInput, TokenLogprob};
+use crate::error::Error;
+use crate::options::{LoadConfig, LoadRequest, Settings};
+use crate::request::{Event, GenerateRequest, TokenLogprob};
 
 pub struct Service<E: Engine> {
     engine: Arc<E>,
+    /// What LoadModel falls back on for options it was not given.
+    settings: Settings,
 }
 
 impl<E: Engine> Service<E> {
-    pub fn new(engine: Arc<E>) -> Service<E> {
-        Service { engine }
+    pub fn new(engine: Arc<E>, settings: Settings) -> Service<E> {
+        Service { engine, settings }
     }
 
+    /// The model being served; a degraded engine answers UNAVAILABLE naming the lost rank.
     fn loaded(&self) -> Result<ModelInfo, Status> {
-        self.engine
-            .snapshot()
-            .model
-            .ok_or_else(|| Status::failed_precondition("no model is loaded: call LoadModel first"))
+        let snapshot = self.engine.snapshot();
+        match (snapshot.model, snapshot.state) {
+            (Some(model), _) => Ok(model),
+            (None, EngineState::Degraded) => Err(to_status(Error::RankLost(
+                snapshot.last_error.unwrap_or_default(),
+            ))),
+            (None, _) => Err(Status::failed_precondition(
+                "no model is loaded: call LoadModel first",
+            )),
+        }
     }
 
-    /// Checks identity and converts the request; returns what the reply shaping needs too.
-    fn prepare(
+    /// Checks identity, converts and tokenizes the request (on a blocking thread, as a long
+    /// prompt takes milliseconds); returns what the reply shaping needs too.
+    async fn prepare(
         &self,
         req: &pb::PredictOptions,
         stream: bool,
@@ -40,10 +51,11 @@ impl<E: Engine> Service<E> {
         check_identity(&req.model_identity, &model)?;
         let prompt = convert::prompt_text(req, &model.tokenizer)?;
         let options = convert::generate_options(req, &model, stream)?;
-        let request = GenerateRequest {
-            prompt: PromptInput::Text(prompt.clone()),
-            options,
-        };
+        let (info, text) = (model.clone(), prompt.clone());
+        let request = tokio::task::spawn_blocking(move || info.request(&text, options))
+            .await
+            .map_err(|e| Status::internal(format!("tokenizing the prompt failed: {e}")))?
+            .map_err(to_status)?;
         Ok((model, request, prompt))
     }
 }
@@ -131,7 +143,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
             context_size: o.context_size,
             trust_remote_code: o.trust_remote_code,
         };
-        let result = match LoadConfig::from_request(&req, &ProcessEnv) {
+        let result = match LoadConfig::from_request(&req, &self.settings) {
             Err(message) => pb::Result {
                 success: false,
                 message,
@@ -149,7 +161,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
         &self,
         request: Request<pb::PredictOptions>,
     ) -> Result<Response<pb::Reply>, Status> {
-        let (model, req, prompt) = self.prepare(request.get_ref(), false)?;
+        let (model, req, prompt) = self.prepare(request.get_ref(), false).await?;
         let format = OutputFormat::detect(model.tokenizer.template_source());
         let mut splitter = ReasoningSplitter::new(&format, &prompt);
         let mut events = self.engine.generate(req).map_err(to_status)?;
@@ -201,7 +213,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
         &self,
         request: Request<pb::PredictOptions>,
     ) -> Result<Response<ReplyStream>, Status> {
-        let (model, req, prompt) = self.prepare(request.get_ref(), true)?;
+        let (model, req, prompt) = self.prepare(request.get_ref(), true).await?;
         let format = OutputFormat::detect(model.tokenizer.template_source());
         let mut splitter = ReasoningSplitter::new(&format, &prompt);
         let mut events = self.engine.generate(req).map_err(to_status)?;

@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use super::common::{
     keys, positive, positive_f32, stack_experts, yarn_attention_factor, AttentionBlock, Decoder,
-    DecoderLayer, FeedForward, Groups, LatentAttention, LatentConfig, Linear, Mlp, Moe, Rope,
-    Router, Routing, ShardPlan, Skeleton, SwitchGlu, TensorSplit, MAX_EXPERTS,
+    DecoderLayer, FeedForward, Groups, LatentAttention, LatentConfig, Linear, Mlp, Moe, RankPart,
+    Rope, Router, Routing, Skeleton, SwitchGlu, TensorCut, MAX_EXPERTS,
 };
 use super::{args, Transformer};
 use crate::error::{Error, Result};
@@ -89,11 +89,11 @@ fn theta() -> f32 {
 /// mlx-lm's default when config.json has no `q_lora_rank` at all; `null` means none.
 const DEFAULT_Q_LORA_RANK: i32 = 1536;
 
-pub fn build_v2(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Box<dyn Transformer>> {
+pub fn build_v2(config: &Value, w: &mut Weights, plan: &RankPart) -> Result<Box<dyn Transformer>> {
     Ok(Box::new(build(config, w, plan, Version::V2)?))
 }
 
-pub fn build_v3(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Box<dyn Transformer>> {
+pub fn build_v3(config: &Value, w: &mut Weights, plan: &RankPart) -> Result<Box<dyn Transformer>> {
     Ok(Box::new(build(config, w, plan, Version::V3)?))
 }
 
@@ -122,7 +122,7 @@ struct Family {
     routing: RoutingSpec,
 }
 
-fn build(config: &Value, w: &mut Weights, plan: &ShardPlan, version: Version) -> Result<Decoder> {
+fn build(config: &Value, w: &mut Weights, plan: &RankPart, version: Version) -> Result<Decoder> {
     let a: Args = args(config)?;
     let q_lora_rank = match config.get("q_lora_rank") {
         None => Some(DEFAULT_Q_LORA_RANK),
@@ -205,7 +205,7 @@ impl Family {
     }
 
     /// What tensor parallelism cuts: heads, dense neurons and every expert's neurons.
-    fn tensor_counts(&self, tensor: &Option<TensorSplit>) -> Vec<(&'static str, i32)> {
+    fn tensor_counts(&self, tensor: &Option<TensorCut>) -> Vec<(&'static str, i32)> {
         let mut counts = vec![
             ("attention heads", self.a.num_attention_heads),
             ("MLP neurons", self.a.intermediate_size),
@@ -218,7 +218,7 @@ impl Family {
         }
         if self.a.n_routed_experts.is_some() {
             let (experts, inter) = (self.routing.experts, self.a.moe_intermediate_size);
-            counts.push(TensorSplit::expert_count(tensor, experts, inter));
+            counts.push(TensorCut::expert_count(tensor, experts, inter));
         }
         counts
     }
@@ -236,7 +236,7 @@ impl Family {
         w: &mut Weights,
         prefix: &str,
         index: usize,
-        tensor: &Option<TensorSplit>,
+        tensor: &Option<TensorCut>,
     ) -> Result<DecoderLayer> {
         let hidden = self.a.hidden_size;
         let attn = format!("{prefix}.self_attn");
@@ -253,7 +253,7 @@ impl Family {
         DecoderLayer::new(w, prefix, norms, AttentionBlock::Latent(attention), ffn)
     }
 
-    fn moe(&self, w: &mut Weights, mlp: &str, tensor: &Option<TensorSplit>) -> Result<Moe> {
+    fn moe(&self, w: &mut Weights, mlp: &str, tensor: &Option<TensorCut>) -> Result<Moe> {
         let (hidden, inter) = (self.a.hidden_size, self.a.moe_intermediate_size);
         let r = self.routing;
         let routing = match self.version {

@@ -4,7 +4,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::args;
-use super::common::{yes, BaseArgs, Decoder, FamilyTraits, ShardPlan};
+use super::common::{yes, BaseArgs, Decoder, FamilyTraits, RankPart};
 use super::Transformer;
 use crate::error::Result;
 use crate::weights::Weights;
@@ -30,7 +30,7 @@ fn default_theta() -> f32 {
     10000.0
 }
 
-pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Box<dyn Transformer>> {
+pub fn build(config: &Value, w: &mut Weights, plan: &RankPart) -> Result<Box<dyn Transformer>> {
     let a: Args = args(config)?;
     let head_dim = match a.head_dim {
         Some(d) => d,

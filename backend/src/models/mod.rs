@@ -14,7 +14,7 @@ use crate::cache::KvCache;
 use crate::distributed::protocol::CacheOp;
 use crate::error::{Error, Result};
 use crate::weights::Weights;
-use common::{keys, ShardPlan, WeightStats};
+use common::{keys, RankPart, WeightStats};
 
 /// One sequence of a batch: the slot every rank keeps its caches under, and its caches (one
 /// per layer).
@@ -138,7 +138,7 @@ impl LanguageModel for LocalModel {
     }
 }
 
-type Builder = fn(&Value, &mut Weights, &ShardPlan) -> Result<Box<dyn Transformer>>;
+type Builder = fn(&Value, &mut Weights, &RankPart) -> Result<Box<dyn Transformer>>;
 
 /// A family's own checkpoint key mapping, applied before its builder takes keys (mlx-lm's
 /// `sanitize`): per-expert tensors stacked, extra modules dropped.
@@ -167,7 +167,7 @@ fn as_stored(_: &Value, _: &mut Weights) -> Result<()> {
 pub fn build(
     config: &Value,
     mut weights: Weights,
-    plan: &ShardPlan,
+    plan: &RankPart,
 ) -> Result<Box<dyn Transformer>> {
     let model_type = config["model_type"]
         .as_str()
@@ -197,7 +197,7 @@ fn sanitize(config: &Value, weights: &mut Weights) {
 }
 
 /// A key another rank holds (its layers, or the embedding, norm and head).
-fn not_in_plan(key: &str, plan: &ShardPlan) -> bool {
+fn not_in_plan(key: &str, plan: &RankPart) -> bool {
     match keys::layer_of(key) {
         Some(i) => !plan.holds_layer(i),
         None => !plan.ends && keys::is_end(key),

@@ -4,7 +4,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::args;
-use super::common::{yes, BaseArgs, Decoder, FamilyTraits, ShardPlan};
+use super::common::{yes, BaseArgs, Decoder, FamilyTraits, RankPart};
 use super::Transformer;
 use crate::error::Result;
 use crate::weights::Weights;
@@ -25,7 +25,7 @@ fn default_theta() -> f32 {
     1_000_000.0
 }
 
-pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Box<dyn Transformer>> {
+pub fn build(config: &Value, w: &mut Weights, plan: &RankPart) -> Result<Box<dyn Transformer>> {
     let a: Args = args(config)?;
     let traits = FamilyTraits {
         qkv_bias: true,

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::common::{BaseArgs, Decoder, DecoderConfig, FamilyTraits, ShardPlan};
+use super::common::{BaseArgs, Decoder, DecoderConfig, FamilyTraits, RankPart};
 use super::{args, Transformer};
 use crate::error::{Error, Result};
 use crate::weights::Weights;
@@ -19,7 +19,7 @@ pub struct Args {
     rope_parameters: Option<Value>,
 }
 
-pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Box<dyn Transformer>> {
+pub fn build(config: &Value, w: &mut Weights, plan: &RankPart) -> Result<Box<dyn Transformer>> {
     Ok(Box::new(Decoder::load(
         w,
         decoder_config(&args(config)?)?,

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::common::{
     positive, stack_experts, Decoder, DecoderConfig, DecoderLayer, FeedForward, Linear, Mlp, Moe,
-    Router, Routing, ShardPlan, SwitchGlu, TensorSplit, MAX_EXPERTS,
+    RankPart, Router, Routing, SwitchGlu, TensorCut, MAX_EXPERTS,
 };
 use super::{args, qwen3, Transformer};
 use crate::error::Result;
@@ -46,7 +46,7 @@ pub fn sanitize(config: &Value, w: &mut Weights) -> Result<()> {
     stack_experts(w, ("num_experts", a.num_experts))
 }
 
-pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Box<dyn Transformer>> {
+pub fn build(config: &Value, w: &mut Weights, plan: &RankPart) -> Result<Box<dyn Transformer>> {
     let a: Args = args(config)?;
     a.validate()?;
     let c = qwen3::decoder_config(&a.qwen3)?;
@@ -54,7 +54,7 @@ pub fn build(config: &Value, w: &mut Weights, plan: &ShardPlan) -> Result<Box<dy
     let (experts, inter) = (a.num_experts, a.moe_intermediate_size);
     skeleton
         .tensor_counts
-        .push(TensorSplit::expert_count(&plan.tensor, experts, inter));
+        .push(TensorCut::expert_count(&plan.tensor, experts, inter));
     let decoder = Decoder::assemble(w, &skeleton, plan, &|w, prefix, i, tensor| {
         layer(w, prefix, i, (&a, &c), tensor)
     })?;
@@ -66,7 +66,7 @@ fn layer(
     prefix: &str,
     index: usize,
     (a, c): (&Args, &DecoderConfig),
-    tensor: &Option<TensorSplit>,
+    tensor: &Option<TensorCut>,
 ) -> Result<DecoderLayer> {
     let hidden = c.attention.hidden_size;
     let attention = c.attention(w, prefix, tensor)?;

@@ -175,7 +175,12 @@ fn check_cluster(report: &mut Report, args: &CheckArgs, hostfile: &Hostfile) {
         Err(e) => return report.fail(e, "set --control-port or --coordinator"),
     };
     let join_timeout = Duration::from_secs(args.join_timeout);
-    let opts = ClusterOptions::new(hostfile, control.clone(), join_timeout);
+    let opts = ClusterOptions::new(
+        hostfile,
+        control.clone(),
+        join_timeout,
+        args.token.as_deref(),
+    );
     let cluster = match Cluster::form(&opts) {
         Ok(c) => c,
         Err(e) => {

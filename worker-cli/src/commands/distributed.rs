@@ -2,6 +2,8 @@
 //! default; ranks 1 and up join rank 0 and follow it until stopped.
 
 use backend::engine::follower::{self, FollowerOptions};
+use backend::options::Settings;
+use backend::server::ServerOptions;
 
 use crate::args::DistributedArgs;
 
@@ -13,6 +15,7 @@ pub fn run(args: DistributedArgs) -> Result<(), Box<dyn std::error::Error>> {
         addr: args.addr,
         coordinator: args.coordinator,
         control_port: args.control_port,
+        token: args.token,
     })
 }
 
@@ -25,22 +28,18 @@ pub struct RankOptions {
     pub addr: String,
     pub coordinator: Option<String>,
     pub control_port: Option<u16>,
+    /// The control channel's secret (else the hostfile's digest).
+    pub token: Option<String>,
 }
 
 /// Rank 0 serves gRPC with the hostfile as its default; the others follow rank 0.
 pub fn run_rank(args: RankOptions) -> Result<(), Box<dyn std::error::Error>> {
     let hostfile = super::hostfile_for_rank(&args.hostfile, &args.backend, args.rank)?;
     if args.rank == 0 {
-        // LoadModel without a hostfile option uses these (the env fallbacks).
-        std::env::set_var("MLX_DISTRIBUTED_HOSTFILE", &args.hostfile);
-        std::env::set_var("MLX_DISTRIBUTED_BACKEND", &args.backend);
-        if let Some(port) = args.control_port {
-            std::env::set_var("MLX_DISTRIBUTED_CONTROL_PORT", port.to_string());
-        }
-        if let Some(c) = &args.coordinator {
-            std::env::set_var("MLX_JACCL_COORDINATOR", c);
-        }
-        return backend::server::run(&args.addr);
+        return backend::server::run(ServerOptions {
+            settings: rank0_settings(&args),
+            addr: args.addr,
+        });
     }
     let span = tracing::info_span!("rank", n = args.rank);
     let _enter = span.enter();
@@ -51,6 +50,32 @@ pub fn run_rank(args: RankOptions) -> Result<(), Box<dyn std::error::Error>> {
         hostfile,
         coordinator: args.coordinator,
         control_port: args.control_port,
+        token: args.token,
     })?;
     Ok(())
+}
+
+/// What LoadModel falls back on when its options do not say: this rank's flags, by the
+/// variables they stand for.
+fn rank0_settings(args: &RankOptions) -> Settings {
+    let mut s = Settings::default()
+        .with(
+            "MLX_DISTRIBUTED_HOSTFILE",
+            args.hostfile.display().to_string(),
+        )
+        .with("MLX_DISTRIBUTED_BACKEND", args.backend.clone());
+    let given = [
+        (
+            "MLX_DISTRIBUTED_CONTROL_PORT",
+            args.control_port.map(|p| p.to_string()),
+        ),
+        ("MLX_JACCL_COORDINATOR", args.coordinator.clone()),
+        ("MLX_DISTRIBUTED_TOKEN", args.token.clone()),
+    ];
+    for (key, value) in given {
+        if let Some(v) = value {
+            s = s.with(key, v);
+        }
+    }
+    s
 }

@@ -76,8 +76,6 @@ pub fn run(args: P2pArgs) -> CliResult {
         addrs.join(" "),
         hostfile.display()
     );
-    // The control channel's handshake uses the same token.
-    std::env::set_var("MLX_DISTRIBUTED_TOKEN", &args.token);
     run_rank(RankOptions {
         hostfile,
         rank,
@@ -85,6 +83,8 @@ pub fn run(args: P2pArgs) -> CliResult {
         addr: args.serve.unwrap_or_default(),
         coordinator: None,
         control_port: None,
+        // The control channel's handshake uses the same token.
+        token: Some(args.token),
     })
 }
 

@@ -39,22 +39,28 @@ pub struct ClusterOptions {
 
 impl ClusterOptions {
     /// Rank 0's options for `hostfile`'s cluster, listening on `control`: the secret from
-    /// `MLX_DISTRIBUTED_TOKEN` (or the hostfile), a ping a second.
-    pub fn new(hostfile: &Hostfile, control: String, join_timeout: Duration) -> ClusterOptions {
+    /// `token` (or the hostfile), a ping a second.
+    pub fn new(
+        hostfile: &Hostfile,
+        control: String,
+        join_timeout: Duration,
+        token: Option<&str>,
+    ) -> ClusterOptions {
         let json = hostfile.mlx_json();
         ClusterOptions {
             size: hostfile.size(),
             control,
             rank_addresses: hostfile.rank_addresses(),
             hostfile_digest: digest(json.as_bytes()),
-            secret: Secret::from_env(&json),
+            secret: Secret::new(token, &json),
             join_timeout,
             heartbeat: Duration::from_secs(1),
         }
     }
 }
 
-/// At most this many early replies are kept; stale ones fall off.
+/// At most this many early replies are kept: more means the ranks are out of step (waits
+/// `forget` the stale ones, so a cluster in step holds a few).
 const MAX_KEPT: usize = 64;
 
 struct Peer {
@@ -101,77 +107,25 @@ impl Cluster {
     /// Starts a reader per worker and the heartbeat.
     fn watch(peers: Vec<Peer>, heartbeat: Duration) -> Cluster {
         let peers = Arc::new(peers);
-        let fault = Arc::new(Fault::default());
-        let stop = Arc::new(AtomicBool::new(false));
+        let watch = Watch {
+            fault: Arc::new(Fault::default()),
+            stop: Arc::new(AtomicBool::new(false)),
+            last_seen: Arc::new(peers.iter().map(|_| Mutex::new(Instant::now())).collect()),
+        };
         let (tx, replies) = mpsc::channel();
-        let last_seen: Arc<Vec<Mutex<Instant>>> =
-            Arc::new(peers.iter().map(|_| Mutex::new(Instant::now())).collect());
-        let mut threads = Vec::new();
-        for (i, peer) in peers.iter().enumerate() {
-            let reader = peer
-                .writer
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .try_clone();
-            let (fault, stop, tx, seen) =
-                (fault.clone(), stop.clone(), tx.clone(), last_seen.clone());
-            let (rank, address) = (peer.rank, peer.address.clone());
-            threads.push(std::thread::spawn(move || {
-                let Ok(mut reader) = reader else { return };
-                loop {
-                    match read_frame::<ToLeader>(&mut reader) {
-                        Ok(ToLeader::StepFailed { error }) => {
-                            fault.raise(format!("rank {rank} ({address}) failed a step: {error}"));
-                        }
-                        Ok(ToLeader::Output { seq, activations }) => {
-                            *seen[i].lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
-                            fault.inbox().deliver(seq, activations.0);
-                        }
-                        Ok(msg) => {
-                            *seen[i].lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
-                            if !matches!(msg, ToLeader::Pong) {
-                                let _ = tx.send((rank, msg));
-                            }
-                        }
-                        Err(e) => {
-                            if !stop.load(Ordering::SeqCst) {
-                                fault.raise(format!("rank {rank} ({address}) was lost: {e}"));
-                            }
-                            return;
-                        }
-                    }
-                }
-            }));
-        }
-        let (p, f, s) = (peers.clone(), fault.clone(), stop.clone());
+        let mut threads: Vec<JoinHandle<()>> = peers
+            .iter()
+            .enumerate()
+            .map(|(i, peer)| watch.read(i, peer, tx.clone()))
+            .collect();
         let (stop_heartbeat, woken) = mpsc::channel::<()>();
-        threads.push(std::thread::spawn(move || {
-            // A beat every `heartbeat`, until the cluster is dropped (the channel closes).
-            while let Err(mpsc::RecvTimeoutError::Timeout) = woken.recv_timeout(heartbeat) {
-                for (i, peer) in p.iter().enumerate() {
-                    let silent = last_seen[i]
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .elapsed();
-                    if silent > heartbeat * 3 && !s.load(Ordering::SeqCst) {
-                        f.raise(format!(
-                            "rank {} ({}) stopped answering: silent for {:.1} s",
-                            peer.rank,
-                            peer.address,
-                            silent.as_secs_f64()
-                        ));
-                    }
-                    let mut w = peer.writer.lock().unwrap_or_else(|e| e.into_inner());
-                    let _ = write_frame(&mut *w, &ToWorker::Ping);
-                }
-            }
-        }));
+        threads.push(watch.beat(peers.clone(), heartbeat, woken));
         Cluster {
             peers,
             replies,
             kept: RefCell::new(VecDeque::new()),
-            fault,
-            stop,
+            fault: watch.fault,
+            stop: watch.stop,
             stop_heartbeat: Some(stop_heartbeat),
             threads,
         }
@@ -257,7 +211,7 @@ impl Cluster {
         let mut offer = |rank: usize, msg: ToLeader, got: &mut BTreeMap<usize, T>| -> Result<()> {
             match accept(rank, &msg)? {
                 Some(value) => drop(got.insert(rank, value)),
-                None => self.keep(rank, msg),
+                None => self.keep(rank, msg)?,
             }
             Ok(())
         };
@@ -308,21 +262,34 @@ impl Cluster {
             let Some((from, msg)) = reply else { continue };
             match (from == rank).then(|| accept(&msg)).flatten() {
                 Some(value) => {
-                    kept.for_each(|(r, m)| self.keep(r, m));
+                    kept.try_for_each(|(r, m)| self.keep(r, m))?;
                     return Ok(value);
                 }
-                None => self.keep(from, msg),
+                None => self.keep(from, msg)?,
             }
         }
     }
 
-    /// Keeps a reply that came while rank 0 waited for another (the oldest go first).
-    fn keep(&self, rank: usize, msg: ToLeader) {
+    /// Keeps a reply that came while rank 0 waited for another. Past `MAX_KEPT` the ranks
+    /// are out of step: that is a fault, naming the last reply.
+    fn keep(&self, rank: usize, msg: ToLeader) -> Result<()> {
         let mut kept = self.kept.borrow_mut();
         if kept.len() >= MAX_KEPT {
-            kept.pop_front();
+            drop(kept);
+            self.fault.raise(format!(
+                "rank 0 holds {MAX_KEPT} replies it did not wait for (the last: {} from rank \
+                 {rank}); the ranks are out of step",
+                msg.kind()
+            ));
+            return self.check();
         }
         kept.push_back((rank, msg));
+        Ok(())
+    }
+
+    /// Drops the kept replies that no wait will take any more (`stale` says which).
+    pub fn forget(&self, stale: impl Fn(&ToLeader) -> bool) {
+        self.kept.borrow_mut().retain(|(_, msg)| !stale(msg));
     }
 
     fn take_kept(&self) -> Vec<(usize, ToLeader)> {
@@ -367,12 +334,114 @@ impl Cluster {
     }
 }
 
+/// What the readers and the heartbeat share.
+struct Watch {
+    fault: Arc<Fault>,
+    /// The cluster is being dropped: a closed connection is no fault.
+    stop: Arc<AtomicBool>,
+    /// When each worker was last heard from.
+    last_seen: Arc<Vec<Mutex<Instant>>>,
+}
+
+impl Watch {
+    /// Reads worker `i`'s messages: outputs go to the inbox, replies to `tx`, a failed step
+    /// or a closed connection is a fault.
+    fn read(&self, i: usize, peer: &Peer, tx: mpsc::Sender<(usize, ToLeader)>) -> JoinHandle<()> {
+        let reader = peer
+            .writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .try_clone();
+        let (fault, stop, seen) = (
+            self.fault.clone(),
+            self.stop.clone(),
+            self.last_seen.clone(),
+        );
+        let (rank, address) = (peer.rank, peer.address.clone());
+        std::thread::spawn(move || {
+            let Ok(mut reader) = reader else { return };
+            loop {
+                let msg = match read_frame::<ToLeader>(&mut reader) {
+                    Ok(msg) => msg,
+                    Err(e) => {
+                        if !stop.load(Ordering::SeqCst) {
+                            fault.raise(format!("rank {rank} ({address}) was lost: {e}"));
+                        }
+                        return;
+                    }
+                };
+                *seen[i].lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+                match msg {
+                    ToLeader::StepFailed { error } => {
+                        fault.raise(format!("rank {rank} ({address}) failed a step: {error}"));
+                    }
+                    ToLeader::Output { seq, activations } => {
+                        fault.inbox().deliver(seq, activations.0)
+                    }
+                    ToLeader::Pong => {}
+                    msg => drop(tx.send((rank, msg))),
+                }
+            }
+        })
+    }
+
+    /// Pings every `heartbeat` until `woken` closes (the cluster is dropped); a worker silent
+    /// for three beats is a fault.
+    fn beat(
+        &self,
+        peers: Arc<Vec<Peer>>,
+        heartbeat: Duration,
+        woken: mpsc::Receiver<()>,
+    ) -> JoinHandle<()> {
+        let (fault, stop, seen) = (
+            self.fault.clone(),
+            self.stop.clone(),
+            self.last_seen.clone(),
+        );
+        std::thread::spawn(move || {
+            while let Err(mpsc::RecvTimeoutError::Timeout) = woken.recv_timeout(heartbeat) {
+                for (i, peer) in peers.iter().enumerate() {
+                    let silent = seen[i].lock().unwrap_or_else(|e| e.into_inner()).elapsed();
+                    if silent > heartbeat * 3 && !stop.load(Ordering::SeqCst) {
+                        fault.raise(format!(
+                            "rank {} ({}) stopped answering: silent for {:.1} s",
+                            peer.rank,
+                            peer.address,
+                            silent.as_secs_f64()
+                        ));
+                    }
+                    let mut w = peer.writer.lock().unwrap_or_else(|e| e.into_inner());
+                    let _ = write_frame(&mut *w, &ToWorker::Ping);
+                }
+            }
+        })
+    }
+}
+
 /// The error for ranks that did not answer in time.
 fn late(what: &str, timeout: Duration, who: String) -> Error {
     Error::Distributed(format!(
         "{who} did not answer {what} within {} s",
         timeout.as_secs()
     ))
+}
+
+/// A cluster of `workers` fake workers over loopback sockets, joined without a handshake:
+/// the tests write the workers' replies themselves.
+#[cfg(test)]
+pub(crate) fn loopback(workers: usize) -> std::io::Result<(Cluster, Vec<TcpStream>)> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let (mut peers, mut ends) = (Vec::new(), Vec::new());
+    for rank in 1..=workers {
+        ends.push(TcpStream::connect(listener.local_addr()?)?);
+        peers.push(Peer {
+            rank,
+            address: format!("host{rank}:1"),
+            writer: Mutex::new(listener.accept()?.0),
+            free_memory: 0,
+        });
+    }
+    Ok((Cluster::watch(peers, Duration::from_secs(30)), ends))
 }
 
 impl Drop for Cluster {
@@ -451,6 +520,95 @@ mod tests {
             hostfile_digest: opts.hostfile_digest.clone(),
             secret: opts.secret.clone(),
         })
+    }
+
+    fn reply(end: &mut TcpStream, msg: &ToLeader) -> std::io::Result<()> {
+        write_frame(end, msg)
+    }
+
+    fn ready(seq: u64) -> ToLeader {
+        ToLeader::Ready {
+            seq,
+            activations: None,
+        }
+    }
+
+    fn ready_seq(msg: &ToLeader) -> Option<u64> {
+        match msg {
+            ToLeader::Ready { seq, .. } => Some(*seq),
+            _ => None,
+        }
+    }
+
+    /// Replies come in any order and interleaved with replies to other waits: each wait takes
+    /// its own, by rank and step, and keeps the rest for the wait they belong to.
+    #[test]
+    fn reordered_replies_reach_the_wait_they_belong_to() -> TestResult {
+        let (cluster, mut ends) = loopback(2)?;
+        reply(&mut ends[1], &ready(8))?;
+        reply(&mut ends[1], &ready(7))?;
+        reply(&mut ends[0], &ready(8))?;
+        reply(&mut ends[0], &ready(7))?;
+        let limit = Duration::from_secs(5);
+        let took = cluster.await_from(2, "step 7", limit, |m| ready_seq(m).filter(|s| *s == 7))?;
+        assert_eq!(took, 7);
+        let short = Duration::from_millis(300);
+        let seven = cluster.collect("step 7", short, |_, m| Ok(ready_seq(m).filter(|s| *s == 7)));
+        assert!(
+            seven.is_err(),
+            "rank 2's step 7 was taken: only rank 1's is left"
+        );
+        let eight =
+            cluster.collect("step 8", limit, |_, m| Ok(ready_seq(m).filter(|s| *s == 8)))?;
+        assert_eq!(eight, vec![8, 8], "rank 1's then rank 2's, in rank order");
+        Ok(())
+    }
+
+    /// Replies nobody waits for are a fault past `MAX_KEPT`, naming the last one, unless a
+    /// wait forgot them as stale first.
+    #[test]
+    fn unclaimed_replies_are_bounded_by_a_fault_not_dropped() -> TestResult {
+        let (cluster, mut ends) = loopback(1)?;
+        let limit = Duration::from_secs(5);
+        for seq in 0..MAX_KEPT as u64 {
+            reply(&mut ends[0], &ready(seq))?;
+        }
+        reply(&mut ends[0], &ToLeader::Freed)?;
+        cluster.await_from(1, "Free", limit, |m| {
+            matches!(m, ToLeader::Freed).then_some(())
+        })?;
+        cluster.forget(|m| ready_seq(m).is_some_and(|s| s < 60));
+        for seq in MAX_KEPT as u64..2 * MAX_KEPT as u64 {
+            reply(&mut ends[0], &ready(seq))?;
+        }
+        reply(&mut ends[0], &ToLeader::Freed)?;
+        let err = cluster
+            .await_from(1, "Free", limit, |m| {
+                matches!(m, ToLeader::Freed).then_some(())
+            })
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("64 replies it did not wait for"), "{err}");
+        assert!(err.contains("Ready from rank 1"), "{err}");
+        assert!(cluster.fault().get().is_some(), "the cluster is failed");
+        Ok(())
+    }
+
+    /// A worker whose step failed fails the cluster, naming the rank and its error.
+    #[test]
+    fn a_failed_step_on_a_worker_is_a_fault_naming_it() -> TestResult {
+        let (cluster, mut ends) = loopback(2)?;
+        let error = "out of memory".to_string();
+        reply(&mut ends[1], &ToLeader::StepFailed { error })?;
+        let err = cluster
+            .await_from(1, "step 1", Duration::from_secs(5), ready_seq)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("rank 2 (host2:1) failed a step: out of memory"),
+            "{err}"
+        );
+        Ok(())
     }
 
     #[test]

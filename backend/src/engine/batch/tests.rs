@@ -1,9 +1,8 @@
 //! The scheduler's edge cases against a fake model, in milliseconds.
 use super::*;
-use crate::engine::fake::{self, Call, FakeModel, StepRow};
+use crate::engine::fake::{self, tokenizer, Call, FakeModel, StepRow};
 use crate::request::FinishReason;
-use std::path::PathBuf;
-use std::sync::OnceLock;
+use tokio::sync::mpsc as tmpsc;
 
 type Rx = tmpsc::UnboundedReceiver<Result<Event>>;
 
@@ -11,28 +10,6 @@ const MODES: [Queueing; 3] = [Queueing::HostIds, Queueing::Async, Queueing::Next
 
 /// No test here needs more rounds; more means the scheduler stopped making progress.
 const MAX_ROUNDS: usize = 500;
-
-/// The SmolLM2 tokenizer from the fixture cache, found as integration-tests finds it. A
-/// missing fixture fails the test: skipping would hide that nothing ran.
-fn tokenizer() -> &'static Tokenizer {
-    static TOK: OnceLock<Tokenizer> = OnceLock::new();
-    TOK.get_or_init(|| {
-        let cache = match std::env::var_os("MLX_DIST_CACHE") {
-            Some(dir) => PathBuf::from(dir),
-            None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/mlx-distributed"),
-        };
-        let dir = cache.join("fixtures/smollm2-135m-bf16");
-        assert!(
-            dir.is_dir(),
-            "fixture {} is missing: run scripts/fetch-test-model",
-            dir.display()
-        );
-        let tok = Tokenizer::load(&dir).expect("the fixture's tokenizer loads");
-        assert_eq!(tok.vocab_size(), fake::VOCAB as usize, "the fake's vocab");
-        tok
-    })
-}
 
 /// Roomy limits: every test tightens only what it is about.
 fn limits() -> BatchLimits {
@@ -657,5 +634,101 @@ fn a_client_that_leaves_mid_generation_is_retired_at_the_next_round() {
     assert_eq!(next.rows.iter().map(|r| r.slot).collect::<Vec<_>>(), [2]);
     run_until_idle(&mut batch, &model, &limits);
     assert_eq!(drain(&mut rx_b).tokens, expected(&b, 50));
+    fake::replay(&model.calls()).expect("a follower could follow every step");
+}
+
+/// A client that leaves in the round its long prompt's snapshot went out to the prefix cache
+/// (the `Save` riding on that round's step): it is retired at the next round with its slot
+/// released after the save, the entry stays, and a request with the same prompt restores it
+/// and makes the same tokens.
+#[test]
+fn a_client_that_leaves_while_its_prompt_is_saved_leaves_a_usable_entry() {
+    let model = FakeModel::new(Queueing::Async);
+    let mut batch = Batch::new(4);
+    let limits = BatchLimits {
+        prefill_budget: 32,
+        ..limits()
+    };
+    let long = prompt(21, SNAPSHOT_MIN_TOKENS + 6);
+    let rx_a = enqueue(&mut batch, long.clone(), greedy(20));
+    let mut rx_b = enqueue(&mut batch, prompt(22, 8), greedy(20));
+    let snapshot_sent = |m: &FakeModel| {
+        m.calls().iter().flat_map(|c| c.cache_ops.clone()).any(
+            |op| matches!(op, CacheOp::Save { slot: 1, len, .. } if len >= SNAPSHOT_MIN_TOKENS),
+        )
+    };
+    for _ in 0..MAX_ROUNDS {
+        if snapshot_sent(&model) {
+            break;
+        }
+        round(&mut batch, &model, &limits);
+    }
+    assert!(snapshot_sent(&model), "the prompt's snapshot went out");
+    drop(rx_a);
+    let done = round(&mut batch, &model, &limits);
+    let cancelled: Vec<_> = done.iter().map(|s| s.finish).collect();
+    assert!(
+        cancelled.contains(&FinishReason::Cancelled),
+        "{cancelled:?}"
+    );
+    assert_eq!(batch.cache_ops.last(), Some(&CacheOp::Release { slot: 1 }));
+    let first = model.calls().len();
+    let mut rx_c = enqueue(&mut batch, long.clone(), greedy(5));
+    run_until_idle(&mut batch, &model, &limits);
+    let calls = model.calls();
+    assert!(calls[first]
+        .cache_ops
+        .contains(&CacheOp::Release { slot: 1 }));
+    let restored = calls[first..]
+        .iter()
+        .flat_map(|c| c.cache_ops.clone())
+        .any(|op| matches!(op, CacheOp::Restore { len, .. } if len >= SNAPSHOT_MIN_TOKENS));
+    assert!(restored, "the new request restored the saved prompt");
+    assert_eq!(drain(&mut rx_c).tokens, expected(&long, 5));
+    assert!(drain(&mut rx_b).done.is_some());
+    fake::replay(&calls).expect("a follower could follow every step");
+}
+
+/// A client that leaves while its long prompt is still being prefilled in chunks: no chunk
+/// of it runs after the next round's retirement, its slot is released, and the row beside
+/// it goes on untouched.
+#[test]
+fn a_client_that_leaves_mid_prefill_gets_no_more_chunks() {
+    let model = FakeModel::new(Queueing::Async);
+    let mut batch = Batch::new(4);
+    let limits = BatchLimits {
+        prefill_budget: 16,
+        ..limits()
+    };
+    let b = prompt(24, 6);
+    let mut rx_b = enqueue(&mut batch, b.clone(), greedy(12));
+    let rx_a = enqueue(&mut batch, prompt(23, 200), greedy(5));
+    round(&mut batch, &model, &limits);
+    round(&mut batch, &model, &limits);
+    let prefills = |m: &FakeModel| {
+        m.calls()
+            .iter()
+            .filter(|c| c.prefill && c.rows[0].slot == 2)
+            .count()
+    };
+    let before = prefills(&model);
+    assert!(
+        (1..200 / 16).contains(&before),
+        "mid-prefill: {before} chunks ran"
+    );
+    drop(rx_a);
+    round(&mut batch, &model, &limits);
+    run_until_idle(&mut batch, &model, &limits);
+    assert!(
+        prefills(&model) <= before + 1,
+        "at most the chunk of the round it left in"
+    );
+    let released = model
+        .calls()
+        .iter()
+        .flat_map(|c| c.cache_ops.clone())
+        .any(|op| op == CacheOp::Release { slot: 2 });
+    assert!(released, "the slot was released on the other ranks too");
+    assert_eq!(drain(&mut rx_b).tokens, expected(&b, 12));
     fake::replay(&model.calls()).expect("a follower could follow every step");
 }

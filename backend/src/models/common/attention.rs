@@ -3,10 +3,10 @@
 use mlx_rs::Array;
 
 use super::attend::{offsets, Heads};
-use super::{Linear, RmsNorm, Rope, TensorSplit};
+use super::{Linear, RmsNorm, Rope, TensorCut};
 use crate::cache::KvCache;
 use crate::error::Result;
-use crate::weights::{Split, Weights};
+use crate::weights::{Cut, Weights};
 
 /// The shape of one attention block, from the family's config.
 #[derive(Debug, Clone, Copy)]
@@ -35,7 +35,7 @@ pub struct Attention {
     heads: Heads,
     head_dim: i32,
     rope: Rope,
-    tensor: Option<TensorSplit>,
+    tensor: Option<TensorCut>,
 }
 
 impl Attention {
@@ -46,11 +46,11 @@ impl Attention {
         prefix: &str,
         c: &AttentionConfig,
         rope: &Rope,
-        tensor: &Option<TensorSplit>,
+        tensor: &Option<TensorCut>,
     ) -> Result<Attention> {
         let (q_out, kv_out) = (c.heads * c.head_dim, c.kv_heads * c.head_dim);
         let n = tensor.as_ref().map_or(1, |t| t.size as i32);
-        let (rows, cols) = (Split::rows(tensor), Split::cols(tensor));
+        let (rows, cols) = (Cut::rows(tensor), Cut::cols(tensor));
         let norm = |w: &mut Weights, name: &str| match c.qk_norm {
             true => {
                 RmsNorm::load(w, &format!("{prefix}.{name}"), c.head_dim, c.rms_norm_eps).map(Some)
@@ -126,7 +126,7 @@ impl Attention {
         let keys = self.rope.for_rows(&keys, &offsets)?;
         let out = h.attend(&queries, &keys, &values, caches)?;
         let out = out.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?;
-        TensorSplit::all_sum(&self.tensor, self.o_proj.forward(&out)?)
+        TensorCut::all_sum(&self.tensor, self.o_proj.forward(&out)?)
     }
 
     /// Keys and values one position adds to the cache on this rank, in elements.

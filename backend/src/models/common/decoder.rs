@@ -6,13 +6,13 @@ use mlx_rs::nn::silu;
 use mlx_rs::Array;
 
 use super::{
-    Attention, AttentionConfig, Embedding, LatentAttention, Linear, Moe, RmsNorm, Rope, ShardPlan,
-    TensorSplit,
+    Attention, AttentionConfig, Embedding, LatentAttention, Linear, Moe, RankPart, RmsNorm, Rope,
+    TensorCut,
 };
 use crate::cache::KvCache;
 use crate::error::Result;
 use crate::models::Transformer;
-use crate::weights::{Split, Weights};
+use crate::weights::{Cut, Weights};
 
 /// Everything a family's config.json decides about the decoder.
 pub struct DecoderConfig {
@@ -47,7 +47,7 @@ impl DecoderConfig {
         &self,
         w: &mut Weights,
         prefix: &str,
-        tensor: &Option<TensorSplit>,
+        tensor: &Option<TensorCut>,
     ) -> Result<AttentionBlock> {
         let attention = Attention::load(
             w,
@@ -65,7 +65,7 @@ pub struct Mlp {
     pub gate_proj: Linear,
     pub up_proj: Linear,
     pub down_proj: Linear,
-    tensor: Option<TensorSplit>,
+    tensor: Option<TensorCut>,
 }
 
 impl Mlp {
@@ -75,9 +75,9 @@ impl Mlp {
         prefix: &str,
         (hidden, inter): (i32, i32),
         bias: bool,
-        tensor: &Option<TensorSplit>,
+        tensor: &Option<TensorCut>,
     ) -> Result<Mlp> {
-        let (rows, cols) = (Split::rows(tensor), Split::cols(tensor));
+        let (rows, cols) = (Cut::rows(tensor), Cut::cols(tensor));
         Ok(Mlp {
             gate_proj: Linear::load_split(
                 w,
@@ -108,7 +108,7 @@ impl Mlp {
     }
 
     pub fn forward(&self, x: &Array) -> Result<Array> {
-        TensorSplit::all_sum(&self.tensor, self.forward_partial(x)?)
+        TensorCut::all_sum(&self.tensor, self.forward_partial(x)?)
     }
 
     /// This rank's partial output, before the sum over ranks (a MoE block sums its shared
@@ -213,7 +213,7 @@ impl DecoderLayer {
         w: &mut Weights,
         prefix: &str,
         c: &DecoderConfig,
-        tensor: &Option<TensorSplit>,
+        tensor: &Option<TensorCut>,
     ) -> Result<DecoderLayer> {
         let a = &c.attention;
         let attention = c.attention(w, prefix, tensor)?;
@@ -264,7 +264,7 @@ pub struct Skeleton {
 
 /// Builds layer `index` at `prefix`, cut by the tensor split.
 pub type LayerLoader<'a> =
-    dyn Fn(&mut Weights, &str, usize, &Option<TensorSplit>) -> Result<DecoderLayer> + 'a;
+    dyn Fn(&mut Weights, &str, usize, &Option<TensorCut>) -> Result<DecoderLayer> + 'a;
 
 /// The parameters a rank holds, as Status reports them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -318,7 +318,7 @@ pub struct Decoder {
 
 impl Decoder {
     /// A dense family's decoder (llama, qwen2, qwen3).
-    pub fn load(w: &mut Weights, c: DecoderConfig, plan: &ShardPlan) -> Result<Decoder> {
+    pub fn load(w: &mut Weights, c: DecoderConfig, plan: &RankPart) -> Result<Decoder> {
         Decoder::assemble(w, &c.skeleton(), plan, &|w, prefix, _, tensor| {
             DecoderLayer::load_dense(w, prefix, &c, tensor)
         })
@@ -328,7 +328,7 @@ impl Decoder {
     pub fn assemble(
         w: &mut Weights,
         s: &Skeleton,
-        plan: &ShardPlan,
+        plan: &RankPart,
         layer: &LayerLoader,
     ) -> Result<Decoder> {
         let hidden = s.hidden_size;

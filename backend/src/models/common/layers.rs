@@ -4,7 +4,7 @@ use mlx_rs::ops::{addmm, dequantize, matmul, quantized_matmul};
 use mlx_rs::{fast, Array};
 
 use crate::error::Result;
-use crate::weights::{MatrixWeight, Packed, QuantParams, Shape, Split, Weights};
+use crate::weights::{Cut, MatrixWeight, Packed, QuantParams, Shape, Weights};
 
 /// `y = x W^T + b`, as mlx's `nn.Linear` or `nn.QuantizedLinear`.
 pub enum Linear {
@@ -166,7 +166,7 @@ impl Linear {
         out_dim: i32,
         bias: bool,
     ) -> Result<Linear> {
-        Linear::load_split(w, prefix, in_dim, out_dim, bias, Split::Whole)
+        Linear::load_split(w, prefix, in_dim, out_dim, bias, Cut::Whole)
     }
 
     /// A linear layer cut for tensor parallelism (`split`; see [`Weights::bias`] for its bias).
@@ -176,7 +176,7 @@ impl Linear {
         in_dim: i32,
         out_dim: i32,
         bias: bool,
-        split: Split,
+        split: Cut,
     ) -> Result<Linear> {
         let weight = w.matrix(prefix, Shape::matrix(out_dim, in_dim), split)?;
         let bias = match bias {
@@ -206,7 +206,7 @@ impl Embedding {
     /// An embedding table of `vocab` rows of `dim` at `prefix`.
     pub fn load(w: &mut Weights, prefix: &str, vocab: i32, dim: i32) -> Result<Embedding> {
         Ok(
-            match w.matrix(prefix, Shape::matrix(vocab, dim), Split::Whole)? {
+            match w.matrix(prefix, Shape::matrix(vocab, dim), Cut::Whole)? {
                 MatrixWeight::Dense(weight) => Embedding::Dense { weight },
                 MatrixWeight::Packed(packed) => Embedding::Packed(packed),
                 MatrixWeight::Quantized {

@@ -10,10 +10,10 @@ use mlx_rs::ops::{arange, concatenate, dequantize, ge, matmul, quantized_matmul}
 use mlx_rs::{Array, Dtype};
 
 use super::attend::offsets;
-use super::{Linear, RmsNorm, Rope, TensorSplit};
+use super::{Linear, RmsNorm, Rope, TensorCut};
 use crate::cache::KvCache;
 use crate::error::Result;
-use crate::weights::{MatrixWeight, Shape, Split, Weights};
+use crate::weights::{Cut, MatrixWeight, Shape, Weights};
 
 /// The norms inside MLA use this epsilon whatever the config says (as mlx-lm).
 const LATENT_NORM_EPS: f32 = 1e-6;
@@ -62,7 +62,7 @@ pub struct LatentAttention {
     c: LatentConfig,
     /// Heads on this rank.
     heads: i32,
-    tensor: Option<TensorSplit>,
+    tensor: Option<TensorCut>,
 }
 
 impl LatentAttention {
@@ -73,10 +73,10 @@ impl LatentAttention {
         prefix: &str,
         c: &LatentConfig,
         rope: &Rope,
-        tensor: &Option<TensorSplit>,
+        tensor: &Option<TensorCut>,
     ) -> Result<LatentAttention> {
         let n = tensor.as_ref().map_or(1, |t| t.size as i32);
-        let rows = Split::rows(tensor);
+        let rows = Cut::rows(tensor);
         let key = |name: &str| format!("{prefix}.{name}");
         let q_out = c.heads * c.q_head_dim();
         let q = match c.q_lora_rank {
@@ -119,7 +119,7 @@ impl LatentAttention {
                 c.heads * c.v_head_dim,
                 c.hidden_size,
                 c.attention_bias,
-                Split::cols(tensor),
+                Cut::cols(tensor),
             )?,
             rope: rope.clone(),
             c: *c,
@@ -158,7 +158,7 @@ impl LatentAttention {
         };
         let out = self.attend(parts, caches)?;
         let out = out.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?;
-        TensorSplit::all_sum(&self.tensor, self.o_proj.forward(&out)?)
+        TensorCut::all_sum(&self.tensor, self.o_proj.forward(&out)?)
     }
 
     fn queries(&self, x: &Array) -> Result<Array> {
@@ -277,11 +277,11 @@ fn expansion(
     w: &mut Weights,
     prefix: &str,
     c: &LatentConfig,
-    tensor: &Option<TensorSplit>,
+    tensor: &Option<TensorCut>,
 ) -> Result<(MultiLinear, MultiLinear)> {
     let kv_b = format!("{prefix}.kv_b_proj");
     if !w.contains(&format!("{kv_b}.weight")) {
-        let heads = Split::stacked(tensor);
+        let heads = Cut::stacked(tensor);
         let mut load = |name: &str, rows: i32, cols: i32| {
             let shape = Shape::stacked(c.heads, rows, cols);
             MultiLinear::load(w, &format!("{prefix}.{name}"), shape, heads, false)
@@ -291,7 +291,7 @@ fn expansion(
     }
     let (nope, v) = (c.qk_nope_head_dim, c.v_head_dim);
     let shape = Shape::matrix(c.heads * (nope + v), c.kv_lora_rank);
-    let whole = MultiWeight::of(w.matrix(&kv_b, shape, Split::Whole)?)?;
+    let whole = MultiWeight::of(w.matrix(&kv_b, shape, Cut::Whole)?)?;
     let n = tensor.as_ref().map_or(1, |t| t.size as i32);
     let first = tensor.as_ref().map_or(0, |t| t.rank as i32) * (c.heads / n);
     let heads = first..first + c.heads / n;
@@ -389,7 +389,7 @@ impl MultiLinear {
         w: &mut Weights,
         prefix: &str,
         shape: Shape,
-        split: Split,
+        split: Cut,
         transposed: bool,
     ) -> Result<MultiLinear> {
         Ok(MultiLinear {

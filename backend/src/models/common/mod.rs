@@ -20,4 +20,4 @@ pub use layers::{Embedding, Linear, RmsNorm};
 pub use mla::{LatentAttention, LatentConfig};
 pub use moe::{stack_experts, Groups, Moe, Router, Routing, SwitchGlu, SwitchLinear, MAX_EXPERTS};
 pub use rope::{yarn_attention_factor, Rope};
-pub use shard::{ExpertCut, ShardPlan, TensorSplit};
+pub use shard::{ExpertCut, RankPart, TensorCut};

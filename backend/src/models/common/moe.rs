@@ -7,9 +7,9 @@ use mlx_rs::ops::{
 };
 use mlx_rs::{Array, Dtype};
 
-use super::{positive, ExpertCut, Linear, Mlp, TensorSplit};
+use super::{positive, ExpertCut, Linear, Mlp, TensorCut};
 use crate::error::{Error, Result};
-use crate::weights::{MatrixWeight, Packed, QuantParams, Shape, Split, Weights};
+use crate::weights::{Cut, MatrixWeight, Packed, QuantParams, Shape, Weights};
 
 /// Below this many (token, expert) pairs the rows go in token order; from it on they are
 /// sorted by expert so that each expert's weights are read once (mlx-lm's threshold).
@@ -36,7 +36,7 @@ impl SwitchLinear {
         prefix: &str,
         experts: i32,
         (in_dim, out_dim): (i32, i32),
-        split: Split,
+        split: Cut,
     ) -> Result<SwitchLinear> {
         let shape = Shape::stacked(experts, out_dim, in_dim);
         Ok(match w.matrix(prefix, shape, split)? {
@@ -150,15 +150,15 @@ impl SwitchGlu {
         prefix: &str,
         experts: i32,
         (hidden, inter): (i32, i32),
-        tensor: &Option<TensorSplit>,
+        tensor: &Option<TensorCut>,
     ) -> Result<SwitchGlu> {
-        let mut part = |name: &str, dims: (i32, i32), split: Split| {
+        let mut part = |name: &str, dims: (i32, i32), split: Cut| {
             SwitchLinear::load(w, &format!("{prefix}.{name}"), experts, dims, split)
         };
-        let whole = TensorSplit::expert_cut(tensor) == Some(ExpertCut::Whole);
+        let whole = TensorCut::expert_cut(tensor) == Some(ExpertCut::Whole);
         let (in_split, out_split) = match whole {
-            true => (Split::stacked(tensor), Split::stacked(tensor)),
-            false => (Split::rows(tensor), Split::cols(tensor)),
+            true => (Cut::stacked(tensor), Cut::stacked(tensor)),
+            false => (Cut::rows(tensor), Cut::cols(tensor)),
         };
         let local = match (whole, tensor) {
             (true, Some(t)) => {
@@ -392,7 +392,7 @@ pub struct Moe {
     pub shared: Option<Mlp>,
     /// Cast the weighted sum back to the experts' dtype (Qwen3-MoE, DeepSeek-V3).
     pub cast_sum: bool,
-    pub tensor: Option<TensorSplit>,
+    pub tensor: Option<TensorCut>,
 }
 
 impl Moe {
@@ -412,7 +412,7 @@ impl Moe {
         if let Some(shared) = &self.shared {
             out = out.add(shared.forward_partial(x)?)?;
         }
-        TensorSplit::all_sum(&self.tensor, out)
+        TensorCut::all_sum(&self.tensor, out)
     }
 
     pub fn arrays(&self) -> Vec<&Array> {

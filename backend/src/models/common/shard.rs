@@ -8,21 +8,21 @@ use mlx_rs::Array;
 
 use crate::distributed::Group;
 use crate::error::{Error, Result};
-use crate::weights::Split;
+use crate::weights::Cut;
 
 #[derive(Clone)]
-pub struct ShardPlan {
+pub struct RankPart {
     /// The layers this rank holds; `None` is all of them.
     pub layers: Option<Range<usize>>,
     /// Whether this rank holds the embedding, final norm and output head (rank 0).
     pub ends: bool,
-    pub tensor: Option<TensorSplit>,
+    pub tensor: Option<TensorCut>,
 }
 
-impl ShardPlan {
+impl RankPart {
     /// The whole model, as on one node.
-    pub fn full() -> ShardPlan {
-        ShardPlan {
+    pub fn full() -> RankPart {
+        RankPart {
             layers: None,
             ends: true,
             tensor: None,
@@ -36,7 +36,7 @@ impl ShardPlan {
 
 /// This rank's slice in tensor parallelism, and the group its partial sums are summed over.
 #[derive(Clone)]
-pub struct TensorSplit {
+pub struct TensorCut {
     pub rank: usize,
     pub size: usize,
     pub group: Rc<Group>,
@@ -52,29 +52,25 @@ pub enum ExpertCut {
     Whole,
 }
 
-impl TensorSplit {
+impl TensorCut {
     /// How routed experts are cut, if the model is split at all.
-    pub fn expert_cut(t: &Option<TensorSplit>) -> Option<ExpertCut> {
+    pub fn expert_cut(t: &Option<TensorCut>) -> Option<ExpertCut> {
         t.as_ref().map(|t| t.experts)
     }
 
     /// What the tensor check must divide for `experts` routed experts of `neurons` each:
     /// the neurons, or (whole experts per rank) the expert count.
-    pub fn expert_count(
-        t: &Option<TensorSplit>,
-        experts: i32,
-        neurons: i32,
-    ) -> (&'static str, i32) {
-        match TensorSplit::expert_cut(t) {
+    pub fn expert_count(t: &Option<TensorCut>, experts: i32, neurons: i32) -> (&'static str, i32) {
+        match TensorCut::expert_cut(t) {
             Some(ExpertCut::Whole) => ("routed experts", experts),
             _ => ("expert neurons", neurons),
         }
     }
 }
 
-impl TensorSplit {
+impl TensorCut {
     /// Sharded-to-all: sums every rank's partial output (a no-op without a tensor split).
-    pub fn all_sum(split: &Option<TensorSplit>, x: Array) -> Result<Array> {
+    pub fn all_sum(split: &Option<TensorCut>, x: Array) -> Result<Array> {
         match split {
             Some(t) => Ok(t.group.all_sum(&x)?),
             None => Ok(x),
@@ -104,23 +100,23 @@ impl TensorSplit {
     }
 }
 
-impl Split {
-    pub fn rows(t: &Option<TensorSplit>) -> Split {
-        t.as_ref().map_or(Split::Whole, |t| Split::Rows {
+impl Cut {
+    pub fn rows(t: &Option<TensorCut>) -> Cut {
+        t.as_ref().map_or(Cut::Whole, |t| Cut::Rows {
             rank: t.rank,
             size: t.size,
         })
     }
 
-    pub fn stacked(t: &Option<TensorSplit>) -> Split {
-        t.as_ref().map_or(Split::Whole, |t| Split::Stacked {
+    pub fn stacked(t: &Option<TensorCut>) -> Cut {
+        t.as_ref().map_or(Cut::Whole, |t| Cut::Stacked {
             rank: t.rank,
             size: t.size,
         })
     }
 
-    pub fn cols(t: &Option<TensorSplit>) -> Split {
-        t.as_ref().map_or(Split::Whole, |t| Split::Cols {
+    pub fn cols(t: &Option<TensorCut>) -> Cut {
+        t.as_ref().map_or(Cut::Whole, |t| Cut::Cols {
             rank: t.rank,
             size: t.size,
         })

@@ -11,14 +11,14 @@ use std::time::{Duration, Instant};
 use super::batch::{kv_reservation, Batch, BatchLimits, Events, InFlight, Waiting};
 use super::cluster_load;
 use super::sharded::Session;
-use super::shared::{EngineState, ModelInfo, Snapshot};
+use super::shared::{degraded_message, EngineState, ModelInfo, Snapshot};
 use crate::distributed::clear_groups;
-use crate::distributed::leader::Cluster;
+use crate::distributed::leader::{Cluster, Fault};
 use crate::distributed::protocol::{ToLeader, ToWorker};
 use crate::error::{Error, Result};
 use crate::loader::{self, LoadedModel};
 use crate::options::LoadConfig;
-use crate::request::{GenerateOptions, GenerateRequest, PromptInput, Summary};
+use crate::request::{GenerateOptions, GenerateRequest, ModelSerial, Summary};
 use crate::source;
 
 pub enum Command {
@@ -35,15 +35,17 @@ pub enum Command {
     Free {
         reply: oneshot::Sender<Result<()>>,
     },
+    /// The engine's cluster saw a fault (posted by `Fault`): degrade if a model is on it.
+    ClusterFault,
     /// Fail every request, drop the model, wait for MLX, and end the thread.
     Shutdown,
 }
 
 /// The model the engine holds, with the config it was loaded with.
 struct Loaded {
+    serial: ModelSerial,
     model: LoadedModel,
     config: LoadConfig,
-    context: usize,
     /// Bytes of KV memory the running requests and the prefix cache may hold together.
     kv_budget: usize,
     /// Whether it is spread over the engine's cluster (`EngineThread::session`).
@@ -78,9 +80,9 @@ const STREAM_LIMIT: Duration = Duration::from_secs(2);
 
 /// Runs the engine thread; a panic that escapes it (one the command guards could not hold)
 /// is published as `Failed`, so Health tells the host to restart the backend.
-pub fn run_guarded(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
+pub fn run_guarded(channel: Channel, shared: Arc<RwLock<Snapshot>>) {
     let publish_to = shared.clone();
-    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| run(commands, shared))) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(|| run(channel, shared))) {
         let msg = format!("the engine thread failed: {}", panic_message(&*panic));
         tracing::error!("{msg}; restart the backend");
         if let Ok(mut s) = publish_to.write() {
@@ -107,10 +109,20 @@ fn guard<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|p| panic_message(&*p))
 }
 
-fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
+/// The engine thread's command channel: it reads one end and gives the other to its
+/// cluster, so that faults arrive as commands.
+pub struct Channel {
+    pub commands: mpsc::Receiver<Command>,
+    pub post: mpsc::Sender<Command>,
+}
+
+fn run(channel: Channel, shared: Arc<RwLock<Snapshot>>) {
+    let Channel { commands, post } = channel;
     let mut engine = EngineThread {
         shared,
+        post,
         serving: Serving::Empty,
+        loads: 0,
         session: None,
         batch: Batch::default(),
     };
@@ -125,7 +137,7 @@ fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
             },
         };
         match command {
-            None if engine.batch.idle() => break, // the handle is gone
+            None if engine.batch.idle() => break, // cannot happen: the thread holds a sender
             None => engine.round(),
             Some(Command::Load { config, reply }) => {
                 let _ = reply.send(engine.load(config));
@@ -139,6 +151,7 @@ fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
                 engine.free();
                 let _ = reply.send(Ok(()));
             }
+            Some(Command::ClusterFault) => engine.on_cluster_fault(),
             Some(Command::Shutdown) => break,
         }
     }
@@ -148,7 +161,11 @@ fn run(commands: mpsc::Receiver<Command>, shared: Arc<RwLock<Snapshot>>) {
 /// The engine thread's state: what it serves, the cluster, and the requests.
 struct EngineThread {
     shared: Arc<RwLock<Snapshot>>,
+    /// The thread's own channel, for its cluster's faults.
+    post: mpsc::Sender<Command>,
     serving: Serving,
+    /// Models installed so far (the next one's serial).
+    loads: u64,
     /// The cluster, kept across loads while no rank is lost; a model may be served on it or not.
     session: Option<Rc<Session>>,
     batch: Batch,
@@ -217,7 +234,7 @@ impl EngineThread {
 
     /// The group is broken: forget it, and say so until the next LoadModel.
     fn degrade(&mut self, lost: &str) {
-        let msg = format!("{lost}; LoadModel again to form the cluster anew");
+        let msg = degraded_message(lost);
         self.batch.fail_all(&Error::RankLost(msg.clone()));
         self.serving = Serving::Degraded(msg.clone());
         self.session = None;
@@ -228,6 +245,21 @@ impl EngineThread {
             s.model = None;
             s.last_error = Some(msg);
         });
+    }
+
+    /// A fault was posted: if it is the current cluster's, the model on it degrades (a fault
+    /// of a cluster since replaced is stale and ignored).
+    fn on_cluster_fault(&mut self) {
+        let Some(lost) = self.session.as_ref().and_then(|s| s.cluster.fault().get()) else {
+            return;
+        };
+        match self.serving.on_cluster() {
+            true => self.degrade(&lost),
+            false => {
+                self.session = None;
+                clear_groups();
+            }
+        }
     }
 
     /// A round panicked: its requests fail with INTERNAL naming the panic. Over a cluster the
@@ -265,7 +297,7 @@ impl EngineThread {
         if events.is_closed() {
             return; // the client left while the request was queued
         }
-        match guard(|| prepare(l, request)) {
+        match guard(|| admit(l, request)) {
             Ok(Ok((ids, options))) => self.batch.enqueue(Waiting {
                 ids,
                 options,
@@ -367,16 +399,11 @@ impl EngineThread {
             "the model was replaced by LoadModel".into(),
         ));
         let kv_budget = kv_budget(&built.config);
-        if let Some(s) = self.session.as_ref().filter(|_| built.on_cluster) {
-            let shared = self.shared.clone();
-            s.cluster.fault().observe(Box::new(move |msg| {
-                if let Ok(mut s) = shared.write() {
-                    s.state = EngineState::Degraded;
-                    s.last_error = Some(msg.to_string());
-                }
-            }));
-        }
+        let cluster = built.on_cluster.then(|| self.watch_cluster()).flatten();
+        self.loads += 1;
+        let serial = ModelSerial(self.loads);
         let info = ModelInfo {
+            serial,
             config: built.config.clone(),
             tokenizer: built.model.tokenizer.clone(),
             context: built.context,
@@ -386,17 +413,28 @@ impl EngineThread {
             *s = Snapshot {
                 state: EngineState::Ready,
                 model: Some(info),
+                cluster,
                 ..Snapshot::default()
             }
         });
         self.batch = Batch::new(built.config.max_cache_entries);
         self.serving = Serving::Model(Box::new(Loaded {
+            serial,
             model: built.model,
             config: built.config,
-            context: built.context,
             kv_budget,
             on_cluster: built.on_cluster,
         }));
+    }
+
+    /// The session's faults come to this thread as `ClusterFault` commands; returns its latch.
+    fn watch_cluster(&self) -> Option<Arc<Fault>> {
+        let fault = self.session.as_ref()?.cluster.fault();
+        let post = self.post.clone();
+        fault.post_to(Box::new(move || {
+            let _ = post.send(Command::ClusterFault);
+        }));
+        Some(fault.clone())
     }
 
     /// Ends the requests with `why` and drops the model being served.
@@ -451,6 +489,7 @@ impl EngineThread {
             serving,
             session,
             batch,
+            ..
         } = self;
         drop((batch, serving, session));
         if let Ok(mut s) = shared.write() {
@@ -492,14 +531,7 @@ fn kv_budget(config: &LoadConfig) -> usize {
 /// Runs `f` with the cluster watched: a lost rank fails the running requests at once
 /// (UNAVAILABLE), even while this thread is blocked in an MLX collective.
 fn watched<T>(cluster: &Cluster, running: Vec<Events>, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    cluster.fault().set_busy(true);
-    cluster.fault().on_fault(Box::new(move |msg| {
-        std::thread::spawn(move || {
-            for tx in running {
-                let _ = tx.send(Err(Error::RankLost(msg.clone())));
-            }
-        });
-    }));
+    cluster.fault().step_started(running);
     let _watching = Watching(cluster);
     f()
 }
@@ -510,8 +542,7 @@ struct Watching<'a>(&'a Cluster);
 
 impl Drop for Watching<'_> {
     fn drop(&mut self) {
-        self.0.fault().clear_listener();
-        self.0.fault().set_busy(false);
+        self.0.fault().step_ended();
     }
 }
 
@@ -529,27 +560,15 @@ fn free_workers(s: &Session) -> Result<()> {
     Ok(())
 }
 
-/// Tokenizes and checks a request against the context; the options get the model's limits.
-fn prepare(l: &Loaded, request: GenerateRequest) -> Result<(Vec<u32>, GenerateOptions)> {
-    let tok = &l.model.tokenizer;
-    let text = match &request.prompt {
-        PromptInput::Text(text) => text.clone(),
-        PromptInput::Chat(input) => tok.apply_chat_template(input)?,
-    };
-    let ids = tok.encode(&text)?;
-    if ids.is_empty() {
-        return Err(Error::InvalidRequest("the prompt is empty".into()));
+/// Checks a request (validated and tokenized at the edge) against the model being served:
+/// its ids must be this model's, and its KV memory must fit the budget.
+fn admit(l: &Loaded, request: GenerateRequest) -> Result<(Vec<u32>, GenerateOptions)> {
+    if request.model != l.serial {
+        return Err(Error::Aborted(
+            "the model was replaced by LoadModel while the request was tokenized".into(),
+        ));
     }
-    if ids.len() >= l.context {
-        return Err(Error::InvalidRequest(format!(
-            "the prompt has {} tokens, but the context is {} tokens",
-            ids.len(),
-            l.context
-        )));
-    }
-    let mut options = request.options;
-    options.max_tokens = options.max_tokens.min(l.context - ids.len());
-    options.prefill_step = l.config.prefill_step;
+    let GenerateRequest { ids, options, .. } = request;
     let need = kv_reservation(l.model.model.as_ref(), ids.len(), &options);
     if need > l.kv_budget {
         return Err(Error::Overloaded(format!(
@@ -573,6 +592,192 @@ fn release_memory() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::fake::{self, FakeModel, Trouble};
+    use crate::models::Queueing;
+    use crate::options::{Env, LoadRequest};
+    use crate::request::Event;
+    use tokio::sync::mpsc as tmpsc;
+
+    struct NoEnv;
+    impl Env for NoEnv {
+        fn var(&self, _: &str) -> Option<String> {
+            None
+        }
+    }
+
+    type Rx = tmpsc::UnboundedReceiver<Result<Event>>;
+
+    /// An engine thread's state, driven by hand on this thread (no channel, no MLX stream).
+    fn engine() -> EngineThread {
+        EngineThread {
+            shared: Arc::new(RwLock::new(Snapshot::default())),
+            post: mpsc::channel().0,
+            serving: Serving::Empty,
+            loads: 0,
+            session: None,
+            batch: Batch::default(),
+        }
+    }
+
+    /// Installs a fake model, as a completed LoadModel would, with `options`.
+    fn install(engine: &mut EngineThread, model: FakeModel, options: &[&str]) {
+        let request = LoadRequest {
+            model: "fake".into(),
+            options: options.iter().map(|o| o.to_string()).collect(),
+            ..LoadRequest::default()
+        };
+        let config = LoadConfig::from_request(&request, &NoEnv).expect("the options parse");
+        engine.install(Built {
+            model: LoadedModel {
+                model: Box::new(model),
+                tokenizer: fake::tokenizer().clone(),
+                config: serde_json::Value::Null,
+                dir: std::path::PathBuf::new(),
+            },
+            config,
+            context: 1 << 20,
+            on_cluster: false,
+        });
+    }
+
+    /// Tokenizes at the edge, as the service does, and sends the request in.
+    fn generate(engine: &mut EngineThread, text: &str, max_tokens: usize) -> Rx {
+        let info = engine.shared.read().expect("readable").model.clone();
+        let info = info.expect("a model is installed");
+        let options = GenerateOptions {
+            max_tokens,
+            ignore_eos: true,
+            ..GenerateOptions::default()
+        };
+        let request = info.request(text, options).expect("a valid prompt");
+        let (events, rx) = tmpsc::unbounded_channel();
+        engine.enqueue(request, events, None);
+        rx
+    }
+
+    fn run_rounds(engine: &mut EngineThread) {
+        for _ in 0..200 {
+            if engine.batch.idle() {
+                return;
+            }
+            engine.round();
+        }
+        panic!("the engine did not drain");
+    }
+
+    /// The tokens and the error a request got.
+    fn outcome(rx: &mut Rx) -> (usize, Option<Error>) {
+        let (mut tokens, mut error) = (0, None);
+        while let Ok(event) = rx.try_recv() {
+            match event {
+                Ok(Event::Token(_)) => tokens += 1,
+                Ok(Event::Done(_)) => {}
+                Err(e) => error = Some(e),
+            }
+        }
+        (tokens, error)
+    }
+
+    /// The tokens of a request that got no error.
+    fn served(rx: &mut Rx) -> usize {
+        let (tokens, error) = outcome(rx);
+        assert!(error.is_none(), "{error:?}");
+        tokens
+    }
+
+    /// Requests tokenized for a model that has since been replaced are ABORTED; the new
+    /// model's serve, and the metrics count them.
+    #[test]
+    fn ids_of_a_replaced_model_are_aborted_and_the_new_one_serves() {
+        let mut engine = engine();
+        install(&mut engine, FakeModel::new(Queueing::HostIds), &[]);
+        let info = engine.shared.read().expect("readable").model.clone();
+        let stale = info
+            .expect("installed")
+            .request("Hello there", GenerateOptions::default());
+        install(&mut engine, FakeModel::new(Queueing::HostIds), &[]);
+        let (events, mut rx) = tmpsc::unbounded_channel();
+        engine.enqueue(stale.expect("valid"), events, None);
+        assert!(matches!(outcome(&mut rx).1, Some(Error::Aborted(m)) if m.contains("replaced")));
+        let mut fresh = generate(&mut engine, "Hello there", 4);
+        run_rounds(&mut engine);
+        assert_eq!(served(&mut fresh), 4);
+        let snapshot = engine.shared.read().expect("readable").clone();
+        assert_eq!(snapshot.metrics.tokens_generated, 4);
+        assert_eq!(snapshot.state, EngineState::Ready);
+    }
+
+    /// A request whose KV memory exceeds the whole budget is RESOURCE_EXHAUSTED at once.
+    #[test]
+    fn a_request_larger_than_the_kv_budget_is_refused_at_admission() {
+        let mut engine = engine();
+        install(
+            &mut engine,
+            FakeModel::new(Queueing::HostIds),
+            &["kv_memory_mb:1"],
+        );
+        // 16 bytes a position: 100,000 positions are more than 1 MiB.
+        let mut rx = generate(&mut engine, "Hello", 100_000);
+        let (_, error) = outcome(&mut rx);
+        assert!(matches!(error, Some(Error::Overloaded(m)) if m.contains("kv_memory_mb")));
+        assert!(engine.batch.idle());
+    }
+
+    /// On one node, a failed round fails its requests and a panicking one fails them with
+    /// INTERNAL naming the panic; either way the model keeps serving the next request.
+    #[test]
+    fn a_failed_or_panicking_round_fails_its_requests_and_the_model_serves_on() {
+        for trouble in [Trouble::Fail, Trouble::Panic] {
+            let mut engine = engine();
+            let model = FakeModel::new(Queueing::HostIds).with_trouble(trouble);
+            install(&mut engine, model, &[]);
+            let mut first = generate(&mut engine, "Hello", 3);
+            run_rounds(&mut engine);
+            let (_, error) = outcome(&mut first);
+            match trouble {
+                Trouble::Panic => assert!(
+                    matches!(&error, Some(Error::Internal(m)) if m.contains("a step panicked")),
+                    "{error:?}"
+                ),
+                _ => assert!(error.is_some(), "{trouble:?}"),
+            }
+            let mut second = generate(&mut engine, "Hello", 3);
+            run_rounds(&mut engine);
+            assert_eq!(served(&mut second), 3, "{trouble:?}");
+        }
+    }
+
+    /// Free ends the running requests with ABORTED and forgets the model.
+    #[test]
+    fn free_aborts_the_running_requests_and_forgets_the_model() {
+        let mut engine = engine();
+        install(&mut engine, FakeModel::new(Queueing::HostIds), &[]);
+        let mut rx = generate(&mut engine, "Hello", 50);
+        engine.round();
+        engine.free();
+        assert!(matches!(outcome(&mut rx).1, Some(Error::Aborted(m)) if m.contains("freed")));
+        assert!(engine.shared.read().expect("readable").model.is_none());
+        let (events, mut late) = tmpsc::unbounded_channel();
+        let request = GenerateRequest {
+            ids: vec![1, 2],
+            model: ModelSerial(1),
+            options: GenerateOptions::default(),
+        };
+        engine.enqueue(request, events, None);
+        assert!(matches!(outcome(&mut late).1, Some(Error::NotLoaded)));
+    }
+
+    /// A posted fault with no cluster under the engine (stale, or from a replaced one)
+    /// changes nothing.
+    #[test]
+    fn a_stale_cluster_fault_changes_nothing() {
+        let mut engine = engine();
+        install(&mut engine, FakeModel::new(Queueing::HostIds), &[]);
+        engine.on_cluster_fault();
+        let mut rx = generate(&mut engine, "Hello", 2);
+        run_rounds(&mut engine);
+        assert_eq!(served(&mut rx), 2);
+    }
 
     /// A panic in a command becomes an error naming it, whether its message was a literal
     /// or formatted, so the engine thread can fail that command and go on.
