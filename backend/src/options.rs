@@ -123,6 +123,17 @@ pub trait Env {
 
 pub struct ProcessEnv;
 
+/// An empty environment, for tests that must not see the process's.
+#[cfg(test)]
+pub(crate) struct NoEnv;
+
+#[cfg(test)]
+impl Env for NoEnv {
+    fn var(&self, _: &str) -> Option<String> {
+        None
+    }
+}
+
 /// The settings rank 0 was started with: the command line's values, by the variable each
 /// stands for, over the process environment. The CLI hands them over in this struct, never
 /// with `set_var` while other threads run. No `Debug`: it may hold the token.

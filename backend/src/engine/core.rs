@@ -594,16 +594,9 @@ mod tests {
     use super::*;
     use crate::engine::fake::{self, FakeModel, Trouble};
     use crate::models::Queueing;
-    use crate::options::{Env, LoadRequest};
+    use crate::options::{LoadRequest, NoEnv};
     use crate::request::Event;
     use tokio::sync::mpsc as tmpsc;
-
-    struct NoEnv;
-    impl Env for NoEnv {
-        fn var(&self, _: &str) -> Option<String> {
-            None
-        }
-    }
 
     type Rx = tmpsc::UnboundedReceiver<Result<Event>>;
 

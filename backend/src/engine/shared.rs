@@ -126,14 +126,7 @@ impl Default for Snapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::options::{Env, LoadRequest};
-
-    struct NoEnv;
-    impl Env for NoEnv {
-        fn var(&self, _: &str) -> Option<String> {
-            None
-        }
-    }
+    use crate::options::{LoadRequest, NoEnv};
 
     fn model(context: usize) -> ModelInfo {
         let request = LoadRequest {
