@@ -149,7 +149,11 @@ pub fn parse_tool_calls(format: &OutputFormat, content: &str) -> (Vec<ToolCall>,
         tail = &tail[next..];
     }
     rest.push_str(tail);
-    (calls, rest.trim().to_string())
+    match calls.is_empty() {
+        // Text without calls is the text as generated, as the stream sent it.
+        true => (calls, content.to_string()),
+        false => (calls, rest.trim().to_string()),
+    }
 }
 
 /// A fresh id for a tool call: `call_` and 24 hex digits.

@@ -9,6 +9,7 @@ pub mod generate;
 pub mod grpc;
 pub mod lifecycle;
 pub mod loader;
+pub mod memory;
 pub mod models;
 pub mod options;
 pub mod parent_watch;

@@ -130,6 +130,10 @@ async fn stream_equals_golden_and_a_disconnect_frees_the_engine() -> TestResult 
     assert_eq!(text, case.text);
     assert_eq!(last.tokens as usize, case.tokens.len());
     assert_eq!(last.prompt_tokens as usize, case.prompt_ids.len());
+    // Predict gives the same text as the stream, leading space and all.
+    let reply = c.predict(request(case, g.max_tokens)).await?.into_inner();
+    assert_eq!(String::from_utf8(reply.message)?, text);
+    assert_eq!(reply.chat_deltas[0].content, text);
 
     // Leave a long generation after two messages; the next request must not wait for it.
     let mut long = request(case, 2000);
@@ -266,5 +270,45 @@ async fn identity_mismatch_and_bad_requests_get_clear_errors() -> TestResult {
     }
     // The server keeps serving after all of that.
     c.predict(request(case, 2)).await?;
+    Ok(())
+}
+
+/// Resident memory of the backend, as Status reports it.
+async fn resident(c: &mut BackendClient<Channel>) -> TestResult<u64> {
+    let status = c.status(pb::HealthMessage {}).await?.into_inner();
+    Ok(status.memory.ok_or("no memory in Status")?.total)
+}
+
+/// Free gives the memory back: resident memory ends within 64 MiB of where it was before
+/// LoadModel, after a load in f32, generations, and a swap to the model as stored.
+#[tokio::test]
+async fn free_returns_resident_memory_to_where_it_was_before_load_model() -> TestResult {
+    let server = BackendProcess::start(&[]).await?;
+    let mut c = server.client().await?;
+    let g = goldens::load(GOLDENS)?;
+    let case = g.cases.first().ok_or("no golden case")?;
+    let before = resident(&mut c).await?;
+    for options in [&["dequantize:true"][..], &[]] {
+        assert!(load(&mut c, options).await?.success);
+        c.predict(request(case, g.max_tokens)).await?;
+        stream_text(&mut c, request(case, g.max_tokens)).await?;
+    }
+    let loaded = resident(&mut c).await?;
+    assert!(c.free(pb::HealthMessage {}).await?.into_inner().success);
+    let after = resident(&mut c).await?;
+    let mib = |b: u64| b >> 20;
+    eprintln!(
+        "resident: {} MiB before LoadModel, {} MiB loaded, {} MiB after Free",
+        mib(before),
+        mib(loaded),
+        mib(after)
+    );
+    assert!(
+        after <= before + (64 << 20),
+        "resident memory {} MiB before LoadModel, {} MiB loaded, {} MiB after Free",
+        mib(before),
+        mib(loaded),
+        mib(after)
+    );
     Ok(())
 }

@@ -239,7 +239,7 @@ impl EngineThread {
         self.serving = Serving::Degraded(msg.clone());
         self.session = None;
         clear_groups();
-        release_memory();
+        crate::memory::release();
         self.publish(|s| {
             s.state = EngineState::Degraded;
             s.model = None;
@@ -275,7 +275,7 @@ impl EngineThread {
         if guard(|| self.fail_all(&e)).is_err() {
             self.batch = Batch::default();
             self.serving = Serving::Empty;
-            release_memory();
+            crate::memory::release();
             self.publish(|s| {
                 *s = Snapshot {
                     state: EngineState::Error,
@@ -333,7 +333,7 @@ impl EngineThread {
                 Err(e)
             }
         };
-        release_memory();
+        crate::memory::release();
         result
     }
 
@@ -441,7 +441,7 @@ impl EngineThread {
     fn unload(&mut self, why: &Error) {
         self.fail_all(why);
         self.serving = Serving::Empty;
-        release_memory();
+        crate::memory::release();
     }
 
     /// The old model (if any) keeps serving; the error is the last one Status reports.
@@ -581,12 +581,6 @@ fn admit(l: &Loaded, request: GenerateRequest) -> Result<(Vec<u32>, GenerateOpti
         )));
     }
     Ok((ids, options))
-}
-
-fn release_memory() {
-    if let Err(e) = mlx_rs::memory::clear_cache() {
-        tracing::warn!("clearing MLX's cache failed: {e}");
-    }
 }
 
 #[cfg(test)]

@@ -113,14 +113,14 @@ impl Follower<'_> {
                 }
                 ToWorker::Abort => {
                     self.pending = None;
-                    let _ = mlx_rs::memory::clear_cache();
+                    crate::memory::release();
                     None
                 }
                 ToWorker::Free => {
                     self.model = None;
                     self.pending = None;
                     self.forget_caches();
-                    let _ = mlx_rs::memory::clear_cache();
+                    crate::memory::release();
                     tracing::info!("model freed");
                     Some(ToLeader::Freed)
                 }
@@ -175,7 +175,7 @@ impl Follower<'_> {
     /// every rank serving the old model); `Commit` swaps it in.
     fn load(&mut self, plan: &LoadPlan) -> ToLeader {
         self.pending = None;
-        let _ = mlx_rs::memory::clear_cache();
+        crate::memory::release();
         match self.try_load(plan) {
             Ok(worker) => {
                 let fingerprint = worker.fingerprint.clone();
@@ -271,7 +271,7 @@ impl Follower<'_> {
             Some(worker) => {
                 self.model = Some(worker);
                 self.forget_caches();
-                let _ = mlx_rs::memory::clear_cache();
+                crate::memory::release();
             }
             None => tracing::warn!("rank 0 committed a load this rank does not hold"),
         }

@@ -187,13 +187,13 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
                     let rest = splitter.finish();
                     split.content.push_str(&rest.content);
                     split.reasoning.push_str(&rest.reasoning);
-                    let (calls, content) = parse_tool_calls(&format, split.content.trim());
+                    let (calls, content) = parse_tool_calls(&format, &split.content);
                     let reply = pb::Reply {
                         message: content.clone().into_bytes(),
                         logprobs: convert::logprobs_json(&model.tokenizer, &logprobs),
                         chat_deltas: vec![pb::ChatDelta {
                             content,
-                            reasoning_content: split.reasoning.trim().to_string(),
+                            reasoning_content: split.reasoning.clone(),
                             tool_calls: tool_call_deltas(calls),
                         }],
                         ..Default::default()
