@@ -312,3 +312,55 @@ async fn free_returns_resident_memory_to_where_it_was_before_load_model() -> Tes
     );
     Ok(())
 }
+
+/// ModelOptions this backend cannot honour yet fail LoadModel naming the field, never load a
+/// model other than the one asked for; the same model then loads without them.
+#[tokio::test]
+async fn model_options_not_supported_yet_fail_load_model_by_name() -> TestResult {
+    let server = BackendProcess::start(&[]).await?;
+    let mut c = server.client().await?;
+    let model = fixture("smollm2-135m-4bit")?.to_string_lossy().into_owned();
+    let base = || pb::ModelOptions {
+        model: model.clone(),
+        ..Default::default()
+    };
+    let cases = [
+        (
+            pb::ModelOptions {
+                lora_adapters: vec!["adapter".into()],
+                ..base()
+            },
+            "LoraAdapter",
+        ),
+        (
+            pb::ModelOptions {
+                draft_model: "draft".into(),
+                ..base()
+            },
+            "DraftModel",
+        ),
+        (
+            pb::ModelOptions {
+                cache_type_value: "q8_0".into(),
+                ..base()
+            },
+            "CacheTypeValue",
+        ),
+        (
+            pb::ModelOptions {
+                mm_proj: "proj.gguf".into(),
+                ..base()
+            },
+            "MMProj",
+        ),
+    ];
+    for (options, field) in cases {
+        let reply = c.load_model(options).await?.into_inner();
+        assert!(
+            !reply.success && reply.message.contains(field),
+            "{field}: {reply:?}"
+        );
+    }
+    assert!(c.load_model(base()).await?.into_inner().success);
+    Ok(())
+}

@@ -113,6 +113,37 @@ fn message(m: &pb::Message) -> Result<ChatMessage, Status> {
     })
 }
 
+/// The first ModelOptions field this backend cannot honour yet, named with what to do:
+/// loading without it would serve another model than the one asked for (no adapter, no draft,
+/// another KV cache), so LoadModel fails instead of ignoring it.
+pub fn unsupported_model_field(o: &pb::ModelOptions) -> Option<String> {
+    let set = |v: &str| !v.trim().is_empty();
+    let field = if set(&o.lora_adapter) || !o.lora_adapters.is_empty() || set(&o.lora_base) {
+        ("LoraAdapter", "LoRA adapters are", "lora_adapter")
+    } else if set(&o.draft_model) {
+        (
+            "DraftModel",
+            "speculative decoding with a draft model is",
+            "draft_model",
+        )
+    } else if set(&o.cache_type_key) || set(&o.cache_type_value) {
+        (
+            "CacheTypeKey/CacheTypeValue",
+            "a KV cache type other than the model's dtype is",
+            "cache_type_k/cache_type_v",
+        )
+    } else if set(&o.mm_proj) {
+        ("MMProj", "a multimodal projector is", "mmproj")
+    } else {
+        return None;
+    };
+    let (name, what, config) = field;
+    Some(format!(
+        "ModelOptions.{name} is set, and {what} not supported by this backend yet: remove \
+         `{config}` from the model's config to load it without"
+    ))
+}
+
 /// Sampling and limits: the request's values, LocalAI's defaults, and load options on top
 /// (except max_tokens, where the request wins, and Temperature 0, which is greedy).
 pub fn generate_options(

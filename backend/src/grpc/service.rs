@@ -136,6 +136,12 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
         request: Request<pb::ModelOptions>,
     ) -> Result<Response<pb::Result>, Status> {
         let o = request.into_inner();
+        if let Some(message) = convert::unsupported_model_field(&o) {
+            return Ok(Response::new(pb::Result {
+                success: false,
+                message,
+            }));
+        }
         let req = LoadRequest {
             model: o.model,
             model_path: o.model_path,
