@@ -95,6 +95,6 @@ async fn client_in_the_first_namespace() -> TestResult {
         .predict(golden_request(&g.cases[0], g.max_tokens))
         .await?
         .into_inner();
-    assert_eq!(String::from_utf8(reply.message)?, g.cases[0].text.trim());
+    assert_eq!(String::from_utf8(reply.message)?, g.cases[0].text);
     Ok(())
 }
