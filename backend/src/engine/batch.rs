@@ -15,11 +15,9 @@ use crate::error::{Error, Result};
 use crate::generate::last_logprobs;
 use crate::models::{LanguageModel, Queueing, Row};
 use crate::prefix_cache::{CacheStats, PrefixCache};
-use crate::request::{Event, GenerateOptions, Summary, TokenLogprob};
+use crate::request::{Event, Events, GenerateOptions, Summary, TokenLogprob};
 use crate::sequence::Sequence;
 use crate::tokenizer::Tokenizer;
-
-pub use crate::request::Events;
 
 /// Counts a request from the moment it is accepted until it is answered.
 pub struct InFlight(pub Arc<AtomicUsize>);

@@ -8,7 +8,7 @@ use tokio::sync::oneshot;
 
 use std::time::{Duration, Instant};
 
-use super::batch::{kv_reservation, Batch, BatchLimits, Events, InFlight, Waiting};
+use super::batch::{kv_reservation, Batch, BatchLimits, InFlight, Waiting};
 use super::cluster_load;
 use super::sharded::Session;
 use super::shared::{degraded_message, EngineState, ModelInfo, Snapshot};
@@ -18,7 +18,7 @@ use crate::distributed::protocol::{ToLeader, ToWorker};
 use crate::error::{Error, Result};
 use crate::loader::{self, LoadedModel};
 use crate::options::LoadConfig;
-use crate::request::{GenerateOptions, GenerateRequest, ModelSerial, Summary};
+use crate::request::{Events, GenerateOptions, GenerateRequest, ModelSerial, Summary};
 use crate::source;
 
 pub enum Command {
@@ -399,7 +399,7 @@ impl EngineThread {
             "the model was replaced by LoadModel".into(),
         ));
         let kv_budget = kv_budget(&built.config);
-        let cluster = built.on_cluster.then(|| self.watch_cluster()).flatten();
+        let cluster_fault = built.on_cluster.then(|| self.watch_cluster()).flatten();
         self.loads += 1;
         let serial = ModelSerial(self.loads);
         let info = ModelInfo {
@@ -413,7 +413,7 @@ impl EngineThread {
             *s = Snapshot {
                 state: EngineState::Ready,
                 model: Some(info),
-                cluster,
+                cluster_fault,
                 ..Snapshot::default()
             }
         });

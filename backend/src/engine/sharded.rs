@@ -331,12 +331,7 @@ const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Takes `rank`'s fingerprint of step `seq` if it is `expected`; another fingerprint is the
 /// divergence error; other replies are not this wait's.
-pub(crate) fn state_check(
-    rank: usize,
-    msg: &ToLeader,
-    seq: u64,
-    expected: &str,
-) -> Result<Option<()>> {
+fn state_check(rank: usize, msg: &ToLeader, seq: u64, expected: &str) -> Result<Option<()>> {
     match msg {
         ToLeader::Check { seq: s, state } if *s == seq => match state == expected {
             true => Ok(Some(())),

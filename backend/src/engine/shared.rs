@@ -90,13 +90,13 @@ pub struct Snapshot {
     pub last_error: Option<String>,
     /// The fault latch of the cluster the model is served on: a fault shows at once (see
     /// `settled`), before the engine thread has taken its `ClusterFault` command.
-    pub cluster: Option<Arc<Fault>>,
+    pub cluster_fault: Option<Arc<Fault>>,
 }
 
 impl Snapshot {
     /// The snapshot as readers see it: degraded as soon as the model's cluster has a fault.
     pub fn settled(mut self) -> Snapshot {
-        let lost = self.cluster.as_ref().and_then(|f| f.get());
+        let lost = self.cluster_fault.as_ref().and_then(|f| f.get());
         if let (Some(lost), false) = (lost, self.state == EngineState::Degraded) {
             self.state = EngineState::Degraded;
             self.model = None;
@@ -118,7 +118,7 @@ impl Default for Snapshot {
             model: None,
             metrics: Metrics::default(),
             last_error: None,
-            cluster: None,
+            cluster_fault: None,
         }
     }
 }
