@@ -50,6 +50,12 @@ async fn two_rank_pipeline_equals_single_node() -> TestResult {
     let g = goldens::load(GOLDENS)?;
     let (text, _) = stream_text(&mut c, golden_request(&g.cases[0], g.max_tokens)).await?;
     assert_eq!(text, g.cases[0].text);
+    // The file MLX read the group from is gone once the group formed, on both ranks.
+    let pids = [rank0.pid(), cluster.workers[0].id()];
+    for (rank, pid) in pids.iter().enumerate() {
+        let file = std::env::temp_dir().join(format!("mlx-distributed-{pid}-rank{rank}.json"));
+        assert!(!file.exists(), "{} was left behind", file.display());
+    }
     Ok(())
 }
 

@@ -153,21 +153,18 @@ impl Group {
         rank: usize,
         coordinator: Option<&str>,
     ) -> Result<Group, GroupError> {
-        let path = std::env::temp_dir().join(format!(
-            "mlx-distributed-{}-rank{rank}.json",
-            std::process::id()
-        ));
-        std::fs::write(&path, hostfile.mlx_json()).map_err(|e| GroupError::Setup(e.to_string()))?;
+        let file = GroupFile::write(hostfile, rank)?;
+        let path = &file.0;
         std::env::set_var("MLX_RANK", rank.to_string());
         let transport = match hostfile {
             Hostfile::Ring { .. } => {
-                std::env::set_var("MLX_HOSTFILE", &path);
+                std::env::set_var("MLX_HOSTFILE", path);
                 Transport::Ring
             }
             Hostfile::Jaccl {
                 coordinator: own, ..
             } => {
-                std::env::set_var("MLX_IBV_DEVICES", &path);
+                std::env::set_var("MLX_IBV_DEVICES", path);
                 let coordinator = coordinator.map(str::to_string).or_else(|| own.clone());
                 if let Some(c) = coordinator {
                     std::env::set_var("MLX_JACCL_COORDINATOR", c);
@@ -185,6 +182,27 @@ impl Group {
             )));
         }
         Ok(group)
+    }
+}
+
+/// The file MLX reads a group's addresses from while it forms the group; removed when the
+/// join ends, formed or not (one was left in the temp folder per process and join).
+struct GroupFile(std::path::PathBuf);
+
+impl GroupFile {
+    fn write(hostfile: &Hostfile, rank: usize) -> Result<GroupFile, GroupError> {
+        let path = std::env::temp_dir().join(format!(
+            "mlx-distributed-{}-rank{rank}.json",
+            std::process::id()
+        ));
+        std::fs::write(&path, hostfile.mlx_json()).map_err(|e| GroupError::Setup(e.to_string()))?;
+        Ok(GroupFile(path))
+    }
+}
+
+impl Drop for GroupFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
 
