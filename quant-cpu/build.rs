@@ -11,6 +11,7 @@ fn main() {
     }
     println!("cargo:rerun-if-changed=cpp/quantized_matmul.cpp");
     println!("cargo:rerun-if-changed=cpp/host_receive.cpp");
+    println!("cargo:rerun-if-changed=cpp/fast_ops.cpp");
     println!("cargo:rerun-if-env-changed=DEP_MLX_INCLUDE");
     let Some(include) = std::env::var_os("DEP_MLX_INCLUDE") else {
         panic!("mlx-sys did not publish its include folders (DEP_MLX_INCLUDE)");
@@ -21,6 +22,13 @@ fn main() {
         .std("c++20")
         .file("cpp/quantized_matmul.cpp")
         .file("cpp/host_receive.cpp")
+        .file("cpp/fast_ops.cpp")
+        // Products and sums rounded one by one, as MLX's fallbacks that fast_ops.cpp matches.
+        .flag("-ffp-contract=off")
+        // MLX's SIMD headers pun pointers (as MLX itself is built: correct without the rule).
+        .flag("-fno-strict-aliasing")
+        .flag_if_supported("-Wno-strict-aliasing")
+        .flag_if_supported("-Wno-sign-compare")
         .flag_if_supported("-Wno-unused-parameter")
         // mlx-c's headers define a static they do not use.
         .flag_if_supported("-Wno-unused-variable");

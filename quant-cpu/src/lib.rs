@@ -16,7 +16,11 @@
 //! A third primitive (`cpp/host_receive.cpp`, [`host_receive`]) is not a product: a node whose
 //! value the host supplies when it runs, the CPU stream's thread blocking until then. It lives
 //! here because this crate is where our C++ is compiled against MLX's headers.
+//!
+//! For the same reason, [`fast`] holds MLX's `rms_norm` and `rope` as one node each on the
+//! CPU (`cpp/fast_ops.cpp`), where MLX builds them from dozens of plain ops, with the same bits.
 
+pub mod fast;
 mod host;
 pub mod kernel;
 mod op;

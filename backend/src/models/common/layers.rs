@@ -1,7 +1,7 @@
 //! Linear, embedding and norm layers, dense or MLX affine-quantized.
 
 use mlx_rs::ops::{addmm, dequantize, matmul, quantized_matmul};
-use mlx_rs::{fast, Array};
+use mlx_rs::{fast, Array, Dtype};
 
 use crate::error::Result;
 use crate::weights::{Cut, MatrixWeight, Packed, QuantParams, Shape, Weights};
@@ -153,8 +153,17 @@ pub struct RmsNorm {
 
 impl RmsNorm {
     pub fn forward(&self, x: &Array) -> Result<Array> {
+        if cpu_f32(x) && self.weight.dtype() == Dtype::Float32 {
+            return Ok(quant_cpu::fast::rms_norm(x, &self.weight, self.eps)?);
+        }
         Ok(fast::rms_norm(x, Some(&self.weight), self.eps)?)
     }
+}
+
+/// Whether `x` takes `quant_cpu::fast`'s one-node CPU ops (the bits of MLX's CPU fallbacks):
+/// f32 on the CPU. Metal keeps MLX's own fused kernels.
+pub fn cpu_f32(x: &Array) -> bool {
+    !cfg!(target_os = "macos") && x.dtype() == Dtype::Float32
 }
 
 impl Linear {

@@ -1,8 +1,9 @@
 //! Rotary position embeddings: default, linear and llama3 scaling, as mlx-lm's `initialize_rope`.
 
-use mlx_rs::{fast, Array};
+use mlx_rs::{fast, Array, Dtype};
 use serde_json::Value;
 
+use super::layers::cpu_f32;
 use crate::error::{Error, Result};
 
 #[derive(Clone)]
@@ -79,6 +80,9 @@ impl Rope {
     /// Rotates `x` ([B, heads, L, head_dim]) for positions starting at `offset`.
     pub fn forward(&self, x: &Array, offset: i32) -> Result<Array> {
         let x = self.scaled(x)?;
+        if let Some(spec) = self.cpu_spec(&x) {
+            return Ok(quant_cpu::fast::rope(&x, &Array::from_int(offset), &spec)?);
+        }
         Ok(fast::rope(
             &x,
             self.dims,
@@ -97,6 +101,9 @@ impl Rope {
     pub fn forward_rows(&self, x: &Array, offsets: &[i32]) -> Result<Array> {
         let offsets = Array::from_slice(offsets, &[offsets.len() as i32]);
         let x = self.scaled(x)?;
+        if let Some(spec) = self.cpu_spec(&x) {
+            return Ok(quant_cpu::fast::rope(&x, &offsets, &spec)?);
+        }
         Ok(fast::rope_dynamic(
             &x,
             self.dims,
@@ -110,6 +117,18 @@ impl Rope {
 }
 
 impl Rope {
+    /// The one-node CPU rope for `x` when it takes one (f32 [B, heads, L, D] on the CPU).
+    fn cpu_spec(&self, x: &Array) -> Option<quant_cpu::fast::RopeSpec<'_>> {
+        let freqs_f32 = self.freqs.as_ref().is_none_or(|f| f.dtype() == Dtype::Float32);
+        (cpu_f32(x) && x.ndim() == 4 && freqs_f32).then_some(quant_cpu::fast::RopeSpec {
+            dims: self.dims,
+            traditional: self.traditional,
+            base: self.base.unwrap_or(1.0),
+            freqs: self.freqs.as_ref(),
+            scale: self.scale,
+        })
+    }
+
     /// The input times YaRN's attention factor, as mlx-lm scales it before rotating (the
     /// rotated dims are the whole of what our families pass in).
     fn scaled(&self, x: &Array) -> Result<Array> {
