@@ -18,6 +18,7 @@
 #include <stdexcept>
 
 #include "mlx/backend/cpu/encoder.h"
+#include "mlx/backend/cpu/unary_ops.h"
 #include "mlx/c/error.h"
 #include "mlx/c/private/mlx.h"
 #include "mlx/mlx.h"
@@ -46,6 +47,7 @@ using namespace mlx::core;
 
 constexpr const char* QMM = "mlxd_quantized_matmul";
 constexpr const char* GATHER_QMM = "mlxd_gather_quantized_matmul";
+constexpr const char* QMMS = "mlxd_quantized_matmuls";
 
 // What both products share: the format, the kernel, and the CPU-only stance.
 class QuantizedPrimitive : public Primitive {
@@ -104,6 +106,37 @@ class GatherQuantizedMatmulCpu : public QuantizedPrimitive {
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
     return {{inputs[0].shape(0), inputs[1].shape(1)}};
   }
+};
+
+// Several products of one x (a layer's q, k and v; or gate and up): one node instead of one per
+// weight. Inputs x, then w, scales, biases per weight, all of one format; one output per weight,
+// each with the bits of its own `MlxdQuantizedMatmul`. With `swiglu` (two weights, gate and up)
+// the one output is silu(x gate^T) * (x up^T), with the bits of mlx-lm's MLP as MLX computes it
+// on the CPU: `gate * sigmoid(gate)` (MLX's own `detail::Sigmoid`), times `up`.
+class QuantizedMatmulsCpu : public QuantizedPrimitive {
+ public:
+  QuantizedMatmulsCpu(Stream stream, int group, int bits, mlxd_qmm_kernel kernel, bool swiglu)
+      : QuantizedPrimitive(stream, group, bits, kernel), swiglu_(swiglu) {}
+
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs)
+      override;
+
+  const char* name() const override {
+    return swiglu_ ? "MlxdQuantizedSwiGlu" : "MlxdQuantizedMatmuls";
+  }
+
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    std::vector<Shape> shapes;
+    for (size_t i = 1; i < inputs.size() && !(swiglu_ && i > 1); i += 3) {
+      auto shape = inputs[0].shape();
+      shape.back() = inputs[i].shape(0);
+      shapes.push_back(std::move(shape));
+    }
+    return shapes;
+  }
+
+ private:
+  bool swiglu_;
 };
 
 // `a`'s elements in row-major order (a strided or broadcast f32 view).
@@ -174,6 +207,66 @@ void QuantizedMatmulCpu::eval_cpu(
         group,
         out.data<float>());
   });
+}
+
+// The products of a `QuantizedMatmulsCpu` as the stream thread runs them.
+struct Products {
+  std::vector<array> inputs;
+  std::vector<array> outputs;
+  int64_t m;
+  int64_t k;
+  int32_t bits;
+  int32_t group;
+  mlxd_qmm_kernel kernel;
+  bool swiglu;
+
+  void run() {
+    std::vector<float> gathered, up;
+    const array& x = inputs[0];
+    if (!x.flags().row_contiguous) {
+      gathered = row_major(x);
+    }
+    for (size_t j = 0; 1 + 3 * j < inputs.size(); j++) {
+      auto &w = inputs[1 + 3 * j], &scales = inputs[2 + 3 * j], &biases = inputs[3 + 3 * j];
+      int64_t n = w.shape(0);
+      float* out = outputs[swiglu ? 0 : j].data<float>();
+      if (swiglu && j == 1) {
+        up.resize(m * n);
+        out = up.data();
+      }
+      kernel(gathered.empty() ? x.data<float>() : gathered.data(), m, k, w.data<uint8_t>(),
+             scales.data<void>(), biases.data<void>(), params_code(scales.dtype()), n, bits,
+             group, out);
+    }
+    if (swiglu) {
+      float* gate = outputs[0].data<float>();
+      detail::Sigmoid sigmoid;
+      for (size_t i = 0; i < up.size(); i++) {
+        gate[i] = (gate[i] * sigmoid(gate[i])) * up[i];
+      }
+    }
+  }
+};
+
+void QuantizedMatmulsCpu::eval_cpu(
+    const std::vector<array>& inputs,
+    std::vector<array>& outputs) {
+  auto& encoder = cpu::get_command_encoder(stream());
+  Products p{{}, {}, 0, inputs[0].shape(-1), bits_, group_, kernel_, swiglu_};
+  for (size_t i = 0; i < inputs.size(); i++) {
+    if (i >= 1 && !inputs[i].flags().row_contiguous) {
+      throw std::runtime_error(std::string("[") + QMMS + "] a weight is not row-contiguous");
+    }
+    encoder.set_input_array(inputs[i]);
+    p.inputs.push_back(array::unsafe_weak_copy(inputs[i]));
+  }
+  for (auto& out : outputs) {
+    out.set_data(allocator::malloc(out.nbytes()));
+    encoder.set_output_array(out);
+    p.outputs.push_back(array::unsafe_weak_copy(out));
+  }
+  p.m = p.k == 0 ? 0 : static_cast<int64_t>(inputs[0].size()) / p.k;
+  encoder.dispatch([p = std::move(p)]() mutable { p.run(); });
 }
 
 // A gathered product as the stream thread runs it: evaluated operands, x row-major.
@@ -416,6 +509,43 @@ array gather_quantized_matmul_cpu(
        indices});
 }
 
+std::vector<array> quantized_matmuls_cpu(
+    const array& x,
+    const std::vector<array>& weights,
+    int group,
+    int bits,
+    mlxd_qmm_kernel kernel,
+    bool swiglu,
+    StreamOrDevice s) {
+  check(kernel != nullptr, QMMS, "no kernel");
+  size_t count = weights.size() / 3;
+  check(count >= 1 && weights.size() == 3 * count, QMMS, "weights come as (w, scales, biases)");
+  check(!swiglu || count == 2, QMMS, "SwiGLU takes two weights, gate and up");
+  std::vector<array> inputs{x};
+  std::vector<Shape> shapes;
+  for (size_t j = 0; j < count; j++) {
+    auto &w = weights[3 * j], &scales = weights[3 * j + 1], &biases = weights[3 * j + 2];
+    validate_weights(QMMS, x, w, scales, biases, group, bits, 2);
+    check(!swiglu || w.shape(0) == weights[0].shape(0), QMMS,
+          "gate and up must have the same output size");
+    for (auto& a : {w, scales, biases}) {
+      inputs.push_back(row_contiguous(a, s));
+    }
+    auto shape = x.shape();
+    shape.back() = w.shape(0);
+    shapes.push_back(std::move(shape));
+  }
+  if (swiglu) {
+    shapes.resize(1);
+  }
+  std::vector<Dtype> dtypes(shapes.size(), float32);
+  return array::make_arrays(
+      std::move(shapes),
+      dtypes,
+      std::make_shared<QuantizedMatmulsCpu>(to_stream(s), group, bits, kernel, swiglu),
+      inputs);
+}
+
 } // namespace
 
 extern "C" int mlxd_quantized_matmul(
@@ -472,6 +602,34 @@ extern "C" int mlxd_gather_quantized_matmul(
             bits,
             kernel,
             mlx_stream_get_(s)));
+  } catch (std::exception& e) {
+    mlx_error(e.what());
+    return 1;
+  }
+  return 0;
+}
+
+// x times each of `count` weights (w, scales, biases at weights[3j..3j+3]), one node; with
+// `swiglu`, silu(x gate^T) * (x up^T) as one output.
+extern "C" int mlxd_quantized_matmuls(
+    mlx_vector_array* res,
+    const mlx_array x,
+    const mlx_array* weights,
+    int count,
+    int group,
+    int bits,
+    mlxd_qmm_kernel kernel,
+    bool swiglu,
+    const mlx_stream s) {
+  try {
+    std::vector<array> ws;
+    for (int i = 0; i < 3 * count; i++) {
+      ws.push_back(mlx_array_get_(weights[i]));
+    }
+    mlx_vector_array_set_(
+        *res,
+        quantized_matmuls_cpu(
+            mlx_array_get_(x), ws, group, bits, kernel, swiglu, mlx_stream_get_(s)));
   } catch (std::exception& e) {
     mlx_error(e.what());
     return 1;

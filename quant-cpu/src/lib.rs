@@ -27,4 +27,7 @@ mod op;
 
 pub use host::{host_receive, HostSource};
 pub use kernel::{Format, FormatError, Operands, Params};
-pub use op::{gather_quantized_matmul, quantized_matmul};
+pub use op::{
+    gather_quantized_matmul, quantized_matmul, quantized_matmuls, swiglu_quantized_matmul,
+    PackedWeight,
+};

@@ -34,6 +34,20 @@ extern "C" {
         kernel: Kernel,
         stream: mlx_sys::mlx_stream,
     ) -> i32;
+
+    /// `cpp/quantized_matmul.cpp`: builds the node of several products sharing x (3 arrays
+    /// per weight in `weights`), checking every operand.
+    fn mlxd_quantized_matmuls(
+        res: *mut mlx_sys::mlx_vector_array,
+        x: mlx_sys::mlx_array,
+        weights: *const mlx_sys::mlx_array,
+        count: i32,
+        group: i32,
+        bits: i32,
+        kernel: Kernel,
+        swiglu: bool,
+        stream: mlx_sys::mlx_stream,
+    ) -> i32;
 }
 
 /// The kernel's C signature, as the shim calls it.
@@ -112,6 +126,65 @@ pub fn gather_quantized_matmul(
             format.group as i32,
             format.bits as i32,
             qmm_kernel,
+            stream.as_ptr(),
+        )
+    })
+}
+
+/// One packed weight of a [`quantized_matmuls`] or [`swiglu_quantized_matmul`]: codes
+/// `[N, K*bits/32]` uint32, scales and biases `[N, K/group]` of one dtype.
+#[derive(Clone, Copy)]
+pub struct PackedWeight<'a> {
+    pub w: &'a Array,
+    pub scales: &'a Array,
+    pub biases: &'a Array,
+}
+
+/// `x @ dequantize(w).T` for each weight (all of `format`), as one node: each output has the
+/// bits of its own [`quantized_matmul`]. A layer's q/k/v in one node instead of three.
+pub fn quantized_matmuls(
+    x: &Array,
+    weights: &[PackedWeight],
+    format: Format,
+) -> Result<Vec<Array>, Exception> {
+    products(x, weights, format, false)
+}
+
+/// `silu(x @ gate.T) * (x @ up.T)` (mlx-lm's MLP before its down projection) as one node,
+/// with the bits of `silu` and `multiply` over two [`quantized_matmul`]s on MLX's CPU.
+pub fn swiglu_quantized_matmul(
+    x: &Array,
+    gate: PackedWeight,
+    up: PackedWeight,
+    format: Format,
+) -> Result<Array, Exception> {
+    let mut out = products(x, &[gate, up], format, true)?;
+    out.pop()
+        .ok_or_else(|| Exception::custom("the SwiGLU node gave no output"))
+}
+
+fn products(
+    x: &Array,
+    weights: &[PackedWeight],
+    format: Format,
+    swiglu: bool,
+) -> Result<Vec<Array>, Exception> {
+    let stream = Stream::thread_local_or_default();
+    let handles: Vec<mlx_sys::mlx_array> = weights
+        .iter()
+        .flat_map(|p| [p.w.as_ptr(), p.scales.as_ptr(), p.biases.as_ptr()])
+        .collect();
+    // SAFETY: every handle is a live mlx-rs object; mlx-c copies what it keeps.
+    mlx_rs::raw::try_vector_array_op(|res| unsafe {
+        mlxd_quantized_matmuls(
+            res,
+            x.as_ptr(),
+            handles.as_ptr(),
+            weights.len() as i32,
+            format.group as i32,
+            format.bits as i32,
+            qmm_kernel,
+            swiglu,
             stream.as_ptr(),
         )
     })

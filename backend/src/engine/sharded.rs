@@ -107,7 +107,7 @@ impl ShardedModel {
         self.track_entries(&cache_ops);
         let seq = self.session.seq.get() + 1;
         self.session.seq.set(seq);
-        let check = seq % CHECK_EVERY == 0;
+        let check = seq.is_multiple_of(CHECK_EVERY);
         if check {
             let after: Vec<PlanRow> = plan_rows
                 .iter()

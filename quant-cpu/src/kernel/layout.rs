@@ -40,7 +40,7 @@ pub fn in_order(bits: u32) -> bool {
 /// The first `rows * k` values of x (k a multiple of [`STEP`]) with each step's values in
 /// lane order, into `out`.
 pub fn permute(x: &[f32], rows: usize, k: usize, bits: u32, out: &mut Vec<f32>) {
-    debug_assert!(k % STEP == 0);
+    debug_assert!(k.is_multiple_of(STEP));
     let order = order(bits);
     out.clear();
     out.reserve(rows * k);

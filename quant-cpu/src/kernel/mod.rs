@@ -123,32 +123,43 @@ impl Operands<'_> {
 /// The kernels this machine can run, best first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Isa {
+    /// AVX-512 F/DQ with AVX2 and FMA (x86-64): every format, the bits of AVX2.
+    Avx512,
     /// AVX2 and FMA (x86-64).
     Avx2,
     /// Portable code: the floor everywhere, and the formats no vector kernel covers yet.
     Scalar,
 }
 
-/// The best kernel set this CPU has (detected once), or the portable one when
-/// `MLX_DISTRIBUTED_QUANT_KERNELS=portable` (to measure or test it on any machine).
+/// The best kernel set this CPU has (detected once). `MLX_DISTRIBUTED_QUANT_KERNELS`
+/// caps it, to measure or test a lesser set on any machine: `portable`, or `avx2`.
 pub fn isa() -> Isa {
     static ISA: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
     *ISA.get_or_init(|| {
-        let forced = std::env::var("MLX_DISTRIBUTED_QUANT_KERNELS").is_ok_and(|v| v == "portable");
-        #[cfg(target_arch = "x86_64")]
-        if !forced && x86::available() {
+        let cap = std::env::var("MLX_DISTRIBUTED_QUANT_KERNELS").unwrap_or_default();
+        best_isa(&cap)
+    })
+}
+
+fn best_isa(cap: &str) -> Isa {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if cap != "portable" && cap != "avx2" && x86::avx512::available() {
+            return Isa::Avx512;
+        }
+        if cap != "portable" && x86::available() {
             return Isa::Avx2;
         }
-        let _ = forced;
-        Isa::Scalar
-    })
+    }
+    let _ = cap;
+    Isa::Scalar
 }
 
 /// Whether `format` runs on a vector kernel here (the others take the portable one).
 pub fn vectorized(format: Format) -> bool {
     match isa() {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => x86::covers(format),
+        Isa::Avx2 | Isa::Avx512 => x86::covers(format),
         _ => {
             let _ = format; // no vector kernel on this architecture
             false
@@ -205,8 +216,11 @@ fn share_columns(ops: &Operands, out: &mut [f32]) {
 unsafe fn columns(ops: &Operands, cols: std::ops::Range<usize>, out: Out) {
     #[cfg(target_arch = "x86_64")]
     if vectorized(ops.format) {
-        // SAFETY: `vectorized` checked that the CPU has AVX2 and FMA.
-        return x86::matmul(ops, cols, out);
+        // SAFETY: `isa` checked that the CPU has what its kernels use.
+        return match isa() {
+            Isa::Avx512 => x86::avx512::matmul(ops, cols, out),
+            _ => x86::matmul(ops, cols, out),
+        };
     }
     scalar::matmul(ops, cols, out);
 }

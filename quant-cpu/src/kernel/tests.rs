@@ -136,6 +136,38 @@ fn vector_kernels_equal_the_portable_one_bit_for_bit() {
     }
 }
 
+/// Each vector kernel set this CPU has (AVX2, AVX-512), called directly, gives the portable
+/// kernel's bits for one and two rows (codes in registers) and six (a dequantized row).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn every_instruction_set_here_gives_the_portable_bits() {
+    type Kernel = unsafe fn(&Operands, std::ops::Range<usize>, Out);
+    let sets: [(&str, bool, Kernel); 2] = [
+        ("avx2", super::x86::available(), super::x86::matmul),
+        ("avx512", super::x86::avx512::available(), super::x86::avx512::matmul),
+    ];
+    for (name, _, kernel) in sets.into_iter().filter(|s| s.1) {
+        for format in formats() {
+            for m in [1, 2, 6] {
+                let case = Case::new(format, m, 5, 21);
+                let x = case.lane_ordered_x();
+                let ops = Operands {
+                    x: &x,
+                    ..case.ops()
+                };
+                let (mut fast, mut portable) = (vec![0f32; m * 5], vec![0f32; m * 5]);
+                // SAFETY: the CPU has the set (filtered above); each output holds m * n floats,
+                // written by this thread alone.
+                unsafe {
+                    kernel(&ops, 0..case.n, Out(fast.as_mut_ptr()));
+                    scalar::matmul(&ops, 0..case.n, Out(portable.as_mut_ptr()));
+                }
+                assert_eq!(fast, portable, "{name} {format:?} m={m}");
+            }
+        }
+    }
+}
+
 /// A row's result does not depend on the rows beside it in the call.
 #[test]
 fn a_row_alone_equals_the_row_in_a_batch() {

@@ -1,4 +1,5 @@
-//! AVX2 + FMA kernels (x86-64) for every format: codes unpacked in registers in the lane order
+//! AVX2 + FMA kernels (x86-64) for every format (and, in [`avx512`], the same arithmetic in
+//! 16-lane registers): codes unpacked in registers in the lane order
 //! of [`super::layout`], four independent accumulators per row so the FMA latency is hidden
 //! even for one row. One or two rows multiply codes unpacked in registers; more rows multiply
 //! a dequantized copy of the weight row kept in L1, so each weight is unpacked once for all.
@@ -23,6 +24,8 @@ macro_rules! by_bits {
     };
 }
 
+pub(super) mod avx512;
+
 /// Whether the CPU has AVX2 and FMA (checked once).
 pub fn available() -> bool {
     static HAS: OnceLock<bool> = OnceLock::new();
@@ -41,7 +44,7 @@ pub fn covers(format: Format) -> bool {
 /// the sizes `Operands` describes, and as `kernel::columns`.
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn matmul(ops: &Operands, cols: std::ops::Range<usize>, out: Out) {
-    debug_assert!(covers(ops.format) && ops.k % ops.format.group == 0);
+    debug_assert!(covers(ops.format) && ops.k.is_multiple_of(ops.format.group));
     debug_assert!(ops.x.len() >= ops.m * ops.k);
     by_bits!(ops.format.bits, columns(ops, cols, out))
 }
@@ -180,40 +183,50 @@ unsafe fn rows<const BITS: u32, const R: usize>(ops: &Operands, n: usize, m0: us
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 unsafe fn codes<const BITS: u32>(at: *const u8) -> [__m256; VECTORS] {
-    // Plain functions, not closures: they inline with this function's target features.
-    use std::arch::x86_64::_mm256_cvtepi32_ps as f;
+    // No closure (`map`): a closure would not inline with this function's target features.
+    let q = codes_i::<BITS>(at);
+    [
+        _mm256_cvtepi32_ps(q[0]),
+        _mm256_cvtepi32_ps(q[1]),
+        _mm256_cvtepi32_ps(q[2]),
+        _mm256_cvtepi32_ps(q[3]),
+    ]
+}
+
+/// The 32 codes of a step starting at `at`, as integers, in lane order.
+///
+/// # Safety
+/// As `codes`.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn codes_i<const BITS: u32>(at: *const u8) -> [__m256i; VECTORS] {
     match BITS {
-        8 => [
-            f(bytes8(at, 0)),
-            f(bytes8(at, 1)),
-            f(bytes8(at, 2)),
-            f(bytes8(at, 3)),
-        ],
+        8 => [bytes8(at, 0), bytes8(at, 1), bytes8(at, 2), bytes8(at, 3)],
         4 => {
             let (lo, hi, nibble) = (bytes8(at, 0), bytes8(at, 1), _mm256_set1_epi32(0xF));
             [
-                f(_mm256_and_si256(lo, nibble)),
-                f(_mm256_srli_epi32::<4>(lo)),
-                f(_mm256_and_si256(hi, nibble)),
-                f(_mm256_srli_epi32::<4>(hi)),
+                _mm256_and_si256(lo, nibble),
+                _mm256_srli_epi32::<4>(lo),
+                _mm256_and_si256(hi, nibble),
+                _mm256_srli_epi32::<4>(hi),
             ]
         }
         2 => {
             let (b, two) = (bytes8(at, 0), _mm256_set1_epi32(0x3));
             [
-                f(_mm256_and_si256(b, two)),
-                f(_mm256_and_si256(_mm256_srli_epi32::<2>(b), two)),
-                f(_mm256_and_si256(_mm256_srli_epi32::<4>(b), two)),
-                f(_mm256_srli_epi32::<6>(b)),
+                _mm256_and_si256(b, two),
+                _mm256_and_si256(_mm256_srli_epi32::<2>(b), two),
+                _mm256_and_si256(_mm256_srli_epi32::<4>(b), two),
+                _mm256_srli_epi32::<6>(b),
             ]
         }
         _ => {
             let n = BITS as usize;
             [
-                f(in_order8::<BITS>(at)),
-                f(in_order8::<BITS>(at.add(n))),
-                f(in_order8::<BITS>(at.add(2 * n))),
-                f(in_order8::<BITS>(at.add(3 * n))),
+                in_order8::<BITS>(at),
+                in_order8::<BITS>(at.add(n)),
+                in_order8::<BITS>(at.add(2 * n)),
+                in_order8::<BITS>(at.add(3 * n)),
             ]
         }
     }

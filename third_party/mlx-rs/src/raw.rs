@@ -11,6 +11,15 @@ pub fn try_array_op(f: impl FnOnce(*mut mlx_sys::mlx_array) -> i32) -> Result<Ar
     Array::try_from_op(f)
 }
 
+/// Runs an mlx-c call that writes a vector of arrays into its first argument (a node with
+/// several outputs).
+#[track_caller]
+pub fn try_vector_array_op(
+    f: impl FnOnce(*mut mlx_sys::mlx_vector_array) -> i32,
+) -> Result<Vec<Array>, Exception> {
+    Vec::<Array>::try_from_op(f)
+}
+
 /// Runs an mlx-c call that returns only a status; `operation` names it in the error.
 #[track_caller]
 pub fn try_status_op(operation: &str, f: impl FnOnce() -> i32) -> Result<(), Exception> {

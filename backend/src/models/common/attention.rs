@@ -117,9 +117,13 @@ impl Attention {
             Ok(y.transpose_axes(&[0, 2, 1, 3])?)
         };
         let h = &self.heads;
-        let queries = heads(self.q_proj.forward(x)?, h.heads, &self.q_norm)?;
-        let keys = heads(self.k_proj.forward(x)?, h.kv_heads, &self.k_norm)?;
-        let values = heads(self.v_proj.forward(x)?, h.kv_heads, &None)?;
+        let [q, k, v]: [Array; 3] =
+            Linear::forward_all(&[&self.q_proj, &self.k_proj, &self.v_proj], x)?
+                .try_into()
+                .map_err(|_| crate::error::Error::Internal("q/k/v: not three outputs".into()))?;
+        let queries = heads(q, h.heads, &self.q_norm)?;
+        let keys = heads(k, h.kv_heads, &self.k_norm)?;
+        let values = heads(v, h.kv_heads, &None)?;
         // One rope for the batch, each row from its own position.
         let offsets = offsets(caches);
         let queries = self.rope.for_rows(&queries, &offsets)?;

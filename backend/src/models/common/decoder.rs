@@ -2,7 +2,6 @@
 //! attention block and a feed-forward block between RMS norms), final norm and head. Dense
 //! families differ only in config; MoE and latent-attention families build their own layers.
 
-use mlx_rs::nn::silu;
 use mlx_rs::Array;
 
 use super::{
@@ -114,9 +113,8 @@ impl Mlp {
     /// This rank's partial output, before the sum over ranks (a MoE block sums its shared
     /// experts with its routed ones).
     pub fn forward_partial(&self, x: &Array) -> Result<Array> {
-        let gate = silu(self.gate_proj.forward(x)?)?;
-        self.down_proj
-            .forward(&gate.multiply(self.up_proj.forward(x)?)?)
+        let hidden = Linear::swiglu(&self.gate_proj, &self.up_proj, x)?;
+        self.down_proj.forward(&hidden)
     }
 
     pub fn arrays(&self) -> Vec<&Array> {

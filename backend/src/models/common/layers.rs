@@ -1,5 +1,6 @@
 //! Linear, embedding and norm layers, dense or MLX affine-quantized.
 
+use mlx_rs::nn::silu;
 use mlx_rs::ops::{addmm, dequantize, matmul, quantized_matmul};
 use mlx_rs::{fast, Array, Dtype};
 
@@ -56,6 +57,41 @@ impl Linear {
         })
     }
 
+    /// `x W_i^T (+ b_i)` for each layer: one node when all are packed in one format (a
+    /// layer's q/k/v), with the bits of each alone.
+    pub fn forward_all(layers: &[&Linear], x: &Array) -> Result<Vec<Array>> {
+        let Some((weights, format)) = packed_alike(layers) else {
+            return layers.iter().map(|l| l.forward(x)).collect();
+        };
+        let outs = quant_cpu::quantized_matmuls(x, &weights, format)?;
+        outs.into_iter()
+            .zip(layers)
+            .map(|(y, layer)| match layer.bias() {
+                Some(b) => Ok(y.add(b)?),
+                None => Ok(y),
+            })
+            .collect()
+    }
+
+    /// `silu(x G^T) * (x U^T)` (the MLP before its down projection): one node when both are
+    /// packed in one format without biases, with the bits of the ops it replaces.
+    pub fn swiglu(gate: &Linear, up: &Linear, x: &Array) -> Result<Array> {
+        match packed_alike(&[gate, up]) {
+            Some((w, format)) if gate.bias().is_none() && up.bias().is_none() => Ok(
+                quant_cpu::swiglu_quantized_matmul(x, w[0], w[1], format)?,
+            ),
+            _ => Ok(silu(gate.forward(x)?)?.multiply(up.forward(x)?)?),
+        }
+    }
+
+    fn bias(&self) -> Option<&Array> {
+        match self {
+            Linear::Dense { bias, .. }
+            | Linear::Quantized { bias, .. }
+            | Linear::Packed { bias, .. } => bias.as_ref(),
+        }
+    }
+
     /// The arrays to evaluate at load time.
     pub fn arrays(&self) -> Vec<&Array> {
         match self {
@@ -80,6 +116,29 @@ impl Linear {
             }
         }
     }
+}
+
+/// The packed weights of `layers` and their one format, when every layer is packed in it.
+fn packed_alike<'a>(
+    layers: &[&'a Linear],
+) -> Option<(Vec<quant_cpu::PackedWeight<'a>>, quant_cpu::Format)> {
+    let mut format = None;
+    let mut weights = Vec::with_capacity(layers.len());
+    for layer in layers {
+        let Linear::Packed { packed, .. } = layer else {
+            return None;
+        };
+        if format.is_some_and(|f| f != packed.format) {
+            return None;
+        }
+        format = Some(packed.format);
+        weights.push(quant_cpu::PackedWeight {
+            w: &packed.weight,
+            scales: &packed.scales,
+            biases: &packed.biases,
+        });
+    }
+    Some((weights, format?))
 }
 
 /// A token embedding table, usable as the output projection when tied.
