@@ -12,6 +12,7 @@ fn main() {
     println!("cargo:rerun-if-changed=cpp/quantized_matmul.cpp");
     println!("cargo:rerun-if-changed=cpp/host_receive.cpp");
     println!("cargo:rerun-if-changed=cpp/fast_ops.cpp");
+    println!("cargo:rerun-if-changed=cpp/shim.h");
     println!("cargo:rerun-if-env-changed=DEP_MLX_INCLUDE");
     let Some(include) = std::env::var_os("DEP_MLX_INCLUDE") else {
         panic!("mlx-sys did not publish its include folders (DEP_MLX_INCLUDE)");

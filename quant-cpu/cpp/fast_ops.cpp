@@ -21,6 +21,7 @@
 #include "mlx/mlx.h"
 #include "mlx/primitives.h"
 #include "mlx/backend/common/utils.h"
+#include "shim.h"
 
 namespace {
 
@@ -53,6 +54,18 @@ const float* row_major(const array& a, std::vector<float>& keep) {
     keep[i] = src[elem_to_loc(static_cast<int>(i), a.shape(), a.strides())];
   }
   return keep.data();
+}
+
+// Allocates the node's output and registers its arrays with the stream's encoder, which the
+// caller then hands the work to.
+cpu::CommandEncoder& encode(Stream stream, const std::vector<array>& inputs, array& out) {
+  out.set_data(allocator::malloc(out.nbytes()));
+  auto& encoder = cpu::get_command_encoder(stream);
+  for (auto& in : inputs) {
+    encoder.set_input_array(in);
+  }
+  encoder.set_output_array(out);
+  return encoder;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -98,12 +111,7 @@ void rms_norm_rows(const float* x, const float* w, float* out, int64_t rows, int
 
 void RmsNormCpu::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   auto& out = outputs[0];
-  out.set_data(allocator::malloc(out.nbytes()));
-  auto& encoder = cpu::get_command_encoder(stream());
-  for (auto& in : inputs) {
-    encoder.set_input_array(in);
-  }
-  encoder.set_output_array(out);
+  auto& encoder = encode(stream(), inputs, out);
   int64_t d = inputs[0].shape(-1);
   int64_t rows = d == 0 ? 0 : static_cast<int64_t>(inputs[0].size()) / d;
   encoder.dispatch([x = array::unsafe_weak_copy(inputs[0]),
@@ -244,12 +252,7 @@ void rope_eval(const array& x, const array& offsets, const float* freqs, array& 
 
 void RopeCpu::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   auto& out = outputs[0];
-  out.set_data(allocator::malloc(out.nbytes()));
-  auto& encoder = cpu::get_command_encoder(stream());
-  for (auto& in : inputs) {
-    encoder.set_input_array(in);
-  }
-  encoder.set_output_array(out);
+  auto& encoder = encode(stream(), inputs, out);
   encoder.dispatch([x = array::unsafe_weak_copy(inputs[0]),
                     offsets = array::unsafe_weak_copy(inputs[1]),
                     freqs = p_.has_freqs ? array::unsafe_weak_copy(inputs[2]) : array(0.0f),
@@ -301,14 +304,10 @@ extern "C" int mlxd_rms_norm(
     const mlx_array weight,
     float eps,
     const mlx_stream s) {
-  try {
+  return mlxd_guarded([&] {
     mlx_array_set_(
         *res, rms_norm_cpu(mlx_array_get_(x), mlx_array_get_(weight), eps, mlx_stream_get_(s)));
-  } catch (std::exception& e) {
-    mlx_error(e.what());
-    return 1;
-  }
-  return 0;
+  });
 }
 
 // x [B, heads, L, D] f32 rotated from `offsets` (int32, one or one per row), as `fast::rope`
@@ -324,7 +323,7 @@ extern "C" int mlxd_rope(
     float base,
     float scale,
     const mlx_stream s) {
-  try {
+  return mlxd_guarded([&] {
     std::optional<array> f;
     if (has_freqs) {
       f = mlx_array_get_(freqs);
@@ -332,9 +331,5 @@ extern "C" int mlxd_rope(
     RopeParams p{dims, traditional, base, scale, has_freqs};
     mlx_array_set_(
         *res, rope_cpu(mlx_array_get_(x), mlx_array_get_(offsets), f, p, mlx_stream_get_(s)));
-  } catch (std::exception& e) {
-    mlx_error(e.what());
-    return 1;
-  }
-  return 0;
+  });
 }

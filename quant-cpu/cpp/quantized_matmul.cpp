@@ -25,6 +25,7 @@
 #include "mlx/primitives.h"
 #include "mlx/utils.h"
 #include "mlx/backend/common/utils.h"
+#include "shim.h"
 
 // The kernel, passed in by the Rust side (so no symbol has to cross the link in reverse).
 // Scales and biases share one dtype, `params`: 0 float32, 1 bfloat16, 2 float16.
@@ -558,7 +559,7 @@ extern "C" int mlxd_quantized_matmul(
     int bits,
     mlxd_qmm_kernel kernel,
     const mlx_stream s) {
-  try {
+  return mlxd_guarded([&] {
     mlx_array_set_(
         *res,
         quantized_matmul_cpu(
@@ -570,11 +571,7 @@ extern "C" int mlxd_quantized_matmul(
             bits,
             kernel,
             mlx_stream_get_(s)));
-  } catch (std::exception& e) {
-    mlx_error(e.what());
-    return 1;
-  }
-  return 0;
+  });
 }
 
 // Row r of x times expert indices[r] of w; rows whose index is out of range come out zero.
@@ -589,7 +586,7 @@ extern "C" int mlxd_gather_quantized_matmul(
     int bits,
     mlxd_qmm_kernel kernel,
     const mlx_stream s) {
-  try {
+  return mlxd_guarded([&] {
     mlx_array_set_(
         *res,
         gather_quantized_matmul_cpu(
@@ -602,11 +599,7 @@ extern "C" int mlxd_gather_quantized_matmul(
             bits,
             kernel,
             mlx_stream_get_(s)));
-  } catch (std::exception& e) {
-    mlx_error(e.what());
-    return 1;
-  }
-  return 0;
+  });
 }
 
 // x times each of `count` weights (w, scales, biases at weights[3j..3j+3]), one node; with
@@ -621,7 +614,7 @@ extern "C" int mlxd_quantized_matmuls(
     mlxd_qmm_kernel kernel,
     bool swiglu,
     const mlx_stream s) {
-  try {
+  return mlxd_guarded([&] {
     std::vector<array> ws;
     for (int i = 0; i < 3 * count; i++) {
       ws.push_back(mlx_array_get_(weights[i]));
@@ -630,9 +623,5 @@ extern "C" int mlxd_quantized_matmuls(
         *res,
         quantized_matmuls_cpu(
             mlx_array_get_(x), ws, group, bits, kernel, swiglu, mlx_stream_get_(s)));
-  } catch (std::exception& e) {
-    mlx_error(e.what());
-    return 1;
-  }
-  return 0;
+  });
 }

@@ -3,21 +3,11 @@
 //! inputs, partial and traditional rotations, per-row offsets, frequency tables and far
 //! positions; and operands they do not take are errors that say why.
 
-use mlx_rs::transforms::eval;
+mod common;
+
+use common::{bits, TestResult};
 use mlx_rs::{fast, random, Array, Dtype};
 use quant_cpu::fast::{rms_norm, rope, RopeSpec};
-
-type TestResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
-
-/// The bits of an f32 array's values, row-major.
-fn bits(a: &Array) -> TestResult<Vec<u32>> {
-    let a = a.as_type::<f32>()?;
-    eval([&a])?;
-    Ok(a.try_as_slice::<f32>()?
-        .iter()
-        .map(|v| v.to_bits())
-        .collect())
-}
 
 fn normal(shape: &[i32], scale: f32) -> TestResult<Array> {
     Ok(random::normal::<f32>(shape, None, Some(scale), None)?)
@@ -52,7 +42,15 @@ fn both_ropes(x: &Array, offsets: &[i32], spec: &RopeSpec) -> TestResult<(Vec<u3
     let (ours, theirs) = match offsets {
         [one] => (
             rope(x, &Array::from_int(*one), spec)?,
-            fast::rope(x, spec.dims, spec.traditional, base, spec.scale, *one, spec.freqs)?,
+            fast::rope(
+                x,
+                spec.dims,
+                spec.traditional,
+                base,
+                spec.scale,
+                *one,
+                spec.freqs,
+            )?,
         ),
         rows => {
             let offsets = Array::from_slice(rows, &[rows.len() as i32]);
@@ -123,15 +121,23 @@ fn operands_the_nodes_do_not_take_are_errors_that_say_why() -> TestResult {
         scale: 1.0,
     };
     let half = x.as_dtype(Dtype::Bfloat16)?;
-    let e = rope(&half, &Array::from_int(0), &spec).err().ok_or("bf16 x accepted")?;
+    let e = rope(&half, &Array::from_int(0), &spec)
+        .err()
+        .ok_or("bf16 x accepted")?;
     assert!(e.to_string().contains("float32"), "{e}");
     let odd = RopeSpec { dims: 7, ..spec };
-    let e = rope(&x, &Array::from_int(0), &odd).err().ok_or("odd dims accepted")?;
+    let e = rope(&x, &Array::from_int(0), &odd)
+        .err()
+        .ok_or("odd dims accepted")?;
     assert!(e.to_string().contains("dims 7"), "{e}");
     let three = Array::from_slice(&[0, 1, 2], &[3]);
-    let e = rope(&x, &three, &spec).err().ok_or("3 offsets for 1 row accepted")?;
+    let e = rope(&x, &three, &spec)
+        .err()
+        .ok_or("3 offsets for 1 row accepted")?;
     assert!(e.to_string().contains("offsets"), "{e}");
-    let e = rms_norm(&x, &Array::ones::<f32>(&[4])?, 1e-5).err().ok_or("[4] weight accepted")?;
+    let e = rms_norm(&x, &Array::ones::<f32>(&[4])?, 1e-5)
+        .err()
+        .ok_or("[4] weight accepted")?;
     assert!(e.to_string().contains("weight"), "{e}");
     Ok(())
 }

@@ -3,14 +3,15 @@
 //! (relative error ≤ 1e-5) for every format, and bit for bit against `quantized_matmul` on
 //! the selected expert alone, through both the few-row and the panel kernels.
 
+mod common;
+
+use common::{bits, TestResult};
 use mlx_rs::ops::indexing::TryIndexOp;
 use mlx_rs::ops::{broadcast_to, dequantize, matmul, quantize};
 use mlx_rs::transforms::{async_eval, eval};
 use mlx_rs::{random, Array, Dtype};
 use quant_cpu::kernel::{BITS, GROUPS, PANEL_ROWS};
 use quant_cpu::{gather_quantized_matmul, quantized_matmul, Format};
-
-type TestResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
 /// Activations x [R, K] and `E` experts quantized from random f32 weights [E, N, K].
 struct Experts {
@@ -90,16 +91,6 @@ fn relative_error(ours: &Array, theirs: &Array) -> TestResult<f32> {
     let size = theirs.abs()?.max(None)?;
     eval([&diff, &size])?;
     Ok(diff.try_item_exact::<f32>()? / size.try_item_exact::<f32>()?.max(1e-30))
-}
-
-/// The bits of an f32 array's values, row-major.
-fn bits(a: &Array) -> TestResult<Vec<u32>> {
-    let a = a.as_type::<f32>()?;
-    eval([&a])?;
-    Ok(a.try_as_slice::<f32>()?
-        .iter()
-        .map(|v| v.to_bits())
-        .collect())
 }
 
 /// One expert in 0..experts per row: in equal sorted runs, or scattered (a small LCG).

@@ -2,18 +2,15 @@
 //! `quantized_matmul`, and the SwiGLU node the bits of mlx-lm's `silu(gate) * up` over two of
 //! them on MLX's CPU, in decode (few rows) and prefill (panel) shapes.
 
+mod common;
+
+use common::{bits, TestResult};
 use mlx_rs::nn::silu;
 use mlx_rs::ops::quantize;
-use mlx_rs::transforms::eval;
 use mlx_rs::{random, Array};
-use quant_cpu::{quantized_matmul, quantized_matmuls, swiglu_quantized_matmul, Format, PackedWeight};
-
-type TestResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
-
-fn bits(a: &Array) -> TestResult<Vec<u32>> {
-    eval([a])?;
-    Ok(a.try_as_slice::<f32>()?.iter().map(|v| v.to_bits()).collect())
-}
+use quant_cpu::{
+    quantized_matmul, quantized_matmuls, swiglu_quantized_matmul, Format, PackedWeight,
+};
 
 /// A random [n, k] weight quantized to `format`: (w, scales, biases).
 fn weight(n: i32, k: i32, format: Format) -> TestResult<(Array, Array, Array)> {
@@ -38,14 +35,22 @@ fn every_output_has_the_bits_of_its_own_product() -> TestResult {
     random::seed(3)?;
     for (bits_, group) in [(4, 64), (8, 32), (3, 128), (6, 64)] {
         let format = Format::new(bits_, group)?;
-        let (q, k, v) = (weight(96, 256, format)?, weight(32, 256, format)?, weight(32, 256, format)?);
+        let (q, k, v) = (
+            weight(96, 256, format)?,
+            weight(32, 256, format)?,
+            weight(32, 256, format)?,
+        );
         for rows in [1, 3, 20] {
             let x = random::normal::<f32>(&[1, rows, 256], None, None, None)?;
             let outs = quantized_matmuls(&x, &[packed(&q), packed(&k), packed(&v)], format)?;
             assert_eq!(outs.len(), 3);
             for (out, w) in outs.iter().zip([&q, &k, &v]) {
                 assert_eq!(out.shape(), &[1, rows, w.0.shape()[0]]);
-                assert_eq!(bits(out)?, bits(&alone(&x, w, format)?)?, "{format:?}, {rows} rows");
+                assert_eq!(
+                    bits(out)?,
+                    bits(&alone(&x, w, format)?)?,
+                    "{format:?}, {rows} rows"
+                );
             }
         }
     }
@@ -77,10 +82,14 @@ fn mismatched_weights_are_errors_that_say_why() -> TestResult {
         .err()
         .ok_or("gate and up of different sizes accepted")?;
     assert!(e.to_string().contains("same output size"), "{e}");
-    let e = quantized_matmuls(&x, &[], format).err().ok_or("no weights accepted")?;
+    let e = quantized_matmuls(&x, &[], format)
+        .err()
+        .ok_or("no weights accepted")?;
     assert!(e.to_string().contains("weights"), "{e}");
     let short = Array::zeros::<f32>(&[1, 64])?;
-    let e = quantized_matmuls(&short, &[packed(&a)], format).err().ok_or("K mismatch accepted")?;
+    let e = quantized_matmuls(&short, &[packed(&a)], format)
+        .err()
+        .ok_or("K mismatch accepted")?;
     assert!(e.to_string().contains("mlxd_quantized_matmuls"), "{e}");
     Ok(())
 }

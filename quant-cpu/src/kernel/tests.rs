@@ -144,7 +144,11 @@ fn every_instruction_set_here_gives_the_portable_bits() {
     type Kernel = unsafe fn(&Operands, std::ops::Range<usize>, Out);
     let sets: [(&str, bool, Kernel); 2] = [
         ("avx2", super::x86::available(), super::x86::matmul),
-        ("avx512", super::x86::avx512::available(), super::x86::avx512::matmul),
+        (
+            "avx512",
+            super::x86::avx512::available(),
+            super::x86::avx512::matmul,
+        ),
     ];
     for (name, _, kernel) in sets.into_iter().filter(|s| s.1) {
         for format in formats() {

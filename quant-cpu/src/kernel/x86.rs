@@ -115,10 +115,7 @@ unsafe fn dequantize_lanes<const BITS: u32>(ops: &Operands, n: usize, w: &mut [f
 /// Rows `m0..m0 + R` of x against a dequantized weight row, accumulated as `rows` does.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn dot<const R: usize>(ops: &Operands, w: &[f32], m0: usize, n: usize, out: Out) {
-    let mut xs = [ops.x.as_ptr(); R];
-    for (r, x) in xs.iter_mut().enumerate() {
-        *x = x.add((m0 + r) * ops.k);
-    }
+    let xs = x_rows::<R>(ops, m0);
     let mut acc = [[_mm256_setzero_ps(); VECTORS]; R];
     for step in 0..ops.k / STEP {
         for v in 0..VECTORS {
@@ -132,6 +129,12 @@ unsafe fn dot<const R: usize>(ops: &Operands, w: &[f32], m0: usize, n: usize, ou
     for (r, a) in acc.into_iter().enumerate() {
         out.write(m0 + r, n, ops.n, reduce(a));
     }
+}
+
+/// Where rows `m0..m0 + R` of x start.
+#[inline]
+fn x_rows<const R: usize>(ops: &Operands, m0: usize) -> [*const f32; R] {
+    std::array::from_fn(|r| ops.x[(m0 + r) * ops.k..].as_ptr())
 }
 
 /// The accumulators summed in `scalar::reduce`'s order, so every kernel agrees bit for bit.
@@ -151,10 +154,7 @@ unsafe fn reduce(a: [__m256; VECTORS]) -> f32 {
 unsafe fn rows<const BITS: u32, const R: usize>(ops: &Operands, n: usize, m0: usize, out: Out) {
     let row = ops.w_row(n).as_ptr();
     let (scales, biases) = ops.groups(n);
-    let mut xs = [ops.x.as_ptr(); R];
-    for (r, x) in xs.iter_mut().enumerate() {
-        *x = x.add((m0 + r) * ops.k);
-    }
+    let xs = x_rows::<R>(ops, m0);
     let mut acc = [[_mm256_setzero_ps(); VECTORS]; R];
     let steps = ops.format.group / STEP;
     let step_bytes = STEP * BITS as usize / 8;

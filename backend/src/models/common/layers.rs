@@ -77,9 +77,9 @@ impl Linear {
     /// packed in one format without biases, with the bits of the ops it replaces.
     pub fn swiglu(gate: &Linear, up: &Linear, x: &Array) -> Result<Array> {
         match packed_alike(&[gate, up]) {
-            Some((w, format)) if gate.bias().is_none() && up.bias().is_none() => Ok(
-                quant_cpu::swiglu_quantized_matmul(x, w[0], w[1], format)?,
-            ),
+            Some((w, format)) if gate.bias().is_none() && up.bias().is_none() => {
+                Ok(quant_cpu::swiglu_quantized_matmul(x, w[0], w[1], format)?)
+            }
             _ => Ok(silu(gate.forward(x)?)?.multiply(up.forward(x)?)?),
         }
     }

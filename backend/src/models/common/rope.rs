@@ -119,7 +119,10 @@ impl Rope {
 impl Rope {
     /// The one-node CPU rope for `x` when it takes one (f32 [B, heads, L, D] on the CPU).
     fn cpu_spec(&self, x: &Array) -> Option<quant_cpu::fast::RopeSpec<'_>> {
-        let freqs_f32 = self.freqs.as_ref().is_none_or(|f| f.dtype() == Dtype::Float32);
+        let freqs_f32 = self
+            .freqs
+            .as_ref()
+            .is_none_or(|f| f.dtype() == Dtype::Float32);
         (cpu_f32(x) && x.ndim() == 4 && freqs_f32).then_some(quant_cpu::fast::RopeSpec {
             dims: self.dims,
             traditional: self.traditional,

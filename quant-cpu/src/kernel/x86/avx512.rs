@@ -9,7 +9,7 @@ use std::arch::x86_64::*;
 
 use super::super::layout::{LANES, STEP};
 use super::super::{Operands, Out};
-use super::{codes_i, reduce, REGISTER_ROWS, W_ROW};
+use super::{codes_i, reduce, x_rows, REGISTER_ROWS, W_ROW};
 
 /// Whether the CPU has AVX-512 F and DQ (and AVX2 and FMA, which the code unpacking uses).
 pub fn available() -> bool {
@@ -85,10 +85,7 @@ unsafe fn reduce16(acc: [__m512; 2]) -> f32 {
 unsafe fn rows<const BITS: u32, const R: usize>(ops: &Operands, n: usize, m0: usize, out: Out) {
     let row = ops.w_row(n).as_ptr();
     let (scales, biases) = ops.groups(n);
-    let mut xs = [ops.x.as_ptr(); R];
-    for (r, x) in xs.iter_mut().enumerate() {
-        *x = x.add((m0 + r) * ops.k);
-    }
+    let xs = x_rows::<R>(ops, m0);
     let mut acc = [[_mm512_setzero_ps(); 2]; R];
     let steps = ops.format.group / STEP;
     let step_bytes = STEP * BITS as usize / 8;
@@ -146,10 +143,7 @@ unsafe fn dequantize_lanes<const BITS: u32>(ops: &Operands, n: usize, w: &mut [f
 
 #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
 unsafe fn dot<const R: usize>(ops: &Operands, w: &[f32], m0: usize, n: usize, out: Out) {
-    let mut xs = [ops.x.as_ptr(); R];
-    for (r, x) in xs.iter_mut().enumerate() {
-        *x = x.add((m0 + r) * ops.k);
-    }
+    let xs = x_rows::<R>(ops, m0);
     let mut acc = [[_mm512_setzero_ps(); 2]; R];
     for step in 0..ops.k / STEP {
         for h in 0..2 {
