@@ -42,20 +42,6 @@ class FastCpu : public Primitive {
   }
 };
 
-// `a`'s elements in row-major order, as a pointer: `a`'s own data when it is row-contiguous,
-// else a gathered copy in `keep`.
-const float* row_major(const array& a, std::vector<float>& keep) {
-  if (a.flags().row_contiguous) {
-    return a.data<float>();
-  }
-  keep.resize(a.size());
-  const float* src = a.data<float>();
-  for (size_t i = 0; i < keep.size(); i++) {
-    keep[i] = src[elem_to_loc(static_cast<int>(i), a.shape(), a.strides())];
-  }
-  return keep.data();
-}
-
 // Allocates the node's output and registers its arrays with the stream's encoder, which the
 // caller then hands the work to.
 cpu::CommandEncoder& encode(Stream stream, const std::vector<array>& inputs, array& out) {
@@ -122,7 +108,7 @@ void RmsNormCpu::eval_cpu(const std::vector<array>& inputs, std::vector<array>& 
                     eps = eps_]() mutable {
     std::vector<float> keep_x, keep_w;
     rms_norm_rows(
-        row_major(x, keep_x), row_major(w, keep_w), out.data<float>(), rows, d, eps);
+        mlxd_row_major(x, keep_x), mlxd_row_major(w, keep_w), out.data<float>(), rows, d, eps);
   });
 }
 
@@ -259,7 +245,7 @@ void RopeCpu::eval_cpu(const std::vector<array>& inputs, std::vector<array>& out
                     out = array::unsafe_weak_copy(out),
                     p = p_]() mutable {
     std::vector<float> keep;
-    const float* f = p.has_freqs ? row_major(freqs, keep) : nullptr;
+    const float* f = p.has_freqs ? mlxd_row_major(freqs, keep) : nullptr;
     rope_eval(x, offsets, f, out, p);
   });
 }

@@ -74,24 +74,6 @@ class QuantizedPrimitive : public Primitive {
   mlxd_qmm_kernel kernel_;
 };
 
-class QuantizedMatmulCpu : public QuantizedPrimitive {
- public:
-  using QuantizedPrimitive::QuantizedPrimitive;
-
-  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs)
-      override;
-
-  const char* name() const override {
-    return "MlxdQuantizedMatmul";
-  }
-
-  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
-    auto shape = inputs[0].shape();
-    shape.back() = inputs[1].shape(0);
-    return {shape};
-  }
-};
-
 // Inputs x [R, K], w [E, N, K*bits/32], scales, biases [E, N, K/group], indices [R].
 class GatherQuantizedMatmulCpu : public QuantizedPrimitive {
  public:
@@ -109,9 +91,9 @@ class GatherQuantizedMatmulCpu : public QuantizedPrimitive {
   }
 };
 
-// Several products of one x (a layer's q, k and v; or gate and up): one node instead of one per
-// weight. Inputs x, then w, scales, biases per weight, all of one format; one output per weight,
-// each with the bits of its own `MlxdQuantizedMatmul`. With `swiglu` (two weights, gate and up)
+// Products of one x by one weight or several (a layer's q, k and v; or gate and up), as one node.
+// Inputs x, then w, scales, biases per weight, all of one format; one output per weight, each
+// with the bits of that product alone. With `swiglu` (two weights, gate and up)
 // the one output is silu(x gate^T) * (x up^T), with the bits of mlx-lm's MLP as MLX computes it
 // on the CPU: `gate * sigmoid(gate)` (MLX's own `detail::Sigmoid`), times `up`.
 class QuantizedMatmulsCpu : public QuantizedPrimitive {
@@ -123,7 +105,7 @@ class QuantizedMatmulsCpu : public QuantizedPrimitive {
       override;
 
   const char* name() const override {
-    return swiglu_ ? "MlxdQuantizedSwiGlu" : "MlxdQuantizedMatmuls";
+    return swiglu_ ? "MlxdQuantizedSwiGlu" : "MlxdQuantizedMatmul";
   }
 
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
@@ -140,74 +122,26 @@ class QuantizedMatmulsCpu : public QuantizedPrimitive {
   bool swiglu_;
 };
 
-// `a`'s elements in row-major order (a strided or broadcast f32 view).
-std::vector<float> row_major(const array& a) {
-  std::vector<float> out(a.size());
-  const float* src = a.data<float>();
-  for (size_t i = 0; i < out.size(); i++) {
-    out[i] = src[elem_to_loc(static_cast<int>(i), a.shape(), a.strides())];
-  }
-  return out;
-}
-
 // The kernel's code for the dtype of scales and biases (`validate` allowed only these).
 int32_t params_code(Dtype d) {
   return d == bfloat16 ? 1 : d == float16 ? 2 : 0;
 }
 
 // Hands the inputs to the encoder. `row_contiguous` below put a copy in front of a weight
-// (inputs 1-3: w, scales, biases) that might not be; x (and the indices) are read as they lie,
-// x gathered on the stream thread when it is not row-major (rare: not worth a node per product).
-void set_inputs(cpu::CommandEncoder& encoder, const std::vector<array>& inputs, const char* op) {
+// (inputs 1..weights_end: w, scales, biases) that might not be; x (and the indices) are read as
+// they lie, x gathered on the stream thread when it is not row-major (rare: not worth a node
+// per product).
+void set_inputs(
+    cpu::CommandEncoder& encoder,
+    const std::vector<array>& inputs,
+    size_t weights_end,
+    const char* op) {
   for (size_t i = 0; i < inputs.size(); i++) {
-    if (i >= 1 && i <= 3 && !inputs[i].flags().row_contiguous) {
+    if (i >= 1 && i < weights_end && !inputs[i].flags().row_contiguous) {
       throw std::runtime_error(std::string("[") + op + "] a weight is not row-contiguous");
     }
     encoder.set_input_array(inputs[i]);
   }
-}
-
-void QuantizedMatmulCpu::eval_cpu(
-    const std::vector<array>& inputs,
-    std::vector<array>& outputs) {
-  auto& out = outputs[0];
-  out.set_data(allocator::malloc(out.nbytes()));
-  auto& encoder = cpu::get_command_encoder(stream());
-  auto &x = inputs[0], &w = inputs[1], &scales = inputs[2], &biases = inputs[3];
-  set_inputs(encoder, inputs, QMM);
-  encoder.set_output_array(out);
-  int64_t k = x.shape(-1);
-  int64_t m = k == 0 ? 0 : static_cast<int64_t>(x.size()) / k;
-  int64_t n = w.shape(0);
-  encoder.dispatch([x = array::unsafe_weak_copy(x),
-                    w = array::unsafe_weak_copy(w),
-                    scales = array::unsafe_weak_copy(scales),
-                    biases = array::unsafe_weak_copy(biases),
-                    out = array::unsafe_weak_copy(out),
-                    m,
-                    k,
-                    n,
-                    bits = bits_,
-                    group = group_,
-                    params = params_code(scales.dtype()),
-                    kernel = kernel_]() mutable {
-    std::vector<float> gathered;
-    if (!x.flags().row_contiguous) {
-      gathered = row_major(x);
-    }
-    kernel(
-        gathered.empty() ? x.data<float>() : gathered.data(),
-        m,
-        k,
-        w.data<uint8_t>(),
-        scales.data<void>(),
-        biases.data<void>(),
-        params,
-        n,
-        bits,
-        group,
-        out.data<float>());
-  });
 }
 
 // The products of a `QuantizedMatmulsCpu` as the stream thread runs them.
@@ -223,10 +157,7 @@ struct Products {
 
   void run() {
     std::vector<float> gathered, up;
-    const array& x = inputs[0];
-    if (!x.flags().row_contiguous) {
-      gathered = row_major(x);
-    }
+    const float* x = mlxd_row_major(inputs[0], gathered);
     for (size_t j = 0; 1 + 3 * j < inputs.size(); j++) {
       auto &w = inputs[1 + 3 * j], &scales = inputs[2 + 3 * j], &biases = inputs[3 + 3 * j];
       int64_t n = w.shape(0);
@@ -235,7 +166,7 @@ struct Products {
         up.resize(m * n);
         out = up.data();
       }
-      kernel(gathered.empty() ? x.data<float>() : gathered.data(), m, k, w.data<uint8_t>(),
+      kernel(x, m, k, w.data<uint8_t>(),
              scales.data<void>(), biases.data<void>(), params_code(scales.dtype()), n, bits,
              group, out);
     }
@@ -253,13 +184,10 @@ void QuantizedMatmulsCpu::eval_cpu(
     const std::vector<array>& inputs,
     std::vector<array>& outputs) {
   auto& encoder = cpu::get_command_encoder(stream());
+  set_inputs(encoder, inputs, inputs.size(), name());
   Products p{{}, {}, 0, inputs[0].shape(-1), bits_, group_, kernel_, swiglu_};
-  for (size_t i = 0; i < inputs.size(); i++) {
-    if (i >= 1 && !inputs[i].flags().row_contiguous) {
-      throw std::runtime_error(std::string("[") + QMMS + "] a weight is not row-contiguous");
-    }
-    encoder.set_input_array(inputs[i]);
-    p.inputs.push_back(array::unsafe_weak_copy(inputs[i]));
+  for (auto& in : inputs) {
+    p.inputs.push_back(array::unsafe_weak_copy(in));
   }
   for (auto& out : outputs) {
     out.set_data(allocator::malloc(out.nbytes()));
@@ -339,7 +267,7 @@ void GatherQuantizedMatmulCpu::eval_cpu(
   auto& out = outputs[0];
   out.set_data(allocator::malloc(out.nbytes()));
   auto& encoder = cpu::get_command_encoder(stream());
-  set_inputs(encoder, inputs, GATHER_QMM);
+  set_inputs(encoder, inputs, 4, GATHER_QMM);
   encoder.set_output_array(out);
   encoder.dispatch([x = array::unsafe_weak_copy(inputs[0]),
                     w = array::unsafe_weak_copy(inputs[1]),
@@ -351,11 +279,8 @@ void GatherQuantizedMatmulCpu::eval_cpu(
                     group = group_,
                     kernel = kernel_]() mutable {
     std::vector<float> gathered;
-    if (!x.flags().row_contiguous) {
-      gathered = row_major(x);
-    }
     Gather g{
-        gathered.empty() ? x.data<float>() : gathered.data(),
+        mlxd_row_major(x, gathered),
         w.data<uint8_t>(),
         scales.data<uint8_t>(),
         biases.data<uint8_t>(),
@@ -463,29 +388,6 @@ array row_contiguous(const array& a, StreamOrDevice s) {
   return contiguous(a, false, s);
 }
 
-array quantized_matmul_cpu(
-    const array& x,
-    const array& w,
-    const array& scales,
-    const array& biases,
-    int group,
-    int bits,
-    mlxd_qmm_kernel kernel,
-    StreamOrDevice s) {
-  check(kernel != nullptr, QMM, "no kernel");
-  validate_weights(QMM, x, w, scales, biases, group, bits, 2);
-  auto shape = x.shape();
-  shape.back() = w.shape(0);
-  return array(
-      std::move(shape),
-      float32,
-      std::make_shared<QuantizedMatmulCpu>(to_stream(s), group, bits, kernel),
-      {x,
-       row_contiguous(w, s),
-       row_contiguous(scales, s),
-       row_contiguous(biases, s)});
-}
-
 array gather_quantized_matmul_cpu(
     const array& x,
     const array& w,
@@ -510,7 +412,9 @@ array gather_quantized_matmul_cpu(
        indices});
 }
 
+// `op` names the entry point in errors.
 std::vector<array> quantized_matmuls_cpu(
+    const char* op,
     const array& x,
     const std::vector<array>& weights,
     int group,
@@ -518,16 +422,16 @@ std::vector<array> quantized_matmuls_cpu(
     mlxd_qmm_kernel kernel,
     bool swiglu,
     StreamOrDevice s) {
-  check(kernel != nullptr, QMMS, "no kernel");
+  check(kernel != nullptr, op, "no kernel");
   size_t count = weights.size() / 3;
-  check(count >= 1 && weights.size() == 3 * count, QMMS, "weights come as (w, scales, biases)");
-  check(!swiglu || count == 2, QMMS, "SwiGLU takes two weights, gate and up");
+  check(count >= 1 && weights.size() == 3 * count, op, "weights come as (w, scales, biases)");
+  check(!swiglu || count == 2, op, "SwiGLU takes two weights, gate and up");
   std::vector<array> inputs{x};
   std::vector<Shape> shapes;
   for (size_t j = 0; j < count; j++) {
     auto &w = weights[3 * j], &scales = weights[3 * j + 1], &biases = weights[3 * j + 2];
-    validate_weights(QMMS, x, w, scales, biases, group, bits, 2);
-    check(!swiglu || w.shape(0) == weights[0].shape(0), QMMS,
+    validate_weights(op, x, w, scales, biases, group, bits, 2);
+    check(!swiglu || w.shape(0) == weights[0].shape(0), op,
           "gate and up must have the same output size");
     for (auto& a : {w, scales, biases}) {
       inputs.push_back(row_contiguous(a, s));
@@ -562,15 +466,15 @@ extern "C" int mlxd_quantized_matmul(
   return mlxd_guarded([&] {
     mlx_array_set_(
         *res,
-        quantized_matmul_cpu(
+        quantized_matmuls_cpu(
+            QMM,
             mlx_array_get_(x),
-            mlx_array_get_(w),
-            mlx_array_get_(scales),
-            mlx_array_get_(biases),
+            {mlx_array_get_(w), mlx_array_get_(scales), mlx_array_get_(biases)},
             group,
             bits,
             kernel,
-            mlx_stream_get_(s)));
+            false,
+            mlx_stream_get_(s))[0]);
   });
 }
 
@@ -622,6 +526,6 @@ extern "C" int mlxd_quantized_matmuls(
     mlx_vector_array_set_(
         *res,
         quantized_matmuls_cpu(
-            mlx_array_get_(x), ws, group, bits, kernel, swiglu, mlx_stream_get_(s)));
+            QMMS, mlx_array_get_(x), ws, group, bits, kernel, swiglu, mlx_stream_get_(s)));
   });
 }
