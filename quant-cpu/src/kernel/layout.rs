@@ -3,7 +3,7 @@
 //! Every kernel walks a row in steps of [`STEP`] codes, held as [`VECTORS`] vectors of
 //! [`LANES`] lanes, with one accumulator per vector. Which code a lane holds depends on the
 //! format: whichever order comes out of the packed bytes with the fewest instructions (4-bit
-//! codes split into low and high nibbles, 2-bit codes by their position in a byte). The
+//! codes split into low nibbles then high nibbles, 2-bit codes by their position in a byte). The
 //! activations are put in the same order once per product ([`permute`]), so a lane multiplies
 //! the code and the activation of the same column. Every ISA's kernel and the portable one
 //! use this order, so a format's numerics do not depend on the machine.
@@ -18,8 +18,9 @@ pub const VECTORS: usize = STEP / LANES;
 /// The code of a step (0..32) that lane `lane` of vector `v` holds.
 pub fn lane_code(bits: u32, v: usize, lane: usize) -> usize {
     match bits {
-        // Bytes 0..8 give codes 2l (low nibble) and 2l+1 (high); bytes 8..16 the next 16.
-        4 => (v / 2) * 16 + 2 * lane + v % 2,
+        // Vectors 0 and 1 take the low nibbles of bytes 0..16 (even codes), 2 and 3 the high
+        // ones (odd codes): one 16-lane widening of the step's bytes gives vectors 0|1.
+        4 => 2 * (LANES * (v % 2) + lane) + v / 2,
         // Byte l holds codes 4l..4l+4; vector v takes the v-th of each byte.
         2 => 4 * lane + v,
         // The others come out in order.

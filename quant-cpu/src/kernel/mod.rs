@@ -3,10 +3,18 @@
 //! [`reference`].
 //!
 //! MLX packs each weight row as a little-endian bit stream of `bits`-bit codes q, and stores
-//! one scale s and bias b per `group` codes: the weight is `s·q + b`. Every kernel computes,
-//! for each output, `w = fma(s, q, b)` then `acc = fma(x, w, acc)` over the row in the same
-//! lane order ([`layout`]), so a row's result is bit-identical whatever other rows share the
-//! call, and whichever kernel this machine runs.
+//! one scale s and bias b per `group` codes: the weight is `s·q + b`. Every kernel computes an
+//! output as `Σ_g s_g·(Σ_{i∈g} q_i·x_i) + Σ_g b_g·(Σ_{i∈g} x_i)`, in one fixed order:
+//! - per lane of a step ([`layout`]) and group, `p = fma(q, x, p)` over the group's steps,
+//!   then `acc = fma(s, p, acc)`; the 32 lane accumulators are summed pairwise
+//!   (`scalar::reduce`);
+//! - the group sums of x ([`group_sums`]) are made once per product, and the bias part is one
+//!   FMA chain over the groups ([`bias_term`]), added last.
+//!
+//! So a row's result is bit-identical whatever other rows share the call, and whichever
+//! kernel this machine runs. Folding s and b in per group (as llama.cpp does) costs one FMA
+//! per code and lane plus one per group, where dequantizing each weight first
+//! (`fma(s, q, b)`, then `fma(x, w, acc)`) costs two per code.
 
 pub mod layout;
 mod panels;
@@ -82,6 +90,11 @@ impl<'a> Params<'a> {
         self.len() == 0
     }
 
+    /// Every value as f32.
+    fn to_f32(self) -> Vec<f32> {
+        (0..self.len()).map(|i| self.get(i)).collect()
+    }
+
     /// Values `range`.
     fn slice(&self, range: std::ops::Range<usize>) -> Params<'a> {
         match *self {
@@ -117,6 +130,127 @@ impl Operands<'_> {
         let per_row = self.k / self.format.group;
         let range = row * per_row..(row + 1) * per_row;
         (self.scales.slice(range.clone()), self.biases.slice(range))
+    }
+}
+
+/// Each group's sum of x, `[row][group]`, into `dst`: per lane (x in lane order) the group's
+/// steps added in order from zero, then the 32 lane sums reduced as the accumulators are
+/// (`scalar::reduce`). They depend on x alone, so they are made once per product; every
+/// kernel takes them from here.
+pub(crate) fn group_sums(ops: &Operands, dst: &mut Vec<f32>) {
+    use layout::{LANES, STEP};
+    let steps = ops.format.group / STEP;
+    dst.clear();
+    for group in ops.x[..ops.m * ops.k].chunks_exact(ops.format.group) {
+        let mut sum = [[0f32; LANES]; layout::VECTORS];
+        for step in group.chunks_exact(STEP).take(steps) {
+            for (v, x) in sum.iter_mut().zip(step.chunks_exact(LANES)) {
+                v.iter_mut().zip(x).for_each(|(s, x)| *s += x);
+            }
+        }
+        dst.push(scalar::reduce(sum));
+    }
+}
+
+/// The bias part of one output, `Σ_g b_g · X_g` (X the row's [`group_sums`], b the column's
+/// biases), as one FMA chain from zero in group order.
+#[inline(always)]
+pub(crate) fn bias_term<P: Stored>(biases: &[P], sums: &[f32]) -> f32 {
+    let mut t = 0f32;
+    for (b, x) in biases.iter().zip(sums) {
+        t = b.widen().mul_add(*x, t);
+    }
+    t
+}
+
+/// A dtype scales and biases are stored in, widened to f32 where a kernel reads one: the
+/// kernels are generic over it, so their loops have no branch on the dtype.
+pub(crate) trait Stored: Copy {
+    fn widen(self) -> f32;
+}
+
+impl Stored for f32 {
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        self
+    }
+}
+
+/// A bfloat16, as its bits.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub(crate) struct Bf16(u16);
+
+impl Stored for Bf16 {
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        f32::from_bits((self.0 as u32) << 16)
+    }
+}
+
+/// An IEEE half, as its bits.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub(crate) struct F16(u16);
+
+impl Stored for F16 {
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        half::f16::from_bits(self.0).to_f32()
+    }
+}
+
+/// The scales and biases of a product in one stored dtype.
+#[derive(Clone, Copy)]
+pub(crate) struct Groups<'a, P> {
+    pub scales: &'a [P],
+    pub biases: &'a [P],
+}
+
+/// `u16` bits as the half dtype `T` (`Bf16` or `F16`, both `repr(transparent)` over u16).
+fn as_halves<T>(v: &[u16]) -> &[T] {
+    debug_assert_eq!(std::mem::size_of::<T>(), 2);
+    // SAFETY: T is a repr(transparent) u16, so the slice has the same layout.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const T, v.len()) }
+}
+
+/// `$body` with `$g` bound to the operands' scales and biases as [`Groups`] of their stored
+/// dtype (both widened to f32 first in the rare case that their dtypes differ).
+macro_rules! by_stored {
+    ($ops:expr, $g:ident => $body:expr) => {{
+        use $crate::kernel::{Groups, Params};
+        match ($ops.scales, $ops.biases) {
+            (Params::F32(scales), Params::F32(biases)) => {
+                let $g = Groups { scales, biases };
+                $body
+            }
+            (Params::Bf16(s), Params::Bf16(b)) => {
+                let $g = Groups::<$crate::kernel::Bf16>::halves(s, b);
+                $body
+            }
+            (Params::F16(s), Params::F16(b)) => {
+                let $g = Groups::<$crate::kernel::F16>::halves(s, b);
+                $body
+            }
+            (s, b) => {
+                let (scales, biases) = (s.to_f32(), b.to_f32());
+                let $g = Groups {
+                    scales: &scales[..],
+                    biases: &biases[..],
+                };
+                $body
+            }
+        }
+    }};
+}
+pub(crate) use by_stored;
+
+impl<'a, T> Groups<'a, T> {
+    fn halves(scales: &'a [u16], biases: &'a [u16]) -> Groups<'a, T> {
+        Groups {
+            scales: as_halves(scales),
+            biases: as_halves(biases),
+        }
     }
 }
 

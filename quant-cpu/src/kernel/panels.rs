@@ -94,8 +94,8 @@ fn dequantize_tile(ops: &Operands, n0: usize, rows: usize, panel: &mut [f32]) {
     }
 }
 
-/// Weight row `n` as f32 in natural order: `fma(s, q, b)` per code, as every kernel
-/// dequantizes.
+/// Weight row `n` as f32 in natural order: `fma(s, q, b)` per code (MLX's dequantized
+/// weight), for the BLAS.
 fn dequantize_row(ops: &Operands, n: usize, dst: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if super::vectorized(ops.format) {

@@ -2,31 +2,40 @@
 //! machines without one.
 
 use super::layout::{self, LANES, STEP, VECTORS};
-use super::{code, Operands, Out};
+use super::{bias_term, code, group_sums, Operands, Out};
 
-/// Columns `cols` of `out[m, n]` as the vector kernels compute them: x in lane order
-/// ([`layout::permute`]), per lane `acc[v] = fma(x, fma(s, q, b), acc[v])`, then [`reduce`].
+/// Columns `cols` of `out[m, n]` as the vector kernels compute them (the module
+/// documentation of `kernel` gives the order), x in lane order ([`layout::permute`]).
 ///
 /// # Safety
 /// As `kernel::columns`.
 pub(super) unsafe fn matmul(ops: &Operands, cols: std::ops::Range<usize>, out: Out) {
     let order = layout::order(ops.format.bits);
+    let (steps, groups) = (ops.format.group / STEP, ops.k / ops.format.group);
+    let mut sums = Vec::new();
+    group_sums(ops, &mut sums);
     for n in cols {
         let row = ops.w_row(n);
         let (scales, biases) = ops.groups(n);
+        let biases: Vec<f32> = (0..groups).map(|g| biases.get(g)).collect();
         for m in 0..ops.m {
             let x = &ops.x[m * ops.k..(m + 1) * ops.k];
             let mut acc = [[0f32; LANES]; VECTORS];
-            for step in 0..ops.k / STEP {
-                let g = step * STEP / ops.format.group;
-                for (i, &c) in order.iter().enumerate() {
-                    let q = code(row, step * STEP + c, ops.format.bits) as f32;
-                    let w = scales.get(g).mul_add(q, biases.get(g));
+            for g in 0..groups {
+                let mut p = [0f32; STEP];
+                for step in g * steps..(g + 1) * steps {
+                    for (i, &c) in order.iter().enumerate() {
+                        let q = code(row, step * STEP + c, ops.format.bits) as f32;
+                        p[i] = q.mul_add(x[step * STEP + i], p[i]);
+                    }
+                }
+                for (i, p) in p.iter().enumerate() {
                     let lane = &mut acc[i / LANES][i % LANES];
-                    *lane = x[step * STEP + i].mul_add(w, *lane);
+                    *lane = scales.get(g).mul_add(*p, *lane);
                 }
             }
-            out.write(m, n, ops.n, reduce(acc));
+            let bias = bias_term(&biases, &sums[m * groups..(m + 1) * groups]);
+            out.write(m, n, ops.n, reduce(acc) + bias);
         }
     }
 }
@@ -41,8 +50,7 @@ pub(super) fn reduce(acc: [[f32; LANES]; VECTORS]) -> f32 {
     pair[0] + pair[1]
 }
 
-/// Weight row `n` as f32 in natural order: `fma(s, q, b)` per code, as every kernel
-/// dequantizes.
+/// Weight row `n` as f32 in natural order: `fma(s, q, b)` per code, for the panels.
 pub(super) fn dequantize_row(ops: &Operands, n: usize, dst: &mut [f32]) {
     let row = ops.w_row(n);
     let (scales, biases) = ops.groups(n);

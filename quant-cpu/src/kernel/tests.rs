@@ -137,7 +137,7 @@ fn vector_kernels_equal_the_portable_one_bit_for_bit() {
 }
 
 /// Each vector kernel set this CPU has (AVX2, AVX-512), called directly, gives the portable
-/// kernel's bits for one and two rows (codes in registers) and six (a dequantized row).
+/// kernel's bits for one and two rows (codes in registers) and 3 to 9 (dequantized rows).
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn every_instruction_set_here_gives_the_portable_bits() {
@@ -152,7 +152,7 @@ fn every_instruction_set_here_gives_the_portable_bits() {
     ];
     for (name, _, kernel) in sets.into_iter().filter(|s| s.1) {
         for format in formats() {
-            for m in [1, 2, 6] {
+            for m in [1, 2, 3, 4, 6, 9] {
                 let case = Case::new(format, m, 5, 21);
                 let x = case.lane_ordered_x();
                 let ops = Operands {
@@ -293,6 +293,8 @@ fn bf16_and_f16_params_equal_their_f32_values() {
     for (s, b) in [
         (Params::Bf16(&bf16), Params::Bf16(&bf16_b)),
         (Params::F16(&f16), Params::F16(&f16_b)),
+        // Mixed dtypes take the widened path.
+        (Params::Bf16(&bf16), Params::F16(&f16_b)),
     ] {
         case.scales = (0..s.len()).map(|i| s.get(i)).collect();
         case.biases = (0..b.len()).map(|i| b.get(i)).collect();

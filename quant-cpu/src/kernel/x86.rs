@@ -1,17 +1,27 @@
 //! AVX2 + FMA kernels (x86-64) for every format (and, in [`avx512`], the same arithmetic in
-//! 16-lane registers): codes unpacked in registers in the lane order
-//! of [`super::layout`], four independent accumulators per row so the FMA latency is hidden
-//! even for one row. One or two rows multiply codes unpacked in registers; more rows multiply
-//! a dequantized copy of the weight row kept in L1, so each weight is unpacked once for all.
+//! 16-lane registers): codes unpacked in registers in the lane order of [`super::layout`],
+//! four independent group sums per row, one row of x at a time (the weight row stays in L1
+//! for the next).
 
 use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
 use super::layout::{LANES, STEP, VECTORS};
-use super::{Format, Operands, Out};
+use super::{bias_term, by_stored, group_sums, Format, Groups, Operands, Out, Stored};
 
-/// `f::<BITS>(args)` for the format's bit width (a covered one: `Format::new` checked it).
+/// `f::<BITS>(args)` for the format's bit width (a covered one: `Format::new` checked it);
+/// `f::<_>(args)` for `f::<BITS, _>`, its other generic parameter inferred.
 macro_rules! by_bits {
+    ($bits:expr, $f:ident::<_>($($arg:expr),*)) => {
+        match $bits {
+            2 => $f::<2, _>($($arg),*),
+            3 => $f::<3, _>($($arg),*),
+            4 => $f::<4, _>($($arg),*),
+            5 => $f::<5, _>($($arg),*),
+            6 => $f::<6, _>($($arg),*),
+            _ => $f::<8, _>($($arg),*),
+        }
+    };
     ($bits:expr, $f:ident($($arg:expr),*)) => {
         match $bits {
             2 => $f::<2>($($arg),*),
@@ -25,6 +35,13 @@ macro_rules! by_bits {
 }
 
 pub(super) mod avx512;
+
+/// How far ahead of the codes being unpacked the kernels ask for weight bytes, so that the
+/// next rows arrive from memory while these are multiplied. A block of columns reads a few
+/// short rows side by side, which the hardware prefetchers follow too late: without it a
+/// SmolLM2-135M decode step took ~1.5x as long, with 2-16 KB alike (measured; 8 KB is a few
+/// hundred nanoseconds of this machine's bandwidth).
+const PREFETCH: usize = 8192;
 
 /// Whether the CPU has AVX2 and FMA (checked once).
 pub fn available() -> bool {
@@ -46,95 +63,77 @@ pub fn covers(format: Format) -> bool {
 pub(super) unsafe fn matmul(ops: &Operands, cols: std::ops::Range<usize>, out: Out) {
     debug_assert!(covers(ops.format) && ops.k.is_multiple_of(ops.format.group));
     debug_assert!(ops.x.len() >= ops.m * ops.k);
-    by_bits!(ops.format.bits, columns(ops, cols, out))
+    by_stored!(ops, groups => by_bits!(ops.format.bits, columns::<_>(ops, groups, cols, out)))
 }
-
-/// Rows per pass over a weight row unpacked in registers; more rows go through a dequantized
-/// copy of the row in L1 (`buffered`), which unpacks each weight once for all of them.
-const REGISTER_ROWS: usize = 2;
 
 thread_local! {
-    /// One weight row dequantized in lane order, per thread (the caller and each helper).
-    static W_ROW: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Each group's sum of x (`group_sums`), per thread.
+    static SUMS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// One weight row's operands: its scales and biases, and the sums of x.
+struct Column<'a, P> {
+    n: usize,
+    scales: &'a [P],
+    biases: &'a [P],
+    sums: &'a [f32],
 }
 
 #[target_feature(enable = "avx2,fma")]
-unsafe fn columns<const BITS: u32>(ops: &Operands, cols: std::ops::Range<usize>, out: Out) {
-    if ops.m > REGISTER_ROWS {
-        return W_ROW.with_borrow_mut(|w| {
-            w.resize(ops.k, 0.0);
-            for n in cols {
-                buffered::<BITS>(ops, n, w, out);
+unsafe fn columns<const BITS: u32, P: Stored>(
+    ops: &Operands,
+    params: Groups<P>,
+    cols: std::ops::Range<usize>,
+    out: Out,
+) {
+    let groups = ops.k / ops.format.group;
+    SUMS.with_borrow_mut(|sums| {
+        group_sums(ops, sums);
+        for n in cols {
+            let col = Column {
+                n,
+                scales: &params.scales[n * groups..(n + 1) * groups],
+                biases: &params.biases[n * groups..(n + 1) * groups],
+                sums,
+            };
+            // Row by row: a second row's group sums would not fit the 16 registers
+            // (measured slower), and the weight row stays in L1 between them.
+            for m in 0..ops.m {
+                row::<BITS, P>(ops, &col, m, out);
             }
-        });
-    }
-    for n in cols {
-        match ops.m {
-            2 => rows::<BITS, 2>(ops, n, 0, out),
-            1 => rows::<BITS, 1>(ops, n, 0, out),
-            _ => {}
         }
-    }
+    })
 }
 
-/// Every row of x against weight row `n`, dequantized once into `w` (lane order, the same
-/// `fma(s, q, b)` values `rows` makes in registers, so both give the same bits).
+/// Row `m` of x against one weight row: per group, each step's 32 codes are unpacked and
+/// converted, then multiplied into the group sums (`p = fma(q, x, p)`), which the group's
+/// scale folds into the accumulators (`acc = fma(s, p, acc)`); last, the bias part.
 #[target_feature(enable = "avx2,fma")]
-unsafe fn buffered<const BITS: u32>(ops: &Operands, n: usize, w: &mut [f32], out: Out) {
-    dequantize_lanes::<BITS>(ops, n, w);
-    let mut m = 0;
-    while m + 2 <= ops.m {
-        dot::<2>(ops, w, m, n, out);
-        m += 2;
-    }
-    if m < ops.m {
-        dot::<1>(ops, w, m, n, out);
-    }
-}
-
-/// Weight row `n` as f32 in lane order.
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dequantize_lanes<const BITS: u32>(ops: &Operands, n: usize, w: &mut [f32]) {
-    debug_assert!(w.len() >= ops.k);
-    let row = ops.w_row(n).as_ptr();
-    let (scales, biases) = ops.groups(n);
+unsafe fn row<const BITS: u32, P: Stored>(ops: &Operands, col: &Column<P>, m: usize, out: Out) {
+    let row = ops.w_row(col.n).as_ptr();
+    let x = ops.x[m * ops.k..].as_ptr();
+    let mut acc = [_mm256_setzero_ps(); VECTORS];
     let steps = ops.format.group / STEP;
     let step_bytes = STEP * BITS as usize / 8;
-    for g in 0..ops.k / ops.format.group {
-        let (s, b) = (_mm256_set1_ps(scales.get(g)), _mm256_set1_ps(biases.get(g)));
+    let groups = ops.k / ops.format.group;
+    for g in 0..groups {
+        let mut p = [_mm256_setzero_ps(); VECTORS];
         for step in g * steps..(g + 1) * steps {
-            let q = codes::<BITS>(row.add(step * step_bytes));
+            let at = row.add(step * step_bytes);
+            _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH) as *const i8);
+            let q = codes::<BITS>(at);
             for (v, q) in q.into_iter().enumerate() {
-                let at = w.as_mut_ptr().add(step * STEP + v * LANES);
-                _mm256_storeu_ps(at, _mm256_fmadd_ps(s, q, b));
+                let x = _mm256_loadu_ps(x.add(step * STEP + v * LANES));
+                p[v] = _mm256_fmadd_ps(q, x, p[v]);
             }
         }
-    }
-}
-
-/// Rows `m0..m0 + R` of x against a dequantized weight row, accumulated as `rows` does.
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot<const R: usize>(ops: &Operands, w: &[f32], m0: usize, n: usize, out: Out) {
-    let xs = x_rows::<R>(ops, m0);
-    let mut acc = [[_mm256_setzero_ps(); VECTORS]; R];
-    for step in 0..ops.k / STEP {
+        let s = _mm256_set1_ps(col.scales[g].widen());
         for v in 0..VECTORS {
-            let at = step * STEP + v * LANES;
-            let w = _mm256_loadu_ps(w.as_ptr().add(at));
-            for (acc, x) in acc.iter_mut().zip(&xs) {
-                acc[v] = _mm256_fmadd_ps(_mm256_loadu_ps(x.add(at)), w, acc[v]);
-            }
+            acc[v] = _mm256_fmadd_ps(s, p[v], acc[v]);
         }
     }
-    for (r, a) in acc.into_iter().enumerate() {
-        out.write(m0 + r, n, ops.n, reduce(a));
-    }
-}
-
-/// Where rows `m0..m0 + R` of x start.
-#[inline]
-fn x_rows<const R: usize>(ops: &Operands, m0: usize) -> [*const f32; R] {
-    std::array::from_fn(|r| ops.x[(m0 + r) * ops.k..].as_ptr())
+    let sums = &col.sums[m * groups..(m + 1) * groups];
+    out.write(m, col.n, ops.n, reduce(acc) + bias_term(col.biases, sums));
 }
 
 /// The accumulators summed in `scalar::reduce`'s order, so every kernel agrees bit for bit.
@@ -145,35 +144,6 @@ unsafe fn reduce(a: [__m256; VECTORS]) -> f32 {
         _mm256_add_ps(a[0], a[1]),
         _mm256_add_ps(a[2], a[3]),
     ))
-}
-
-/// Rows `m0..m0 + R` of x against weight row `n`: each step's 32 codes are unpacked and
-/// dequantized once (`fma(s, q, b)`), then multiplied into every row's accumulators
-/// (`fma(x, w, acc[v])`).
-#[target_feature(enable = "avx2,fma")]
-unsafe fn rows<const BITS: u32, const R: usize>(ops: &Operands, n: usize, m0: usize, out: Out) {
-    let row = ops.w_row(n).as_ptr();
-    let (scales, biases) = ops.groups(n);
-    let xs = x_rows::<R>(ops, m0);
-    let mut acc = [[_mm256_setzero_ps(); VECTORS]; R];
-    let steps = ops.format.group / STEP;
-    let step_bytes = STEP * BITS as usize / 8;
-    for g in 0..ops.k / ops.format.group {
-        let (s, b) = (_mm256_set1_ps(scales.get(g)), _mm256_set1_ps(biases.get(g)));
-        for step in g * steps..(g + 1) * steps {
-            let q = codes::<BITS>(row.add(step * step_bytes));
-            for (v, q) in q.into_iter().enumerate() {
-                let w = _mm256_fmadd_ps(s, q, b);
-                for r in 0..R {
-                    let x = _mm256_loadu_ps(xs[r].add(step * STEP + v * LANES));
-                    acc[r][v] = _mm256_fmadd_ps(x, w, acc[r][v]);
-                }
-            }
-        }
-    }
-    for (r, a) in acc.into_iter().enumerate() {
-        out.write(m0 + r, n, ops.n, reduce(a));
-    }
 }
 
 /// The 32 codes of a step starting at `at`, as f32, in lane order.
@@ -203,12 +173,12 @@ unsafe fn codes_i<const BITS: u32>(at: *const u8) -> [__m256i; VECTORS] {
     match BITS {
         8 => [bytes8(at, 0), bytes8(at, 1), bytes8(at, 2), bytes8(at, 3)],
         4 => {
-            let (lo, hi, nibble) = (bytes8(at, 0), bytes8(at, 1), _mm256_set1_epi32(0xF));
+            let (a, b, nibble) = (bytes8(at, 0), bytes8(at, 1), _mm256_set1_epi32(0xF));
             [
-                _mm256_and_si256(lo, nibble),
-                _mm256_srli_epi32::<4>(lo),
-                _mm256_and_si256(hi, nibble),
-                _mm256_srli_epi32::<4>(hi),
+                _mm256_and_si256(a, nibble),
+                _mm256_and_si256(b, nibble),
+                _mm256_srli_epi32::<4>(a),
+                _mm256_srli_epi32::<4>(b),
             ]
         }
         2 => {

@@ -1,15 +1,29 @@
 //! AVX-512 kernels (x86-64 with AVX-512 F and DQ): the AVX2 kernels' arithmetic in registers
 //! twice as wide. A step's four 8-lane vectors travel as two 16-lane ones (vectors 0|1 and
-//! 2|3), so each lane sees the same `fma(s, q, b)` and `fma(x, w, acc)` as in AVX2, and the
-//! accumulators are split back into four and summed in `reduce`'s order: the same bits as
-//! the AVX2 and portable kernels, with half the FMA, convert and load instructions. Codes are
-//! unpacked by the AVX2 code (`codes_i`) and joined; every format is covered.
+//! 2|3), so each lane sees the same `fma(q, x, p)` and `fma(s, p, acc)` as in AVX2, and the
+//! accumulators are split back into four and summed in `reduce`'s order: the same bits as the
+//! AVX2 and portable kernels.
+//!
+//! Beyond the width, three things make them faster than AVX2:
+//! - 8-, 4- and 2-bit codes are unpacked straight into 16 lanes (the lane order of `layout`
+//!   is chosen so that one widening of the step's bytes gives vectors 0|1);
+//! - several output columns are computed together ([`QUAD`] for one row of x, [`PAIR`] for
+//!   more), so their independent FMA chains hide each other's latency and x is loaded once
+//!   for all of them;
+//! - the kernels are generic over the dtype the scales and biases are stored in (`Stored`),
+//!   and the product's shape is worked out once per call, so the loops never branch on
+//!   either.
 
 use std::arch::x86_64::*;
 
 use super::super::layout::{LANES, STEP};
-use super::super::{Operands, Out};
-use super::{codes_i, reduce, x_rows, REGISTER_ROWS, W_ROW};
+use super::super::{bias_term, by_stored, group_sums, Groups, Operands, Out, Stored};
+use super::{codes_i, reduce};
+
+/// Output columns (weight rows) per pass for one row of x: eight independent chains.
+const QUAD: usize = 4;
+/// Output columns per pass for two and more rows of x.
+const PAIR: usize = 2;
 
 /// Whether the CPU has AVX-512 F and DQ (and AVX2 and FMA, which the code unpacking uses).
 pub fn available() -> bool {
@@ -29,34 +43,176 @@ pub fn available() -> bool {
 pub(in crate::kernel) unsafe fn matmul(ops: &Operands, cols: std::ops::Range<usize>, out: Out) {
     debug_assert!(ops.k.is_multiple_of(ops.format.group));
     debug_assert!(ops.x.len() >= ops.m * ops.k);
-    by_bits!(ops.format.bits, columns(ops, cols, out))
+    by_stored!(ops, groups => by_bits!(ops.format.bits, columns::<_>(ops, groups, cols, out)))
+}
+
+/// A product's shape as the kernels walk it, worked out once per call.
+#[derive(Clone, Copy)]
+struct Shape {
+    k: usize,
+    /// Groups per weight row.
+    groups: usize,
+    /// Steps per group.
+    steps: usize,
+    step_bytes: usize,
+    row_bytes: usize,
+    /// The output's columns (the product's n).
+    n: usize,
+}
+
+/// `C` output columns from `n0`: their packed rows, scales and biases.
+struct Block<P> {
+    n0: usize,
+    rows: *const u8,
+    scales: *const P,
+    biases: *const P,
+}
+
+impl<P: Stored> Block<P> {
+    /// Packed weight row `c` of the block.
+    #[inline(always)]
+    fn row(&self, shape: &Shape, c: usize) -> *const u8 {
+        self.rows.wrapping_add(c * shape.row_bytes)
+    }
+
+    /// Column `c`'s biases.
+    ///
+    /// # Safety
+    /// The block has column `c`.
+    #[inline(always)]
+    unsafe fn biases(&self, shape: &Shape, c: usize) -> &[P] {
+        std::slice::from_raw_parts(self.biases.add(c * shape.groups), shape.groups)
+    }
+}
+
+thread_local! {
+    /// Each group's sum of x (`group_sums`).
+    static SUMS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
-unsafe fn columns<const BITS: u32>(ops: &Operands, cols: std::ops::Range<usize>, out: Out) {
-    if ops.m > REGISTER_ROWS {
-        return W_ROW.with_borrow_mut(|w| {
-            w.resize(ops.k, 0.0);
-            for n in cols {
-                buffered::<BITS>(ops, n, w, out);
-            }
-        });
+unsafe fn columns<const BITS: u32, P: Stored>(
+    ops: &Operands,
+    params: Groups<P>,
+    cols: std::ops::Range<usize>,
+    out: Out,
+) {
+    let groups = ops.k / ops.format.group;
+    let shape = Shape {
+        k: ops.k,
+        groups,
+        steps: ops.format.group / STEP,
+        step_bytes: STEP * BITS as usize / 8,
+        row_bytes: ops.format.row_bytes(ops.k),
+        n: ops.n,
+    };
+    assert!(
+        ops.w.len() >= cols.end * shape.row_bytes
+            && params.scales.len() >= cols.end * groups
+            && params.biases.len() >= cols.end * groups,
+        "the weight, scales and biases hold n rows"
+    );
+    SUMS.with_borrow_mut(|sums| {
+        group_sums(ops, sums);
+        blocks::<BITS, P>(ops, &shape, params, cols, sums, out)
+    })
+}
+
+/// Columns `cols`, a block at a time.
+#[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
+unsafe fn blocks<const BITS: u32, P: Stored>(
+    ops: &Operands,
+    shape: &Shape,
+    params: Groups<P>,
+    cols: std::ops::Range<usize>,
+    sums: &[f32],
+    out: Out,
+) {
+    let block = |n: usize| Block {
+        n0: n,
+        rows: ops.w.as_ptr().add(n * shape.row_bytes),
+        scales: params.scales.as_ptr().add(n * shape.groups),
+        biases: params.biases.as_ptr().add(n * shape.groups),
+    };
+    let mut n = cols.start;
+    while n < cols.end {
+        let left = cols.end - n;
+        let b = block(n);
+        n += match ops.m {
+            0 => left,
+            1 if left >= QUAD => rows::<BITS, 1, QUAD, P>(ops.x, sums, 0, shape, &b, out),
+            1 => rows::<BITS, 1, 1, P>(ops.x, sums, 0, shape, &b, out),
+            2 if left >= PAIR => rows::<BITS, 2, PAIR, P>(ops.x, sums, 0, shape, &b, out),
+            2 => rows::<BITS, 2, 1, P>(ops.x, sums, 0, shape, &b, out),
+            m => stacked::<BITS, P>(ops.x, m, sums, shape, &b, left.min(PAIR), out),
+        };
     }
-    for n in cols {
-        match ops.m {
-            2 => rows::<BITS, 2>(ops, n, 0, out),
-            1 => rows::<BITS, 1>(ops, n, 0, out),
-            _ => {}
-        }
+}
+
+/// Every row of x (`m` of them), two at a time, against the block's `c` (one or [`PAIR`])
+/// columns; returns `c`. The block's packed rows stay in L1 between the passes, and
+/// unpacking them again costs less than converting them once into a buffer and loading
+/// that (measured).
+#[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
+unsafe fn stacked<const BITS: u32, P: Stored>(
+    x: &[f32],
+    m: usize,
+    sums: &[f32],
+    shape: &Shape,
+    block: &Block<P>,
+    c: usize,
+    out: Out,
+) -> usize {
+    let mut m0 = 0;
+    while m0 + 2 <= m {
+        match c {
+            PAIR => rows::<BITS, 2, PAIR, P>(x, sums, m0, shape, block, out),
+            _ => rows::<BITS, 2, 1, P>(x, sums, m0, shape, block, out),
+        };
+        m0 += 2;
     }
+    if m0 < m {
+        match c {
+            PAIR => rows::<BITS, 1, PAIR, P>(x, sums, m0, shape, block, out),
+            _ => rows::<BITS, 1, 1, P>(x, sums, m0, shape, block, out),
+        };
+    }
+    c
 }
 
 /// The step's 32 codes at `at` as two 16-lane f32 vectors: AVX2 vectors 0|1 and 2|3.
+///
+/// # Safety
+/// AVX-512 F, and the step's `4 * BITS` bytes are readable (nothing past them is read).
 #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
 #[inline]
 unsafe fn codes16<const BITS: u32>(at: *const u8) -> [__m512; 2] {
-    let q = codes_i::<BITS>(at);
-    [join(q[0], q[1]), join(q[2], q[3])]
+    let widen = |i: usize| _mm512_cvtepu8_epi32(_mm_loadu_si128(at.add(16 * i) as *const __m128i));
+    match BITS {
+        8 => [_mm512_cvtepi32_ps(widen(0)), _mm512_cvtepi32_ps(widen(1))],
+        4 => {
+            let bytes = widen(0);
+            [
+                _mm512_cvtepi32_ps(_mm512_and_si512(bytes, _mm512_set1_epi32(0xF))),
+                _mm512_cvtepi32_ps(_mm512_srli_epi32::<4>(bytes)),
+            ]
+        }
+        2 => {
+            // Byte l (lanes l and 8 + l) holds vector v's code of lane l at bits 2v.
+            let b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(at as *const __m128i));
+            let bytes = _mm512_broadcast_i64x4(b);
+            let two = _mm512_set1_epi32(0x3);
+            let shift = |lo: i32, hi: i32| {
+                let s = _mm512_inserti64x4::<1>(_mm512_set1_epi32(lo), _mm256_set1_epi32(hi));
+                _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srlv_epi32(bytes, s), two))
+            };
+            [shift(0, 2), shift(4, 6)]
+        }
+        _ => {
+            let q = codes_i::<BITS>(at);
+            [join(q[0], q[1]), join(q[2], q[3])]
+        }
+    }
 }
 
 /// `lo | hi` as one 16-lane f32 vector (plain functions, not closures: they inline with the
@@ -79,82 +235,98 @@ unsafe fn reduce16(acc: [__m512; 2]) -> f32 {
     ])
 }
 
-/// Rows `m0..m0 + R` of x against weight row `n`, the codes unpacked in registers (as
-/// `super::rows`).
+/// Each (row, column) pair's accumulators summed, plus its bias part, into `out`; `sums`
+/// are the group sums of x from row `m0`.
 #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
-unsafe fn rows<const BITS: u32, const R: usize>(ops: &Operands, n: usize, m0: usize, out: Out) {
-    let row = ops.w_row(n).as_ptr();
-    let (scales, biases) = ops.groups(n);
-    let xs = x_rows::<R>(ops, m0);
-    let mut acc = [[_mm512_setzero_ps(); 2]; R];
-    let steps = ops.format.group / STEP;
-    let step_bytes = STEP * BITS as usize / 8;
-    for g in 0..ops.k / ops.format.group {
-        let (s, b) = (_mm512_set1_ps(scales.get(g)), _mm512_set1_ps(biases.get(g)));
-        for step in g * steps..(g + 1) * steps {
-            let q = codes16::<BITS>(row.add(step * step_bytes));
-            for (h, q) in q.into_iter().enumerate() {
-                let w = _mm512_fmadd_ps(s, q, b);
-                for r in 0..R {
-                    let x = _mm512_loadu_ps(xs[r].add(step * STEP + h * 2 * LANES));
-                    acc[r][h] = _mm512_fmadd_ps(x, w, acc[r][h]);
+#[inline]
+unsafe fn write<const R: usize, const C: usize, P: Stored>(
+    acc: [[[__m512; 2]; C]; R],
+    m0: usize,
+    sums: *const f32,
+    block: &Block<P>,
+    shape: &Shape,
+    out: Out,
+) {
+    let groups = shape.groups;
+    for (r, acc) in acc.into_iter().enumerate() {
+        let sums = std::slice::from_raw_parts(sums.add(r * groups), groups);
+        for (c, a) in acc.into_iter().enumerate() {
+            let v = reduce16(a) + bias_term(block.biases(shape, c), sums);
+            out.write(m0 + r, block.n0 + c, shape.n, v);
+        }
+    }
+}
+
+/// Group sums folded into the accumulators with their column's scale: `acc = fma(s, p, acc)`.
+#[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
+#[inline]
+unsafe fn fold<const R: usize, const C: usize>(
+    acc: &mut [[[__m512; 2]; C]; R],
+    p: &[[[__m512; 2]; C]; R],
+    scales: [__m512; C],
+) {
+    for (c, s) in scales.into_iter().enumerate() {
+        for r in 0..R {
+            for h in 0..2 {
+                acc[r][c][h] = _mm512_fmadd_ps(s, p[r][c][h], acc[r][c][h]);
+            }
+        }
+    }
+}
+
+/// The block's scales of group `g`, broadcast.
+#[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
+#[inline]
+unsafe fn scales_of<const C: usize, P: Stored>(
+    block: &Block<P>,
+    shape: &Shape,
+    g: usize,
+) -> [__m512; C] {
+    let mut scales = [_mm512_setzero_ps(); C];
+    for (c, s) in scales.iter_mut().enumerate() {
+        *s = _mm512_set1_ps((*block.scales.add(c * shape.groups + g)).widen());
+    }
+    scales
+}
+
+/// Rows `0..R` of x against the block's `C` columns, the codes unpacked in registers: per
+/// group, `p = fma(q, x, p)` over its steps, then [`fold`]. Returns `C`.
+#[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
+#[inline]
+unsafe fn rows<const BITS: u32, const R: usize, const C: usize, P: Stored>(
+    x: &[f32],
+    sums: &[f32],
+    m0: usize,
+    shape: &Shape,
+    block: &Block<P>,
+    out: Out,
+) -> usize {
+    debug_assert!(x.len() >= (m0 + R) * shape.k && sums.len() >= (m0 + R) * shape.groups);
+    let (x, sums) = (
+        x.as_ptr().add(m0 * shape.k),
+        sums.as_ptr().add(m0 * shape.groups),
+    );
+    let mut acc = [[[_mm512_setzero_ps(); 2]; C]; R];
+    for g in 0..shape.groups {
+        let mut p = [[[_mm512_setzero_ps(); 2]; C]; R];
+        for step in g * shape.steps..(g + 1) * shape.steps {
+            let mut q = [[_mm512_setzero_ps(); 2]; C];
+            for (c, q) in q.iter_mut().enumerate() {
+                let at = block.row(shape, c).add(step * shape.step_bytes);
+                _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(super::PREFETCH) as *const i8);
+                *q = codes16::<BITS>(at);
+            }
+            for h in 0..2 {
+                for (r, p) in p.iter_mut().enumerate() {
+                    let x = _mm512_loadu_ps(x.add(r * shape.k + step * STEP + h * 2 * LANES));
+                    for c in 0..C {
+                        p[c][h] = _mm512_fmadd_ps(q[c][h], x, p[c][h]);
+                    }
                 }
             }
         }
+        fold(&mut acc, &p, scales_of::<C, P>(block, shape, g));
     }
-    for (r, a) in acc.into_iter().enumerate() {
-        out.write(m0 + r, n, ops.n, reduce16(a));
-    }
-}
-
-/// Every row of x against weight row `n`, dequantized once into `w` (lane order), as
-/// `super::buffered`.
-#[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
-unsafe fn buffered<const BITS: u32>(ops: &Operands, n: usize, w: &mut [f32], out: Out) {
-    dequantize_lanes::<BITS>(ops, n, w);
-    let mut m = 0;
-    while m + 2 <= ops.m {
-        dot::<2>(ops, w, m, n, out);
-        m += 2;
-    }
-    if m < ops.m {
-        dot::<1>(ops, w, m, n, out);
-    }
-}
-
-#[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
-unsafe fn dequantize_lanes<const BITS: u32>(ops: &Operands, n: usize, w: &mut [f32]) {
-    debug_assert!(w.len() >= ops.k);
-    let row = ops.w_row(n).as_ptr();
-    let (scales, biases) = ops.groups(n);
-    let steps = ops.format.group / STEP;
-    let step_bytes = STEP * BITS as usize / 8;
-    for g in 0..ops.k / ops.format.group {
-        let (s, b) = (_mm512_set1_ps(scales.get(g)), _mm512_set1_ps(biases.get(g)));
-        for step in g * steps..(g + 1) * steps {
-            let q = codes16::<BITS>(row.add(step * step_bytes));
-            for (h, q) in q.into_iter().enumerate() {
-                let at = w.as_mut_ptr().add(step * STEP + h * 2 * LANES);
-                _mm512_storeu_ps(at, _mm512_fmadd_ps(s, q, b));
-            }
-        }
-    }
-}
-
-#[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
-unsafe fn dot<const R: usize>(ops: &Operands, w: &[f32], m0: usize, n: usize, out: Out) {
-    let xs = x_rows::<R>(ops, m0);
-    let mut acc = [[_mm512_setzero_ps(); 2]; R];
-    for step in 0..ops.k / STEP {
-        for h in 0..2 {
-            let at = step * STEP + h * 2 * LANES;
-            let w = _mm512_loadu_ps(w.as_ptr().add(at));
-            for (acc, x) in acc.iter_mut().zip(&xs) {
-                acc[h] = _mm512_fmadd_ps(_mm512_loadu_ps(x.add(at)), w, acc[h]);
-            }
-        }
-    }
-    for (r, a) in acc.into_iter().enumerate() {
-        out.write(m0 + r, n, ops.n, reduce16(a));
-    }
+    write(acc, m0, sums, block, shape, out);
+    C
 }
