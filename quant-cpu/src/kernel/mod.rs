@@ -91,6 +91,7 @@ impl<'a> Params<'a> {
     }
 
     /// Every value as f32.
+    #[cfg(target_arch = "x86_64")]
     fn to_f32(self) -> Vec<f32> {
         (0..self.len()).map(|i| self.get(i)).collect()
     }
@@ -177,10 +178,12 @@ impl Stored for f32 {
 }
 
 /// A bfloat16, as its bits.
+#[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
 #[repr(transparent)]
 pub(crate) struct Bf16(u16);
 
+#[cfg(target_arch = "x86_64")]
 impl Stored for Bf16 {
     #[inline(always)]
     fn widen(self) -> f32 {
@@ -189,10 +192,12 @@ impl Stored for Bf16 {
 }
 
 /// An IEEE half, as its bits.
+#[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
 #[repr(transparent)]
 pub(crate) struct F16(u16);
 
+#[cfg(target_arch = "x86_64")]
 impl Stored for F16 {
     #[inline(always)]
     fn widen(self) -> f32 {
@@ -200,7 +205,8 @@ impl Stored for F16 {
     }
 }
 
-/// The scales and biases of a product in one stored dtype.
+/// The scales and biases of a product in one stored dtype (for the vector kernels).
+#[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
 pub(crate) struct Groups<'a, P> {
     pub scales: &'a [P],
@@ -208,6 +214,7 @@ pub(crate) struct Groups<'a, P> {
 }
 
 /// `u16` bits as the half dtype `T` (`Bf16` or `F16`, both `repr(transparent)` over u16).
+#[cfg(target_arch = "x86_64")]
 fn as_halves<T>(v: &[u16]) -> &[T] {
     debug_assert_eq!(std::mem::size_of::<T>(), 2);
     // SAFETY: T is a repr(transparent) u16, so the slice has the same layout.
@@ -216,6 +223,7 @@ fn as_halves<T>(v: &[u16]) -> &[T] {
 
 /// `$body` with `$g` bound to the operands' scales and biases as [`Groups`] of their stored
 /// dtype (both widened to f32 first in the rare case that their dtypes differ).
+#[cfg(target_arch = "x86_64")]
 macro_rules! by_stored {
     ($ops:expr, $g:ident => $body:expr) => {{
         use $crate::kernel::{Groups, Params};
@@ -243,8 +251,10 @@ macro_rules! by_stored {
         }
     }};
 }
+#[cfg(target_arch = "x86_64")]
 pub(crate) use by_stored;
 
+#[cfg(target_arch = "x86_64")]
 impl<'a, T> Groups<'a, T> {
     fn halves(scales: &'a [u16], biases: &'a [u16]) -> Groups<'a, T> {
         Groups {

@@ -18,7 +18,7 @@ use std::arch::x86_64::*;
 
 use super::super::layout::{LANES, STEP};
 use super::super::{bias_term, by_stored, group_sums, Groups, Operands, Out, Stored};
-use super::{codes_i, reduce};
+use super::{codes_i, reduce, SUMS};
 
 /// Output columns (weight rows) per pass for one row of x: eight independent chains.
 const QUAD: usize = 4;
@@ -83,11 +83,6 @@ impl<P: Stored> Block<P> {
     unsafe fn biases(&self, shape: &Shape, c: usize) -> &[P] {
         std::slice::from_raw_parts(self.biases.add(c * shape.groups), shape.groups)
     }
-}
-
-thread_local! {
-    /// Each group's sum of x (`group_sums`).
-    static SUMS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
