@@ -213,11 +213,18 @@ pub(crate) struct Groups<'a, P> {
     pub biases: &'a [P],
 }
 
-/// `u16` bits as the half dtype `T` (`Bf16` or `F16`, both `repr(transparent)` over u16).
+/// A half dtype: a `repr(transparent)` u16 (only `Bf16` and `F16` implement it).
 #[cfg(target_arch = "x86_64")]
-fn as_halves<T>(v: &[u16]) -> &[T] {
-    debug_assert_eq!(std::mem::size_of::<T>(), 2);
-    // SAFETY: T is a repr(transparent) u16, so the slice has the same layout.
+pub(crate) trait Half {}
+#[cfg(target_arch = "x86_64")]
+impl Half for Bf16 {}
+#[cfg(target_arch = "x86_64")]
+impl Half for F16 {}
+
+/// `u16` bits as the half dtype `T`.
+#[cfg(target_arch = "x86_64")]
+fn as_halves<T: Half>(v: &[u16]) -> &[T] {
+    // SAFETY: a `Half` is a repr(transparent) u16, so the slice has the same layout.
     unsafe { std::slice::from_raw_parts(v.as_ptr() as *const T, v.len()) }
 }
 
@@ -255,7 +262,7 @@ macro_rules! by_stored {
 pub(crate) use by_stored;
 
 #[cfg(target_arch = "x86_64")]
-impl<'a, T> Groups<'a, T> {
+impl<'a, T: Half> Groups<'a, T> {
     fn halves(scales: &'a [u16], biases: &'a [u16]) -> Groups<'a, T> {
         Groups {
             scales: as_halves(scales),
