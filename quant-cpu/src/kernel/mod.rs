@@ -74,8 +74,8 @@ impl<'a> Params<'a> {
     pub fn get(&self, i: usize) -> f32 {
         match self {
             Params::F32(v) => v[i],
-            Params::Bf16(v) => f32::from_bits((v[i] as u32) << 16),
-            Params::F16(v) => half::f16::from_bits(v[i]).to_f32(),
+            Params::Bf16(v) => Bf16(v[i]).widen(),
+            Params::F16(v) => F16(v[i]).widen(),
         }
     }
 
@@ -178,12 +178,10 @@ impl Stored for f32 {
 }
 
 /// A bfloat16, as its bits.
-#[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
 #[repr(transparent)]
 pub(crate) struct Bf16(u16);
 
-#[cfg(target_arch = "x86_64")]
 impl Stored for Bf16 {
     #[inline(always)]
     fn widen(self) -> f32 {
@@ -192,12 +190,10 @@ impl Stored for Bf16 {
 }
 
 /// An IEEE half, as its bits.
-#[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
 #[repr(transparent)]
 pub(crate) struct F16(u16);
 
-#[cfg(target_arch = "x86_64")]
 impl Stored for F16 {
     #[inline(always)]
     fn widen(self) -> f32 {
@@ -229,7 +225,8 @@ fn as_halves<T: Half>(v: &[u16]) -> &[T] {
 }
 
 /// `$body` with `$g` bound to the operands' scales and biases as [`Groups`] of their stored
-/// dtype (both widened to f32 first in the rare case that their dtypes differ).
+/// dtype. The MLX node never passes two dtypes (it checks that they share one); `Operands` can
+/// say so, and then both are widened to f32 first.
 #[cfg(target_arch = "x86_64")]
 macro_rules! by_stored {
     ($ops:expr, $g:ident => $body:expr) => {{
