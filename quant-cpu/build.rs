@@ -12,7 +12,16 @@ fn main() {
     println!("cargo:rerun-if-changed=cpp/quantized_matmul.cpp");
     println!("cargo:rerun-if-changed=cpp/host_receive.cpp");
     println!("cargo:rerun-if-changed=cpp/fast_ops.cpp");
-    println!("cargo:rerun-if-changed=cpp/shim.h");
+    for file in [
+        "shim.h",
+        "vmath.h",
+        "vmath_impl.h",
+        "vmath.cpp",
+        "vmath_avx2.cpp",
+        "vmath_avx512.cpp",
+    ] {
+        println!("cargo:rerun-if-changed=cpp/{file}");
+    }
     println!("cargo:rerun-if-env-changed=DEP_MLX_INCLUDE");
     let Some(include) = std::env::var_os("DEP_MLX_INCLUDE") else {
         panic!("mlx-sys did not publish its include folders (DEP_MLX_INCLUDE)");
@@ -24,6 +33,7 @@ fn main() {
         .file("cpp/quantized_matmul.cpp")
         .file("cpp/host_receive.cpp")
         .file("cpp/fast_ops.cpp")
+        .file("cpp/vmath.cpp")
         // Products and sums rounded one by one, as MLX's fallbacks that fast_ops.cpp matches.
         .flag("-ffp-contract=off")
         // MLX's SIMD headers pun pointers (as MLX itself is built: correct without the rule).
@@ -42,4 +52,29 @@ fn main() {
         }
     }
     build.compile("mlxd_quant_shim");
+    if std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("x86_64") {
+        compile_isa("avx2", "cpp/vmath_avx2.cpp", &["-mavx2", "-mfma"]);
+        compile_isa(
+            "avx512",
+            "cpp/vmath_avx512.cpp",
+            &["-mavx512f", "-mavx2", "-mfma"],
+        );
+    }
+}
+
+/// One instruction set's kernels (vmath.h), compiled with its flags alone: the rest of the
+/// shim must run on any x86-64, and the code picks these at run time.
+fn compile_isa(name: &str, file: &str, flags: &[&str]) {
+    let mut build = cc::Build::new();
+    build
+        .cpp(true)
+        .std("c++20")
+        .file(file)
+        .flag("-ffp-contract=off");
+    // GCC 12 reads its own `_mm512_undefined_ps` as maybe uninitialized (a known false alarm).
+    build.flag_if_supported("-Wno-maybe-uninitialized");
+    for flag in flags {
+        build.flag(flag);
+    }
+    build.compile(&format!("mlxd_vmath_{name}"));
 }

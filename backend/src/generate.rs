@@ -8,16 +8,22 @@ use mlx_rs::{Array, Dtype};
 
 use crate::cache::KvCache;
 use crate::error::{Error, Result};
+use crate::models::common::cpu_f32;
 use crate::models::{LanguageModel, Queueing};
 use crate::request::{GenerateOptions, Summary, TokenEvent};
 use crate::sequence::Sequence;
 use crate::tokenizer::Tokenizer;
 
 /// Logits [B, L, vocab] to the last position's log-probabilities [B, vocab], lazily, in the
-/// model's dtype (as mlx-lm computes them).
+/// model's dtype (as mlx-lm computes them). f32 on the CPU takes the one-node log-sum-exp with
+/// vectorized exps (MLX's bits).
 pub fn last_logprobs(logits: &Array) -> Result<Array> {
     let last = logits.index((.., -1, ..));
-    Ok(last.subtract(logsumexp_axis(&last, -1, true)?)?)
+    let lse = match cpu_f32(&last) {
+        true => quant_cpu::fast::logsumexp(&last)?,
+        false => logsumexp_axis(&last, -1, true)?,
+    };
+    Ok(last.subtract(lse)?)
 }
 
 fn logprobs_graph(

@@ -9,6 +9,7 @@
 // compare them bit for bit. f32 only: other dtypes keep MLX's own path.
 
 #include <cmath>
+#include <dlfcn.h>
 #include <cstdint>
 #include <sstream>
 #include <stdexcept>
@@ -22,6 +23,7 @@
 #include "mlx/primitives.h"
 #include "mlx/backend/common/utils.h"
 #include "shim.h"
+#include "vmath.h"
 
 namespace {
 
@@ -281,6 +283,223 @@ array rope_cpu(const array& x, const array& offsets, const std::optional<array>&
   return array(x.shape(), float32, std::make_shared<RopeCpu>(s, p), std::move(inputs));
 }
 
+// ---------------------------------------------------------------------------------------------
+// Decode attention: one query position per row over that row's own keys and values, as MLX's
+// `scaled_dot_product_attention` fallback computes it on the CPU: q * scale, then per head one
+// `cblas_sgemm` for the scores (M = 1) and one for scores times values, with MLX's softmax
+// between (precise: f32). It calls the `cblas_sgemm` libmlx's matmul binds to, with the
+// arguments MLX's matmul passes, so each head's output has the fallback's bits; its softmax is
+// vmath.h's. One node instead of about a dozen per layer, and no padded batch copies.
+
+typedef void (*Sgemm)(int, int, int, int, int, int, float, const float*, int, const float*, int,
+                      float, float*, int);
+
+// The `cblas_sgemm` the process resolves first (the executable's, where it defines one).
+Sgemm sgemm() {
+  static Sgemm f = reinterpret_cast<Sgemm>(dlsym(RTLD_DEFAULT, "cblas_sgemm"));
+  if (f == nullptr) {
+    throw std::runtime_error("[mlxd_decode_attention] no cblas_sgemm in the process");
+  }
+  return f;
+}
+
+constexpr int ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112;
+
+// With `group_heads`, the query heads of one kv head go in one product (M = heads / kv_heads),
+// reading its keys and values once: the caller asks for it only where the BLAS computes each
+// row of a product with the bits it has alone (skinny-gemm's kernel).
+struct AttentionParams {
+  float scale;
+  bool group_heads;
+};
+
+class DecodeAttentionCpu : public FastCpu {
+ public:
+  DecodeAttentionCpu(Stream stream, AttentionParams p) : FastCpu(stream), p_(p) {}
+
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+
+  const char* name() const override {
+    return "MlxdDecodeAttention";
+  }
+
+  bool is_equivalent(const Primitive& other) const override {
+    auto& o = static_cast<const DecodeAttentionCpu&>(other);
+    return std::string(name()) == o.name() && p_.scale == o.p_.scale &&
+        p_.group_heads == o.p_.group_heads;
+  }
+
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    auto shape = inputs[0].shape();
+    shape.back() = inputs[2].shape(-1);
+    return {shape};
+  }
+
+ private:
+  AttentionParams p_;
+};
+
+// A [1, kv_heads, T, d] operand with rows of d contiguous (gathered when they are not).
+struct HeadRows {
+  const float* data;
+  int64_t head_stride;
+  int64_t row_stride;
+  std::vector<float> keep;
+
+  explicit HeadRows(const array& a) {
+    const auto& st = a.strides();
+    if (st[3] == 1) {
+      data = a.data<float>();
+      head_stride = st[1];
+      row_stride = st[2];
+    } else {
+      data = mlxd_row_major(a, keep);
+      head_stride = a.shape(2) * a.shape(3);
+      row_stride = a.shape(3);
+    }
+  }
+};
+
+// Row b's heads: q [heads, d] already scaled, k and v of its kv heads, out [heads, dv]; `rows`
+// query heads per product (1, or all of a kv head's).
+void attend_row(const float* q, const array& k, const array& v, float* out, int64_t heads,
+                bool group_heads) {
+  const int kv_heads = k.shape(1), t = k.shape(2), d = k.shape(3), dv = v.shape(3);
+  const int repeats = static_cast<int>(heads / kv_heads);
+  const int rows = group_heads ? repeats : 1;
+  HeadRows keys(k), values(v);
+  std::vector<float> scores(static_cast<size_t>(rows) * t);
+  for (int64_t h = 0; h < heads; h += rows) {
+    const int64_t g = h / repeats;
+    sgemm()(ROW_MAJOR, NO_TRANS, TRANS, rows, t, d, 1.0f, q + h * d, d,
+            keys.data + g * keys.head_stride, keys.row_stride, 0.0f, scores.data(), t);
+    for (int r = 0; r < rows; r++) {
+      mlxd_softmax_row(scores.data() + r * t, scores.data() + r * t, t);
+    }
+    sgemm()(ROW_MAJOR, NO_TRANS, NO_TRANS, rows, dv, t, 1.0f, scores.data(), t,
+            values.data + g * values.head_stride, values.row_stride, 0.0f, out + h * dv, dv);
+  }
+}
+
+void DecodeAttentionCpu::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  auto& out = outputs[0];
+  auto& encoder = encode(stream(), inputs, out);
+  std::vector<array> ins;
+  for (auto& in : inputs) {
+    ins.push_back(array::unsafe_weak_copy(in));
+  }
+  encoder.dispatch([ins = std::move(ins), out = array::unsafe_weak_copy(out), p = p_]() mutable {
+    std::vector<float> keep;
+    const float* q = mlxd_row_major(ins[0], keep);
+    const int64_t rows = ins[0].shape(0), heads = ins[0].shape(1), d = ins[0].shape(3);
+    const int64_t dv = out.shape(3);
+    std::vector<float> scaled(heads * d);
+    for (int64_t b = 0; b < rows; b++) {
+      for (int64_t i = 0; i < heads * d; i++) {
+        scaled[i] = p.scale * q[b * heads * d + i];
+      }
+      attend_row(scaled.data(), ins[1 + 2 * b], ins[2 + 2 * b], out.data<float>() + b * heads * dv,
+                 heads, p.group_heads);
+    }
+  });
+}
+
+// Why row b's keys `k` and values `v` do not fit q [B, heads, 1, d], or "" when they do.
+std::string check_row(const array& q, const array& k, const array& v) {
+  std::ostringstream msg;
+  if (k.dtype() != float32 || v.dtype() != float32 || k.ndim() != 4 || v.ndim() != 4) {
+    msg << "keys and values must be float32 [1, kv_heads, T, d], got " << k.dtype() << " "
+        << k.shape() << " and " << v.dtype() << " " << v.shape();
+  } else if (k.shape(0) != 1 || v.shape(0) != 1 || k.shape(1) != v.shape(1) ||
+             k.shape(2) != v.shape(2) || k.shape(2) == 0 || k.shape(3) != q.shape(3)) {
+    msg << "keys " << k.shape() << " and values " << v.shape()
+        << " must be [1, kv_heads, T > 0, d] with one T, for queries " << q.shape();
+  } else if (q.shape(1) % k.shape(1) != 0) {
+    msg << q.shape(1) << " query heads are not a multiple of " << k.shape(1) << " kv heads";
+  }
+  return msg.str();
+}
+
+array decode_attention_cpu(const array& q, const std::vector<array>& kv, AttentionParams p,
+                           Stream s) {
+  std::string why;
+  if (q.dtype() != float32 || q.ndim() != 4 || q.shape(2) != 1) {
+    why = "queries must be float32 [B, heads, 1, d]";
+  } else if (kv.size() != 2 * static_cast<size_t>(q.shape(0))) {
+    why = "one keys and one values array per row of the queries";
+  }
+  for (size_t b = 0; why.empty() && b < kv.size() / 2; b++) {
+    why = check_row(q, kv[2 * b], kv[2 * b + 1]);
+    if (why.empty() && kv[2 * b + 1].shape(3) != kv[1].shape(3)) {
+      why = "every row's values must have one width";
+    }
+  }
+  if (!why.empty()) {
+    std::ostringstream msg;
+    msg << "[mlxd_decode_attention] " << why << " (queries " << q.dtype() << " " << q.shape()
+        << ")";
+    throw std::invalid_argument(msg.str());
+  }
+  sgemm(); // resolved now, so a process without a BLAS fails here rather than on the stream
+  std::vector<array> inputs{q};
+  inputs.insert(inputs.end(), kv.begin(), kv.end());
+  auto shape = q.shape();
+  shape.back() = kv[1].shape(3);
+  return array(shape, float32, std::make_shared<DecodeAttentionCpu>(s, p), std::move(inputs));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Log-sum-exp over the last axis (kept as 1), as MLX's `LogSumExp` on the CPU, its exps
+// vectorized (vmath.h): the vocabulary's 49k exps a decode step took as scalar calls.
+
+class LogSumExpCpu : public FastCpu {
+ public:
+  explicit LogSumExpCpu(Stream stream) : FastCpu(stream) {}
+
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+
+  const char* name() const override {
+    return "MlxdLogSumExp";
+  }
+
+  bool is_equivalent(const Primitive& other) const override {
+    return std::string(name()) == other.name();
+  }
+
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    auto shape = inputs[0].shape();
+    shape.back() = 1;
+    return {shape};
+  }
+};
+
+void LogSumExpCpu::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  auto& out = outputs[0];
+  auto& encoder = encode(stream(), inputs, out);
+  encoder.dispatch([x = array::unsafe_weak_copy(inputs[0]),
+                    out = array::unsafe_weak_copy(out)]() mutable {
+    std::vector<float> keep;
+    const float* xs = mlxd_row_major(x, keep);
+    const int64_t n = x.shape(-1), rows = static_cast<int64_t>(out.size());
+    std::vector<float> scratch(n);
+    for (int64_t r = 0; r < rows; r++) {
+      out.data<float>()[r] = mlxd_logsumexp_row(xs + r * n, scratch.data(), n);
+    }
+  });
+}
+
+array logsumexp_cpu(const array& x, Stream s) {
+  if (x.dtype() != float32 || x.ndim() == 0 || x.shape(-1) == 0) {
+    std::ostringstream msg;
+    msg << "[mlxd_logsumexp] x must be float32 [..., n > 0], got " << x.dtype() << " "
+        << x.shape();
+    throw std::invalid_argument(msg.str());
+  }
+  auto shape = x.shape();
+  shape.back() = 1;
+  return array(shape, float32, std::make_shared<LogSumExpCpu>(s), {x});
+}
+
 } // namespace
 
 // x [..., D] f32 normed over D and scaled by weight [D] f32, as `fast::rms_norm` on the CPU.
@@ -318,4 +537,53 @@ extern "C" int mlxd_rope(
     mlx_array_set_(
         *res, rope_cpu(mlx_array_get_(x), mlx_array_get_(offsets), f, p, mlx_stream_get_(s)));
   });
+}
+
+// queries [B, heads, 1, d] f32 over row b's keys kv[2b] [1, kv_heads, T_b, d] and values
+// kv[2b+1] [1, kv_heads, T_b, dv] f32, as `fast::scaled_dot_product_attention` (no mask) on the
+// CPU gives each row alone: [B, heads, 1, dv]. `group_heads`: see `AttentionParams`.
+extern "C" int mlxd_decode_attention(
+    mlx_array* res,
+    const mlx_array queries,
+    const mlx_array* kv,
+    int rows,
+    float scale,
+    bool group_heads,
+    const mlx_stream s) {
+  return mlxd_guarded([&] {
+    std::vector<array> arrays;
+    for (int i = 0; i < 2 * rows; i++) {
+      arrays.push_back(mlx_array_get_(kv[i]));
+    }
+    mlx_array_set_(
+        *res,
+        decode_attention_cpu(
+            mlx_array_get_(queries), arrays, {scale, group_heads}, mlx_stream_get_(s)));
+  });
+}
+
+// log(sum(exp(x))) over x's last axis, kept as 1, f32: MLX's `logsumexp(x, -1, true)` on the CPU.
+extern "C" int mlxd_logsumexp(mlx_array* res, const mlx_array x, const mlx_stream s) {
+  return mlxd_guarded(
+      [&] { mlx_array_set_(*res, logsumexp_cpu(mlx_array_get_(x), mlx_stream_get_(s))); });
+}
+
+// Table `which` of vmath.h (0 scalar, 1 AVX2+FMA, 2 AVX-512F) when this CPU runs it, for tests.
+extern "C" bool mlxd_vmath_table(int which, MlxdVmath* out) {
+  const MlxdVmath* t = nullptr;
+  if (which == 0) {
+    t = &mlxd_vmath_scalar();
+  }
+#if defined(__x86_64__)
+  if (which == 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    t = &mlxd_vmath_avx2();
+  }
+  if (which == 2 && __builtin_cpu_supports("avx512f")) {
+    t = &mlxd_vmath_avx512();
+  }
+#endif
+  if (t != nullptr) {
+    *out = *t;
+  }
+  return t != nullptr;
 }

@@ -26,6 +26,7 @@
 #include "mlx/utils.h"
 #include "mlx/backend/common/utils.h"
 #include "shim.h"
+#include "vmath.h"
 
 // The kernel, passed in by the Rust side (so no symbol has to cross the link in reverse).
 // Scales and biases share one dtype, `params`: 0 float32, 1 bfloat16, 2 float16.
@@ -95,7 +96,7 @@ class GatherQuantizedMatmulCpu : public QuantizedPrimitive {
 // Inputs x, then w, scales, biases per weight, all of one format; one output per weight, each
 // with the bits of that product alone. With `swiglu` (two weights, gate and up)
 // the one output is silu(x gate^T) * (x up^T), with the bits of mlx-lm's MLP as MLX computes it
-// on the CPU: `gate * sigmoid(gate)` (MLX's own `detail::Sigmoid`), times `up`.
+// on the CPU: `gate * sigmoid(gate)` (MLX's `detail::Sigmoid`, vectorized in vmath.h), times `up`.
 class QuantizedMatmulsCpu : public QuantizedPrimitive {
  public:
   QuantizedMatmulsCpu(Stream stream, int group, int bits, mlxd_qmm_kernel kernel, bool swiglu)
@@ -171,11 +172,7 @@ struct Products {
              group, out);
     }
     if (swiglu) {
-      float* gate = outputs[0].data<float>();
-      detail::Sigmoid sigmoid;
-      for (size_t i = 0; i < up.size(); i++) {
-        gate[i] = (gate[i] * sigmoid(gate[i])) * up[i];
-      }
+      mlxd_vmath().silu_mul(outputs[0].data<float>(), up.data(), static_cast<int64_t>(up.size()));
     }
   }
 };

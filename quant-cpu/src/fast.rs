@@ -1,11 +1,14 @@
-//! MLX's `fast::rms_norm` and `fast::rope` as one graph node each on the CPU
-//! (`cpp/fast_ops.cpp`), with the bits of MLX's own CPU path.
+//! MLX's `fast::rms_norm`, `fast::rope`, decode-time `fast::scaled_dot_product_attention` and
+//! `logsumexp` as one graph node each on the CPU (`cpp/fast_ops.cpp`), with the bits of MLX's
+//! own CPU path.
 //!
 //! On the CPU, MLX builds each fast op from its fallback of plain ops: about 10 nodes for an
 //! RMS norm and 30 for a rope. A decode step of a small model costs per node (building,
 //! scheduling and allocating each one), not per flop, so these two took most of a step's
-//! ~3,700 nodes. The nodes here compute exactly what the fallbacks compute, with MLX's own
-//! scalar functions, so a model's output does not change by a bit; f32 only.
+//! ~3,700 nodes; the attention fallback is another dozen per layer. The nodes here compute
+//! exactly what the fallbacks compute, with MLX's own scalar functions or their vectorized
+//! twins (`cpp/vmath.h`, tested bit for bit against them), so a model's output does not change
+//! by a bit; f32 only.
 
 use mlx_rs::error::Exception;
 use mlx_rs::{Array, Stream};
@@ -32,6 +35,24 @@ extern "C" {
         scale: f32,
         stream: mlx_sys::mlx_stream,
     ) -> i32;
+
+    fn mlxd_decode_attention(
+        res: *mut mlx_sys::mlx_array,
+        queries: mlx_sys::mlx_array,
+        kv: *const mlx_sys::mlx_array,
+        rows: i32,
+        scale: f32,
+        group_heads: bool,
+        stream: mlx_sys::mlx_stream,
+    ) -> i32;
+
+    fn mlxd_logsumexp(
+        res: *mut mlx_sys::mlx_array,
+        x: mlx_sys::mlx_array,
+        stream: mlx_sys::mlx_stream,
+    ) -> i32;
+
+    fn mlxd_vmath_table(which: i32, out: *mut Vmath) -> bool;
 }
 
 /// `x` ([..., D] f32) over its RMS along D, times `weight` ([D] f32): `fast::rms_norm`.
@@ -81,4 +102,72 @@ pub fn rope(x: &Array, offsets: &Array, spec: &RopeSpec) -> Result<Array, Except
             stream.as_ptr(),
         )
     })
+}
+
+/// One query position per row attending over that row's own cache: `queries` [B, heads, 1, d]
+/// f32 and `rows[b]` = (keys [1, kv_heads, T_b, d], values [1, kv_heads, T_b, dv]), f32;
+/// [B, heads, 1, dv] out. Row b has the bits of `fast::scaled_dot_product_attention` (no mask)
+/// of its query alone over its keys and values.
+pub fn decode_attention(
+    queries: &Array,
+    rows: &[(&Array, &Array)],
+    scale: f32,
+) -> Result<Array, Exception> {
+    let stream = Stream::thread_local_or_default();
+    // A kv head's query heads in one product where the BLAS keeps each row's bits alone.
+    let (heads, kv_heads) = match (queries.shape(), rows.first()) {
+        ([_, heads, ..], Some((k, _))) if k.ndim() == 4 && k.shape()[1] > 0 => {
+            (*heads, k.shape()[1])
+        }
+        _ => (1, 1),
+    };
+    let group_heads = heads % kv_heads == 0 && skinny_gemm::rows_alone((heads / kv_heads) as usize);
+    let kv: Vec<mlx_sys::mlx_array> = rows
+        .iter()
+        .flat_map(|(k, v)| [k.as_ptr(), v.as_ptr()])
+        .collect();
+    // SAFETY: every handle is a live mlx-rs object; mlx-c copies what it keeps.
+    mlx_rs::raw::try_array_op(|res| unsafe {
+        mlxd_decode_attention(
+            res,
+            queries.as_ptr(),
+            kv.as_ptr(),
+            rows.len() as i32,
+            scale,
+            group_heads,
+            stream.as_ptr(),
+        )
+    })
+}
+
+/// `logsumexp(x, -1, keepdims = true)` of f32 `x` ([..., n]): [..., 1].
+pub fn logsumexp(x: &Array) -> Result<Array, Exception> {
+    let stream = Stream::thread_local_or_default();
+    // SAFETY: a live mlx-rs array; mlx-c copies what it keeps.
+    mlx_rs::raw::try_array_op(|res| unsafe { mlxd_logsumexp(res, x.as_ptr(), stream.as_ptr()) })
+}
+
+/// The vectorized exp kernels of one instruction set (`cpp/vmath.h`), for tests.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Vmath {
+    pub exp_shifted: unsafe extern "C" fn(*const f32, f32, *mut f32, i64),
+    pub silu_mul: unsafe extern "C" fn(*mut f32, *const f32, i64),
+    pub max: unsafe extern "C" fn(*const f32, i64, *mut f32) -> bool,
+    pub isa: *const std::ffi::c_char,
+}
+
+/// Which kernels of [`Vmath`]: MLX's scalar code, or a vector twin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VmathIsa {
+    Scalar = 0,
+    Avx2 = 1,
+    Avx512 = 2,
+}
+
+/// The kernels of `isa`, when this CPU runs them.
+pub fn vmath(isa: VmathIsa) -> Option<Vmath> {
+    let mut table = std::mem::MaybeUninit::<Vmath>::uninit();
+    // SAFETY: the shim writes a whole table when it returns true, and nothing otherwise.
+    unsafe { mlxd_vmath_table(isa as i32, table.as_mut_ptr()).then(|| table.assume_init()) }
 }

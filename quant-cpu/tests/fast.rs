@@ -7,7 +7,7 @@ mod common;
 
 use common::{bits, TestResult};
 use mlx_rs::{fast, random, Array, Dtype};
-use quant_cpu::fast::{rms_norm, rope, RopeSpec};
+use quant_cpu::fast::{decode_attention, logsumexp, rms_norm, rope, RopeSpec};
 
 fn normal(shape: &[i32], scale: f32) -> TestResult<Array> {
     Ok(random::normal::<f32>(shape, None, Some(scale), None)?)
@@ -139,5 +139,106 @@ fn operands_the_nodes_do_not_take_are_errors_that_say_why() -> TestResult {
         .err()
         .ok_or("[4] weight accepted")?;
     assert!(e.to_string().contains("weight"), "{e}");
+    Ok(())
+}
+
+/// Keys or values as a KV cache holds them: the first `len` positions of a longer buffer.
+fn cached(kv_heads: i32, len: i32, d: i32, scale: f32) -> TestResult<Array> {
+    use mlx_rs::ops::indexing::IndexOp;
+    Ok(normal(&[1, kv_heads, len + 7, d], scale)?.index((.., .., ..len, ..)))
+}
+
+#[test]
+fn decode_attention_has_the_bits_of_mlx_sdpa_per_row() -> TestResult {
+    random::seed(5)?;
+    // Where skinny-gemm takes the products, a kv head's query heads go in one product: the
+    // cases below then cover 3 and 4 heads per product as well as one.
+    let x86_linux = cfg!(all(target_os = "linux", target_arch = "x86_64"));
+    assert_eq!(
+        skinny_gemm::rows_alone(3),
+        x86_linux && skinny_gemm::active()
+    );
+    // (heads, kv heads, d, dv, each row's cached length)
+    let cases: [(i32, i32, i32, i32, &[i32]); 4] = [
+        (9, 3, 64, 64, &[1]),
+        (9, 3, 64, 64, &[300]),
+        (4, 4, 32, 48, &[17, 5, 129]),
+        (8, 2, 16, 16, &[64, 1]),
+    ];
+    for (heads, kv_heads, d, dv, lens) in cases {
+        let b = lens.len() as i32;
+        let q = normal(&[b, heads, 1, d], 2.0)?;
+        let mut kv = Vec::new();
+        for &len in lens {
+            kv.push((
+                cached(kv_heads, len, d, 1.5)?,
+                cached(kv_heads, len, dv, 1.0)?,
+            ));
+        }
+        let rows: Vec<(&Array, &Array)> = kv.iter().map(|(k, v)| (k, v)).collect();
+        let scale = 1.0 / (d as f32).sqrt();
+        let ours = decode_attention(&q, &rows, scale)?;
+        assert_eq!(ours.shape(), &[b, heads, 1, dv]);
+        let qs = q.split_equal(b, 0)?;
+        let mut theirs = Vec::new();
+        for (r, (k, v)) in kv.iter().enumerate() {
+            theirs.push(fast::scaled_dot_product_attention(
+                &qs[r], k, v, scale, None, None,
+            )?);
+        }
+        let theirs = mlx_rs::ops::concatenate(&theirs, 0)?;
+        assert_eq!(
+            bits(&ours)?,
+            bits(&theirs)?,
+            "{heads}/{kv_heads} heads, rows {lens:?}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn logsumexp_has_the_bits_of_mlx_logsumexp() -> TestResult {
+    random::seed(13)?;
+    let with = |values: &[f32]| Array::from_slice(values, &[1, values.len() as i32]);
+    let cases = [
+        normal(&[1, 49152], 8.0)?,
+        normal(&[3, 7], 1.0)?,
+        normal(&[2, 3, 100], 50.0)?,
+        normal(&[4, 33], 1.0)?.transpose_axes(&[1, 0])?,
+        with(&[f32::NEG_INFINITY, 1.0, f32::NEG_INFINITY]),
+        with(&[f32::NEG_INFINITY; 5]),
+        with(&[f32::INFINITY, 1.0]),
+        with(&[0.0, -0.0, f32::NAN, 2.0]),
+        with(&[-0.0, -0.0]),
+    ];
+    for x in &cases {
+        let theirs = mlx_rs::ops::logsumexp_axis(x, -1, true)?;
+        assert_eq!(bits(&logsumexp(x)?)?, bits(&theirs)?, "{:?}", x.shape());
+    }
+    Ok(())
+}
+
+#[test]
+fn attention_and_logsumexp_refuse_what_they_do_not_take() -> TestResult {
+    let q = Array::zeros::<f32>(&[2, 4, 1, 8])?;
+    let k = Array::zeros::<f32>(&[1, 2, 5, 8])?;
+    let e = decode_attention(&q, &[(&k, &k)], 1.0)
+        .err()
+        .ok_or("one row of keys for two queries accepted")?;
+    assert!(e.to_string().contains("per row"), "{e}");
+    let three = Array::zeros::<f32>(&[1, 3, 5, 8])?;
+    let e = decode_attention(&q, &[(&three, &three), (&three, &three)], 1.0)
+        .err()
+        .ok_or("4 heads over 3 kv heads accepted")?;
+    assert!(e.to_string().contains("multiple"), "{e}");
+    let long = Array::zeros::<f32>(&[2, 4, 2, 8])?;
+    let e = decode_attention(&long, &[(&k, &k), (&k, &k)], 1.0)
+        .err()
+        .ok_or("two query positions accepted")?;
+    assert!(e.to_string().contains("[B, heads, 1, d]"), "{e}");
+    let e = logsumexp(&Array::zeros::<f32>(&[2, 0])?)
+        .err()
+        .ok_or("an empty row accepted")?;
+    assert!(e.to_string().contains("n > 0"), "{e}");
     Ok(())
 }

@@ -28,6 +28,16 @@ pub fn active() -> bool {
     return false;
 }
 
+/// Whether a product of `rows` rows computes each row with the bits it would have alone: the
+/// kernel takes it (active, and at most its row limit), and every output is a fixed-order
+/// chain of its own row. BLAS libraries give no such promise.
+pub fn rows_alone(rows: usize) -> bool {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    return active() && (1..=kernel::MAX_ROWS).contains(&rows);
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    return rows == 1;
+}
+
 /// Runs `columns(n0, n1)` over `0..n` in chunks (whole tiles of 4 columns), shared with this
 /// crate's helper threads when the product reads `elements` weights or more and they are free;
 /// otherwise (and off x86-64 Linux) on the calling thread. Each column is computed once, by

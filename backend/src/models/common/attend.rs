@@ -6,6 +6,7 @@ use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::ops::{concatenate, matmul, softmax_axis};
 use mlx_rs::{Array, Dtype};
 
+use super::layers::cpu_f32;
 use crate::cache::KvCache;
 use crate::error::Result;
 
@@ -32,7 +33,10 @@ impl Heads {
         match caches {
             [cache] => {
                 let (keys, values) = cache.update_and_fetch(keys, values)?;
-                self.attend_one(queries, &keys, &values)
+                match decode_on_cpu(queries) {
+                    true => self.attend_decode(queries, &[(keys, values)]),
+                    false => self.attend_one(queries, &keys, &values),
+                }
             }
             rows => {
                 let n = rows.len() as i32;
@@ -40,12 +44,28 @@ impl Heads {
                 for (r, cache) in rows.iter_mut().enumerate() {
                     cache.update(&ks[r], &vs[r])?;
                 }
+                if decode_on_cpu(queries) {
+                    let kv = rows
+                        .iter()
+                        .map(|cache| cache.padded(cache.offset()))
+                        .collect::<Result<Vec<_>>>()?;
+                    return self.attend_decode(queries, &kv);
+                }
                 match padded_is_exact(queries) {
                     true => self.attend_padded(queries, rows),
                     false => self.attend_each(queries, rows),
                 }
             }
         }
+    }
+
+    /// One query position per row over each row's own cache, as one CPU node with the bits
+    /// of [`Self::attend_each`] (`quant_cpu::fast::decode_attention`).
+    fn attend_decode(&self, queries: &Array, kv: &[(Array, Array)]) -> Result<Array> {
+        let rows: Vec<(&Array, &Array)> = kv.iter().map(|(k, v)| (k, v)).collect();
+        Ok(quant_cpu::fast::decode_attention(
+            queries, &rows, self.scale,
+        )?)
     }
 
     /// One sequence's attention ([1, heads, L, d]) over all its cached keys and values.
@@ -117,6 +137,12 @@ impl Heads {
             queries, keys, values, self.scale, mask, None,
         )?)
     }
+}
+
+/// Whether a step takes the one-node decode attention: one query position per row, f32 on
+/// the CPU (Metal keeps MLX's fused kernel).
+fn decode_on_cpu(queries: &Array) -> bool {
+    cpu_f32(queries) && queries.shape()[2] == 1
 }
 
 /// Queries per block of a long causal attention on CPU (see [`Heads::attend_one`]).

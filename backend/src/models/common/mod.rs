@@ -16,7 +16,7 @@ pub use decoder::{
     keys, AttentionBlock, Decoder, DecoderConfig, DecoderLayer, FeedForward, Head, LayerLoader,
     Mlp, Skeleton, WeightStats,
 };
-pub use layers::{Embedding, Linear, RmsNorm};
+pub use layers::{cpu_f32, Embedding, Linear, RmsNorm};
 pub use mla::{LatentAttention, LatentConfig};
 pub use moe::{stack_experts, Groups, Moe, Router, Routing, SwitchGlu, SwitchLinear, MAX_EXPERTS};
 pub use rope::{yarn_attention_factor, Rope};
