@@ -430,8 +430,9 @@ array decode_attention_cpu(const array& q, const std::vector<array>& kv, Attenti
   }
   for (size_t b = 0; why.empty() && b < kv.size() / 2; b++) {
     why = check_row(q, kv[2 * b], kv[2 * b + 1]);
-    if (why.empty() && kv[2 * b + 1].shape(3) != kv[1].shape(3)) {
-      why = "every row's values must have one width";
+    if (why.empty() && (kv[2 * b].shape(1) != kv[0].shape(1) ||
+                        kv[2 * b + 1].shape(3) != kv[1].shape(3))) {
+      why = "every row's keys and values must have one kv head count and width";
     }
   }
   if (!why.empty()) {

@@ -2,9 +2,9 @@
 //! DeepSeek-V2's expanded latent attention share once their keys and values are made.
 
 use mlx_rs::fast::{scaled_dot_product_attention, ScaledDotProductAttentionMask};
+use mlx_rs::ops::concatenate;
 use mlx_rs::ops::indexing::IndexOp;
-use mlx_rs::ops::{concatenate, matmul, softmax_axis};
-use mlx_rs::{Array, Dtype};
+use mlx_rs::Array;
 
 use super::layers::cpu_f32;
 use crate::cache::KvCache;
@@ -15,14 +15,13 @@ use crate::error::Result;
 pub struct Heads {
     pub heads: i32,
     pub kv_heads: i32,
-    /// Width of a value head (a key head may be wider: DeepSeek's rope part).
-    pub v_head_dim: i32,
     pub scale: f32,
 }
 
 impl Heads {
     /// Appends this step's `keys`/`values` ([B, kv_heads, L, d]) to each row's cache and
-    /// attends `queries` ([B, heads, L, d]) over them; [B, heads, L, v_head_dim] out.
+    /// attends `queries` ([B, heads, L, d]) over them; [B, heads, L, dv] out (a key head may
+    /// be wider than a value head: DeepSeek's rope part).
     pub fn attend(
         &self,
         queries: &Array,
@@ -51,10 +50,7 @@ impl Heads {
                         .collect::<Result<Vec<_>>>()?;
                     return self.attend_decode(queries, &kv);
                 }
-                match padded_is_exact(queries) {
-                    true => self.attend_padded(queries, rows),
-                    false => self.attend_each(queries, rows),
-                }
+                self.attend_each(queries, rows)
             }
         }
     }
@@ -93,7 +89,8 @@ impl Heads {
         Ok(concatenate(&blocks, 2)?)
     }
 
-    /// Each row of a decode batch over its own (updated) cache, one by one (exact everywhere).
+    /// Each row of a decode batch over its own (updated) cache, one by one: where the
+    /// one-node decode attention does not run (Metal, bf16).
     fn attend_each(&self, queries: &Array, rows: &[&mut KvCache]) -> Result<Array> {
         let qs = queries.split_equal(rows.len() as i32, 0)?;
         let outs = rows
@@ -105,29 +102,6 @@ impl Heads {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(concatenate(&outs, 0)?)
-    }
-
-    /// A decode batch in one attention over its (updated) caches, each padded to the longest
-    /// row and masked. Bit-identical to attending alone per row where [`padded_is_exact`] holds.
-    fn attend_padded(&self, queries: &Array, rows: &[&mut KvCache]) -> Result<Array> {
-        let n = rows.len() as i32;
-        let lens: Vec<i32> = rows.iter().map(|c| c.offset()).collect();
-        let longest = lens.iter().copied().max().unwrap_or(0);
-        let (mut all_k, mut all_v) = (Vec::new(), Vec::new());
-        for cache in rows.iter() {
-            let (k, v) = cache.padded(longest)?;
-            all_k.push(k);
-            all_v.push(v);
-        }
-        let (keys, values) = (concatenate(&all_k, 0)?, concatenate(&all_v, 0)?);
-        // Queries [B, heads, 1, D] as [B, kv_heads, repeats, D]: each KV head's query rows.
-        let q = queries
-            .multiply(Array::from_f32(self.scale).as_dtype(queries.dtype())?)?
-            .reshape(&[n, self.kv_heads, self.heads / self.kv_heads, -1])?;
-        let scores = matmul(&q, keys.swap_axes(-1, -2)?)?;
-        let scores = scores.add(padding_mask(&lens, longest)?.as_dtype(scores.dtype())?)?;
-        let out = matmul(softmax_axis(&scores, -1, true)?, &values)?;
-        Ok(out.reshape(&[n, self.heads, 1, self.v_head_dim])?)
     }
 
     /// MLX's attention of rotated queries over all cached keys and values (causal for prefill).
@@ -147,25 +121,6 @@ fn decode_on_cpu(queries: &Array) -> bool {
 
 /// Queries per block of a long causal attention on CPU (see [`Heads::attend_one`]).
 const QUERY_BLOCK: i32 = 128;
-
-/// Whether a padded batch attention gives each row the same bits as attending alone: on
-/// x86-64 with f32 activations, where both products run skinny-gemm's kernels (each output a
-/// fixed-order chain, so masked zero terms add nothing) and MLX's CPU softmax sums in order.
-fn padded_is_exact(queries: &Array) -> bool {
-    cfg!(target_arch = "x86_64") && queries.dtype() == Dtype::Float32 && skinny_gemm::active()
-}
-
-/// [B, 1, 1, longest]: 0 for a row's cached positions, -inf past its length.
-fn padding_mask(lens: &[i32], longest: i32) -> Result<Array> {
-    let mask: Vec<f32> = lens
-        .iter()
-        .flat_map(|&len| (0..longest).map(move |t| if t < len { 0.0 } else { f32::NEG_INFINITY }))
-        .collect();
-    Ok(Array::from_slice(
-        &mask,
-        &[lens.len() as i32, 1, 1, longest],
-    ))
-}
 
 /// Each row's cached positions before this step: where its rope starts.
 pub fn offsets(caches: &[&mut KvCache]) -> Vec<i32> {

@@ -95,7 +95,6 @@ impl Attention {
             heads: Heads {
                 heads: c.heads / n,
                 kv_heads: c.kv_heads / n,
-                v_head_dim: c.head_dim,
                 scale: (c.head_dim as f32).powf(-0.5),
             },
             head_dim: c.head_dim,
