@@ -29,7 +29,7 @@ impl KvCache {
     /// Appends `keys`/`values` ([B, kv_heads, L, head_dim]) and returns all cached so far.
     pub fn update_and_fetch(&mut self, keys: &Array, values: &Array) -> Result<(Array, Array)> {
         self.update(keys, values)?;
-        self.padded(self.offset)
+        self.fetch()
     }
 
     /// Appends `keys`/`values` ([B, kv_heads, L, head_dim]).
@@ -68,25 +68,13 @@ impl KvCache {
         Ok(())
     }
 
-    /// Keys and values for positions `..len` (past the offset: zeros, or stale values that a
-    /// mask must hide), for a batch padded to its longest row.
-    pub fn padded(&self, len: i32) -> Result<(Array, Array)> {
-        let pad = |x: &Array| -> Result<Array> {
-            let have = x.shape()[2];
-            if have >= len {
-                return Ok(x.index((.., .., ..len, ..)));
-            }
-            let mut shape = x.shape().to_vec();
-            shape[2] = len - have;
-            Ok(concatenate(
-                &[x.clone(), zeros_dtype(&shape, x.dtype())?],
-                2,
-            )?)
-        };
+    /// The keys and values cached so far (positions `..offset`), as views of the buffers.
+    pub fn fetch(&self) -> Result<(Array, Array)> {
+        let len = self.offset;
         match (&self.keys, &self.values) {
-            (Some(k), Some(v)) => Ok((pad(k)?, pad(v)?)),
+            (Some(k), Some(v)) => Ok((k.index((.., .., ..len, ..)), v.index((.., .., ..len, ..)))),
             _ => Err(crate::error::Error::Internal(
-                "padding an empty KV cache".into(),
+                "fetching from an empty KV cache".into(),
             )),
         }
     }

@@ -482,7 +482,9 @@ void LogSumExpCpu::eval_cpu(const std::vector<array>& inputs, std::vector<array>
     std::vector<float> keep;
     const float* xs = mlxd_row_major(x, keep);
     const int64_t n = x.shape(-1), rows = static_cast<int64_t>(out.size());
-    std::vector<float> scratch(n);
+    // Kept by the stream thread: a vocabulary's row is 192 KB every step.
+    thread_local std::vector<float> scratch;
+    scratch.resize(n);
     for (int64_t r = 0; r < rows; r++) {
       out.data<float>()[r] = mlxd_logsumexp_row(xs + r * n, scratch.data(), n);
     }

@@ -15,8 +15,9 @@ struct MlxdVmath {
   void (*exp_shifted)(const float* x, float shift, float* out, int64_t n);
   // gate[i] = (gate[i] * sigmoid(gate[i])) * up[i], MLX's `detail::Sigmoid`.
   void (*silu_mul)(float* gate, const float* up, int64_t n);
-  // The maximum of x[0..n) from -inf, or false when the row holds a NaN or the maximum is a
-  // zero (whose sign MLX's running maximum picks by order): then the caller runs MLX's loop.
+  // The maximum of x[0..n) from -inf. A vector table answers false when the row holds a NaN
+  // or the maximum is a zero (whose sign MLX's running maximum picks by order): then the
+  // caller runs MLX's loop. The scalar table is that loop and always answers.
   bool (*max)(const float* x, int64_t n, float* out);
   const char* isa;
 };

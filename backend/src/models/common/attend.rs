@@ -46,7 +46,7 @@ impl Heads {
                 if decode_on_cpu(queries) {
                     let kv = rows
                         .iter()
-                        .map(|cache| cache.padded(cache.offset()))
+                        .map(|cache| cache.fetch())
                         .collect::<Result<Vec<_>>>()?;
                     return self.attend_decode(queries, &kv);
                 }
@@ -97,7 +97,7 @@ impl Heads {
             .iter()
             .zip(&qs)
             .map(|(cache, q)| {
-                let (k, v) = cache.padded(cache.offset())?;
+                let (k, v) = cache.fetch()?;
                 self.sdpa(q, &k, &v)
             })
             .collect::<Result<Vec<_>>>()?;
