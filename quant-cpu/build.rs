@@ -12,8 +12,11 @@ fn main() {
     println!("cargo:rerun-if-changed=cpp/quantized_matmul.cpp");
     println!("cargo:rerun-if-changed=cpp/host_receive.cpp");
     println!("cargo:rerun-if-changed=cpp/fast_ops.cpp");
+    println!("cargo:rerun-if-changed=cpp/cpu_steps.cpp");
+    println!("cargo:rerun-if-changed=cpp/decode_layer.cpp");
     for file in [
         "shim.h",
+        "cpu_steps.h",
         "vmath.h",
         "vmath_impl.h",
         "vmath.cpp",
@@ -33,6 +36,8 @@ fn main() {
         .file("cpp/quantized_matmul.cpp")
         .file("cpp/host_receive.cpp")
         .file("cpp/fast_ops.cpp")
+        .file("cpp/cpu_steps.cpp")
+        .file("cpp/decode_layer.cpp")
         .file("cpp/vmath.cpp")
         // Products and sums rounded one by one, as MLX's fallbacks that fast_ops.cpp matches.
         .flag("-ffp-contract=off")

@@ -2,7 +2,9 @@
 
 use mlx_rs::ops::indexing::{IndexOp, TryIndexMutOp};
 use mlx_rs::ops::{concatenate, zeros_dtype};
-use mlx_rs::Array;
+use std::sync::Arc;
+
+use mlx_rs::{Array, Dtype};
 
 use crate::error::Result;
 
@@ -14,6 +16,9 @@ pub struct KvCache {
     keys: Option<Array>,
     values: Option<Array>,
     offset: i32,
+    /// Shared by the caches that write these buffers ([`Self::prefix`] shares them): a step
+    /// writes in place only where this cache is the one writer.
+    writers: Arc<()>,
 }
 
 impl KvCache {
@@ -36,13 +41,66 @@ impl KvCache {
     pub fn update(&mut self, keys: &Array, values: &Array) -> Result<()> {
         let prev = self.offset;
         let len = keys.shape()[2];
+        self.reserve(keys.shape(), values.shape(), keys.dtype())?;
+        self.offset += len;
+        let (k, v) = (
+            self.keys.as_mut().expect("allocated"),
+            self.values.as_mut().expect("allocated"),
+        );
+        k.try_index_mut((.., .., prev..self.offset, ..), keys)?;
+        v.try_index_mut((.., .., prev..self.offset, ..), values)?;
+        // MLX's slice update writes in place only where nothing else holds the buffers.
+        self.writers = Arc::new(());
+        Ok(())
+    }
+
+    /// The whole key and value buffers, with room for one more position of `kv_heads` heads
+    /// (keys `k_width` wide, values `v_width`), for a step that writes that position itself
+    /// (`quant_cpu::layer`), and whether it may write them in place (no other cache writes
+    /// them); hand the written buffers to [`Self::advance`].
+    pub fn buffers_for_one(
+        &mut self,
+        kv_heads: i32,
+        (k_width, v_width): (i32, i32),
+        dtype: Dtype,
+    ) -> Result<(Array, Array, bool)> {
+        self.reserve(
+            &[1, kv_heads, 1, k_width],
+            &[1, kv_heads, 1, v_width],
+            dtype,
+        )?;
+        let exclusive = Arc::strong_count(&self.writers) == 1;
+        match (&self.keys, &self.values) {
+            (Some(k), Some(v)) => Ok((k.clone(), v.clone(), exclusive)),
+            _ => Err(crate::error::Error::Internal(
+                "no KV buffers after reserving".into(),
+            )),
+        }
+    }
+
+    /// Takes the buffers a step wrote position `offset` into (from [`Self::buffers_for_one`]):
+    /// its own copy where the old ones were shared, so this cache is their one writer.
+    pub fn advance(&mut self, keys: Array, values: Array) {
+        self.keys = Some(keys);
+        self.values = Some(values);
+        self.offset += 1;
+        if Arc::strong_count(&self.writers) > 1 {
+            self.writers = Arc::new(());
+        }
+    }
+
+    /// Grows the buffers (in steps of [`STEP`] positions) to hold keys and values shaped
+    /// `k_shape`/`v_shape` ([B, kv_heads, L, d]) after the cached positions.
+    fn reserve(&mut self, k_shape: &[i32], v_shape: &[i32], dtype: Dtype) -> Result<()> {
+        let prev = self.offset;
+        let len = k_shape[2];
         let capacity = self.keys.as_ref().map_or(0, |k| k.shape()[2]);
         if self.keys.is_none() || prev + len > capacity {
             let steps = (STEP + len - 1) / STEP;
-            let grow = |x: &Array, old: Option<&Array>| -> Result<Array> {
-                let mut shape = x.shape().to_vec();
+            let grow = |shape: &[i32], old: Option<&Array>| -> Result<Array> {
+                let mut shape = shape.to_vec();
                 shape[2] = steps * STEP;
-                let fresh = zeros_dtype(&shape, x.dtype())?;
+                let fresh = zeros_dtype(&shape, dtype)?;
                 Ok(match old {
                     None => fresh,
                     Some(old) => {
@@ -55,16 +113,10 @@ impl KvCache {
                     }
                 })
             };
-            self.keys = Some(grow(keys, self.keys.as_ref())?);
-            self.values = Some(grow(values, self.values.as_ref())?);
+            self.keys = Some(grow(k_shape, self.keys.as_ref())?);
+            self.values = Some(grow(v_shape, self.values.as_ref())?);
+            self.writers = Arc::new(());
         }
-        self.offset += len;
-        let (k, v) = (
-            self.keys.as_mut().expect("allocated"),
-            self.values.as_mut().expect("allocated"),
-        );
-        k.try_index_mut((.., .., prev..self.offset, ..), keys)?;
-        v.try_index_mut((.., .., prev..self.offset, ..), values)?;
         Ok(())
     }
 
@@ -86,6 +138,7 @@ impl KvCache {
             keys: self.keys.clone(),
             values: self.values.clone(),
             offset: self.offset.min(i32::try_from(len).unwrap_or(i32::MAX)),
+            writers: self.writers.clone(),
         }
     }
 

@@ -8,8 +8,6 @@
 // CPU SIMD width is 1 on x86-64 Linux), so every output has the fallback's bits; the tests
 // compare them bit for bit. f32 only: other dtypes keep MLX's own path.
 
-#include <cmath>
-#include <dlfcn.h>
 #include <cstdint>
 #include <sstream>
 #include <stdexcept>
@@ -22,12 +20,16 @@
 #include "mlx/mlx.h"
 #include "mlx/primitives.h"
 #include "mlx/backend/common/utils.h"
+#include "cpu_steps.h"
 #include "shim.h"
 #include "vmath.h"
 
 namespace {
 
 using namespace mlx::core;
+using mlxd::HeadRows;
+using mlxd::RopeParams;
+using mlxd::RopeRow;
 
 // What both nodes share: CPU only, f32 in and out.
 class FastCpu : public Primitive {
@@ -79,24 +81,6 @@ class RmsNormCpu : public FastCpu {
   float eps_;
 };
 
-void rms_norm_rows(const float* x, const float* w, float* out, int64_t rows, int64_t d, float eps) {
-  const float inv_d = static_cast<float>(1.0 / static_cast<double>(d));
-  detail::Square square;
-  detail::Rsqrt rsqrt;
-  for (int64_t r = 0; r < rows; r++) {
-    const float* xr = x + r * d;
-    float* o = out + r * d;
-    float sum = 0.0f;
-    for (int64_t i = 0; i < d; i++) {
-      sum = sum + square(xr[i]);
-    }
-    const float scale = rsqrt((0.0f + sum) * inv_d + eps);
-    for (int64_t i = 0; i < d; i++) {
-      o[i] = (xr[i] * scale) * w[i];
-    }
-  }
-}
-
 void RmsNormCpu::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   auto& out = outputs[0];
   auto& encoder = encode(stream(), inputs, out);
@@ -109,7 +93,7 @@ void RmsNormCpu::eval_cpu(const std::vector<array>& inputs, std::vector<array>& 
                     d,
                     eps = eps_]() mutable {
     std::vector<float> keep_x, keep_w;
-    rms_norm_rows(
+    mlxd::rms_norm_rows(
         mlxd_row_major(x, keep_x), mlxd_row_major(w, keep_w), out.data<float>(), rows, d, eps);
   });
 }
@@ -132,13 +116,6 @@ array rms_norm_cpu(const array& x, const array& weight, float eps, Stream s) {
 // inv_freq = exp(-j * (log(base) / (dims/2))) or 1 / freqs[j]; x1 * cos - x2 * sin and
 // x1 * sin + x2 * cos, each product rounded; dims past `dims` pass through.
 
-struct RopeParams {
-  int dims;
-  bool traditional;
-  float base;
-  float scale;
-  bool has_freqs;
-};
 
 class RopeCpu : public FastCpu {
  public:
@@ -161,54 +138,6 @@ class RopeCpu : public FastCpu {
   RopeParams p_;
 };
 
-// The inverse frequencies, as the fallback makes them.
-std::vector<float> inv_freqs(const RopeParams& p, const float* freqs) {
-  int half = p.dims / 2;
-  std::vector<float> inv(half);
-  if (p.has_freqs) {
-    for (int j = 0; j < half; j++) {
-      inv[j] = 1.0f / freqs[j];
-    }
-    return inv;
-  }
-  const float step = std::log(p.base) / half;
-  detail::Exp exp;
-  for (int j = 0; j < half; j++) {
-    inv[j] = exp(static_cast<float>(-j) * step);
-  }
-  return inv;
-}
-
-// One position's rotation of every head of row b: x and out point at [b, 0, t, 0].
-struct RopeRow {
-  const float* x;
-  int64_t head_stride;
-  int64_t dim_stride;
-  float* out;
-  int64_t out_head_stride;
-};
-
-void rotate_heads(const RopeRow& r, int64_t heads, int64_t d, const RopeParams& p,
-                  const float* cos_t, const float* sin_t) {
-  const int half = p.dims / 2;
-  for (int64_t n = 0; n < heads; n++) {
-    const float* x = r.x + n * r.head_stride;
-    float* o = r.out + n * r.out_head_stride;
-    for (int j = 0; j < half; j++) {
-      int64_t i1 = p.traditional ? 2 * j : j;
-      int64_t i2 = p.traditional ? 2 * j + 1 : j + half;
-      float x1 = x[i1 * r.dim_stride], x2 = x[i2 * r.dim_stride];
-      float a = x1 * cos_t[j], b = x2 * sin_t[j];
-      float c = x1 * sin_t[j], e = x2 * cos_t[j];
-      o[i1] = a - b;
-      o[i2] = c + e;
-    }
-    for (int64_t i = p.dims; i < d; i++) {
-      o[i] = x[i * r.dim_stride];
-    }
-  }
-}
-
 void rope_eval(const array& x, const array& offsets, const float* freqs, array& out,
                const RopeParams& p) {
   const int64_t B = x.shape(0), N = x.shape(1), T = x.shape(2), D = x.shape(3);
@@ -217,23 +146,17 @@ void rope_eval(const array& x, const array& offsets, const float* freqs, array& 
   float* op = out.data<float>();
   const int32_t* off = offsets.data<int32_t>();
   const bool per_row = offsets.size() > 1;
-  const std::vector<float> inv = inv_freqs(p, freqs);
+  const std::vector<float> inv = mlxd::inv_freqs(p, freqs);
   const int half = p.dims / 2;
   std::vector<float> cos_t(half), sin_t(half);
-  detail::Cos cos;
-  detail::Sin sin;
   for (int64_t b = 0; b < B; b++) {
     const float offset = static_cast<float>(off[per_row ? b * offsets.strides(0) : 0]);
     for (int64_t t = 0; t < T; t++) {
       const float position = (static_cast<float>(t) + offset) * p.scale;
-      for (int j = 0; j < half; j++) {
-        float theta = position * inv[j];
-        cos_t[j] = cos(theta);
-        sin_t[j] = sin(theta);
-      }
+      mlxd::rope_angles(position, p, inv.data(), cos_t.data(), sin_t.data());
       RopeRow row{
           xp + b * st[0] + t * st[2], st[1], st[3], op + ((b * N) * T + t) * D, T * D};
-      rotate_heads(row, N, D, p, cos_t.data(), sin_t.data());
+      mlxd::rotate_heads(row, N, D, p, cos_t.data(), sin_t.data());
     }
   }
 }
@@ -291,20 +214,6 @@ array rope_cpu(const array& x, const array& offsets, const std::optional<array>&
 // arguments MLX's matmul passes, so each head's output has the fallback's bits; its softmax is
 // vmath.h's. One node instead of about a dozen per layer, and no padded batch copies.
 
-typedef void (*Sgemm)(int, int, int, int, int, int, float, const float*, int, const float*, int,
-                      float, float*, int);
-
-// The `cblas_sgemm` the process resolves first (the executable's, where it defines one).
-Sgemm sgemm() {
-  static Sgemm f = reinterpret_cast<Sgemm>(dlsym(RTLD_DEFAULT, "cblas_sgemm"));
-  if (f == nullptr) {
-    throw std::runtime_error("[mlxd_decode_attention] no cblas_sgemm in the process");
-  }
-  return f;
-}
-
-constexpr int ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112;
-
 // With `group_heads`, the query heads of one kv head go in one product (M = heads / kv_heads),
 // reading its keys and values once: the caller asks for it only where the BLAS computes each
 // row of a product with the bits it has alone (skinny-gemm's kernel).
@@ -339,48 +248,6 @@ class DecodeAttentionCpu : public FastCpu {
   AttentionParams p_;
 };
 
-// A [1, kv_heads, T, d] operand with rows of d contiguous (gathered when they are not).
-struct HeadRows {
-  const float* data;
-  int64_t head_stride;
-  int64_t row_stride;
-  std::vector<float> keep;
-
-  explicit HeadRows(const array& a) {
-    const auto& st = a.strides();
-    if (st[3] == 1) {
-      data = a.data<float>();
-      head_stride = st[1];
-      row_stride = st[2];
-    } else {
-      data = mlxd_row_major(a, keep);
-      head_stride = a.shape(2) * a.shape(3);
-      row_stride = a.shape(3);
-    }
-  }
-};
-
-// Row b's heads: q [heads, d] already scaled, k and v of its kv heads, out [heads, dv]; `rows`
-// query heads per product (1, or all of a kv head's).
-void attend_row(const float* q, const array& k, const array& v, float* out, int64_t heads,
-                bool group_heads) {
-  const int kv_heads = k.shape(1), t = k.shape(2), d = k.shape(3), dv = v.shape(3);
-  const int repeats = static_cast<int>(heads / kv_heads);
-  const int rows = group_heads ? repeats : 1;
-  HeadRows keys(k), values(v);
-  std::vector<float> scores(static_cast<size_t>(rows) * t);
-  for (int64_t h = 0; h < heads; h += rows) {
-    const int64_t g = h / repeats;
-    sgemm()(ROW_MAJOR, NO_TRANS, TRANS, rows, t, d, 1.0f, q + h * d, d,
-            keys.data + g * keys.head_stride, keys.row_stride, 0.0f, scores.data(), t);
-    for (int r = 0; r < rows; r++) {
-      mlxd_softmax_row(scores.data() + r * t, scores.data() + r * t, t);
-    }
-    sgemm()(ROW_MAJOR, NO_TRANS, NO_TRANS, rows, dv, t, 1.0f, scores.data(), t,
-            values.data + g * values.head_stride, values.row_stride, 0.0f, out + h * dv, dv);
-  }
-}
-
 void DecodeAttentionCpu::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   auto& out = outputs[0];
   auto& encoder = encode(stream(), inputs, out);
@@ -398,8 +265,11 @@ void DecodeAttentionCpu::eval_cpu(const std::vector<array>& inputs, std::vector<
       for (int64_t i = 0; i < heads * d; i++) {
         scaled[i] = p.scale * q[b * heads * d + i];
       }
-      attend_row(scaled.data(), ins[1 + 2 * b], ins[2 + 2 * b], out.data<float>() + b * heads * dv,
-                 heads, p.group_heads);
+      std::vector<float> keep_k, keep_v;
+      HeadRows k = mlxd::head_rows(ins[1 + 2 * b], keep_k);
+      HeadRows v = mlxd::head_rows(ins[2 + 2 * b], keep_v);
+      mlxd::attend_row(scaled.data(), k, v, out.data<float>() + b * heads * dv, heads,
+                       p.group_heads);
     }
   });
 }
@@ -441,7 +311,7 @@ array decode_attention_cpu(const array& q, const std::vector<array>& kv, Attenti
         << ")";
     throw std::invalid_argument(msg.str());
   }
-  sgemm(); // resolved now, so a process without a BLAS fails here rather than on the stream
+  mlxd::require_sgemm(); // resolved now, so a process without a BLAS fails here rather than on the stream
   std::vector<array> inputs{q};
   inputs.insert(inputs.end(), kv.begin(), kv.end());
   auto shape = q.shape();

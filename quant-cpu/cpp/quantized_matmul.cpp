@@ -25,23 +25,9 @@
 #include "mlx/primitives.h"
 #include "mlx/utils.h"
 #include "mlx/backend/common/utils.h"
+#include "cpu_steps.h"
 #include "shim.h"
 #include "vmath.h"
-
-// The kernel, passed in by the Rust side (so no symbol has to cross the link in reverse).
-// Scales and biases share one dtype, `params`: 0 float32, 1 bfloat16, 2 float16.
-typedef void (*mlxd_qmm_kernel)(
-    const float* x,
-    int64_t m,
-    int64_t k,
-    const uint8_t* w,
-    const void* scales,
-    const void* biases,
-    int32_t params,
-    int64_t n,
-    int32_t bits,
-    int32_t group,
-    float* out);
 
 namespace {
 
@@ -293,10 +279,9 @@ void GatherQuantizedMatmulCpu::eval_cpu(
   });
 }
 
-void check(bool ok, const char* op, const std::string& what) {
-  if (!ok) {
-    throw std::invalid_argument(std::string("[") + op + "] " + what);
-  }
+template <typename F>
+void check(bool ok, const char* op, F&& what) {
+  mlxd_check(ok, op, std::forward<F>(what));
 }
 
 std::string shape_of(const Shape& shape) {
@@ -312,12 +297,12 @@ std::string describe(const array& a) {
   return s.str();
 }
 
-// Checks what both products share, so the kernel can trust every size: the format, the
-// dtypes, and that w [..., N, K*bits/32], scales and biases [..., N, K/group] hold x's K
-// inputs per row. `w_ndim` is 2 for the plain product, 3 (experts first) for the gathered one.
-void validate_weights(
+// Checks what every product shares, so the kernel can trust every size: the format, the
+// dtypes, and that w [..., N, K*bits/32], scales and biases [..., N, K/group] hold K inputs
+// per row. `w_ndim` is 2 for the plain product, 3 (experts first) for the gathered one.
+void validate_codes(
     const char* op,
-    const array& x,
+    int64_t k,
     const array& w,
     const array& scales,
     const array& biases,
@@ -327,43 +312,63 @@ void validate_weights(
   check(
       bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8,
       op,
-      "bits must be 2, 3, 4, 5, 6 or 8, not " + std::to_string(bits));
+      [&] { return "bits must be 2, 3, 4, 5, 6 or 8, not " + std::to_string(bits); });
   check(
       group == 32 || group == 64 || group == 128,
       op,
-      "group size must be 32, 64 or 128, not " + std::to_string(group));
-  check(x.dtype() == float32, op, "x must be float32");
+      [&] { return "group size must be 32, 64 or 128, not " + std::to_string(group); });
   check(
       w.dtype() == uint32 && static_cast<int>(w.ndim()) == w_ndim,
       op,
-      w_ndim == 2 ? "w must be a 2-D uint32 array"
-                  : "w must be a 3-D uint32 array [E, N, K*bits/32], not " + describe(w));
+      [&] {
+        return w_ndim == 2 ? std::string("w must be a 2-D uint32 array")
+                           : "w must be a 3-D uint32 array [E, N, K*bits/32], not " + describe(w);
+      });
   auto d = scales.dtype();
   check(
       (d == float32 || d == bfloat16 || d == float16) && biases.dtype() == d,
       op,
       "scales and biases must share one dtype: float32, bfloat16 or float16");
-  check(x.ndim() >= 1, op, "x must have at least one dimension");
-  int64_t k = x.shape(-1);
   check(
       int64_t(w.shape(-1)) * 32 == k * bits,
       op,
-      "w " + shape_of(w.shape()) + " does not hold " + std::to_string(k) + " inputs of " +
-          std::to_string(bits) + " bits");
-  check(k % group == 0, op, "K " + std::to_string(k) + " is not a multiple of the group size");
+      [&] {
+        return "w " + shape_of(w.shape()) + " does not hold " + std::to_string(k) +
+            " inputs of " + std::to_string(bits) + " bits";
+      });
+  check(k % group == 0, op, [&] {
+    return "K " + std::to_string(k) + " is not a multiple of the group size";
+  });
   Shape groups = w.shape();
   groups.back() = static_cast<int>(k / group);
   check(
       scales.shape() == groups && biases.shape() == groups,
       op,
-      "scales " + shape_of(scales.shape()) + " and biases " + shape_of(biases.shape()) +
-          " must both be " + (w_ndim == 2 ? "[N, K/group]" : "[E, N, K/group]") + " = " +
-          shape_of(groups));
+      [&] {
+        return "scales " + shape_of(scales.shape()) + " and biases " +
+            shape_of(biases.shape()) + " must both be " +
+            (w_ndim == 2 ? "[N, K/group]" : "[E, N, K/group]") + " = " + shape_of(groups);
+      });
+}
+
+// `validate_codes` for x [..., K] f32.
+void validate_weights(
+    const char* op,
+    const array& x,
+    const array& w,
+    const array& scales,
+    const array& biases,
+    int group,
+    int bits,
+    int w_ndim) {
+  check(x.dtype() == float32, op, "x must be float32");
+  check(x.ndim() >= 1, op, "x must have at least one dimension");
+  validate_codes(op, x.shape(-1), w, scales, biases, group, bits, w_ndim);
 }
 
 // The gathered product's own checks: x [R, K], and one uint32 or int32 expert per row.
 void validate_gather(const array& x, const array& indices) {
-  check(x.ndim() == 2, GATHER_QMM, "x must be 2-D [R, K], not " + shape_of(x.shape()));
+  check(x.ndim() == 2, GATHER_QMM, [&] { return "x must be 2-D [R, K], not " + shape_of(x.shape()); });
   check(
       indices.dtype() == uint32 || indices.dtype() == int32,
       GATHER_QMM,
@@ -371,8 +376,10 @@ void validate_gather(const array& x, const array& indices) {
   check(
       indices.ndim() == 1 && indices.shape(0) == x.shape(0),
       GATHER_QMM,
-      "indices " + shape_of(indices.shape()) + " must be [R] = [" +
-          std::to_string(x.shape(0)) + "], one expert per row of x");
+      [&] {
+        return "indices " + shape_of(indices.shape()) + " must be [R] = [" +
+            std::to_string(x.shape(0)) + "], one expert per row of x";
+      });
 }
 
 // `a`, or a row-contiguous copy of it: the kernel reads rows as they lie in memory. Loaded
@@ -449,6 +456,19 @@ std::vector<array> quantized_matmuls_cpu(
 }
 
 } // namespace
+
+namespace mlxd {
+
+int32_t packed_params_code(Dtype d) {
+  return params_code(d);
+}
+
+void validate_packed(const char* op, int64_t k, const array& w, const array& scales,
+                     const array& biases, int group, int bits) {
+  validate_codes(op, k, w, scales, biases, group, bits, 2);
+}
+
+} // namespace mlxd
 
 extern "C" int mlxd_quantized_matmul(
     mlx_array* res,

@@ -1,7 +1,11 @@
 // What the shim's C entry points share.
 #pragma once
 
+#include <cstdint>
 #include <exception>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "mlx/array.h"
@@ -21,6 +25,21 @@ int mlxd_guarded(F&& build) {
   return 0;
 }
 
+// Throws `invalid_argument` "[op] what" unless `ok`. `what` is a string, or a callable that
+// makes it: messages naming shapes are built only when a check fails (a decode step checks
+// hundreds of operands).
+template <typename F>
+void mlxd_check(bool ok, const char* op, F&& what) {
+  if (ok) {
+    return;
+  }
+  if constexpr (std::is_invocable_v<F>) {
+    throw std::invalid_argument(std::string("[") + op + "] " + std::string(what()));
+  } else {
+    throw std::invalid_argument(std::string("[") + op + "] " + std::string(what));
+  }
+}
+
 // `a`'s f32 elements in row-major order: `a`'s own data when it is row-contiguous, else a copy
 // gathered into `keep` (a strided or broadcast view; rare, so not worth a node per use).
 inline const float* mlxd_row_major(const mlx::core::array& a, std::vector<float>& keep) {
@@ -34,3 +53,18 @@ inline const float* mlxd_row_major(const mlx::core::array& a, std::vector<float>
   }
   return keep.data();
 }
+
+// The kernel, passed in by the Rust side (so no symbol has to cross the link in reverse).
+// Scales and biases share one dtype, `params`: 0 float32, 1 bfloat16, 2 float16.
+typedef void (*mlxd_qmm_kernel)(
+    const float* x,
+    int64_t m,
+    int64_t k,
+    const uint8_t* w,
+    const void* scales,
+    const void* biases,
+    int32_t params,
+    int64_t n,
+    int32_t bits,
+    int32_t group,
+    float* out);

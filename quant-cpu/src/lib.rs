@@ -18,11 +18,13 @@
 //! here because this crate is where our C++ is compiled against MLX's headers.
 //!
 //! For the same reason, [`fast`] holds MLX's `rms_norm` and `rope` as one node each on the
-//! CPU (`cpp/fast_ops.cpp`), where MLX builds them from dozens of plain ops, with the same bits.
+//! CPU (`cpp/fast_ops.cpp`), where MLX builds them from dozens of plain ops, with the same bits;
+//! and [`layer`] a dense decoder layer's whole decode step as one node.
 
 pub mod fast;
 mod host;
 pub mod kernel;
+pub mod layer;
 mod op;
 
 pub use host::{host_receive, HostSource};

@@ -51,7 +51,7 @@ extern "C" {
 }
 
 /// The kernel's C signature, as the shim calls it.
-type Kernel = unsafe extern "C" fn(
+pub(crate) type Kernel = unsafe extern "C" fn(
     *const f32,
     i64,
     i64,
@@ -197,7 +197,7 @@ fn products(
 /// `x` holds m*k floats, `w` n rows of k*bits/8 bytes, `scales` and `biases` n*k/group
 /// values of the dtype `params` names, `out` room for m*n floats, and (bits, group) is a
 /// supported format.
-unsafe extern "C" fn qmm_kernel(
+pub(crate) unsafe extern "C" fn qmm_kernel(
     x: *const f32,
     m: i64,
     k: i64,

@@ -3,10 +3,12 @@
 use mlx_rs::Array;
 
 use super::attend::{offsets, Heads};
+use super::layers::packed_alike;
 use super::{Linear, RmsNorm, Rope, TensorCut};
 use crate::cache::KvCache;
 use crate::error::Result;
 use crate::weights::{Cut, Weights};
+use quant_cpu::PackedWeight;
 
 /// The shape of one attention block, from the family's config.
 #[derive(Debug, Clone, Copy)]
@@ -132,6 +134,39 @@ impl Attention {
         TensorCut::all_sum(&self.tensor, self.o_proj.forward(&out)?)
     }
 
+    /// What the one-node decode layer takes from this block, when it takes the block: every
+    /// projection packed in one format, biases on q/k/v only and f32, f32 q/k norms with the
+    /// layer's epsilon, a rope it runs, no tensor cut.
+    pub fn layer_node_parts(&self, eps: f32) -> Option<AttentionParts<'_>> {
+        let (w, format) = packed_alike(&[&self.q_proj, &self.k_proj, &self.v_proj, &self.o_proj])?;
+        let [q, k, v, o]: [PackedWeight; 4] = w.try_into().ok()?;
+        let biases = [&self.q_proj, &self.k_proj, &self.v_proj].map(Linear::bias);
+        let qkv_bias = match biases {
+            [None, None, None] => None,
+            [Some(a), Some(b), Some(c)] if [a, b, c].iter().all(|x| f32_vector(x)) => {
+                Some([a, b, c])
+            }
+            _ => return None,
+        };
+        let qk_norm = match (&self.q_norm, &self.k_norm) {
+            (None, None) => None,
+            (Some(q), Some(k)) if [q, k].iter().all(|n| n.eps == eps && f32_vector(&n.weight)) => {
+                Some([&q.weight, &k.weight])
+            }
+            _ => return None,
+        };
+        let plain = self.tensor.is_none() && self.o_proj.bias().is_none();
+        plain.then_some(AttentionParts {
+            projections: [q, k, v, o],
+            format,
+            qkv_bias,
+            qk_norm,
+            heads: self.heads,
+            head_dim: self.head_dim,
+            rope: self.rope.layer_spec()?,
+        })
+    }
+
     /// Keys and values one position adds to the cache on this rank, in elements.
     pub fn kv_elements(&self) -> usize {
         2 * (self.heads.kv_heads * self.head_dim) as usize
@@ -148,4 +183,21 @@ impl Attention {
             .chain(norms)
             .collect()
     }
+}
+
+/// An attention block as the one-node decode layer takes it ([`Attention::layer_node_parts`]).
+pub struct AttentionParts<'a> {
+    /// q, k, v, o.
+    pub projections: [PackedWeight<'a>; 4],
+    pub format: quant_cpu::Format,
+    pub qkv_bias: Option<[&'a Array; 3]>,
+    pub qk_norm: Option<[&'a Array; 2]>,
+    pub heads: Heads,
+    pub head_dim: i32,
+    pub rope: quant_cpu::fast::RopeSpec<'a>,
+}
+
+/// A 1-D f32 array (a bias or a norm's weight, as the CPU nodes take them).
+pub fn f32_vector(a: &Array) -> bool {
+    a.dtype() == mlx_rs::Dtype::Float32 && a.ndim() == 1
 }

@@ -117,6 +117,11 @@ impl Mlp {
         self.down_proj.forward(&hidden)
     }
 
+    /// Whether this rank holds the whole MLP (no tensor cut).
+    pub fn is_whole(&self) -> bool {
+        self.tensor.is_none()
+    }
+
     pub fn arrays(&self) -> Vec<&Array> {
         [&self.gate_proj, &self.up_proj, &self.down_proj]
             .into_iter()
@@ -227,6 +232,9 @@ impl DecoderLayer {
     }
 
     fn forward(&self, x: &Array, caches: &mut [&mut KvCache]) -> Result<Array> {
+        if let Some(h) = self.decode_as_one_node(x, caches)? {
+            return Ok(h);
+        }
         let h = x.add(
             self.self_attn
                 .forward(&self.input_layernorm.forward(x)?, caches)?,

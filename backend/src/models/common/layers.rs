@@ -84,7 +84,8 @@ impl Linear {
         }
     }
 
-    fn bias(&self) -> Option<&Array> {
+    /// The layer's own bias (`y = x W^T + b`), if it has one.
+    pub fn bias(&self) -> Option<&Array> {
         match self {
             Linear::Dense { bias, .. }
             | Linear::Quantized { bias, .. }
@@ -119,7 +120,7 @@ impl Linear {
 }
 
 /// The packed weights of `layers` and their one format, when every layer is packed in it.
-fn packed_alike<'a>(
+pub(super) fn packed_alike<'a>(
     layers: &[&'a Linear],
 ) -> Option<(Vec<quant_cpu::PackedWeight<'a>>, quant_cpu::Format)> {
     let mut format = None;

@@ -4,6 +4,7 @@ mod args;
 mod attend;
 mod attention;
 mod decoder;
+mod layer_node;
 mod layers;
 mod mla;
 mod moe;

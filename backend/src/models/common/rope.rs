@@ -119,11 +119,22 @@ impl Rope {
 impl Rope {
     /// The one-node CPU rope for `x` when it takes one (f32 [B, heads, L, D] on the CPU).
     fn cpu_spec(&self, x: &Array) -> Option<quant_cpu::fast::RopeSpec<'_>> {
+        (cpu_f32(x) && x.ndim() == 4).then(|| self.spec_f32())?
+    }
+
+    /// How the one-node decode layer rotates (`quant_cpu::layer`), where it can: frequencies
+    /// in f32 and no YaRN input scale (the node does not scale its input).
+    pub fn layer_spec(&self) -> Option<quant_cpu::fast::RopeSpec<'_>> {
+        self.spec_f32().filter(|_| self.mscale == 1.0)
+    }
+
+    /// This rope as the CPU nodes take it, when its frequencies (if any) are f32.
+    fn spec_f32(&self) -> Option<quant_cpu::fast::RopeSpec<'_>> {
         let freqs_f32 = self
             .freqs
             .as_ref()
             .is_none_or(|f| f.dtype() == Dtype::Float32);
-        (cpu_f32(x) && x.ndim() == 4 && freqs_f32).then_some(quant_cpu::fast::RopeSpec {
+        freqs_f32.then_some(quant_cpu::fast::RopeSpec {
             dims: self.dims,
             traditional: self.traditional,
             base: self.base.unwrap_or(1.0),

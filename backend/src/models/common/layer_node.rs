@@ -1,0 +1,127 @@
+//! A dense layer's decode step as one CPU node (`quant_cpu::layer`), where the layer takes it:
+//! f32 on the CPU, one new position per row, every product packed in one format, no tensor
+//! cut, no o or MLP biases, no YaRN input scale, one epsilon for every norm. The node has the
+//! bits of the step built op by op (`DecoderLayer::forward`'s other path), in about one
+//! twentieth of the nodes: a small model's decode step costs per node, not per flop.
+//! `MLX_DISTRIBUTED_LAYER_NODE=0` builds every step op by op (to compare the two).
+
+use std::sync::OnceLock;
+
+use mlx_rs::{Array, Dtype};
+use quant_cpu::layer::{LayerShape, LayerWeights, RowCache};
+use quant_cpu::PackedWeight;
+
+use super::attention::{f32_vector, AttentionParts};
+use super::decoder::{AttentionBlock, DecoderLayer, FeedForward, Mlp};
+use super::layers::{cpu_f32, packed_alike};
+use crate::cache::KvCache;
+use crate::error::Result;
+
+/// Whether decode steps may take the one-node layer (`MLX_DISTRIBUTED_LAYER_NODE`, default on).
+fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("MLX_DISTRIBUTED_LAYER_NODE").map_or(true, |v| v != "0"))
+}
+
+impl DecoderLayer {
+    /// The layer's step over `x` ([B, 1, D]) as one node, appending each row's position to its
+    /// cache; `None` where the layer is built op by op.
+    pub(super) fn decode_as_one_node(
+        &self,
+        x: &Array,
+        caches: &mut [&mut KvCache],
+    ) -> Result<Option<Array>> {
+        let one_position =
+            x.ndim() == 3 && x.shape()[1] == 1 && x.shape()[0] == caches.len() as i32;
+        if !(enabled() && one_position && cpu_f32(x)) {
+            return Ok(None);
+        }
+        let eps = self.input_layernorm.eps;
+        let norms = [&self.input_layernorm, &self.post_attention_layernorm];
+        if !norms.iter().all(|n| n.eps == eps && f32_vector(&n.weight)) {
+            return Ok(None);
+        }
+        let (AttentionBlock::Standard(attention), FeedForward::Dense(mlp)) =
+            (&self.self_attn, &self.mlp)
+        else {
+            return Ok(None);
+        };
+        let (Some(a), Some((mlp_weights, format))) =
+            (attention.layer_node_parts(eps), mlp_parts(mlp))
+        else {
+            return Ok(None);
+        };
+        if format != a.format {
+            return Ok(None);
+        }
+        let [q, k, v, o] = a.projections;
+        let [gate, up, down] = mlp_weights;
+        let weights = LayerWeights {
+            attention_norm: &self.input_layernorm.weight,
+            q,
+            k,
+            v,
+            o,
+            mlp_norm: &self.post_attention_layernorm.weight,
+            gate,
+            up,
+            down,
+            qkv_bias: a.qkv_bias,
+            qk_norm: a.qk_norm,
+        };
+        Ok(Some(step(x, &weights, &shape(&a, eps), caches)?))
+    }
+}
+
+/// gate, up and down, packed in one format, without biases or a tensor cut.
+fn mlp_parts(mlp: &Mlp) -> Option<([PackedWeight<'_>; 3], quant_cpu::Format)> {
+    let layers = [&mlp.gate_proj, &mlp.up_proj, &mlp.down_proj];
+    if !mlp.is_whole() || layers.iter().any(|l| l.bias().is_some()) {
+        return None;
+    }
+    let (weights, format) = packed_alike(&layers)?;
+    Some((weights.try_into().ok()?, format))
+}
+
+fn shape<'a>(a: &AttentionParts<'a>, eps: f32) -> LayerShape<'a> {
+    LayerShape {
+        heads: a.heads.heads,
+        kv_heads: a.heads.kv_heads,
+        eps,
+        scale: a.heads.scale,
+        rope: a.rope,
+        format: a.format,
+    }
+}
+
+/// Builds the node and hands each row's written buffers back to its cache: the same buffers,
+/// written in place, where the cache was their one writer; else a copy.
+fn step(
+    x: &Array,
+    weights: &LayerWeights,
+    shape: &LayerShape,
+    caches: &mut [&mut KvCache],
+) -> Result<Array> {
+    let head_dim = weights.q.w.shape()[0] / shape.heads.max(1);
+    let buffers = caches
+        .iter_mut()
+        .map(|c| c.buffers_for_one(shape.kv_heads, (head_dim, head_dim), Dtype::Float32))
+        .collect::<Result<Vec<_>>>()?;
+    let rows: Vec<RowCache> = buffers
+        .iter()
+        .zip(caches.iter())
+        .map(|((keys, values, exclusive), c)| RowCache {
+            keys,
+            values,
+            offset: c.offset(),
+            exclusive: *exclusive,
+        })
+        .collect();
+    let (h, written) = quant_cpu::layer::decode_layer(x, weights, shape, &rows)?;
+    drop(rows);
+    drop(buffers);
+    for (cache, (keys, values)) in caches.iter_mut().zip(written) {
+        cache.advance(keys, values);
+    }
+    Ok(h)
+}

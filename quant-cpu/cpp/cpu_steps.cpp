@@ -1,0 +1,140 @@
+// The steps of cpu_steps.h, with the bits of MLX's CPU fallbacks (see fast_ops.cpp).
+
+#include "cpu_steps.h"
+
+#include <cmath>
+#include <dlfcn.h>
+#include <stdexcept>
+
+#include "mlx/backend/cpu/unary_ops.h"
+#include "shim.h"
+#include "vmath.h"
+
+namespace mlxd {
+
+using namespace mlx::core;
+
+void rms_norm_rows(const float* x, const float* w, float* out, int64_t rows, int64_t d, float eps) {
+  const float inv_d = static_cast<float>(1.0 / static_cast<double>(d));
+  detail::Square square;
+  detail::Rsqrt rsqrt;
+  for (int64_t r = 0; r < rows; r++) {
+    const float* xr = x + r * d;
+    float* o = out + r * d;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < d; i++) {
+      sum = sum + square(xr[i]);
+    }
+    const float scale = rsqrt((0.0f + sum) * inv_d + eps);
+    for (int64_t i = 0; i < d; i++) {
+      o[i] = (xr[i] * scale) * w[i];
+    }
+  }
+}
+
+std::vector<float> inv_freqs(const RopeParams& p, const float* freqs) {
+  int half = p.dims / 2;
+  std::vector<float> inv(half);
+  if (p.has_freqs) {
+    for (int j = 0; j < half; j++) {
+      inv[j] = 1.0f / freqs[j];
+    }
+    return inv;
+  }
+  const float step = std::log(p.base) / half;
+  detail::Exp exp;
+  for (int j = 0; j < half; j++) {
+    inv[j] = exp(static_cast<float>(-j) * step);
+  }
+  return inv;
+}
+
+void rope_angles(float position, const RopeParams& p, const float* inv, float* cos_t,
+                 float* sin_t) {
+  detail::Cos cos;
+  detail::Sin sin;
+  for (int j = 0; j < p.dims / 2; j++) {
+    float theta = position * inv[j];
+    cos_t[j] = cos(theta);
+    sin_t[j] = sin(theta);
+  }
+}
+
+void rotate_heads(const RopeRow& r, int64_t heads, int64_t d, const RopeParams& p,
+                  const float* cos_t, const float* sin_t) {
+  const int half = p.dims / 2;
+  for (int64_t n = 0; n < heads; n++) {
+    const float* x = r.x + n * r.head_stride;
+    float* o = r.out + n * r.out_head_stride;
+    for (int j = 0; j < half; j++) {
+      int64_t i1 = p.traditional ? 2 * j : j;
+      int64_t i2 = p.traditional ? 2 * j + 1 : j + half;
+      float x1 = x[i1 * r.dim_stride], x2 = x[i2 * r.dim_stride];
+      float a = x1 * cos_t[j], b = x2 * sin_t[j];
+      float c = x1 * sin_t[j], e = x2 * cos_t[j];
+      o[i1] = a - b;
+      o[i2] = c + e;
+    }
+    for (int64_t i = p.dims; i < d; i++) {
+      o[i] = x[i * r.dim_stride];
+    }
+  }
+}
+
+HeadRows head_rows(const array& a, std::vector<float>& keep) {
+  const auto& st = a.strides();
+  HeadRows r{nullptr, a.shape(1), a.shape(2), a.shape(3), st[1], st[2]};
+  if (st[3] == 1) {
+    r.data = a.data<float>();
+  } else {
+    r.data = mlxd_row_major(a, keep);
+    r.head_stride = a.shape(2) * a.shape(3);
+    r.row_stride = a.shape(3);
+  }
+  return r;
+}
+
+namespace {
+
+typedef void (*Sgemm)(int, int, int, int, int, int, float, const float*, int, const float*, int,
+                      float, float*, int);
+
+// The `cblas_sgemm` the process resolves first (the executable's, where it defines one).
+Sgemm sgemm() {
+  static Sgemm f = reinterpret_cast<Sgemm>(dlsym(RTLD_DEFAULT, "cblas_sgemm"));
+  if (f == nullptr) {
+    throw std::runtime_error("[mlxd_decode_attention] no cblas_sgemm in the process");
+  }
+  return f;
+}
+
+constexpr int ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112;
+
+} // namespace
+
+void require_sgemm() {
+  sgemm();
+}
+
+void attend_row(const float* q, const HeadRows& k, const HeadRows& v, float* out, int64_t heads,
+                bool group_heads) {
+  const int t = static_cast<int>(k.len), d = static_cast<int>(k.width);
+  const int dv = static_cast<int>(v.width);
+  const int repeats = static_cast<int>(heads / k.heads);
+  const int rows = group_heads ? repeats : 1;
+  // Kept by the stream thread: grows with the longest context, never shrinks.
+  thread_local std::vector<float> scores;
+  scores.resize(static_cast<size_t>(rows) * t);
+  for (int64_t h = 0; h < heads; h += rows) {
+    const int64_t g = h / repeats;
+    sgemm()(ROW_MAJOR, NO_TRANS, TRANS, rows, t, d, 1.0f, q + h * d, d,
+            k.data + g * k.head_stride, static_cast<int>(k.row_stride), 0.0f, scores.data(), t);
+    for (int r = 0; r < rows; r++) {
+      mlxd_softmax_row(scores.data() + r * t, scores.data() + r * t, t);
+    }
+    sgemm()(ROW_MAJOR, NO_TRANS, NO_TRANS, rows, dv, t, 1.0f, scores.data(), t,
+            v.data + g * v.head_stride, static_cast<int>(v.row_stride), 0.0f, out + h * dv, dv);
+  }
+}
+
+} // namespace mlxd

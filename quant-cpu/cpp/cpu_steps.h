@@ -1,0 +1,77 @@
+// The steps the CPU nodes are made of (fast_ops.cpp's one-op nodes and decode_layer.cpp's
+// whole decoder layer), written once so that both compute a step with the same bits.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mlx/array.h"
+
+namespace mlxd {
+
+// x [rows, d] normed over d and scaled by w [d], as MLX's `fast::rms_norm` fallback: a sum of
+// squares in order from 0, times 1/d rounded to f32, plus eps, MLX's scalar rsqrt. `out` may
+// be `x`.
+void rms_norm_rows(const float* x, const float* w, float* out, int64_t rows, int64_t d, float eps);
+
+struct RopeParams {
+  int dims;
+  bool traditional;
+  float base;
+  float scale;
+  bool has_freqs;
+};
+
+// The inverse frequencies, as MLX's rope fallback makes them (`freqs` read when `has_freqs`).
+std::vector<float> inv_freqs(const RopeParams& p, const float* freqs);
+
+// cos and sin of each pair's angle at `position` ((t + offset) * scale), as the fallback.
+void rope_angles(float position, const RopeParams& p, const float* inv, float* cos_t,
+                 float* sin_t);
+
+// One position's rotation of `heads` heads: x and out point at head 0 of that position.
+struct RopeRow {
+  const float* x;
+  int64_t head_stride;
+  int64_t dim_stride;
+  float* out;
+  int64_t out_head_stride;
+};
+
+void rotate_heads(const RopeRow& r, int64_t heads, int64_t d, const RopeParams& p,
+                  const float* cos_t, const float* sin_t);
+
+// One row's keys or values: `heads` heads of `len` positions of `width` floats, each position
+// contiguous.
+struct HeadRows {
+  const float* data;
+  int64_t heads;
+  int64_t len;
+  int64_t width;
+  int64_t head_stride;
+  int64_t row_stride;
+};
+
+// A [1, heads, T, width] array as `HeadRows` (gathered into `keep` when a position is not
+// contiguous).
+HeadRows head_rows(const mlx::core::array& a, std::vector<float>& keep);
+
+// Row b's heads: q [heads, d] already scaled, over its keys and values, out [heads, dv], as
+// MLX's sdpa fallback on the CPU gives it (one `cblas_sgemm` per head for the scores, MLX's
+// softmax, one for the values). With `group_heads`, a kv head's query heads share one product.
+void attend_row(const float* q, const HeadRows& k, const HeadRows& v, float* out, int64_t heads,
+                bool group_heads);
+
+// The kernel's code for the dtype of scales and biases (quantized_matmul.cpp).
+int32_t packed_params_code(mlx::core::Dtype d);
+
+// Throws (naming `op`) unless w, scales and biases are one packed weight [N, ...] of K inputs
+// in the format (bits, group) that the kernels take (quantized_matmul.cpp).
+void validate_packed(const char* op, int64_t k, const mlx::core::array& w,
+                     const mlx::core::array& scales, const mlx::core::array& biases, int group,
+                     int bits);
+
+// Resolves the BLAS now (throws when the process has none), so a node fails when built.
+void require_sgemm();
+
+} // namespace mlxd

@@ -1,0 +1,472 @@
+// A dense decoder layer's decode step (one new position per row) as one node on the CPU.
+//
+// Built op by op, a layer's step is about 23 nodes (norms, products, reshapes, transposes,
+// ropes, cache writes and reads, attention, residual adds). A small model's decode step is
+// bound by the cost of a node (building, scheduling, allocating), not by arithmetic: the
+// engine thread spent more time building a step than the stream thread spent computing its
+// products. This node runs the same steps in the same order (cpu_steps.h, the packed kernel,
+// vmath.h), so every output has the bits of the nodes it replaces; the tests compare them.
+//
+// Inputs: x [B, 1, D] f32; the attention norm [D]; q, k, v, o packed (w, scales, biases
+// each); the MLP norm [D]; gate, up, down packed; then q/k/v biases [N] f32 when the layer
+// has them, q and k norms [head_dim] f32 when it has them, rope frequencies [dims/2] f32 when
+// given; then per row b its key and value buffers [1, kv_heads, capacity, head_dim] f32.
+// Row b's new position goes at `offsets[b]` (< capacity) and it attends over positions
+// 0..=offsets[b]. Outputs: the layer's output [B, 1, D], then each row's key and value
+// buffers with the new position written: in place where the caller says the row's buffers
+// are its alone (`exclusive[b]`), else into a copy. The caller decides, not MLX's reference
+// count (as its slice update does): a step is built while the one before still runs, and
+// that step's node holds its outputs' buffers until it finishes, so they never look
+// donatable. Writing in place is safe wherever no other cache writes the same buffer: every
+// other holder (an earlier step, a view of the first positions) reads only positions below
+// the one written.
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+#include "mlx/backend/cpu/encoder.h"
+#include "mlx/c/error.h"
+#include "mlx/c/private/mlx.h"
+#include "mlx/mlx.h"
+#include "mlx/primitives.h"
+#include "mlx/backend/common/utils.h"
+#include "cpu_steps.h"
+#include "shim.h"
+#include "vmath.h"
+
+// The layer's configuration, as the Rust side passes it.
+struct MlxdLayerSpec {
+  int32_t heads;
+  int32_t kv_heads;
+  // Every norm's epsilon (the layer's two and the q/k norms).
+  float eps;
+  // The attention's query scale.
+  float scale;
+  // A kv head's query heads in one product (see fast_ops.cpp's decode attention).
+  bool group_heads;
+  bool qkv_bias;
+  bool qk_norm;
+  int32_t bits;
+  int32_t group;
+  int32_t rope_dims;
+  bool rope_traditional;
+  float rope_base;
+  float rope_scale;
+  bool rope_freqs;
+};
+
+namespace {
+
+using namespace mlx::core;
+
+constexpr const char* LAYER = "mlxd_decode_layer";
+
+// Where the operands every layer has sit in the inputs (a packed weight takes three).
+namespace slot {
+constexpr size_t X = 0, ATTN_NORM = 1, Q = 2, K = 5, V = 8, O = 11, MLP_NORM = 14, GATE = 15,
+                 UP = 18, DOWN = 21, FIXED = 24;
+}
+
+// Where the optional operands and the caches sit, after the fixed ones.
+struct Slots {
+  size_t qkv_bias;
+  size_t qk_norm;
+  size_t freqs;
+  size_t caches;
+
+  explicit Slots(const MlxdLayerSpec& s) {
+    size_t at = slot::FIXED;
+    qkv_bias = at;
+    at += s.qkv_bias ? 3 : 0;
+    qk_norm = at;
+    at += s.qk_norm ? 2 : 0;
+    freqs = at;
+    at += s.rope_freqs ? 1 : 0;
+    caches = at;
+  }
+};
+
+mlxd::RopeParams rope_params(const MlxdLayerSpec& s) {
+  return {s.rope_dims, s.rope_traditional, s.rope_base, s.rope_scale, s.rope_freqs};
+}
+
+// Scratch the stream thread keeps between steps (a step's activations, a few KB per row).
+struct Scratch {
+  std::vector<float> normed, q, k, v, queries, attended, projected, gate, up, x;
+};
+
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+// One step of the layer as the stream thread runs it.
+struct LayerRun {
+  MlxdLayerSpec spec;
+  Slots slots;
+  std::vector<int32_t> offsets;
+  mlxd_qmm_kernel kernel;
+  std::vector<array> inputs;
+  std::vector<array> outputs;
+  // Outputs (cache buffers) that hold a copy of their input, made before the step writes.
+  std::vector<size_t> copies;
+
+  const float* f32(size_t at) const {
+    return inputs[at].data<float>();
+  }
+
+  int64_t rows() const {
+    return static_cast<int64_t>(offsets.size());
+  }
+
+  // y [rows, N] = x [rows, K] times the packed weight at `at`, as the product node runs it.
+  void product(const float* x, size_t at, float* y) const {
+    const array &w = inputs[at], &scales = inputs[at + 1], &biases = inputs[at + 2];
+    kernel(x, rows(), int64_t(w.shape(1)) * 32 / spec.bits, w.data<uint8_t>(),
+           scales.data<void>(), biases.data<void>(), mlxd::packed_params_code(scales.dtype()),
+           w.shape(0), spec.bits, spec.group, y);
+  }
+
+  void run();
+  void copy_caches();
+  void project_qkv(Scratch& s, const float* x, int64_t head_dim);
+  void attend_row(Scratch& s, int64_t b, int64_t head_dim);
+  void mlp(Scratch& s, float* h);
+};
+
+// y[r] += b for each of `rows` rows of n (a bias, as MLX's broadcast add).
+void add_rows(float* y, const float* b, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; r++) {
+    for (int64_t i = 0; i < n; i++) {
+      y[r * n + i] = y[r * n + i] + b[i];
+    }
+  }
+}
+
+void LayerRun::copy_caches() {
+  for (size_t i : copies) {
+    const array& in = inputs[slots.caches + i - 1];
+    std::vector<float> keep;
+    const float* src = mlxd_row_major(in, keep);
+    std::memcpy(outputs[i].data<float>(), src, in.nbytes());
+  }
+}
+
+// Norm, q/k/v products, biases and q/k norms: the heads before their rope.
+void LayerRun::project_qkv(Scratch& s, const float* x, int64_t head_dim) {
+  const int64_t b = rows(), d = inputs[slot::X].shape(-1);
+  const int64_t nq = spec.heads * head_dim, nkv = spec.kv_heads * head_dim;
+  s.normed.resize(b * d);
+  s.q.resize(b * nq);
+  s.k.resize(b * nkv);
+  s.v.resize(b * nkv);
+  mlxd::rms_norm_rows(x, f32(slot::ATTN_NORM), s.normed.data(), b, d, spec.eps);
+  product(s.normed.data(), slot::Q, s.q.data());
+  product(s.normed.data(), slot::K, s.k.data());
+  product(s.normed.data(), slot::V, s.v.data());
+  if (spec.qkv_bias) {
+    add_rows(s.q.data(), f32(slots.qkv_bias), b, nq);
+    add_rows(s.k.data(), f32(slots.qkv_bias + 1), b, nkv);
+    add_rows(s.v.data(), f32(slots.qkv_bias + 2), b, nkv);
+  }
+  if (spec.qk_norm) {
+    mlxd::rms_norm_rows(s.q.data(), f32(slots.qk_norm), s.q.data(), b * spec.heads, head_dim,
+                        spec.eps);
+    mlxd::rms_norm_rows(s.k.data(), f32(slots.qk_norm + 1), s.k.data(), b * spec.kv_heads,
+                        head_dim, spec.eps);
+  }
+}
+
+// Row b: rope on its query and key, the key and value into its cache at offsets[b], and its
+// attention over positions 0..=offsets[b] into `attended`.
+void LayerRun::attend_row(Scratch& s, int64_t b, int64_t d) {
+  const int64_t heads = spec.heads, kv_heads = spec.kv_heads, pos = offsets[b];
+  const mlxd::RopeParams p = rope_params(spec);
+  const std::vector<float> inv = mlxd::inv_freqs(p, spec.rope_freqs ? f32(slots.freqs) : nullptr);
+  std::vector<float> cos_t(p.dims / 2), sin_t(p.dims / 2);
+  mlxd::rope_angles((0.0f + static_cast<float>(pos)) * p.scale, p, inv.data(), cos_t.data(),
+                    sin_t.data());
+  s.queries.resize(heads * d);
+  mlxd::rotate_heads({s.q.data() + b * heads * d, d, 1, s.queries.data(), d}, heads, d, p,
+                     cos_t.data(), sin_t.data());
+  for (float& v : s.queries) {
+    v = spec.scale * v;
+  }
+  array &keys = outputs[1 + 2 * b], &values = outputs[2 + 2 * b];
+  const int64_t head_stride = keys.shape(2) * d;
+  float* kc = keys.data<float>();
+  float* vc = values.data<float>();
+  mlxd::rotate_heads({s.k.data() + b * kv_heads * d, d, 1, kc + pos * d, head_stride}, kv_heads,
+                     d, p, cos_t.data(), sin_t.data());
+  for (int64_t g = 0; g < kv_heads; g++) {
+    std::memcpy(vc + g * head_stride + pos * d, s.v.data() + (b * kv_heads + g) * d,
+                d * sizeof(float));
+  }
+  mlxd::HeadRows k{kc, kv_heads, pos + 1, d, head_stride, d};
+  mlxd::HeadRows v{vc, kv_heads, pos + 1, d, head_stride, d};
+  mlxd::attend_row(s.queries.data(), k, v, s.attended.data() + b * heads * d, heads,
+                   spec.group_heads);
+}
+
+// h += down(silu(gate(norm(h))) * up(norm(h))).
+void LayerRun::mlp(Scratch& s, float* h) {
+  const int64_t b = rows(), d = inputs[slot::X].shape(-1), inter = inputs[slot::GATE].shape(0);
+  s.gate.resize(b * inter);
+  s.up.resize(b * inter);
+  s.projected.resize(b * d);
+  mlxd::rms_norm_rows(h, f32(slot::MLP_NORM), s.normed.data(), b, d, spec.eps);
+  product(s.normed.data(), slot::GATE, s.gate.data());
+  product(s.normed.data(), slot::UP, s.up.data());
+  mlxd_vmath().silu_mul(s.gate.data(), s.up.data(), b * inter);
+  product(s.gate.data(), slot::DOWN, s.projected.data());
+  for (int64_t i = 0; i < b * d; i++) {
+    h[i] = h[i] + s.projected[i];
+  }
+}
+
+void LayerRun::run() {
+  copy_caches();
+  Scratch& s = scratch();
+  const int64_t b = rows(), d = inputs[slot::X].shape(-1);
+  const int64_t head_dim = inputs[slot::Q].shape(0) / spec.heads;
+  const float* x = mlxd_row_major(inputs[slot::X], s.x);
+  project_qkv(s, x, head_dim);
+  s.attended.resize(b * spec.heads * head_dim);
+  for (int64_t r = 0; r < b; r++) {
+    attend_row(s, r, head_dim);
+  }
+  float* h = outputs[0].data<float>();
+  s.projected.resize(b * d);
+  product(s.attended.data(), slot::O, s.projected.data());
+  for (int64_t i = 0; i < b * d; i++) {
+    h[i] = x[i] + s.projected[i];
+  }
+  mlp(s, h);
+}
+
+template <typename F>
+void check(bool ok, F&& what) {
+  mlxd_check(ok, LAYER, std::forward<F>(what));
+}
+
+// The kernels read weights, norms and biases as they lie: loaded weights are row-contiguous.
+void check_contiguous(const array& a) {
+  check(a.flags().row_contiguous, "a weight is not row-contiguous");
+}
+
+class DecodeLayerCpu : public Primitive {
+ public:
+  DecodeLayerCpu(Stream stream, MlxdLayerSpec spec, std::vector<int32_t> offsets,
+                 std::vector<bool> exclusive, mlxd_qmm_kernel kernel)
+      : Primitive(stream),
+        spec_(spec),
+        offsets_(std::move(offsets)),
+        exclusive_(std::move(exclusive)),
+        kernel_(kernel) {}
+
+  void eval_gpu(const std::vector<array>&, std::vector<array>&) override {
+    throw std::runtime_error("[MlxdDecodeLayer] runs on the CPU only");
+  }
+
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+
+  const char* name() const override {
+    return "MlxdDecodeLayer";
+  }
+
+  // Never merged with another node: each one writes its own caches' new position.
+  bool is_equivalent(const Primitive&) const override {
+    return false;
+  }
+
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
+    std::vector<Shape> shapes{inputs[slot::X].shape()};
+    for (size_t i = Slots(spec_).caches; i < inputs.size(); i++) {
+      shapes.push_back(inputs[i].shape());
+    }
+    return shapes;
+  }
+
+ private:
+  MlxdLayerSpec spec_;
+  std::vector<int32_t> offsets_;
+  std::vector<bool> exclusive_;
+  mlxd_qmm_kernel kernel_;
+};
+
+void DecodeLayerCpu::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  auto& encoder = cpu::get_command_encoder(stream());
+  LayerRun run{spec_, Slots(spec_), offsets_, kernel_, {}, {}, {}};
+  for (size_t i = 1; i < run.slots.caches; i++) {
+    check_contiguous(inputs[i]);
+  }
+  for (auto& in : inputs) {
+    encoder.set_input_array(in);
+    run.inputs.push_back(array::unsafe_weak_copy(in));
+  }
+  outputs[0].set_data(allocator::malloc(outputs[0].nbytes()));
+  for (size_t i = 1; i < outputs.size(); i++) {
+    const array& cache = inputs[run.slots.caches + i - 1];
+    const bool whole = cache.flags().row_contiguous && cache.data_size() == cache.size();
+    if (exclusive_[(i - 1) / 2] && whole) {
+      outputs[i].copy_shared_buffer(cache);
+    } else {
+      outputs[i].set_data(allocator::malloc(outputs[i].nbytes()));
+      run.copies.push_back(i);
+    }
+  }
+  for (auto& out : outputs) {
+    encoder.set_output_array(out);
+    run.outputs.push_back(array::unsafe_weak_copy(out));
+  }
+  encoder.dispatch([run = std::move(run)]() mutable { run.run(); });
+}
+
+std::string describe(const array& a) {
+  std::ostringstream s;
+  s << a.dtype() << " " << a.shape();
+  return s.str();
+}
+
+// A float32 vector [n] (a norm's weight, a bias, the rope's frequencies).
+void check_vector(const array& a, int64_t n, const char* what) {
+  check(a.dtype() == float32 && a.ndim() == 1 && a.shape(0) == n, [&] {
+    return std::string(what) + " must be float32 [" + std::to_string(n) + "], not " + describe(a);
+  });
+}
+
+// The packed weight at `at`: n outputs of k inputs.
+void check_weight(const std::vector<array>& in, size_t at, int64_t k, int64_t n, const char* what,
+                  const MlxdLayerSpec& s) {
+  mlxd::validate_packed(LAYER, k, in[at], in[at + 1], in[at + 2], s.group, s.bits);
+  check(in[at].shape(0) == n, [&] {
+    return std::string(what) + " must have " + std::to_string(n) + " outputs, not " +
+        std::to_string(in[at].shape(0));
+  });
+}
+
+// Every operand but the caches, so the stream thread can trust every size.
+void check_layer(const std::vector<array>& in, const MlxdLayerSpec& s, int64_t head_dim) {
+  const array& x = in[slot::X];
+  const int64_t d = x.shape(-1), nq = s.heads * head_dim, nkv = s.kv_heads * head_dim;
+  check(in[slot::GATE].ndim() == 2, "gate must be a 2-D packed weight");
+  const int64_t inter = in[slot::GATE].shape(0);
+  check_vector(in[slot::ATTN_NORM], d, "the attention norm");
+  check_vector(in[slot::MLP_NORM], d, "the MLP norm");
+  check_weight(in, slot::Q, d, nq, "q", s);
+  check_weight(in, slot::K, d, nkv, "k", s);
+  check_weight(in, slot::V, d, nkv, "v", s);
+  check_weight(in, slot::O, nq, d, "o", s);
+  check_weight(in, slot::GATE, d, inter, "gate", s);
+  check_weight(in, slot::UP, d, inter, "up", s);
+  check_weight(in, slot::DOWN, inter, d, "down", s);
+  Slots slots(s);
+  if (s.qkv_bias) {
+    check_vector(in[slots.qkv_bias], nq, "the q bias");
+    check_vector(in[slots.qkv_bias + 1], nkv, "the k bias");
+    check_vector(in[slots.qkv_bias + 2], nkv, "the v bias");
+  }
+  if (s.qk_norm) {
+    check_vector(in[slots.qk_norm], head_dim, "the q norm");
+    check_vector(in[slots.qk_norm + 1], head_dim, "the k norm");
+  }
+  check(s.rope_dims > 0 && s.rope_dims % 2 == 0 && s.rope_dims <= head_dim,
+        [&] {
+          return "rope dims " + std::to_string(s.rope_dims) +
+              " must be even, positive and at most " + std::to_string(head_dim);
+        });
+  if (s.rope_freqs) {
+    check_vector(in[slots.freqs], s.rope_dims / 2, "the rope frequencies");
+  }
+}
+
+// Row b's buffers: [1, kv_heads, capacity > offset, head_dim] f32 each.
+void check_caches(const std::vector<array>& in, const MlxdLayerSpec& s, int64_t head_dim,
+                  const std::vector<int32_t>& offsets) {
+  const size_t at = Slots(s).caches;
+  check(in.size() == at + 2 * offsets.size(), "one key and one value buffer per row");
+  for (size_t b = 0; b < offsets.size(); b++) {
+    for (const array& c : {in[at + 2 * b], in[at + 2 * b + 1]}) {
+      check(c.dtype() == float32 && c.ndim() == 4 && c.shape(0) == 1 &&
+                c.shape(1) == s.kv_heads && c.shape(3) == head_dim,
+            [&] {
+              return "row " + std::to_string(b) + "'s cache must be float32 [1, " +
+                  std::to_string(s.kv_heads) + ", capacity, " + std::to_string(head_dim) +
+                  "], not " + describe(c);
+            });
+      check(offsets[b] >= 0 && offsets[b] < c.shape(2),
+            [&] {
+              return "row " + std::to_string(b) + " writes position " +
+                  std::to_string(offsets[b]) + " of a cache of " + std::to_string(c.shape(2));
+            });
+    }
+  }
+}
+
+// Row b writes position offsets[b] of its buffers, in place when exclusive[b].
+struct Rows {
+  std::vector<int32_t> offsets;
+  std::vector<bool> exclusive;
+};
+
+std::vector<array> decode_layer_cpu(const std::vector<array>& inputs, const MlxdLayerSpec& s,
+                                    Rows rows, mlxd_qmm_kernel kernel, Stream stream) {
+  auto& offsets = rows.offsets;
+  check(kernel != nullptr, "no kernel");
+  check(s.heads > 0 && s.kv_heads > 0 && s.heads % s.kv_heads == 0,
+        [&] {
+          return "heads " + std::to_string(s.heads) + " must be a positive multiple of kv heads " +
+              std::to_string(s.kv_heads);
+        });
+  check(inputs.size() >= Slots(s).caches, "too few operands for the layer");
+  const array& x = inputs[slot::X];
+  check(x.dtype() == float32 && x.ndim() == 3 && x.shape(1) == 1 &&
+            x.shape(0) == static_cast<int>(offsets.size()) && !offsets.empty(),
+        [&] {
+          return "x must be float32 [B, 1, D] with one offset per row, not " + describe(x) +
+              " with " + std::to_string(offsets.size());
+        });
+  check(inputs[slot::Q].ndim() == 2 && inputs[slot::Q].shape(0) % s.heads == 0,
+        "q must have heads * head_dim outputs");
+  const int64_t head_dim = inputs[slot::Q].shape(0) / s.heads;
+  check_layer(inputs, s, head_dim);
+  check_caches(inputs, s, head_dim, offsets);
+  mlxd::require_sgemm();
+  std::vector<Shape> shapes{x.shape()};
+  for (size_t i = Slots(s).caches; i < inputs.size(); i++) {
+    shapes.push_back(inputs[i].shape());
+  }
+  std::vector<Dtype> dtypes(shapes.size(), float32);
+  return array::make_arrays(
+      std::move(shapes), dtypes,
+      std::make_shared<DecodeLayerCpu>(stream, s, std::move(offsets), std::move(rows.exclusive),
+                                       kernel),
+      inputs);
+}
+
+} // namespace
+
+// The layer's decode step (see the top of this file for the operands, in `inputs[0..count]`),
+// one offset and one `exclusive` per row: the output, then each row's key and value buffers.
+extern "C" int mlxd_decode_layer(
+    mlx_vector_array* res,
+    const mlx_array* inputs,
+    int count,
+    const int32_t* offsets,
+    const bool* exclusive,
+    int rows,
+    const MlxdLayerSpec* spec,
+    mlxd_qmm_kernel kernel,
+    const mlx_stream s) {
+  return mlxd_guarded([&] {
+    std::vector<array> ins;
+    for (int i = 0; i < count; i++) {
+      ins.push_back(mlx_array_get_(inputs[i]));
+    }
+    Rows r{std::vector<int32_t>(offsets, offsets + rows),
+           std::vector<bool>(exclusive, exclusive + rows)};
+    mlx_vector_array_set_(*res, decode_layer_cpu(ins, *spec, std::move(r), kernel, mlx_stream_get_(s)));
+  });
+}

@@ -1,0 +1,179 @@
+//! A dense decoder layer's decode step as one node on the CPU (`cpp/decode_layer.cpp`).
+//!
+//! Built op by op, a layer's step is about 23 graph nodes, and a small model's decode step
+//! costs per node (building, scheduling and allocating each), not per flop. This node runs the
+//! same steps in the same order, with the same code, so its output and cache writes have the
+//! bits of the nodes it replaces: RMS norm, the packed q/k/v products (and biases, q/k norms),
+//! rope, the cache write, MLX's attention of one query position, the o product and residual,
+//! then the norm, SwiGLU, down product and residual.
+
+use mlx_rs::error::Exception;
+use mlx_rs::{Array, Stream};
+
+use crate::fast::RopeSpec;
+use crate::op::{qmm_kernel, Kernel};
+use crate::{Format, PackedWeight};
+
+/// The layer's configuration as the shim reads it (`MlxdLayerSpec` in the C++).
+#[repr(C)]
+struct Spec {
+    heads: i32,
+    kv_heads: i32,
+    eps: f32,
+    scale: f32,
+    group_heads: bool,
+    qkv_bias: bool,
+    qk_norm: bool,
+    bits: i32,
+    group: i32,
+    rope_dims: i32,
+    rope_traditional: bool,
+    rope_base: f32,
+    rope_scale: f32,
+    rope_freqs: bool,
+}
+
+extern "C" {
+    #[allow(clippy::too_many_arguments)]
+    fn mlxd_decode_layer(
+        res: *mut mlx_sys::mlx_vector_array,
+        inputs: *const mlx_sys::mlx_array,
+        count: i32,
+        offsets: *const i32,
+        exclusive: *const bool,
+        rows: i32,
+        spec: *const Spec,
+        kernel: Kernel,
+        stream: mlx_sys::mlx_stream,
+    ) -> i32;
+}
+
+/// A layer's weights, all packed in one format; norms, biases and frequencies f32.
+pub struct LayerWeights<'a> {
+    pub attention_norm: &'a Array,
+    pub q: PackedWeight<'a>,
+    pub k: PackedWeight<'a>,
+    pub v: PackedWeight<'a>,
+    pub o: PackedWeight<'a>,
+    pub mlp_norm: &'a Array,
+    pub gate: PackedWeight<'a>,
+    pub up: PackedWeight<'a>,
+    pub down: PackedWeight<'a>,
+    /// q, k and v biases (Qwen2).
+    pub qkv_bias: Option<[&'a Array; 3]>,
+    /// RMS norms of each q and k head (Qwen3).
+    pub qk_norm: Option<[&'a Array; 2]>,
+}
+
+/// What the layer's config decides.
+#[derive(Clone, Copy)]
+pub struct LayerShape<'a> {
+    pub heads: i32,
+    pub kv_heads: i32,
+    /// Every norm's epsilon.
+    pub eps: f32,
+    /// The attention's query scale.
+    pub scale: f32,
+    pub rope: RopeSpec<'a>,
+    pub format: Format,
+}
+
+/// One row's cache: key and value buffers [1, kv_heads, capacity, head_dim] f32 and the
+/// position the step writes (below the capacity).
+pub struct RowCache<'a> {
+    pub keys: &'a Array,
+    pub values: &'a Array,
+    pub offset: i32,
+    /// No other cache writes these buffers, so the step writes its position in place (else
+    /// into a copy). Every other holder must read only positions below `offset`.
+    pub exclusive: bool,
+}
+
+/// The layer's step for x [B, 1, D] f32, row b's new position going to `rows[b]`: the output
+/// [B, 1, D] and each row's (keys, values) buffers with that position written. A row attends
+/// over positions 0..=offset of its buffers.
+pub fn decode_layer(
+    x: &Array,
+    w: &LayerWeights,
+    shape: &LayerShape,
+    rows: &[RowCache],
+) -> Result<(Array, Vec<(Array, Array)>), Exception> {
+    let stream = Stream::thread_local_or_default();
+    let handles = operands(x, w, shape, rows);
+    let offsets: Vec<i32> = rows.iter().map(|r| r.offset).collect();
+    let exclusive: Vec<bool> = rows.iter().map(|r| r.exclusive).collect();
+    let spec = spec(w, shape);
+    // SAFETY: every handle is a live mlx-rs object; mlx-c copies what it keeps; `offsets`,
+    // `exclusive` and `spec` outlive the call.
+    let mut out = mlx_rs::raw::try_vector_array_op(|res| unsafe {
+        mlxd_decode_layer(
+            res,
+            handles.as_ptr(),
+            handles.len() as i32,
+            offsets.as_ptr(),
+            exclusive.as_ptr(),
+            offsets.len() as i32,
+            &spec,
+            qmm_kernel,
+            stream.as_ptr(),
+        )
+    })?
+    .into_iter();
+    let h = out
+        .next()
+        .ok_or_else(|| Exception::custom("the layer node gave no output"))?;
+    let mut caches = Vec::with_capacity(rows.len());
+    while let (Some(k), Some(v)) = (out.next(), out.next()) {
+        caches.push((k, v));
+    }
+    Ok((h, caches))
+}
+
+fn spec(w: &LayerWeights, shape: &LayerShape) -> Spec {
+    // A kv head's query heads in one product where the BLAS keeps each row's bits alone.
+    let repeats = match shape.kv_heads > 0 && shape.heads % shape.kv_heads == 0 {
+        true => (shape.heads / shape.kv_heads) as usize,
+        false => 1,
+    };
+    Spec {
+        heads: shape.heads,
+        kv_heads: shape.kv_heads,
+        eps: shape.eps,
+        scale: shape.scale,
+        group_heads: skinny_gemm::rows_alone(repeats),
+        qkv_bias: w.qkv_bias.is_some(),
+        qk_norm: w.qk_norm.is_some(),
+        bits: shape.format.bits as i32,
+        group: shape.format.group as i32,
+        rope_dims: shape.rope.dims,
+        rope_traditional: shape.rope.traditional,
+        rope_base: shape.rope.base,
+        rope_scale: shape.rope.scale,
+        rope_freqs: shape.rope.freqs.is_some(),
+    }
+}
+
+/// The node's inputs in the shim's order.
+fn operands(
+    x: &Array,
+    w: &LayerWeights,
+    shape: &LayerShape,
+    rows: &[RowCache],
+) -> Vec<mlx_sys::mlx_array> {
+    let packed = |p: &PackedWeight| [p.w.as_ptr(), p.scales.as_ptr(), p.biases.as_ptr()];
+    let mut h = vec![x.as_ptr(), w.attention_norm.as_ptr()];
+    for p in [&w.q, &w.k, &w.v, &w.o] {
+        h.extend(packed(p));
+    }
+    h.push(w.mlp_norm.as_ptr());
+    for p in [&w.gate, &w.up, &w.down] {
+        h.extend(packed(p));
+    }
+    h.extend(w.qkv_bias.iter().flatten().map(|a| a.as_ptr()));
+    h.extend(w.qk_norm.iter().flatten().map(|a| a.as_ptr()));
+    h.extend(shape.rope.freqs.map(Array::as_ptr));
+    for r in rows {
+        h.extend([r.keys.as_ptr(), r.values.as_ptr()]);
+    }
+    h
+}
