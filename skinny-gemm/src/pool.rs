@@ -66,15 +66,17 @@ unsafe impl Sync for Pool {}
 static POOL: OnceLock<&'static Pool> = OnceLock::new();
 
 /// Threads a product is split over, the caller included: `MLX_DISTRIBUTED_GEMM_THREADS`, or
-/// every core but one. The products run on MLX's stream thread while the engine's thread
-/// builds the next step's graph (the one-step-ahead decode), so a helper on that core only
-/// steals its time: on 2 cores, packed decode ran at 23.8 tok/s with a helper and 32.5
-/// without, and the f32 mode at 17.9 either way.
+/// every core. The products run on MLX's stream thread while the engine's thread builds the
+/// next step's graph (the one-step-ahead decode). While a step took ~700 graph nodes, a helper
+/// on the engine's core only stole its time (on 2 cores, packed decode 23.8 tok/s with a
+/// helper, 32.5 without); with a packed dense layer's step as one node the engine thread idles
+/// most of a step, and a helper pays (SmolLM2-135M 4-bit, 2 cores: 229.5 tok/s alone, 259.2
+/// with one helper; the dequantized f32 mode 52.8 and 58.2).
 fn threads() -> usize {
     std::env::var("MLX_DISTRIBUTED_GEMM_THREADS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| thread::available_parallelism().map_or(1, |n| n.get()) - 1)
+        .unwrap_or_else(|| thread::available_parallelism().map_or(1, |n| n.get()))
         .clamp(1, 16)
 }
 
