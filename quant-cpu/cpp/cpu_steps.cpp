@@ -2,8 +2,10 @@
 
 #include "cpu_steps.h"
 
+#include <algorithm>
 #include <cmath>
 #include <dlfcn.h>
+#include <limits>
 #include <stdexcept>
 
 #include "mlx/backend/cpu/unary_ops.h"
@@ -134,6 +136,29 @@ void attend_row(const float* q, const HeadRows& k, const HeadRows& v, float* out
     }
     sgemm()(ROW_MAJOR, NO_TRANS, NO_TRANS, rows, dv, t, 1.0f, scores.data(), t,
             v.data + g * v.head_stride, static_cast<int>(v.row_stride), 0.0f, out + h * dv, dv);
+  }
+}
+
+void attend_causal(const float* q, int64_t len, const HeadRows& k, const HeadRows& v, float* out,
+                   int64_t heads) {
+  const int l = static_cast<int>(len), t = static_cast<int>(k.len);
+  const int d = static_cast<int>(k.width), dv = static_cast<int>(v.width);
+  const int64_t repeats = heads / k.heads, offset = k.len - len;
+  const float lowest = std::numeric_limits<float>::lowest();
+  thread_local std::vector<float> scores;
+  scores.resize(static_cast<size_t>(l) * t);
+  for (int64_t h = 0; h < heads; h++) {
+    const int64_t g = h / repeats;
+    sgemm()(ROW_MAJOR, NO_TRANS, TRANS, l, t, d, 1.0f, q + h * len * d, d,
+            k.data + g * k.head_stride, static_cast<int>(k.row_stride), 0.0f, scores.data(), t);
+    for (int64_t i = 0; i < len; i++) {
+      float* row = scores.data() + i * t;
+      std::fill(row + std::min<int64_t>(t, i + offset + 1), row + t, lowest);
+      mlxd_softmax_row(row, row, t);
+    }
+    sgemm()(ROW_MAJOR, NO_TRANS, NO_TRANS, l, dv, t, 1.0f, scores.data(), t,
+            v.data + g * v.head_stride, static_cast<int>(v.row_stride), 0.0f,
+            out + h * len * dv, dv);
   }
 }
 

@@ -62,6 +62,13 @@ HeadRows head_rows(const mlx::core::array& a, std::vector<float>& keep);
 void attend_row(const float* q, const HeadRows& k, const HeadRows& v, float* out, int64_t heads,
                 bool group_heads);
 
+// One sequence's causal attention: q [heads, L, d] already scaled, query i seeing keys
+// 0..=i + (T - L) of its kv head; out [heads, L, dv]. As MLX's sdpa fallback with a causal
+// mask on the CPU: per head one `cblas_sgemm` for the scores (M = L), masked keys set to the
+// lowest float (MLX's `where`), MLX's softmax per row, one `cblas_sgemm` for the values.
+void attend_causal(const float* q, int64_t len, const HeadRows& k, const HeadRows& v, float* out,
+                   int64_t heads);
+
 // The kernel's code for the dtype of scales and biases (quantized_matmul.cpp).
 int32_t packed_params_code(mlx::core::Dtype d);
 

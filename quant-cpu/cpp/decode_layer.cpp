@@ -145,6 +145,13 @@ void add_rows(float* y, const float* b, int64_t rows, int64_t n) {
   }
 }
 
+// h = x + y over n values (a residual, as MLX's add; `h` may be `x`).
+void add_residual(float* h, const float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    h[i] = x[i] + y[i];
+  }
+}
+
 void LayerRun::copy_caches() {
   for (size_t i : copies) {
     const array& in = inputs[slots.caches + i - 1];
@@ -221,9 +228,7 @@ void LayerRun::mlp(Scratch& s, float* h) {
   product(s.normed.data(), slot::UP, s.up.data());
   mlxd_vmath().silu_mul(s.gate.data(), s.up.data(), b * inter);
   product(s.gate.data(), slot::DOWN, s.projected.data());
-  for (int64_t i = 0; i < b * d; i++) {
-    h[i] = h[i] + s.projected[i];
-  }
+  add_residual(h, h, s.projected.data(), b * d);
 }
 
 void LayerRun::run() {
@@ -240,9 +245,7 @@ void LayerRun::run() {
   float* h = outputs[0].data<float>();
   s.projected.resize(b * d);
   product(s.attended.data(), slot::O, s.projected.data());
-  for (int64_t i = 0; i < b * d; i++) {
-    h[i] = x[i] + s.projected[i];
-  }
+  add_residual(h, x, s.projected.data(), b * d);
   mlp(s, h);
 }
 

@@ -46,6 +46,15 @@ extern "C" {
         stream: mlx_sys::mlx_stream,
     ) -> i32;
 
+    fn mlxd_causal_attention(
+        res: *mut mlx_sys::mlx_array,
+        queries: mlx_sys::mlx_array,
+        keys: mlx_sys::mlx_array,
+        values: mlx_sys::mlx_array,
+        scale: f32,
+        stream: mlx_sys::mlx_stream,
+    ) -> i32;
+
     fn mlxd_logsumexp(
         res: *mut mlx_sys::mlx_array,
         x: mlx_sys::mlx_array,
@@ -135,6 +144,29 @@ pub fn decode_attention(
             rows.len() as i32,
             scale,
             group_heads,
+            stream.as_ptr(),
+        )
+    })
+}
+
+/// One sequence's causal attention: `queries` [1, heads, L, d], `keys` [1, kv_heads, T, d] and
+/// `values` [1, kv_heads, T, dv] f32, T >= L, query i seeing keys 0..=i + T - L; [1, heads, L, dv]
+/// out, with the bits of `fast::scaled_dot_product_attention` with the causal mask.
+pub fn causal_attention(
+    queries: &Array,
+    keys: &Array,
+    values: &Array,
+    scale: f32,
+) -> Result<Array, Exception> {
+    let stream = Stream::thread_local_or_default();
+    // SAFETY: every handle is a live mlx-rs object; mlx-c copies what it keeps.
+    mlx_rs::raw::try_array_op(|res| unsafe {
+        mlxd_causal_attention(
+            res,
+            queries.as_ptr(),
+            keys.as_ptr(),
+            values.as_ptr(),
+            scale,
             stream.as_ptr(),
         )
     })

@@ -7,7 +7,7 @@ mod common;
 
 use common::{bits, TestResult};
 use mlx_rs::{fast, random, Array, Dtype};
-use quant_cpu::fast::{decode_attention, logsumexp, rms_norm, rope, RopeSpec};
+use quant_cpu::fast::{causal_attention, decode_attention, logsumexp, rms_norm, rope, RopeSpec};
 
 fn normal(shape: &[i32], scale: f32) -> TestResult<Array> {
     Ok(random::normal::<f32>(shape, None, Some(scale), None)?)
@@ -193,6 +193,44 @@ fn decode_attention_has_the_bits_of_mlx_sdpa_per_row() -> TestResult {
             "{heads}/{kv_heads} heads, rows {lens:?}"
         );
     }
+    Ok(())
+}
+
+#[test]
+fn causal_attention_has_the_bits_of_mlx_causal_sdpa() -> TestResult {
+    use mlx_rs::fast::ScaledDotProductAttentionMask;
+    random::seed(6)?;
+    // (heads, kv heads, d, dv, queries, cached keys in all): prefill blocks as the backend
+    // cuts them (the keys up to the block's last query, in a longer cache buffer).
+    let cases: [(i32, i32, i32, i32, i32, i32); 5] = [
+        (9, 3, 64, 64, 128, 128),
+        (9, 3, 64, 64, 128, 640),
+        (9, 3, 64, 64, 17, 17),
+        (4, 4, 32, 48, 2, 40),
+        (8, 2, 16, 16, 100, 300),
+    ];
+    for (heads, kv_heads, d, dv, len, keys) in cases {
+        let q = normal(&[1, heads, len, d], 2.0)?;
+        let (k, v) = (
+            cached(kv_heads, keys, d, 1.5)?,
+            cached(kv_heads, keys, dv, 1.0)?,
+        );
+        let scale = 1.0 / (d as f32).sqrt();
+        let ours = causal_attention(&q, &k, &v, scale)?;
+        let mask = Some(ScaledDotProductAttentionMask::Causal);
+        let theirs = fast::scaled_dot_product_attention(&q, &k, &v, scale, mask, None)?;
+        assert_eq!(ours.shape(), &[1, heads, len, dv]);
+        assert_eq!(
+            bits(&ours)?,
+            bits(&theirs)?,
+            "{heads}/{kv_heads} heads, {len} queries over {keys} keys"
+        );
+    }
+    let q = normal(&[1, 4, 8, 32], 1.0)?;
+    let short = cached(4, 7, 32, 1.0)?;
+    let e = causal_attention(&q, &short, &short, 1.0).err();
+    let e = e.ok_or("fewer keys than queries accepted")?.to_string();
+    assert!(e.contains("fewer keys than queries"), "{e}");
     Ok(())
 }
 

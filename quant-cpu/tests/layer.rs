@@ -65,6 +65,18 @@ struct Dims {
     inter: i32,
 }
 
+impl Dims {
+    fn new(hidden: i32, heads: i32, kv_heads: i32, head_dim: i32, inter: i32) -> Dims {
+        Dims {
+            hidden,
+            heads,
+            kv_heads,
+            head_dim,
+            inter,
+        }
+    }
+}
+
 impl Layer {
     fn random(d: Dims, format: Format, extras: bool) -> TestResult<Layer> {
         let (nq, nkv) = (d.heads * d.head_dim, d.kv_heads * d.head_dim);
@@ -259,22 +271,10 @@ fn same_bits(d: Dims, format: Format, extras: bool, lens: &[i32]) -> TestResult 
 #[test]
 fn one_node_has_the_bits_of_the_step_built_node_by_node() -> TestResult {
     random::seed(11)?;
-    let smol = Dims {
-        hidden: 192,
-        heads: 6,
-        kv_heads: 2,
-        head_dim: 32,
-        inter: 320,
-    };
+    let smol = Dims::new(192, 6, 2, 32, 320);
     same_bits(smol, Format::new(4, 64)?, false, &[5])?;
     same_bits(smol, Format::new(4, 64)?, false, &[0, 9, 20])?;
-    let square = Dims {
-        hidden: 128,
-        heads: 4,
-        kv_heads: 4,
-        head_dim: 32,
-        inter: 256,
-    };
+    let square = Dims::new(128, 4, 4, 32, 256);
     same_bits(square, Format::new(8, 32)?, true, &[3, 0])?;
     same_bits(square, Format::new(2, 128)?, true, &[1])?;
     Ok(())
@@ -283,13 +283,7 @@ fn one_node_has_the_bits_of_the_step_built_node_by_node() -> TestResult {
 #[test]
 fn a_shared_cache_is_copied_and_an_exclusive_one_written_in_place() -> TestResult {
     random::seed(12)?;
-    let d = Dims {
-        hidden: 128,
-        heads: 4,
-        kv_heads: 2,
-        head_dim: 32,
-        inter: 128,
-    };
+    let d = Dims::new(128, 4, 2, 32, 128);
     let layer = Layer::random(d, Format::new(4, 64)?, false)?;
     let shape = small_shape(Format::new(4, 64)?);
     for exclusive in [false, true] {
@@ -342,13 +336,7 @@ fn small_shape(format: Format) -> LayerShape<'static> {
 #[test]
 fn operands_the_layer_does_not_take_are_errors_that_say_why() -> TestResult {
     random::seed(13)?;
-    let d = Dims {
-        hidden: 128,
-        heads: 4,
-        kv_heads: 2,
-        head_dim: 32,
-        inter: 128,
-    };
+    let d = Dims::new(128, 4, 2, 32, 128);
     let format = Format::new(4, 64)?;
     let layer = Layer::random(d, format, false)?;
     let shape = small_shape(format);

@@ -104,9 +104,16 @@ impl Heads {
         Ok(concatenate(&outs, 0)?)
     }
 
-    /// MLX's attention of rotated queries over all cached keys and values (causal for prefill).
+    /// MLX's attention of rotated queries over all cached keys and values (causal for prefill:
+    /// one CPU node with its bits for one f32 sequence, `quant_cpu::fast::causal_attention`).
     fn sdpa(&self, queries: &Array, keys: &Array, values: &Array) -> Result<Array> {
-        let mask = (queries.shape()[2] > 1).then_some(ScaledDotProductAttentionMask::Causal);
+        let causal = queries.shape()[2] > 1;
+        if causal && cpu_f32(queries) && queries.shape()[0] == 1 {
+            return Ok(quant_cpu::fast::causal_attention(
+                queries, keys, values, self.scale,
+            )?);
+        }
+        let mask = causal.then_some(ScaledDotProductAttentionMask::Causal);
         Ok(scaled_dot_product_attention(
             queries, keys, values, self.scale, mask, None,
         )?)
