@@ -11,6 +11,7 @@ use integration_tests::TestResult;
 const CRATES: &[&str] = &[
     "backend/src",
     "quant-cpu/src",
+    "quant-kernels/src",
     "skinny-gemm/src",
     "worker-cli/src",
 ];
@@ -79,6 +80,7 @@ fn the_layout_names_every_source_file_and_only_files_that_exist() -> TestResult 
     for dir in [
         "backend",
         "quant-cpu",
+        "quant-kernels",
         "skinny-gemm",
         "worker-cli",
         "build-support",

@@ -40,7 +40,7 @@ pub fn available() -> bool {
 /// # Safety
 /// The CPU has AVX-512 F/DQ, AVX2 and FMA (`available`), and as `super::matmul`.
 #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
-pub(in crate::kernel) unsafe fn matmul(ops: &Operands, cols: std::ops::Range<usize>, out: Out) {
+pub(crate) unsafe fn matmul(ops: &Operands, cols: std::ops::Range<usize>, out: Out) {
     debug_assert!(ops.k.is_multiple_of(ops.format.group));
     debug_assert!(ops.x.len() >= ops.m * ops.k);
     by_stored!(ops, groups => by_bits!(ops.format.bits, columns::<_>(ops, groups, cols, out)))

@@ -20,6 +20,8 @@ pub mod layout;
 mod panels;
 pub use panels::sgemm_nt;
 mod scalar;
+#[cfg(target_arch = "aarch64")]
+mod neon;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -91,7 +93,7 @@ impl<'a> Params<'a> {
     }
 
     /// Every value as f32.
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     fn to_f32(self) -> Vec<f32> {
         (0..self.len()).map(|i| self.get(i)).collect()
     }
@@ -210,15 +212,15 @@ pub(crate) struct Groups<'a, P> {
 }
 
 /// A half dtype: a `repr(transparent)` u16 (only `Bf16` and `F16` implement it).
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub(crate) trait Half {}
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 impl Half for Bf16 {}
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 impl Half for F16 {}
 
 /// `u16` bits as the half dtype `T`.
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn as_halves<T: Half>(v: &[u16]) -> &[T] {
     // SAFETY: a `Half` is a repr(transparent) u16, so the slice has the same layout.
     unsafe { std::slice::from_raw_parts(v.as_ptr() as *const T, v.len()) }
@@ -230,18 +232,18 @@ fn as_halves<T: Half>(v: &[u16]) -> &[T] {
 #[cfg(target_arch = "x86_64")]
 macro_rules! by_stored {
     ($ops:expr, $g:ident => $body:expr) => {{
-        use $crate::kernel::{Groups, Params};
+        use $crate::{Groups, Params};
         match ($ops.scales, $ops.biases) {
             (Params::F32(scales), Params::F32(biases)) => {
                 let $g = Groups { scales, biases };
                 $body
             }
             (Params::Bf16(s), Params::Bf16(b)) => {
-                let $g = Groups::<$crate::kernel::Bf16>::halves(s, b);
+                let $g = Groups::<$crate::Bf16>::halves(s, b);
                 $body
             }
             (Params::F16(s), Params::F16(b)) => {
-                let $g = Groups::<$crate::kernel::F16>::halves(s, b);
+                let $g = Groups::<$crate::F16>::halves(s, b);
                 $body
             }
             (s, b) => {
@@ -275,12 +277,14 @@ pub enum Isa {
     Avx512,
     /// AVX2 and FMA (x86-64).
     Avx2,
+    /// NEON (every aarch64 CPU): every format, the portable bits.
+    Neon,
     /// Portable code: the floor everywhere, and the formats no vector kernel covers yet.
     Scalar,
 }
 
 /// The best kernel set this CPU has (detected once). `MLX_DISTRIBUTED_QUANT_KERNELS`
-/// caps it, to measure or test a lesser set on any machine: `portable`, or `avx2`.
+/// caps it, to measure or test a lesser set on any machine: `portable`, or `avx2` (x86-64).
 pub fn isa() -> Isa {
     static ISA: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
     *ISA.get_or_init(|| {
@@ -299,6 +303,11 @@ fn best_isa(cap: &str) -> Isa {
             return Isa::Avx2;
         }
     }
+    // NEON is part of every aarch64 CPU.
+    #[cfg(target_arch = "aarch64")]
+    if cap != "portable" {
+        return Isa::Neon;
+    }
     let _ = cap;
     Isa::Scalar
 }
@@ -308,6 +317,9 @@ pub fn vectorized(format: Format) -> bool {
     match isa() {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 | Isa::Avx512 => x86::covers(format),
+        // Every format `Format::new` accepts.
+        #[cfg(target_arch = "aarch64")]
+        Isa::Neon => true,
         _ => {
             let _ = format; // no vector kernel on this architecture
             false
@@ -369,6 +381,10 @@ unsafe fn columns(ops: &Operands, cols: std::ops::Range<usize>, out: Out) {
             Isa::Avx512 => x86::avx512::matmul(ops, cols, out),
             _ => x86::matmul(ops, cols, out),
         };
+    }
+    #[cfg(target_arch = "aarch64")]
+    if vectorized(ops.format) {
+        return neon::matmul(ops, cols, out);
     }
     scalar::matmul(ops, cols, out);
 }

@@ -56,7 +56,7 @@ mod tests {
 
     #[test]
     fn every_order_is_a_permutation_of_the_step() {
-        for bits in crate::kernel::BITS {
+        for bits in crate::BITS {
             let mut seen = order(bits).to_vec();
             seen.sort_unstable();
             assert_eq!(seen, (0..STEP).collect::<Vec<_>>(), "{bits} bits");

@@ -102,5 +102,10 @@ fn dequantize_row(ops: &Operands, n: usize, dst: &mut [f32]) {
         // SAFETY: `vectorized` checked AVX2 and FMA and the format; dst holds k floats.
         return unsafe { super::x86::dequantize_row(ops, n, dst) };
     }
+    #[cfg(target_arch = "aarch64")]
+    if super::vectorized(ops.format) {
+        // SAFETY: dst holds k floats (NEON is on every aarch64 CPU).
+        return unsafe { super::neon::dequantize_row(ops, n, dst) };
+    }
     super::scalar::dequantize_row(ops, n, dst);
 }

@@ -136,21 +136,38 @@ fn vector_kernels_equal_the_portable_one_bit_for_bit() {
     }
 }
 
-/// Each vector kernel set this CPU has (AVX2, AVX-512), called directly, gives the portable
-/// kernel's bits for one and two rows (codes in registers) and 3 to 9 (dequantized rows).
+type Kernel = unsafe fn(&Operands, std::ops::Range<usize>, Out);
+type Dequantize = unsafe fn(&Operands, usize, &mut [f32]);
+
+/// The vector kernel sets this CPU has: each one's product and dequantized row.
 #[cfg(target_arch = "x86_64")]
+fn vector_sets() -> Vec<(&'static str, Kernel, Dequantize)> {
+    let mut sets: Vec<(&str, Kernel, Dequantize)> = Vec::new();
+    if super::x86::available() {
+        sets.push(("avx2", super::x86::matmul, super::x86::dequantize_row));
+    }
+    if super::x86::avx512::available() {
+        sets.push(("avx512", super::x86::avx512::matmul, super::x86::dequantize_row));
+    }
+    sets
+}
+
+/// NEON is part of every aarch64 CPU.
+#[cfg(target_arch = "aarch64")]
+fn vector_sets() -> Vec<(&'static str, Kernel, Dequantize)> {
+    vec![("neon", super::neon::matmul, super::neon::dequantize_row)]
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn vector_sets() -> Vec<(&'static str, Kernel, Dequantize)> {
+    Vec::new()
+}
+
+/// Each vector kernel set this CPU has (AVX2, AVX-512; NEON), called directly, gives the
+/// portable kernel's bits for 1 to 9 rows.
 #[test]
 fn every_instruction_set_here_gives_the_portable_bits() {
-    type Kernel = unsafe fn(&Operands, std::ops::Range<usize>, Out);
-    let sets: [(&str, bool, Kernel); 2] = [
-        ("avx2", super::x86::available(), super::x86::matmul),
-        (
-            "avx512",
-            super::x86::avx512::available(),
-            super::x86::avx512::matmul,
-        ),
-    ];
-    for (name, _, kernel) in sets.into_iter().filter(|s| s.1) {
+    for (name, kernel, _) in vector_sets() {
         for format in formats() {
             for m in [1, 2, 3, 4, 6, 9] {
                 let case = Case::new(format, m, 5, 21);
@@ -167,6 +184,24 @@ fn every_instruction_set_here_gives_the_portable_bits() {
                     scalar::matmul(&ops, 0..case.n, Out(portable.as_mut_ptr()));
                 }
                 assert_eq!(fast, portable, "{name} {format:?} m={m}");
+            }
+        }
+    }
+}
+
+/// Each vector set's dequantized rows (the panels of a prefill) have the portable bits.
+#[test]
+fn every_instruction_set_here_dequantizes_with_the_portable_bits() {
+    for (name, _, dequantize) in vector_sets() {
+        for format in formats() {
+            let case = Case::new(format, 1, 4, 31);
+            let ops = case.ops();
+            for n in 0..case.n {
+                let (mut fast, mut portable) = (vec![0f32; case.k], vec![0f32; case.k]);
+                // SAFETY: the CPU has the set; each row holds k floats.
+                unsafe { dequantize(&ops, n, &mut fast) };
+                scalar::dequantize_row(&ops, n, &mut portable);
+                assert_eq!(fast, portable, "{name} {format:?} row {n}");
             }
         }
     }
@@ -311,6 +346,46 @@ fn bf16_and_f16_params_equal_their_f32_values() {
                 &mut narrow,
             );
             assert_eq!(wide, narrow, "{s:?}");
+        }
+    }
+}
+
+/// A plain `cblas_sgemm` (row-major, `c = alpha·a·op(b) + beta·c`) for the panels where no BLAS
+/// is linked: aarch64 under qemu-user, and macOS (`build.rs`).
+#[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+mod blas {
+    /// # Safety
+    /// The CBLAS contract, row-major, `a` not transposed.
+    #[no_mangle]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe extern "C" fn cblas_sgemm(
+        _layout: i32,
+        _trans_a: i32,
+        trans_b: i32,
+        m: i32,
+        n: i32,
+        k: i32,
+        alpha: f32,
+        a: *const f32,
+        lda: i32,
+        b: *const f32,
+        ldb: i32,
+        beta: f32,
+        c: *mut f32,
+        ldc: i32,
+    ) {
+        let (m, n, k) = (m as usize, n as usize, k as usize);
+        let (lda, ldb, ldc) = (lda as usize, ldb as usize, ldc as usize);
+        for i in 0..m {
+            for j in 0..n {
+                let b_at = |l: usize| match trans_b {
+                    112 => *b.add(j * ldb + l),
+                    _ => *b.add(l * ldb + j),
+                };
+                let dot: f32 = (0..k).map(|l| *a.add(i * lda + l) * b_at(l)).sum();
+                let out = c.add(i * ldc + j);
+                *out = alpha * dot + if beta == 0.0 { 0.0 } else { beta * *out };
+            }
         }
     }
 }
