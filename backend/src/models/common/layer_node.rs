@@ -69,7 +69,7 @@ impl DecoderLayer {
             qkv_bias: a.qkv_bias,
             qk_norm: a.qk_norm,
         };
-        Ok(Some(step(x, &weights, &shape(&a, eps), caches)?))
+        Ok(Some(step(x, &weights, &shape(&a, eps), a.head_dim, caches)?))
     }
 }
 
@@ -100,9 +100,9 @@ fn step(
     x: &Array,
     weights: &LayerWeights,
     shape: &LayerShape,
+    head_dim: i32,
     caches: &mut [&mut KvCache],
 ) -> Result<Array> {
-    let head_dim = weights.q.w.shape()[0] / shape.heads.max(1);
     let buffers = caches
         .iter_mut()
         .map(|c| c.buffers_for_one(shape.kv_heads, (head_dim, head_dim), Dtype::Float32))
