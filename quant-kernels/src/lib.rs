@@ -20,6 +20,8 @@ pub mod layout;
 mod panels;
 pub use panels::sgemm_nt;
 mod scalar;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod vector;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 #[cfg(target_arch = "x86_64")]
@@ -90,12 +92,6 @@ impl<'a> Params<'a> {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// Every value as f32.
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-    fn to_f32(self) -> Vec<f32> {
-        (0..self.len()).map(|i| self.get(i)).collect()
     }
 
     /// Values `range`.
@@ -200,73 +196,6 @@ impl Stored for F16 {
     #[inline(always)]
     fn widen(self) -> f32 {
         half::f16::from_bits(self.0).to_f32()
-    }
-}
-
-/// The scales and biases of a product in one stored dtype (for the vector kernels).
-#[cfg(target_arch = "x86_64")]
-#[derive(Clone, Copy)]
-pub(crate) struct Groups<'a, P> {
-    pub scales: &'a [P],
-    pub biases: &'a [P],
-}
-
-/// A half dtype: a `repr(transparent)` u16 (only `Bf16` and `F16` implement it).
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-pub(crate) trait Half {}
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-impl Half for Bf16 {}
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-impl Half for F16 {}
-
-/// `u16` bits as the half dtype `T`.
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-fn as_halves<T: Half>(v: &[u16]) -> &[T] {
-    // SAFETY: a `Half` is a repr(transparent) u16, so the slice has the same layout.
-    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const T, v.len()) }
-}
-
-/// `$body` with `$g` bound to the operands' scales and biases as [`Groups`] of their stored
-/// dtype. The MLX node never passes two dtypes (it checks that they share one); `Operands` can
-/// say so, and then both are widened to f32 first.
-#[cfg(target_arch = "x86_64")]
-macro_rules! by_stored {
-    ($ops:expr, $g:ident => $body:expr) => {{
-        use $crate::{Groups, Params};
-        match ($ops.scales, $ops.biases) {
-            (Params::F32(scales), Params::F32(biases)) => {
-                let $g = Groups { scales, biases };
-                $body
-            }
-            (Params::Bf16(s), Params::Bf16(b)) => {
-                let $g = Groups::<$crate::Bf16>::halves(s, b);
-                $body
-            }
-            (Params::F16(s), Params::F16(b)) => {
-                let $g = Groups::<$crate::F16>::halves(s, b);
-                $body
-            }
-            (s, b) => {
-                let (scales, biases) = (s.to_f32(), b.to_f32());
-                let $g = Groups {
-                    scales: &scales[..],
-                    biases: &biases[..],
-                };
-                $body
-            }
-        }
-    }};
-}
-#[cfg(target_arch = "x86_64")]
-pub(crate) use by_stored;
-
-#[cfg(target_arch = "x86_64")]
-impl<'a, T: Half> Groups<'a, T> {
-    fn halves(scales: &'a [u16], biases: &'a [u16]) -> Groups<'a, T> {
-        Groups {
-            scales: as_halves(scales),
-            biases: as_halves(biases),
-        }
     }
 }
 

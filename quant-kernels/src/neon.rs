@@ -8,24 +8,11 @@
 use std::arch::aarch64::*;
 
 use super::layout::STEP;
-use super::{bias_term, group_sums, Operands, Out, Params, Stored};
+use super::vector::{by_bits, by_stored, Column, Groups, SUMS};
+use super::{bias_term, group_sums, Operands, Out, Stored};
 
 /// Registers per step (the 32 codes, 4 lanes each).
 const REGS: usize = STEP / 4;
-
-/// `f::<BITS, P>(args)` for the operands' bit width (every width `Format::new` accepts).
-macro_rules! by_bits {
-    ($bits:expr, $f:ident::<$p:ty>($($arg:expr),*)) => {
-        match $bits {
-            2 => $f::<2, $p>($($arg),*),
-            3 => $f::<3, $p>($($arg),*),
-            4 => $f::<4, $p>($($arg),*),
-            5 => $f::<5, $p>($($arg),*),
-            6 => $f::<6, $p>($($arg),*),
-            _ => $f::<8, $p>($($arg),*),
-        }
-    };
-}
 
 /// Columns `cols` of `out[m, n]`, x in lane order.
 ///
@@ -33,53 +20,30 @@ macro_rules! by_bits {
 /// The operands' slices have the sizes `Operands` describes, and as `kernel::columns`.
 pub(super) unsafe fn matmul(ops: &Operands, cols: std::ops::Range<usize>, out: Out) {
     debug_assert!(ops.k.is_multiple_of(ops.format.group) && ops.x.len() >= ops.m * ops.k);
-    let bits = ops.format.bits;
-    match (ops.scales, ops.biases) {
-        (Params::F32(s), Params::F32(b)) => by_bits!(bits, columns::<f32>(ops, s, b, cols, out)),
-        (Params::Bf16(s), Params::Bf16(b)) => {
-            let (s, b) = (super::as_halves(s), super::as_halves(b));
-            by_bits!(bits, columns::<super::Bf16>(ops, s, b, cols, out))
-        }
-        (Params::F16(s), Params::F16(b)) => {
-            let (s, b) = (super::as_halves(s), super::as_halves(b));
-            by_bits!(bits, columns::<super::F16>(ops, s, b, cols, out))
-        }
-        (s, b) => {
-            let (s, b) = (s.to_f32(), b.to_f32());
-            by_bits!(bits, columns::<f32>(ops, &s, &b, cols, out))
-        }
-    }
-}
-
-/// One weight row's scales and biases, and the sums of x.
-struct Column<'a, P> {
-    n: usize,
-    scales: &'a [P],
-    biases: &'a [P],
-    sums: &'a [f32],
+    by_stored!(ops, groups => by_bits!(ops.format.bits, columns::<_>(ops, groups, cols, out)))
 }
 
 unsafe fn columns<const BITS: u32, P: Stored>(
     ops: &Operands,
-    scales: &[P],
-    biases: &[P],
+    params: Groups<P>,
     cols: std::ops::Range<usize>,
     out: Out,
 ) {
     let groups = ops.k / ops.format.group;
-    let mut sums = Vec::new();
-    group_sums(ops, &mut sums);
-    for n in cols {
-        let col = Column {
-            n,
-            scales: &scales[n * groups..(n + 1) * groups],
-            biases: &biases[n * groups..(n + 1) * groups],
-            sums: &sums,
-        };
-        for m in 0..ops.m {
-            row::<BITS, P>(ops, &col, m, out);
+    SUMS.with_borrow_mut(|sums| {
+        group_sums(ops, sums);
+        for n in cols {
+            let col = Column {
+                n,
+                scales: &params.scales[n * groups..(n + 1) * groups],
+                biases: &params.biases[n * groups..(n + 1) * groups],
+                sums,
+            };
+            for m in 0..ops.m {
+                row::<BITS, P>(ops, &col, m, out);
+            }
         }
-    }
+    })
 }
 
 /// Row `m` of x against one weight row, as the AVX2 kernel's `row`.
@@ -203,14 +167,7 @@ unsafe fn in_order8<const BITS: u32>(at: *const u8) -> [uint32x4_t; 2] {
 /// # Safety
 /// As `matmul`; `dst` holds `ops.k` floats.
 pub unsafe fn dequantize_row(ops: &Operands, n: usize, dst: &mut [f32]) {
-    match ops.format.bits {
-        2 => dequantize::<2>(ops, n, dst),
-        3 => dequantize::<3>(ops, n, dst),
-        4 => dequantize::<4>(ops, n, dst),
-        5 => dequantize::<5>(ops, n, dst),
-        6 => dequantize::<6>(ops, n, dst),
-        _ => dequantize::<8>(ops, n, dst),
-    }
+    by_bits!(ops.format.bits, dequantize(ops, n, dst))
 }
 
 unsafe fn dequantize<const BITS: u32>(ops: &Operands, n: usize, dst: &mut [f32]) {

@@ -7,32 +7,8 @@ use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
 use super::layout::{LANES, STEP, VECTORS};
-use super::{bias_term, by_stored, group_sums, Format, Groups, Operands, Out, Stored};
-
-/// `f::<BITS>(args)` for the format's bit width (a covered one: `Format::new` checked it);
-/// `f::<_>(args)` for `f::<BITS, _>`, its other generic parameter inferred.
-macro_rules! by_bits {
-    ($bits:expr, $f:ident::<_>($($arg:expr),*)) => {
-        match $bits {
-            2 => $f::<2, _>($($arg),*),
-            3 => $f::<3, _>($($arg),*),
-            4 => $f::<4, _>($($arg),*),
-            5 => $f::<5, _>($($arg),*),
-            6 => $f::<6, _>($($arg),*),
-            _ => $f::<8, _>($($arg),*),
-        }
-    };
-    ($bits:expr, $f:ident($($arg:expr),*)) => {
-        match $bits {
-            2 => $f::<2>($($arg),*),
-            3 => $f::<3>($($arg),*),
-            4 => $f::<4>($($arg),*),
-            5 => $f::<5>($($arg),*),
-            6 => $f::<6>($($arg),*),
-            _ => $f::<8>($($arg),*),
-        }
-    };
-}
+use super::vector::{by_bits, by_stored, Column, Groups, SUMS};
+use super::{bias_term, group_sums, Format, Operands, Out, Stored};
 
 pub(super) mod avx512;
 
@@ -64,19 +40,6 @@ pub(super) unsafe fn matmul(ops: &Operands, cols: std::ops::Range<usize>, out: O
     debug_assert!(covers(ops.format) && ops.k.is_multiple_of(ops.format.group));
     debug_assert!(ops.x.len() >= ops.m * ops.k);
     by_stored!(ops, groups => by_bits!(ops.format.bits, columns::<_>(ops, groups, cols, out)))
-}
-
-thread_local! {
-    /// Each group's sum of x (`group_sums`), per thread.
-    static SUMS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// One weight row's operands: its scales and biases, and the sums of x.
-struct Column<'a, P> {
-    n: usize,
-    scales: &'a [P],
-    biases: &'a [P],
-    sums: &'a [f32],
 }
 
 #[target_feature(enable = "avx2,fma")]

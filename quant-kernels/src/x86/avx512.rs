@@ -17,8 +17,9 @@
 use std::arch::x86_64::*;
 
 use super::super::layout::{LANES, STEP};
-use super::super::{bias_term, by_stored, group_sums, Groups, Operands, Out, Stored};
-use super::{codes_i, reduce, SUMS};
+use super::super::vector::{by_bits, by_stored, Groups, SUMS};
+use super::super::{bias_term, group_sums, Operands, Out, Stored};
+use super::{codes_i, reduce};
 
 /// Output columns (weight rows) per pass for one row of x: eight independent chains.
 const QUAD: usize = 4;

@@ -1,0 +1,112 @@
+//! What every vector kernel set (AVX2, AVX-512, NEON) shares: the dispatch on a product's bit
+//! width and on the dtype its scales and biases are stored in, so each set's loops are
+//! monomorphic; a weight row's operands; and the per-thread group sums of x.
+
+use super::{Bf16, Params, F16};
+
+/// `f::<BITS>(args)` for the format's bit width (`Format::new` checked it is one of these);
+/// `f::<_>(args)` for `f::<BITS, _>`, its other generic parameter inferred.
+macro_rules! by_bits {
+    ($bits:expr, $f:ident::<_>($($arg:expr),*)) => {
+        match $bits {
+            2 => $f::<2, _>($($arg),*),
+            3 => $f::<3, _>($($arg),*),
+            4 => $f::<4, _>($($arg),*),
+            5 => $f::<5, _>($($arg),*),
+            6 => $f::<6, _>($($arg),*),
+            _ => $f::<8, _>($($arg),*),
+        }
+    };
+    ($bits:expr, $f:ident($($arg:expr),*)) => {
+        match $bits {
+            2 => $f::<2>($($arg),*),
+            3 => $f::<3>($($arg),*),
+            4 => $f::<4>($($arg),*),
+            5 => $f::<5>($($arg),*),
+            6 => $f::<6>($($arg),*),
+            _ => $f::<8>($($arg),*),
+        }
+    };
+}
+pub(crate) use by_bits;
+
+/// `$body` with `$g` bound to the operands' scales and biases as [`Groups`] of their stored
+/// dtype. The MLX node never passes two dtypes (it checks that they share one); `Operands` can
+/// say so, and then both are widened to f32 first.
+macro_rules! by_stored {
+    ($ops:expr, $g:ident => $body:expr) => {{
+        use $crate::vector::Groups;
+        use $crate::Params;
+        match ($ops.scales, $ops.biases) {
+            (Params::F32(scales), Params::F32(biases)) => {
+                let $g = Groups { scales, biases };
+                $body
+            }
+            (Params::Bf16(s), Params::Bf16(b)) => {
+                let $g = Groups::<$crate::Bf16>::halves(s, b);
+                $body
+            }
+            (Params::F16(s), Params::F16(b)) => {
+                let $g = Groups::<$crate::F16>::halves(s, b);
+                $body
+            }
+            (s, b) => {
+                let (scales, biases) = (s.to_f32(), b.to_f32());
+                let $g = Groups {
+                    scales: &scales[..],
+                    biases: &biases[..],
+                };
+                $body
+            }
+        }
+    }};
+}
+pub(crate) use by_stored;
+
+/// The scales and biases of a product in one stored dtype.
+#[derive(Clone, Copy)]
+pub(crate) struct Groups<'a, P> {
+    pub scales: &'a [P],
+    pub biases: &'a [P],
+}
+
+/// A half dtype: a `repr(transparent)` u16 (only `Bf16` and `F16` implement it).
+pub(crate) trait Half {}
+impl Half for Bf16 {}
+impl Half for F16 {}
+
+impl<'a, T: Half> Groups<'a, T> {
+    pub(crate) fn halves(scales: &'a [u16], biases: &'a [u16]) -> Groups<'a, T> {
+        Groups {
+            scales: as_halves(scales),
+            biases: as_halves(biases),
+        }
+    }
+}
+
+/// `u16` bits as the half dtype `T`.
+fn as_halves<T: Half>(v: &[u16]) -> &[T] {
+    // SAFETY: a `Half` is a repr(transparent) u16, so the slice has the same layout.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const T, v.len()) }
+}
+
+impl Params<'_> {
+    /// Every value as f32 (operands whose scales and biases differ in dtype).
+    pub(crate) fn to_f32(self) -> Vec<f32> {
+        (0..self.len()).map(|i| self.get(i)).collect()
+    }
+}
+
+/// One weight row's operands: its scales and biases, and the sums of x.
+pub(crate) struct Column<'a, P> {
+    pub n: usize,
+    pub scales: &'a [P],
+    pub biases: &'a [P],
+    pub sums: &'a [f32],
+}
+
+thread_local! {
+    /// Each group's sum of x (`group_sums`), per thread, kept between products.
+    pub(crate) static SUMS: std::cell::RefCell<Vec<f32>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
