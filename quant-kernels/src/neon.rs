@@ -8,8 +8,8 @@
 use std::arch::aarch64::*;
 
 use super::layout::STEP;
-use super::vector::{by_bits, by_stored, Column, Groups, SUMS};
-use super::{bias_term, group_sums, Operands, Out, Stored};
+use super::vector::{by_bits, by_stored, each_column, Column, Groups};
+use super::{bias_term, Operands, Out, Stored};
 
 /// Registers per step (the 32 codes, 4 lanes each).
 const REGS: usize = STEP / 4;
@@ -29,21 +29,8 @@ unsafe fn columns<const BITS: u32, P: Stored>(
     cols: std::ops::Range<usize>,
     out: Out,
 ) {
-    let groups = ops.k / ops.format.group;
-    SUMS.with_borrow_mut(|sums| {
-        group_sums(ops, sums);
-        for n in cols {
-            let col = Column {
-                n,
-                scales: &params.scales[n * groups..(n + 1) * groups],
-                biases: &params.biases[n * groups..(n + 1) * groups],
-                sums,
-            };
-            for m in 0..ops.m {
-                row::<BITS, P>(ops, &col, m, out);
-            }
-        }
-    })
+    // SAFETY: as `matmul`.
+    each_column(ops, params, cols, |col, m| unsafe { row::<BITS, P>(ops, col, m, out) });
 }
 
 /// Row `m` of x against one weight row, as the AVX2 kernel's `row`.

@@ -2,7 +2,7 @@
 //! width and on the dtype its scales and biases are stored in, so each set's loops are
 //! monomorphic; a weight row's operands; and the per-thread group sums of x.
 
-use super::{Bf16, Params, F16};
+use super::{group_sums, Bf16, Operands, Params, Stored, F16};
 
 /// `f::<BITS>(args)` for the format's bit width (`Format::new` checked it is one of these);
 /// `f::<_>(args)` for `f::<BITS, _>`, its other generic parameter inferred.
@@ -109,4 +109,30 @@ thread_local! {
     /// Each group's sum of x (`group_sums`), per thread, kept between products.
     pub(crate) static SUMS: std::cell::RefCell<Vec<f32>> =
         const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Every row of x against each weight row of `cols`, by `row` (a set's kernel for one row of x
+/// and one weight row), the group sums of x made once on this thread.
+#[inline(always)]
+pub(crate) fn each_column<P: Stored>(
+    ops: &Operands,
+    params: Groups<P>,
+    cols: std::ops::Range<usize>,
+    row: impl Fn(&Column<P>, usize),
+) {
+    let groups = ops.k / ops.format.group;
+    SUMS.with_borrow_mut(|sums| {
+        group_sums(ops, sums);
+        for n in cols {
+            let col = Column {
+                n,
+                scales: &params.scales[n * groups..(n + 1) * groups],
+                biases: &params.biases[n * groups..(n + 1) * groups],
+                sums,
+            };
+            for m in 0..ops.m {
+                row(&col, m);
+            }
+        }
+    })
 }

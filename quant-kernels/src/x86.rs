@@ -7,8 +7,8 @@ use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
 use super::layout::{LANES, STEP, VECTORS};
-use super::vector::{by_bits, by_stored, Column, Groups, SUMS};
-use super::{bias_term, group_sums, Format, Operands, Out, Stored};
+use super::vector::{by_bits, by_stored, each_column, Column, Groups};
+use super::{bias_term, Format, Operands, Out, Stored};
 
 pub(super) mod avx512;
 
@@ -42,6 +42,8 @@ pub(super) unsafe fn matmul(ops: &Operands, cols: std::ops::Range<usize>, out: O
     by_stored!(ops, groups => by_bits!(ops.format.bits, columns::<_>(ops, groups, cols, out)))
 }
 
+/// Row by row: a second row's group sums would not fit the 16 registers (measured slower),
+/// and the weight row stays in L1 between them.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn columns<const BITS: u32, P: Stored>(
     ops: &Operands,
@@ -49,23 +51,8 @@ unsafe fn columns<const BITS: u32, P: Stored>(
     cols: std::ops::Range<usize>,
     out: Out,
 ) {
-    let groups = ops.k / ops.format.group;
-    SUMS.with_borrow_mut(|sums| {
-        group_sums(ops, sums);
-        for n in cols {
-            let col = Column {
-                n,
-                scales: &params.scales[n * groups..(n + 1) * groups],
-                biases: &params.biases[n * groups..(n + 1) * groups],
-                sums,
-            };
-            // Row by row: a second row's group sums would not fit the 16 registers
-            // (measured slower), and the weight row stays in L1 between them.
-            for m in 0..ops.m {
-                row::<BITS, P>(ops, &col, m, out);
-            }
-        }
-    })
+    // SAFETY: this function's features are `row`'s; as `matmul`.
+    each_column(ops, params, cols, |col, m| unsafe { row::<BITS, P>(ops, col, m, out) });
 }
 
 /// Row `m` of x against one weight row: per group, each step's 32 codes are unpacked and
