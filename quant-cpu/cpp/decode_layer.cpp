@@ -7,12 +7,17 @@
 // products. This node runs the same steps in the same order (cpu_steps.h, the packed kernel,
 // vmath.h), so every output has the bits of the nodes it replaces; the tests compare them.
 //
-// Inputs: x [B, 1, D] f32; the attention norm [D]; q, k, v, o packed (w, scales, biases
-// each); the MLP norm [D]; gate, up, down packed; then q/k/v biases [N] f32 when the layer
-// has them, q and k norms [head_dim] f32 when it has them, rope frequencies [dims/2] f32 when
-// given; then per row b its key and value buffers [1, kv_heads, capacity, head_dim] f32.
-// Row b's new position goes at `offsets[b]` (< capacity) and it attends over positions
-// 0..=offsets[b]. Outputs: the layer's output [B, 1, D], then each row's key and value
+// The layer's weights (`MlxdLayer`, made and checked once): the attention norm [D]; q, k, v,
+// o packed (w, scales, biases each); the MLP norm [D]; gate, up, down packed; then q/k/v
+// biases [N] f32 when the layer has them, q and k norms [head_dim] f32 when it has them,
+// rope frequencies [dims/2] f32 when given. A step's node shares them instead of taking them
+// as inputs: a node's inputs cost the engine thread per step (a weak copy, a reference held
+// until the step ends), and 26 of a layer's 29 were weights that never change.
+//
+// A step's inputs: x [B, 1, D] f32, then per row b its key and value buffers
+// [1, kv_heads, capacity, head_dim] f32. Row b's new position goes at `offsets[b]`
+// (< capacity) and it attends over positions 0..=offsets[b]. Outputs: the layer's output
+// [B, 1, D], then each row's key and value
 // buffers with the new position written: in place where the caller says the row's buffers
 // are its alone (`exclusive[b]`), else into a copy. The caller decides, not MLX's reference
 // count (as its slice update does): a step is built while the one before still runs, and
@@ -63,18 +68,18 @@ using namespace mlx::core;
 
 constexpr const char* LAYER = "mlxd_decode_layer";
 
-// Where the operands every layer has sit in the inputs (a packed weight takes three).
+// Where the weights every layer has sit in its weights (a packed weight takes three).
 namespace slot {
-constexpr size_t X = 0, ATTN_NORM = 1, Q = 2, K = 5, V = 8, O = 11, MLP_NORM = 14, GATE = 15,
-                 UP = 18, DOWN = 21, FIXED = 24;
+constexpr size_t ATTN_NORM = 0, Q = 1, K = 4, V = 7, O = 10, MLP_NORM = 13, GATE = 14, UP = 17,
+                 DOWN = 20, FIXED = 23;
 }
 
-// Where the optional operands and the caches sit, after the fixed ones.
+// Where the optional weights sit, after the fixed ones, and how many there are in all.
 struct Slots {
   size_t qkv_bias;
   size_t qk_norm;
   size_t freqs;
-  size_t caches;
+  size_t count;
 
   explicit Slots(const MlxdLayerSpec& s) {
     size_t at = slot::FIXED;
@@ -84,8 +89,18 @@ struct Slots {
     at += s.qk_norm ? 2 : 0;
     freqs = at;
     at += s.rope_freqs ? 1 : 0;
-    caches = at;
+    count = at;
   }
+};
+
+// A layer's weights and configuration, checked once; every step's node holds them.
+struct Layer {
+  MlxdLayerSpec spec;
+  Slots slots;
+  // The hidden size and the head width.
+  int64_t d;
+  int64_t head_dim;
+  std::vector<array> w;
 };
 
 mlxd::RopeParams rope_params(const MlxdLayerSpec& s) {
@@ -104,17 +119,18 @@ Scratch& scratch() {
 
 // One step of the layer as the stream thread runs it.
 struct LayerRun {
-  MlxdLayerSpec spec;
-  Slots slots;
+  std::shared_ptr<const Layer> layer;
+  const MlxdLayerSpec& spec;
   std::vector<int32_t> offsets;
   mlxd_qmm_kernel kernel;
+  // The step's inputs: x, then each row's key and value buffers.
   std::vector<array> inputs;
   std::vector<array> outputs;
   // Outputs (cache buffers) that hold a copy of their input, made before the step writes.
   std::vector<size_t> copies;
 
   const float* f32(size_t at) const {
-    return inputs[at].data<float>();
+    return layer->w[at].data<float>();
   }
 
   int64_t rows() const {
@@ -123,7 +139,7 @@ struct LayerRun {
 
   // y [rows, N] = x [rows, K] times the packed weight at `at`, as the product node runs it.
   void product(const float* x, size_t at, float* y) const {
-    const array &w = inputs[at], &scales = inputs[at + 1], &biases = inputs[at + 2];
+    const array &w = layer->w[at], &scales = layer->w[at + 1], &biases = layer->w[at + 2];
     kernel(x, rows(), int64_t(w.shape(1)) * 32 / spec.bits, w.data<uint8_t>(),
            scales.data<void>(), biases.data<void>(), mlxd::packed_params_code(scales.dtype()),
            w.shape(0), spec.bits, spec.group, y);
@@ -154,7 +170,7 @@ void add_residual(float* h, const float* x, const float* y, int64_t n) {
 
 void LayerRun::copy_caches() {
   for (size_t i : copies) {
-    const array& in = inputs[slots.caches + i - 1];
+    const array& in = inputs[i];
     std::vector<float> keep;
     const float* src = mlxd_row_major(in, keep);
     std::memcpy(outputs[i].data<float>(), src, in.nbytes());
@@ -163,7 +179,7 @@ void LayerRun::copy_caches() {
 
 // Norm, q/k/v products, biases and q/k norms: the heads before their rope.
 void LayerRun::project_qkv(Scratch& s, const float* x, int64_t head_dim) {
-  const int64_t b = rows(), d = inputs[slot::X].shape(-1);
+  const int64_t b = rows(), d = layer->d;
   const int64_t nq = spec.heads * head_dim, nkv = spec.kv_heads * head_dim;
   s.normed.resize(b * d);
   s.q.resize(b * nq);
@@ -174,14 +190,14 @@ void LayerRun::project_qkv(Scratch& s, const float* x, int64_t head_dim) {
   product(s.normed.data(), slot::K, s.k.data());
   product(s.normed.data(), slot::V, s.v.data());
   if (spec.qkv_bias) {
-    add_rows(s.q.data(), f32(slots.qkv_bias), b, nq);
-    add_rows(s.k.data(), f32(slots.qkv_bias + 1), b, nkv);
-    add_rows(s.v.data(), f32(slots.qkv_bias + 2), b, nkv);
+    add_rows(s.q.data(), f32(layer->slots.qkv_bias), b, nq);
+    add_rows(s.k.data(), f32(layer->slots.qkv_bias + 1), b, nkv);
+    add_rows(s.v.data(), f32(layer->slots.qkv_bias + 2), b, nkv);
   }
   if (spec.qk_norm) {
-    mlxd::rms_norm_rows(s.q.data(), f32(slots.qk_norm), s.q.data(), b * spec.heads, head_dim,
+    mlxd::rms_norm_rows(s.q.data(), f32(layer->slots.qk_norm), s.q.data(), b * spec.heads, head_dim,
                         spec.eps);
-    mlxd::rms_norm_rows(s.k.data(), f32(slots.qk_norm + 1), s.k.data(), b * spec.kv_heads,
+    mlxd::rms_norm_rows(s.k.data(), f32(layer->slots.qk_norm + 1), s.k.data(), b * spec.kv_heads,
                         head_dim, spec.eps);
   }
 }
@@ -191,7 +207,7 @@ void LayerRun::project_qkv(Scratch& s, const float* x, int64_t head_dim) {
 void LayerRun::attend_row(Scratch& s, int64_t b, int64_t d) {
   const int64_t heads = spec.heads, kv_heads = spec.kv_heads, pos = offsets[b];
   const mlxd::RopeParams p = rope_params(spec);
-  const std::vector<float> inv = mlxd::inv_freqs(p, spec.rope_freqs ? f32(slots.freqs) : nullptr);
+  const std::vector<float> inv = mlxd::inv_freqs(p, spec.rope_freqs ? f32(layer->slots.freqs) : nullptr);
   std::vector<float> cos_t(p.dims / 2), sin_t(p.dims / 2);
   mlxd::rope_angles((0.0f + static_cast<float>(pos)) * p.scale, p, inv.data(), cos_t.data(),
                     sin_t.data());
@@ -219,7 +235,7 @@ void LayerRun::attend_row(Scratch& s, int64_t b, int64_t d) {
 
 // h += down(silu(gate(norm(h))) * up(norm(h))).
 void LayerRun::mlp(Scratch& s, float* h) {
-  const int64_t b = rows(), d = inputs[slot::X].shape(-1), inter = inputs[slot::GATE].shape(0);
+  const int64_t b = rows(), d = layer->d, inter = layer->w[slot::GATE].shape(0);
   s.gate.resize(b * inter);
   s.up.resize(b * inter);
   s.projected.resize(b * d);
@@ -234,9 +250,8 @@ void LayerRun::mlp(Scratch& s, float* h) {
 void LayerRun::run() {
   copy_caches();
   Scratch& s = scratch();
-  const int64_t b = rows(), d = inputs[slot::X].shape(-1);
-  const int64_t head_dim = inputs[slot::Q].shape(0) / spec.heads;
-  const float* x = mlxd_row_major(inputs[slot::X], s.x);
+  const int64_t b = rows(), d = layer->d, head_dim = layer->head_dim;
+  const float* x = mlxd_row_major(inputs[0], s.x);
   project_qkv(s, x, head_dim);
   s.attended.resize(b * spec.heads * head_dim);
   for (int64_t r = 0; r < b; r++) {
@@ -261,10 +276,10 @@ void check_contiguous(const array& a) {
 
 class DecodeLayerCpu : public Primitive {
  public:
-  DecodeLayerCpu(Stream stream, MlxdLayerSpec spec, std::vector<int32_t> offsets,
+  DecodeLayerCpu(Stream stream, std::shared_ptr<const Layer> layer, std::vector<int32_t> offsets,
                  std::vector<bool> exclusive, mlxd_qmm_kernel kernel)
       : Primitive(stream),
-        spec_(spec),
+        layer_(std::move(layer)),
         offsets_(std::move(offsets)),
         exclusive_(std::move(exclusive)),
         kernel_(kernel) {}
@@ -285,15 +300,15 @@ class DecodeLayerCpu : public Primitive {
   }
 
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
-    std::vector<Shape> shapes{inputs[slot::X].shape()};
-    for (size_t i = Slots(spec_).caches; i < inputs.size(); i++) {
-      shapes.push_back(inputs[i].shape());
+    std::vector<Shape> shapes;
+    for (const array& in : inputs) {
+      shapes.push_back(in.shape());
     }
     return shapes;
   }
 
  private:
-  MlxdLayerSpec spec_;
+  std::shared_ptr<const Layer> layer_;
   std::vector<int32_t> offsets_;
   std::vector<bool> exclusive_;
   mlxd_qmm_kernel kernel_;
@@ -301,17 +316,14 @@ class DecodeLayerCpu : public Primitive {
 
 void DecodeLayerCpu::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   auto& encoder = cpu::get_command_encoder(stream());
-  LayerRun run{spec_, Slots(spec_), offsets_, kernel_, {}, {}, {}};
-  for (size_t i = 1; i < run.slots.caches; i++) {
-    check_contiguous(inputs[i]);
-  }
+  LayerRun run{layer_, layer_->spec, offsets_, kernel_, {}, {}, {}};
   for (auto& in : inputs) {
     encoder.set_input_array(in);
     run.inputs.push_back(array::unsafe_weak_copy(in));
   }
   outputs[0].set_data(allocator::malloc(outputs[0].nbytes()));
   for (size_t i = 1; i < outputs.size(); i++) {
-    const array& cache = inputs[run.slots.caches + i - 1];
+    const array& cache = inputs[i];
     const bool whole = cache.flags().row_contiguous && cache.data_size() == cache.size();
     if (exclusive_[(i - 1) / 2] && whole) {
       outputs[i].copy_shared_buffer(cache);
@@ -341,63 +353,92 @@ void check_vector(const array& a, int64_t n, const char* what) {
 }
 
 // The packed weight at `at`: n outputs of k inputs.
-void check_weight(const std::vector<array>& in, size_t at, int64_t k, int64_t n, const char* what,
+void check_weight(const std::vector<array>& w, size_t at, int64_t k, int64_t n, const char* what,
                   const MlxdLayerSpec& s) {
-  mlxd::validate_packed(LAYER, k, in[at], in[at + 1], in[at + 2], s.group, s.bits);
-  check(in[at].shape(0) == n, [&] {
+  mlxd::validate_packed(LAYER, k, w[at], w[at + 1], w[at + 2], s.group, s.bits);
+  check(w[at].shape(0) == n, [&] {
     return std::string(what) + " must have " + std::to_string(n) + " outputs, not " +
-        std::to_string(in[at].shape(0));
+        std::to_string(w[at].shape(0));
   });
 }
 
-// Every operand but the caches, so the stream thread can trust every size.
-void check_layer(const std::vector<array>& in, const MlxdLayerSpec& s, int64_t head_dim) {
-  const array& x = in[slot::X];
-  const int64_t d = x.shape(-1), nq = s.heads * head_dim, nkv = s.kv_heads * head_dim;
-  check(in[slot::GATE].ndim() == 2, "gate must be a 2-D packed weight");
-  const int64_t inter = in[slot::GATE].shape(0);
-  check_vector(in[slot::ATTN_NORM], d, "the attention norm");
-  check_vector(in[slot::MLP_NORM], d, "the MLP norm");
-  check_weight(in, slot::Q, d, nq, "q", s);
-  check_weight(in, slot::K, d, nkv, "k", s);
-  check_weight(in, slot::V, d, nkv, "v", s);
-  check_weight(in, slot::O, nq, d, "o", s);
-  check_weight(in, slot::GATE, d, inter, "gate", s);
-  check_weight(in, slot::UP, d, inter, "up", s);
-  check_weight(in, slot::DOWN, inter, d, "down", s);
+// Every weight's dtype and shape, so the stream thread can trust every size.
+void check_weights(const std::vector<array>& w, const MlxdLayerSpec& s, int64_t d,
+                   int64_t head_dim) {
+  const int64_t nq = s.heads * head_dim, nkv = s.kv_heads * head_dim;
+  check(w[slot::GATE].ndim() == 2, "gate must be a 2-D packed weight");
+  const int64_t inter = w[slot::GATE].shape(0);
+  check_vector(w[slot::ATTN_NORM], d, "the attention norm");
+  check_vector(w[slot::MLP_NORM], d, "the MLP norm");
+  check_weight(w, slot::Q, d, nq, "q", s);
+  check_weight(w, slot::K, d, nkv, "k", s);
+  check_weight(w, slot::V, d, nkv, "v", s);
+  check_weight(w, slot::O, nq, d, "o", s);
+  check_weight(w, slot::GATE, d, inter, "gate", s);
+  check_weight(w, slot::UP, d, inter, "up", s);
+  check_weight(w, slot::DOWN, inter, d, "down", s);
   Slots slots(s);
   if (s.qkv_bias) {
-    check_vector(in[slots.qkv_bias], nq, "the q bias");
-    check_vector(in[slots.qkv_bias + 1], nkv, "the k bias");
-    check_vector(in[slots.qkv_bias + 2], nkv, "the v bias");
+    check_vector(w[slots.qkv_bias], nq, "the q bias");
+    check_vector(w[slots.qkv_bias + 1], nkv, "the k bias");
+    check_vector(w[slots.qkv_bias + 2], nkv, "the v bias");
   }
   if (s.qk_norm) {
-    check_vector(in[slots.qk_norm], head_dim, "the q norm");
-    check_vector(in[slots.qk_norm + 1], head_dim, "the k norm");
+    check_vector(w[slots.qk_norm], head_dim, "the q norm");
+    check_vector(w[slots.qk_norm + 1], head_dim, "the k norm");
   }
+  if (s.rope_freqs) {
+    check_vector(w[slots.freqs], s.rope_dims / 2, "the rope frequencies");
+  }
+}
+
+// The configuration's own sense: heads over kv heads, and a rope the head can take.
+void check_spec(const MlxdLayerSpec& s, int64_t head_dim) {
   check(s.rope_dims > 0 && s.rope_dims % 2 == 0 && s.rope_dims <= head_dim,
         [&] {
           return "rope dims " + std::to_string(s.rope_dims) +
               " must be even, positive and at most " + std::to_string(head_dim);
         });
-  if (s.rope_freqs) {
-    check_vector(in[slots.freqs], s.rope_dims / 2, "the rope frequencies");
+}
+
+// The layer from its weights (evaluated here, so a step can read them), checked.
+std::shared_ptr<const Layer> make_layer(std::vector<array> w, const MlxdLayerSpec& s) {
+  check(s.heads > 0 && s.kv_heads > 0 && s.heads % s.kv_heads == 0,
+        [&] {
+          return "heads " + std::to_string(s.heads) + " must be a positive multiple of kv heads " +
+              std::to_string(s.kv_heads);
+        });
+  Slots slots(s);
+  check(w.size() == slots.count, [&] {
+    return std::to_string(w.size()) + " weights where the layer takes " +
+        std::to_string(slots.count);
+  });
+  check(w[slot::Q].ndim() == 2 && w[slot::Q].shape(0) % s.heads == 0,
+        "q must have heads * head_dim outputs");
+  check(w[slot::ATTN_NORM].ndim() == 1, "the attention norm must be a vector");
+  const int64_t d = w[slot::ATTN_NORM].shape(0), head_dim = w[slot::Q].shape(0) / s.heads;
+  check_spec(s, head_dim);
+  check_weights(w, s, d, head_dim);
+  eval(w);
+  for (const array& a : w) {
+    check_contiguous(a);
   }
+  mlxd::require_sgemm();
+  return std::make_shared<const Layer>(Layer{s, slots, d, head_dim, std::move(w)});
 }
 
 // Row b's buffers: [1, kv_heads, capacity > offset, head_dim] f32 each.
-void check_caches(const std::vector<array>& in, const MlxdLayerSpec& s, int64_t head_dim,
+void check_caches(const std::vector<array>& in, const Layer& l,
                   const std::vector<int32_t>& offsets) {
-  const size_t at = Slots(s).caches;
-  check(in.size() == at + 2 * offsets.size(), "one key and one value buffer per row");
+  check(in.size() == 1 + 2 * offsets.size(), "one key and one value buffer per row");
   for (size_t b = 0; b < offsets.size(); b++) {
-    for (const array& c : {in[at + 2 * b], in[at + 2 * b + 1]}) {
+    for (const array& c : {in[1 + 2 * b], in[2 + 2 * b]}) {
       check(c.dtype() == float32 && c.ndim() == 4 && c.shape(0) == 1 &&
-                c.shape(1) == s.kv_heads && c.shape(3) == head_dim,
+                c.shape(1) == l.spec.kv_heads && c.shape(3) == l.head_dim,
             [&] {
               return "row " + std::to_string(b) + "'s cache must be float32 [1, " +
-                  std::to_string(s.kv_heads) + ", capacity, " + std::to_string(head_dim) +
-                  "], not " + describe(c);
+                  std::to_string(l.spec.kv_heads) + ", capacity, " +
+                  std::to_string(l.head_dim) + "], not " + describe(c);
             });
       check(offsets[b] >= 0 && offsets[b] < c.shape(2),
             [&] {
@@ -414,62 +455,79 @@ struct Rows {
   std::vector<bool> exclusive;
 };
 
-std::vector<array> decode_layer_cpu(const std::vector<array>& inputs, const MlxdLayerSpec& s,
-                                    Rows rows, mlxd_qmm_kernel kernel, Stream stream) {
+// The step's node over x and the caches (`inputs`).
+std::vector<array> decode_layer_cpu(const std::vector<array>& inputs,
+                                    std::shared_ptr<const Layer> layer, Rows rows,
+                                    mlxd_qmm_kernel kernel, Stream stream) {
   auto& offsets = rows.offsets;
   check(kernel != nullptr, "no kernel");
-  check(s.heads > 0 && s.kv_heads > 0 && s.heads % s.kv_heads == 0,
-        [&] {
-          return "heads " + std::to_string(s.heads) + " must be a positive multiple of kv heads " +
-              std::to_string(s.kv_heads);
-        });
-  check(inputs.size() >= Slots(s).caches, "too few operands for the layer");
-  const array& x = inputs[slot::X];
-  check(x.dtype() == float32 && x.ndim() == 3 && x.shape(1) == 1 &&
+  const array& x = inputs[0];
+  check(x.dtype() == float32 && x.ndim() == 3 && x.shape(1) == 1 && x.shape(2) == layer->d &&
             x.shape(0) == static_cast<int>(offsets.size()) && !offsets.empty(),
         [&] {
-          return "x must be float32 [B, 1, D] with one offset per row, not " + describe(x) +
-              " with " + std::to_string(offsets.size());
+          return "x must be float32 [B, 1, " + std::to_string(layer->d) +
+              "] with one offset per row, not " + describe(x) + " with " +
+              std::to_string(offsets.size());
         });
-  check(inputs[slot::Q].ndim() == 2 && inputs[slot::Q].shape(0) % s.heads == 0,
-        "q must have heads * head_dim outputs");
-  const int64_t head_dim = inputs[slot::Q].shape(0) / s.heads;
-  check_layer(inputs, s, head_dim);
-  check_caches(inputs, s, head_dim, offsets);
-  mlxd::require_sgemm();
-  std::vector<Shape> shapes{x.shape()};
-  for (size_t i = Slots(s).caches; i < inputs.size(); i++) {
-    shapes.push_back(inputs[i].shape());
+  check_caches(inputs, *layer, offsets);
+  std::vector<Shape> shapes;
+  for (const array& in : inputs) {
+    shapes.push_back(in.shape());
   }
   std::vector<Dtype> dtypes(shapes.size(), float32);
   return array::make_arrays(
       std::move(shapes), dtypes,
-      std::make_shared<DecodeLayerCpu>(stream, s, std::move(offsets), std::move(rows.exclusive),
-                                       kernel),
+      std::make_shared<DecodeLayerCpu>(stream, std::move(layer), std::move(offsets),
+                                       std::move(rows.exclusive), kernel),
       inputs);
 }
 
 } // namespace
 
-// The layer's decode step (see the top of this file for the operands, in `inputs[0..count]`),
-// one offset and one `exclusive` per row: the output, then each row's key and value buffers.
+// A layer's weights, checked once and shared by every step's node.
+struct MlxdLayer {
+  std::shared_ptr<const Layer> layer;
+};
+
+// The layer of `count` weights in the order at the top of this file, into `*out` (freed by
+// `mlxd_layer_free`).
+extern "C" int mlxd_layer_new(MlxdLayer** out, const mlx_array* weights, int count,
+                              const MlxdLayerSpec* spec) {
+  return mlxd_guarded([&] {
+    std::vector<array> w;
+    for (int i = 0; i < count; i++) {
+      w.push_back(mlx_array_get_(weights[i]));
+    }
+    *out = new MlxdLayer{make_layer(std::move(w), *spec)};
+  });
+}
+
+// Steps still running keep the weights until they finish.
+extern "C" void mlxd_layer_free(MlxdLayer* layer) {
+  delete layer;
+}
+
+// The layer's decode step over x and one key and one value buffer per row (`caches`, 2 *
+// `rows`), one offset and one `exclusive` per row: the output, then each row's buffers.
 extern "C" int mlxd_decode_layer(
     mlx_vector_array* res,
-    const mlx_array* inputs,
-    int count,
+    const MlxdLayer* layer,
+    const mlx_array x,
+    const mlx_array* caches,
     const int32_t* offsets,
     const bool* exclusive,
     int rows,
-    const MlxdLayerSpec* spec,
     mlxd_qmm_kernel kernel,
     const mlx_stream s) {
   return mlxd_guarded([&] {
-    std::vector<array> ins;
-    for (int i = 0; i < count; i++) {
-      ins.push_back(mlx_array_get_(inputs[i]));
+    check(layer != nullptr, "no layer");
+    std::vector<array> ins{mlx_array_get_(x)};
+    for (int i = 0; i < 2 * rows; i++) {
+      ins.push_back(mlx_array_get_(caches[i]));
     }
     Rows r{std::vector<int32_t>(offsets, offsets + rows),
            std::vector<bool>(exclusive, exclusive + rows)};
-    mlx_vector_array_set_(*res, decode_layer_cpu(ins, *spec, std::move(r), kernel, mlx_stream_get_(s)));
+    mlx_vector_array_set_(*res, decode_layer_cpu(ins, layer->layer, std::move(r), kernel,
+                                                 mlx_stream_get_(s)));
   });
 }

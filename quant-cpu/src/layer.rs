@@ -33,16 +33,29 @@ struct Spec {
     rope_freqs: bool,
 }
 
+/// `MlxdLayer` in the C++: a layer's weights, checked once, shared by every step's node.
+#[repr(C)]
+struct RawLayer {
+    _private: [u8; 0],
+}
+
 extern "C" {
+    fn mlxd_layer_new(
+        out: *mut *mut RawLayer,
+        weights: *const mlx_sys::mlx_array,
+        count: i32,
+        spec: *const Spec,
+    ) -> i32;
+    fn mlxd_layer_free(layer: *mut RawLayer);
     #[allow(clippy::too_many_arguments)]
     fn mlxd_decode_layer(
         res: *mut mlx_sys::mlx_vector_array,
-        inputs: *const mlx_sys::mlx_array,
-        count: i32,
+        layer: *const RawLayer,
+        x: mlx_sys::mlx_array,
+        caches: *const mlx_sys::mlx_array,
         offsets: *const i32,
         exclusive: *const bool,
         rows: i32,
-        spec: *const Spec,
         kernel: Kernel,
         stream: mlx_sys::mlx_stream,
     ) -> i32;
@@ -89,44 +102,90 @@ pub struct RowCache<'a> {
     pub exclusive: bool,
 }
 
-/// The layer's step for x [B, 1, D] f32, row b's new position going to `rows[b]`: the output
-/// [B, 1, D] and each row's (keys, values) buffers with that position written. A row attends
-/// over positions 0..=offset of its buffers.
+/// A layer made into the node's form once: its weights (evaluated) and configuration, checked.
+/// Each step's node shares them, so a step's graph holds only x and the caches: a node's
+/// every input costs the engine thread per step, and most of a layer's were weights.
+pub struct LayerNode {
+    raw: std::ptr::NonNull<RawLayer>,
+}
+
+// SAFETY: the C++ layer is immutable once made, and its weights are MLX arrays shared through
+// reference counts that are atomic.
+unsafe impl Send for LayerNode {}
+unsafe impl Sync for LayerNode {}
+
+impl Drop for LayerNode {
+    fn drop(&mut self) {
+        // SAFETY: made by `mlxd_layer_new`, freed once; steps in flight hold their own share.
+        unsafe { mlxd_layer_free(self.raw.as_ptr()) }
+    }
+}
+
+impl LayerNode {
+    /// The layer, or an error naming the weight or setting the node does not take.
+    pub fn new(w: &LayerWeights, shape: &LayerShape) -> Result<LayerNode, Exception> {
+        let handles = weight_handles(w, shape);
+        let spec = spec(w, shape);
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: every handle is a live mlx-rs array; the shim copies what it keeps.
+        mlx_rs::raw::try_status_op("layer node", || unsafe {
+            mlxd_layer_new(&mut raw, handles.as_ptr(), handles.len() as i32, &spec)
+        })?;
+        let raw = std::ptr::NonNull::new(raw)
+            .ok_or_else(|| Exception::custom("the layer node was not made"))?;
+        Ok(LayerNode { raw })
+    }
+
+    /// The step for x [B, 1, D] f32, row b's new position going to `rows[b]`: the output
+    /// [B, 1, D] and each row's (keys, values) buffers with that position written. A row
+    /// attends over positions 0..=offset of its buffers.
+    pub fn step(
+        &self,
+        x: &Array,
+        rows: &[RowCache],
+    ) -> Result<(Array, Vec<(Array, Array)>), Exception> {
+        let stream = Stream::thread_local_or_default();
+        let caches: Vec<_> = rows
+            .iter()
+            .flat_map(|r| [r.keys.as_ptr(), r.values.as_ptr()])
+            .collect();
+        let offsets: Vec<i32> = rows.iter().map(|r| r.offset).collect();
+        let exclusive: Vec<bool> = rows.iter().map(|r| r.exclusive).collect();
+        // SAFETY: the layer is live, every handle is a live mlx-rs object; the shim copies
+        // what it keeps; `caches`, `offsets` and `exclusive` outlive the call.
+        let mut out = mlx_rs::raw::try_vector_array_op(|res| unsafe {
+            mlxd_decode_layer(
+                res,
+                self.raw.as_ptr(),
+                x.as_ptr(),
+                caches.as_ptr(),
+                offsets.as_ptr(),
+                exclusive.as_ptr(),
+                offsets.len() as i32,
+                qmm_kernel,
+                stream.as_ptr(),
+            )
+        })?
+        .into_iter();
+        let h = out
+            .next()
+            .ok_or_else(|| Exception::custom("the layer node gave no output"))?;
+        let mut written = Vec::with_capacity(rows.len());
+        while let (Some(k), Some(v)) = (out.next(), out.next()) {
+            written.push((k, v));
+        }
+        Ok((h, written))
+    }
+}
+
+/// One step through a layer made for it alone (tests; a model keeps its `LayerNode`).
 pub fn decode_layer(
     x: &Array,
     w: &LayerWeights,
     shape: &LayerShape,
     rows: &[RowCache],
 ) -> Result<(Array, Vec<(Array, Array)>), Exception> {
-    let stream = Stream::thread_local_or_default();
-    let handles = operands(x, w, shape, rows);
-    let offsets: Vec<i32> = rows.iter().map(|r| r.offset).collect();
-    let exclusive: Vec<bool> = rows.iter().map(|r| r.exclusive).collect();
-    let spec = spec(w, shape);
-    // SAFETY: every handle is a live mlx-rs object; mlx-c copies what it keeps; `offsets`,
-    // `exclusive` and `spec` outlive the call.
-    let mut out = mlx_rs::raw::try_vector_array_op(|res| unsafe {
-        mlxd_decode_layer(
-            res,
-            handles.as_ptr(),
-            handles.len() as i32,
-            offsets.as_ptr(),
-            exclusive.as_ptr(),
-            offsets.len() as i32,
-            &spec,
-            qmm_kernel,
-            stream.as_ptr(),
-        )
-    })?
-    .into_iter();
-    let h = out
-        .next()
-        .ok_or_else(|| Exception::custom("the layer node gave no output"))?;
-    let mut caches = Vec::with_capacity(rows.len());
-    while let (Some(k), Some(v)) = (out.next(), out.next()) {
-        caches.push((k, v));
-    }
-    Ok((h, caches))
+    LayerNode::new(w, shape)?.step(x, rows)
 }
 
 fn spec(w: &LayerWeights, shape: &LayerShape) -> Spec {
@@ -153,15 +212,10 @@ fn spec(w: &LayerWeights, shape: &LayerShape) -> Spec {
     }
 }
 
-/// The node's inputs in the shim's order.
-fn operands(
-    x: &Array,
-    w: &LayerWeights,
-    shape: &LayerShape,
-    rows: &[RowCache],
-) -> Vec<mlx_sys::mlx_array> {
+/// The layer's weights in the shim's order.
+fn weight_handles(w: &LayerWeights, shape: &LayerShape) -> Vec<mlx_sys::mlx_array> {
     let packed = |p: &PackedWeight| [p.w.as_ptr(), p.scales.as_ptr(), p.biases.as_ptr()];
-    let mut h = vec![x.as_ptr(), w.attention_norm.as_ptr()];
+    let mut h = vec![w.attention_norm.as_ptr()];
     for p in [&w.q, &w.k, &w.v, &w.o] {
         h.extend(packed(p));
     }
@@ -172,8 +226,5 @@ fn operands(
     h.extend(w.qkv_bias.iter().flatten().map(|a| a.as_ptr()));
     h.extend(w.qk_norm.iter().flatten().map(|a| a.as_ptr()));
     h.extend(shape.rope.freqs.map(Array::as_ptr));
-    for r in rows {
-        h.extend([r.keys.as_ptr(), r.values.as_ptr()]);
-    }
     h
 }

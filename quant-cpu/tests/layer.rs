@@ -13,7 +13,7 @@ use mlx_rs::ops::quantize;
 use mlx_rs::transforms::eval;
 use mlx_rs::{random, Array};
 use quant_cpu::fast::{decode_attention, rms_norm, rope, RopeSpec};
-use quant_cpu::layer::{decode_layer, LayerShape, LayerWeights, RowCache};
+use quant_cpu::layer::{decode_layer, LayerNode, LayerShape, LayerWeights, RowCache};
 use quant_cpu::{
     quantized_matmul, quantized_matmuls, swiglu_quantized_matmul, Format, PackedWeight,
 };
@@ -188,9 +188,9 @@ fn by_nodes(l: &Layer, shape: &LayerShape, x: &Array, caches: &mut [Cache]) -> T
 }
 
 /// The step as one node.
-fn by_layer(l: &Layer, shape: &LayerShape, x: &Array, caches: &mut [Cache]) -> TestResult<Array> {
+fn by_layer(node: &LayerNode, x: &Array, caches: &mut [Cache]) -> TestResult<Array> {
     let rows: Vec<RowCache> = caches.iter().map(row).collect();
-    let (h, written) = decode_layer(x, &l.weights(), shape, &rows)?;
+    let (h, written) = node.step(x, &rows)?;
     drop(rows);
     for (c, (k, v)) in caches.iter_mut().zip(written) {
         (c.keys, c.values, c.len) = (k, v, c.len + 1);
@@ -254,9 +254,10 @@ fn same_bits(d: Dims, format: Format, extras: bool, lens: &[i32]) -> TestResult 
     let mut ours = fresh_caches(d, lens, 24)?;
     let mut theirs = ours.iter().map(deep_copy).collect::<TestResult<Vec<_>>>()?;
     let b = lens.len() as i32;
+    let node = LayerNode::new(&layer.weights(), &shape)?;
     for step in 0..3 {
         let x = normal(&[b, 1, d.hidden], 1.0)?;
-        let mine = by_layer(&layer, &shape, &x, &mut ours)?;
+        let mine = by_layer(&node, &x, &mut ours)?;
         let reference = by_nodes(&layer, &shape, &x, &mut theirs)?;
         let what = format!("{d:?} {format:?} extras {extras} rows {lens:?} step {step}");
         assert_eq!(bits(&mine)?, bits(&reference)?, "output, {what}");
@@ -312,6 +313,26 @@ fn a_shared_cache_is_copied_and_an_exclusive_one_written_in_place() -> TestResul
             true => assert_eq!(after, (bits(keys)?, bits(values)?), "not written in place"),
         }
     }
+    Ok(())
+}
+
+#[test]
+fn a_node_keeps_its_weights_when_the_caller_drops_theirs() -> TestResult {
+    random::seed(14)?;
+    let d = Dims::new(128, 4, 2, 32, 128);
+    let format = Format::new(4, 64)?;
+    let layer = Layer::random(d, format, false)?;
+    let shape = small_shape(format);
+    let node = LayerNode::new(&layer.weights(), &shape)?;
+    let x = normal(&[1, 1, 128], 1.0)?;
+    let step = |node: &LayerNode| -> TestResult<Vec<u32>> {
+        random::seed(15)?;
+        let mut caches = fresh_caches(d, &[3], 8)?;
+        bits(&by_layer(node, &x, &mut caches)?)
+    };
+    let before = step(&node)?;
+    drop(layer);
+    assert_eq!(step(&node)?, before);
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 
 use mlx_rs::Array;
 
+use super::layer_node::NodeSlot;
 use super::{
     Attention, AttentionConfig, Embedding, LatentAttention, Linear, Moe, RankPart, RmsNorm, Rope,
     TensorCut,
@@ -187,6 +188,8 @@ pub struct DecoderLayer {
     pub mlp: FeedForward,
     pub input_layernorm: RmsNorm,
     pub post_attention_layernorm: RmsNorm,
+    /// The one-node decode step, made at the first (`layer_node.rs`).
+    pub(super) node: NodeSlot,
 }
 
 impl DecoderLayer {
@@ -208,6 +211,7 @@ impl DecoderLayer {
                 hidden,
                 eps,
             )?,
+            node: NodeSlot::default(),
         })
     }
 

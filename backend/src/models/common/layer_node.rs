@@ -8,7 +8,7 @@
 use std::sync::OnceLock;
 
 use mlx_rs::{Array, Dtype};
-use quant_cpu::layer::{LayerShape, LayerWeights, RowCache};
+use quant_cpu::layer::{LayerNode, LayerShape, LayerWeights, RowCache};
 use quant_cpu::PackedWeight;
 
 use super::attention::{f32_vector, AttentionParts};
@@ -21,6 +21,17 @@ use crate::error::Result;
 fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var("MLX_DISTRIBUTED_LAYER_NODE").map_or(true, |v| v != "0"))
+}
+
+/// A layer's node, made at its first decode step (`None` where the layer is built op by op).
+#[derive(Default)]
+pub struct NodeSlot(OnceLock<Option<OneNode>>);
+
+/// The node and what a step asks of the caches.
+struct OneNode {
+    node: LayerNode,
+    kv_heads: i32,
+    head_dim: i32,
 }
 
 impl DecoderLayer {
@@ -36,6 +47,23 @@ impl DecoderLayer {
         if !(enabled() && one_position && cpu_f32(x)) {
             return Ok(None);
         }
+        let Some(one) = self.one_node()? else {
+            return Ok(None);
+        };
+        Ok(Some(step(x, one, caches)?))
+    }
+
+    /// The node, made and checked once; an error where the weights pass this side's checks but
+    /// not the node's.
+    fn one_node(&self) -> Result<Option<&OneNode>> {
+        if let Some(made) = self.node.0.get() {
+            return Ok(made.as_ref());
+        }
+        let made = self.make_one_node()?;
+        Ok(self.node.0.get_or_init(|| made).as_ref())
+    }
+
+    fn make_one_node(&self) -> Result<Option<OneNode>> {
         let eps = self.input_layernorm.eps;
         let norms = [&self.input_layernorm, &self.post_attention_layernorm];
         if !norms.iter().all(|n| n.eps == eps && f32_vector(&n.weight)) {
@@ -69,7 +97,12 @@ impl DecoderLayer {
             qkv_bias: a.qkv_bias,
             qk_norm: a.qk_norm,
         };
-        Ok(Some(step(x, &weights, &shape(&a, eps), a.head_dim, caches)?))
+        let node = LayerNode::new(&weights, &shape(&a, eps))?;
+        Ok(Some(OneNode {
+            node,
+            kv_heads: a.heads.kv_heads,
+            head_dim: a.head_dim,
+        }))
     }
 }
 
@@ -96,16 +129,11 @@ fn shape<'a>(a: &AttentionParts<'a>, eps: f32) -> LayerShape<'a> {
 
 /// Builds the node and hands each row's written buffers back to its cache: the same buffers,
 /// written in place, where the cache was their one writer; else a copy.
-fn step(
-    x: &Array,
-    weights: &LayerWeights,
-    shape: &LayerShape,
-    head_dim: i32,
-    caches: &mut [&mut KvCache],
-) -> Result<Array> {
+fn step(x: &Array, one: &OneNode, caches: &mut [&mut KvCache]) -> Result<Array> {
+    let width = (one.head_dim, one.head_dim);
     let buffers = caches
         .iter_mut()
-        .map(|c| c.buffers_for_one(shape.kv_heads, (head_dim, head_dim), Dtype::Float32))
+        .map(|c| c.buffers_for_one(one.kv_heads, width, Dtype::Float32))
         .collect::<Result<Vec<_>>>()?;
     let rows: Vec<RowCache> = buffers
         .iter()
@@ -117,7 +145,7 @@ fn step(
             exclusive: *exclusive,
         })
         .collect();
-    let (h, written) = quant_cpu::layer::decode_layer(x, weights, shape, &rows)?;
+    let (h, written) = one.node.step(x, &rows)?;
     drop(rows);
     drop(buffers);
     for (cache, (keys, values)) in caches.iter_mut().zip(written) {
