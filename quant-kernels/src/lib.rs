@@ -8,8 +8,8 @@
 //! - per lane of a step ([`layout`]) and group, `p = fma(q, x, p)` over the group's steps,
 //!   then `acc = fma(s, p, acc)`; the 32 lane accumulators are summed pairwise
 //!   (`scalar::reduce`);
-//! - the group sums of x ([`group_sums`]) are made once per product, and the bias part is one
-//!   FMA chain over the groups ([`bias_term`]), added last.
+//! - the group sums of x ([`group_sums`]) are made once per product, and the bias part is
+//!   eight FMA chains over the groups, summed pairwise ([`bias_term`]), added last.
 //!
 //! So a row's result is bit-identical whatever other rows share the call, and whichever
 //! kernel this machine runs. Folding s and b in per group (as llama.cpp does) costs one FMA
@@ -152,14 +152,26 @@ pub(crate) fn group_sums(ops: &Operands, dst: &mut Vec<f32>) {
 }
 
 /// The bias part of one output, `Σ_g b_g · X_g` (X the row's [`group_sums`], b the column's
-/// biases), as one FMA chain from zero in group order.
+/// biases): eight FMA chains from zero, group g on chain g mod 8, then the chains summed
+/// pairwise (`scalar::reduce`'s last steps). Eight chains are one vector's lanes wherever the
+/// kernels run (one chain was a scalar FMA per group, about a tenth of a decode product).
 #[inline(always)]
 pub(crate) fn bias_term<P: Stored>(biases: &[P], sums: &[f32]) -> f32 {
-    let mut t = 0f32;
-    for (b, x) in biases.iter().zip(sums) {
-        t = b.widen().mul_add(*x, t);
+    const CHAINS: usize = 8;
+    let mut t = [0f32; CHAINS];
+    let (b_whole, b_rest) = biases.as_chunks::<CHAINS>();
+    let (x_whole, x_rest) = sums.as_chunks::<CHAINS>();
+    for (b, x) in b_whole.iter().zip(x_whole) {
+        for j in 0..CHAINS {
+            t[j] = b[j].widen().mul_add(x[j], t[j]);
+        }
     }
-    t
+    for (j, (b, x)) in b_rest.iter().zip(x_rest).enumerate() {
+        t[j] = b.widen().mul_add(*x, t[j]);
+    }
+    let quad = [t[0] + t[4], t[1] + t[5], t[2] + t[6], t[3] + t[7]];
+    let pair = [quad[0] + quad[2], quad[1] + quad[3]];
+    pair[0] + pair[1]
 }
 
 /// A dtype scales and biases are stored in, widened to f32 where a kernel reads one: the

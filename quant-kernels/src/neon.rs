@@ -8,8 +8,8 @@
 use std::arch::aarch64::*;
 
 use super::layout::STEP;
-use super::vector::{by_bits, by_stored, each_column, Column, Groups};
-use super::{bias_term, Operands, Out, Stored};
+use super::vector::{by_bits, by_stored, each_row, with_sums, Groups};
+use super::{Operands, Out, Stored};
 
 /// Registers per step (the 32 codes, 4 lanes each).
 const REGS: usize = STEP / 4;
@@ -30,34 +30,58 @@ unsafe fn columns<const BITS: u32, P: Stored>(
     out: Out,
 ) {
     // SAFETY: as `matmul`.
-    each_column(ops, params, cols, |col, m| unsafe { row::<BITS, P>(ops, col, m, out) });
+    with_sums(ops, |sums| unsafe {
+        match ops.format.group / STEP {
+            1 => column_range::<BITS, 1, P>(ops, params, sums, cols, out),
+            2 => column_range::<BITS, 2, P>(ops, params, sums, cols, out),
+            _ => column_range::<BITS, 4, P>(ops, params, sums, cols, out),
+        }
+    })
 }
 
-/// Row `m` of x against one weight row, as the AVX2 kernel's `row`.
-#[inline(never)]
-unsafe fn row<const BITS: u32, P: Stored>(ops: &Operands, col: &Column<P>, m: usize, out: Out) {
-    let row = ops.w_row(col.n).as_ptr();
-    let x = ops.x[m * ops.k..].as_ptr();
-    let mut acc = [vdupq_n_f32(0.0); REGS];
-    let steps = ops.format.group / STEP;
+/// Columns `cols`, every row of x, `STEPS` steps per group (as the AVX2 kernel's).
+unsafe fn column_range<const BITS: u32, const STEPS: usize, P: Stored>(
+    ops: &Operands,
+    params: Groups<P>,
+    sums: &[f32],
+    cols: std::ops::Range<usize>,
+    out: Out,
+) {
+    // SAFETY: the closure has this function's features; as `matmul`.
+    each_row(ops, params, sums, cols, out, |w, x, s| unsafe {
+        row::<BITS, STEPS, P>(w, x, s)
+    });
+}
+
+/// One row of x against one weight row without its bias part, as the AVX2 kernel's `row`.
+#[inline(always)]
+unsafe fn row<const BITS: u32, const STEPS: usize, P: Stored>(
+    w: &[u8],
+    x: &[f32],
+    scales: &[P],
+) -> f32 {
     let step_bytes = STEP * BITS as usize / 8;
-    let groups = ops.k / ops.format.group;
-    for g in 0..groups {
+    debug_assert!(w.len() >= scales.len() * STEPS * step_bytes);
+    debug_assert!(x.len() >= scales.len() * STEPS * STEP);
+    let (mut at, mut xs) = (w.as_ptr(), x.as_ptr());
+    let mut acc = [vdupq_n_f32(0.0); REGS];
+    for s in scales {
         let mut p = [vdupq_n_f32(0.0); REGS];
-        for step in g * steps..(g + 1) * steps {
-            let q = codes::<BITS>(row.add(step * step_bytes));
+        for _ in 0..STEPS {
+            let q = codes::<BITS>(at);
             for (r, q) in q.into_iter().enumerate() {
-                let x = vld1q_f32(x.add(step * STEP + 4 * r));
+                let x = vld1q_f32(xs.add(4 * r));
                 p[r] = vfmaq_f32(p[r], vcvtq_f32_u32(q), x);
             }
+            at = at.add(step_bytes);
+            xs = xs.add(STEP);
         }
-        let s = vdupq_n_f32(col.scales[g].widen());
+        let s = vdupq_n_f32(s.widen());
         for r in 0..REGS {
             acc[r] = vfmaq_f32(acc[r], s, p[r]);
         }
     }
-    let sums = &col.sums[m * groups..(m + 1) * groups];
-    out.write(m, col.n, ops.n, reduce(acc) + bias_term(col.biases, sums));
+    reduce(acc)
 }
 
 /// The accumulators summed in `scalar::reduce`'s order: register 2v holds lanes 0..4 of the

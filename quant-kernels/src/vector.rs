@@ -2,7 +2,7 @@
 //! width and on the dtype its scales and biases are stored in, so each set's loops are
 //! monomorphic; a weight row's operands; and the per-thread group sums of x.
 
-use super::{group_sums, Bf16, Operands, Params, Stored, F16};
+use super::{bias_term, group_sums, Bf16, Operands, Out, Params, Stored, F16};
 
 /// `f::<BITS>(args)` for the format's bit width (`Format::new` checked it is one of these);
 /// `f::<_>(args)` for `f::<BITS, _>`, its other generic parameter inferred.
@@ -97,42 +97,43 @@ impl Params<'_> {
     }
 }
 
-/// One weight row's operands: its scales and biases, and the sums of x.
-pub(crate) struct Column<'a, P> {
-    pub n: usize,
-    pub scales: &'a [P],
-    pub biases: &'a [P],
-    pub sums: &'a [f32],
-}
-
 thread_local! {
     /// Each group's sum of x (`group_sums`), per thread, kept between products.
     pub(crate) static SUMS: std::cell::RefCell<Vec<f32>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Every row of x against each weight row of `cols`, by `row` (a set's kernel for one row of x
-/// and one weight row), the group sums of x made once on this thread.
+/// `f` of the group sums of x, made on this thread into its kept buffer.
 #[inline(always)]
-pub(crate) fn each_column<P: Stored>(
-    ops: &Operands,
-    params: Groups<P>,
-    cols: std::ops::Range<usize>,
-    row: impl Fn(&Column<P>, usize),
-) {
-    let groups = ops.k / ops.format.group;
+pub(crate) fn with_sums<R>(ops: &Operands, f: impl FnOnce(&[f32]) -> R) -> R {
     SUMS.with_borrow_mut(|sums| {
         group_sums(ops, sums);
-        for n in cols {
-            let col = Column {
-                n,
-                scales: &params.scales[n * groups..(n + 1) * groups],
-                biases: &params.biases[n * groups..(n + 1) * groups],
-                sums,
-            };
-            for m in 0..ops.m {
-                row(&col, m);
-            }
-        }
+        f(sums)
     })
+}
+
+/// Each weight row of `cols` against every row of x, by `row` (a set's kernel for one row of x
+/// and one weight row, without the bias part), the bias part added last. The set calls it
+/// from its own `#[target_feature]` function, whose features the `row` closure inherits, so
+/// the set's kernel inlines here with its step count known.
+#[inline(always)]
+pub(crate) fn each_row<P: Stored>(
+    ops: &Operands,
+    params: Groups<P>,
+    sums: &[f32],
+    cols: std::ops::Range<usize>,
+    out: Out,
+    row: impl Fn(&[u8], &[f32], &[P]) -> f32,
+) {
+    let groups = ops.k / ops.format.group;
+    for n in cols {
+        let scales = &params.scales[n * groups..(n + 1) * groups];
+        let biases = &params.biases[n * groups..(n + 1) * groups];
+        for m in 0..ops.m {
+            let v = row(ops.w_row(n), &ops.x[m * ops.k..(m + 1) * ops.k], scales);
+            let sums = &sums[m * groups..(m + 1) * groups];
+            // SAFETY: the set's `matmul` was given an output of `m * n` values.
+            unsafe { out.write(m, n, ops.n, v + bias_term(biases, sums)) };
+        }
+    }
 }

@@ -7,8 +7,8 @@ use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
 use super::layout::{LANES, STEP, VECTORS};
-use super::vector::{by_bits, by_stored, each_column, Column, Groups};
-use super::{bias_term, Format, Operands, Out, Stored};
+use super::vector::{by_bits, by_stored, each_row, with_sums, Groups};
+use super::{Format, Operands, Out, Stored};
 
 pub(super) mod avx512;
 
@@ -51,39 +51,67 @@ unsafe fn columns<const BITS: u32, P: Stored>(
     cols: std::ops::Range<usize>,
     out: Out,
 ) {
-    // SAFETY: this function's features are `row`'s; as `matmul`.
-    each_column(ops, params, cols, |col, m| unsafe { row::<BITS, P>(ops, col, m, out) });
+    // SAFETY: this function's features are `column_range`'s; as `matmul`.
+    with_sums(ops, |sums| unsafe {
+        match ops.format.group / STEP {
+            1 => column_range::<BITS, 1, P>(ops, params, sums, cols, out),
+            2 => column_range::<BITS, 2, P>(ops, params, sums, cols, out),
+            _ => column_range::<BITS, 4, P>(ops, params, sums, cols, out),
+        }
+    })
 }
 
-/// Row `m` of x against one weight row: per group, each step's 32 codes are unpacked and
-/// converted, then multiplied into the group sums (`p = fma(q, x, p)`), which the group's
-/// scale folds into the accumulators (`acc = fma(s, p, acc)`); last, the bias part.
+/// Columns `cols`, every row of x, `STEPS` steps per group: one call for the range, so each
+/// row's loop is inlined with its step count known (a call per row and column, with a
+/// division and bounds checks, cost about a fifth of a decode product).
 #[target_feature(enable = "avx2,fma")]
-unsafe fn row<const BITS: u32, P: Stored>(ops: &Operands, col: &Column<P>, m: usize, out: Out) {
-    let row = ops.w_row(col.n).as_ptr();
-    let x = ops.x[m * ops.k..].as_ptr();
-    let mut acc = [_mm256_setzero_ps(); VECTORS];
-    let steps = ops.format.group / STEP;
+unsafe fn column_range<const BITS: u32, const STEPS: usize, P: Stored>(
+    ops: &Operands,
+    params: Groups<P>,
+    sums: &[f32],
+    cols: std::ops::Range<usize>,
+    out: Out,
+) {
+    // SAFETY: the closure has this function's features; as `matmul`.
+    each_row(ops, params, sums, cols, out, |w, x, s| unsafe {
+        row::<BITS, STEPS, P>(w, x, s)
+    });
+}
+
+/// One row of x (in lane order) against one weight row, without its bias part: per group,
+/// each step's 32 codes are unpacked and converted, then multiplied into the group sums
+/// (`p = fma(q, x, p)`), which the group's scale folds into the accumulators
+/// (`acc = fma(s, p, acc)`).
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn row<const BITS: u32, const STEPS: usize, P: Stored>(
+    w: &[u8],
+    x: &[f32],
+    scales: &[P],
+) -> f32 {
     let step_bytes = STEP * BITS as usize / 8;
-    let groups = ops.k / ops.format.group;
-    for g in 0..groups {
+    debug_assert!(w.len() >= scales.len() * STEPS * step_bytes);
+    debug_assert!(x.len() >= scales.len() * STEPS * STEP);
+    let (mut at, mut xs) = (w.as_ptr(), x.as_ptr());
+    let mut acc = [_mm256_setzero_ps(); VECTORS];
+    for s in scales {
         let mut p = [_mm256_setzero_ps(); VECTORS];
-        for step in g * steps..(g + 1) * steps {
-            let at = row.add(step * step_bytes);
+        for _ in 0..STEPS {
             _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH) as *const i8);
             let q = codes::<BITS>(at);
             for (v, q) in q.into_iter().enumerate() {
-                let x = _mm256_loadu_ps(x.add(step * STEP + v * LANES));
+                let x = _mm256_loadu_ps(xs.add(v * LANES));
                 p[v] = _mm256_fmadd_ps(q, x, p[v]);
             }
+            at = at.add(step_bytes);
+            xs = xs.add(STEP);
         }
-        let s = _mm256_set1_ps(col.scales[g].widen());
+        let s = _mm256_set1_ps(s.widen());
         for v in 0..VECTORS {
             acc[v] = _mm256_fmadd_ps(s, p[v], acc[v]);
         }
     }
-    let sums = &col.sums[m * groups..(m + 1) * groups];
-    out.write(m, col.n, ops.n, reduce(acc) + bias_term(col.biases, sums));
+    reduce(acc)
 }
 
 /// The accumulators summed in `scalar::reduce`'s order, so every kernel agrees bit for bit.
