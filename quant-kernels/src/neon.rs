@@ -8,7 +8,7 @@
 use std::arch::aarch64::*;
 
 use super::layout::STEP;
-use super::vector::{by_bits, by_stored, each_row, with_sums, Groups};
+use super::vector::{by_bits, by_stored, each_row_by_steps, Groups};
 use super::{Operands, Out, Stored};
 
 /// Registers per step (the 32 codes, 4 lanes each).
@@ -30,27 +30,7 @@ unsafe fn columns<const BITS: u32, P: Stored>(
     out: Out,
 ) {
     // SAFETY: as `matmul`.
-    with_sums(ops, |sums| unsafe {
-        match ops.format.group / STEP {
-            1 => column_range::<BITS, 1, P>(ops, params, sums, cols, out),
-            2 => column_range::<BITS, 2, P>(ops, params, sums, cols, out),
-            _ => column_range::<BITS, 4, P>(ops, params, sums, cols, out),
-        }
-    })
-}
-
-/// Columns `cols`, every row of x, `STEPS` steps per group (as the AVX2 kernel's).
-unsafe fn column_range<const BITS: u32, const STEPS: usize, P: Stored>(
-    ops: &Operands,
-    params: Groups<P>,
-    sums: &[f32],
-    cols: std::ops::Range<usize>,
-    out: Out,
-) {
-    // SAFETY: the closure has this function's features; as `matmul`.
-    each_row(ops, params, sums, cols, out, |w, x, s| unsafe {
-        row::<BITS, STEPS, P>(w, x, s)
-    });
+    each_row_by_steps!(ops, params, cols, out, row::<BITS, P>)
 }
 
 /// One row of x against one weight row without its bias part, as the AVX2 kernel's `row`.

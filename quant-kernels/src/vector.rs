@@ -112,10 +112,30 @@ pub(crate) fn with_sums<R>(ops: &Operands, f: impl FnOnce(&[f32]) -> R) -> R {
     })
 }
 
+/// [`each_row`] with the set's kernel `$row::<BITS, STEPS, P>` for the format's steps per group
+/// (1, 2 or 4), on this thread's group sums of x. Expanded in the set's `#[target_feature]`
+/// function, whose features the closures inherit, so the kernel inlines with its step count
+/// known.
+macro_rules! each_row_by_steps {
+    ($ops:expr, $params:expr, $cols:expr, $out:expr, $row:ident::<$bits:ident, $p:ident>) => {{
+        use $crate::vector::{each_row, with_sums};
+        with_sums($ops, |sums| match $ops.format.group / $crate::layout::STEP {
+            1 => each_row($ops, $params, sums, $cols, $out, |w, x, s| unsafe {
+                $row::<$bits, 1, $p>(w, x, s)
+            }),
+            2 => each_row($ops, $params, sums, $cols, $out, |w, x, s| unsafe {
+                $row::<$bits, 2, $p>(w, x, s)
+            }),
+            _ => each_row($ops, $params, sums, $cols, $out, |w, x, s| unsafe {
+                $row::<$bits, 4, $p>(w, x, s)
+            }),
+        })
+    }};
+}
+pub(crate) use each_row_by_steps;
+
 /// Each weight row of `cols` against every row of x, by `row` (a set's kernel for one row of x
-/// and one weight row, without the bias part), the bias part added last. The set calls it
-/// from its own `#[target_feature]` function, whose features the `row` closure inherits, so
-/// the set's kernel inlines here with its step count known.
+/// and one weight row, without the bias part), the bias part added last.
 #[inline(always)]
 pub(crate) fn each_row<P: Stored>(
     ops: &Operands,

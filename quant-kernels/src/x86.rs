@@ -7,7 +7,7 @@ use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
 use super::layout::{LANES, STEP, VECTORS};
-use super::vector::{by_bits, by_stored, each_row, with_sums, Groups};
+use super::vector::{by_bits, by_stored, each_row_by_steps, Groups};
 use super::{Format, Operands, Out, Stored};
 
 pub(super) mod avx512;
@@ -43,7 +43,9 @@ pub(super) unsafe fn matmul(ops: &Operands, cols: std::ops::Range<usize>, out: O
 }
 
 /// Row by row: a second row's group sums would not fit the 16 registers (measured slower),
-/// and the weight row stays in L1 between them.
+/// and the weight row stays in L1 between them. One call for the range, so each row's loop is
+/// inlined with its step count known (a call per row and column, with a division and bounds
+/// checks, cost about a fifth of a decode product).
 #[target_feature(enable = "avx2,fma")]
 unsafe fn columns<const BITS: u32, P: Stored>(
     ops: &Operands,
@@ -51,31 +53,8 @@ unsafe fn columns<const BITS: u32, P: Stored>(
     cols: std::ops::Range<usize>,
     out: Out,
 ) {
-    // SAFETY: this function's features are `column_range`'s; as `matmul`.
-    with_sums(ops, |sums| unsafe {
-        match ops.format.group / STEP {
-            1 => column_range::<BITS, 1, P>(ops, params, sums, cols, out),
-            2 => column_range::<BITS, 2, P>(ops, params, sums, cols, out),
-            _ => column_range::<BITS, 4, P>(ops, params, sums, cols, out),
-        }
-    })
-}
-
-/// Columns `cols`, every row of x, `STEPS` steps per group: one call for the range, so each
-/// row's loop is inlined with its step count known (a call per row and column, with a
-/// division and bounds checks, cost about a fifth of a decode product).
-#[target_feature(enable = "avx2,fma")]
-unsafe fn column_range<const BITS: u32, const STEPS: usize, P: Stored>(
-    ops: &Operands,
-    params: Groups<P>,
-    sums: &[f32],
-    cols: std::ops::Range<usize>,
-    out: Out,
-) {
-    // SAFETY: the closure has this function's features; as `matmul`.
-    each_row(ops, params, sums, cols, out, |w, x, s| unsafe {
-        row::<BITS, STEPS, P>(w, x, s)
-    });
+    // SAFETY: the kernel's features are this function's; as `matmul`.
+    each_row_by_steps!(ops, params, cols, out, row::<BITS, P>)
 }
 
 /// One row of x (in lane order) against one weight row, without its bias part: per group,
