@@ -190,15 +190,16 @@ void LayerRun::project_qkv(Scratch& s, const float* x, int64_t head_dim) {
   product(s.normed.data(), slot::K, s.k.data());
   product(s.normed.data(), slot::V, s.v.data());
   if (spec.qkv_bias) {
-    add_rows(s.q.data(), f32(layer->slots.qkv_bias), b, nq);
-    add_rows(s.k.data(), f32(layer->slots.qkv_bias + 1), b, nkv);
-    add_rows(s.v.data(), f32(layer->slots.qkv_bias + 2), b, nkv);
+    const size_t at = layer->slots.qkv_bias;
+    add_rows(s.q.data(), f32(at), b, nq);
+    add_rows(s.k.data(), f32(at + 1), b, nkv);
+    add_rows(s.v.data(), f32(at + 2), b, nkv);
   }
   if (spec.qk_norm) {
-    mlxd::rms_norm_rows(s.q.data(), f32(layer->slots.qk_norm), s.q.data(), b * spec.heads, head_dim,
+    const size_t at = layer->slots.qk_norm;
+    mlxd::rms_norm_rows(s.q.data(), f32(at), s.q.data(), b * spec.heads, head_dim, spec.eps);
+    mlxd::rms_norm_rows(s.k.data(), f32(at + 1), s.k.data(), b * spec.kv_heads, head_dim,
                         spec.eps);
-    mlxd::rms_norm_rows(s.k.data(), f32(layer->slots.qk_norm + 1), s.k.data(), b * spec.kv_heads,
-                        head_dim, spec.eps);
   }
 }
 
@@ -207,7 +208,8 @@ void LayerRun::project_qkv(Scratch& s, const float* x, int64_t head_dim) {
 void LayerRun::attend_row(Scratch& s, int64_t b, int64_t d) {
   const int64_t heads = spec.heads, kv_heads = spec.kv_heads, pos = offsets[b];
   const mlxd::RopeParams p = rope_params(spec);
-  const std::vector<float> inv = mlxd::inv_freqs(p, spec.rope_freqs ? f32(layer->slots.freqs) : nullptr);
+  const float* freqs = spec.rope_freqs ? f32(layer->slots.freqs) : nullptr;
+  const std::vector<float> inv = mlxd::inv_freqs(p, freqs);
   std::vector<float> cos_t(p.dims / 2), sin_t(p.dims / 2);
   mlxd::rope_angles((0.0f + static_cast<float>(pos)) * p.scale, p, inv.data(), cos_t.data(),
                     sin_t.data());
@@ -392,7 +394,7 @@ void check_weights(const std::vector<array>& w, const MlxdLayerSpec& s, int64_t 
   }
 }
 
-// The configuration's own sense: heads over kv heads, and a rope the head can take.
+// A rope the head can take.
 void check_spec(const MlxdLayerSpec& s, int64_t head_dim) {
   check(s.rope_dims > 0 && s.rope_dims % 2 == 0 && s.rope_dims <= head_dim,
         [&] {
