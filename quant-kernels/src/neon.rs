@@ -34,6 +34,9 @@ unsafe fn columns<const BITS: u32, P: Stored>(
 }
 
 /// One row of x against one weight row without its bias part, as the AVX2 kernel's `row`.
+///
+/// # Safety
+/// `w` holds the codes and `x` the values of `scales.len()` groups of `STEPS` steps.
 #[inline(always)]
 unsafe fn row<const BITS: u32, const STEPS: usize, P: Stored>(
     w: &[u8],

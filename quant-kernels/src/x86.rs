@@ -61,6 +61,10 @@ unsafe fn columns<const BITS: u32, P: Stored>(
 /// each step's 32 codes are unpacked and converted, then multiplied into the group sums
 /// (`p = fma(q, x, p)`), which the group's scale folds into the accumulators
 /// (`acc = fma(s, p, acc)`).
+///
+/// # Safety
+/// AVX2 and FMA; `w` holds the codes and `x` the values of `scales.len()` groups of `STEPS`
+/// steps.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 unsafe fn row<const BITS: u32, const STEPS: usize, P: Stored>(
