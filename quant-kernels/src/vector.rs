@@ -1,6 +1,7 @@
 //! What every vector kernel set (AVX2, AVX-512, NEON) shares: the dispatch on a product's bit
 //! width and on the dtype its scales and biases are stored in, so each set's loops are
-//! monomorphic; a weight row's operands; and the per-thread group sums of x.
+//! monomorphic; the per-thread group sums of x; and the walk over a call's columns and rows
+//! into which a set's row kernel inlines.
 
 use super::{bias_term, group_sums, Bf16, Operands, Out, Params, Stored, F16};
 
@@ -99,7 +100,7 @@ impl Params<'_> {
 
 thread_local! {
     /// Each group's sum of x (`group_sums`), per thread, kept between products.
-    pub(crate) static SUMS: std::cell::RefCell<Vec<f32>> =
+    static SUMS: std::cell::RefCell<Vec<f32>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 

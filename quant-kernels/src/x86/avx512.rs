@@ -17,8 +17,8 @@
 use std::arch::x86_64::*;
 
 use super::super::layout::{LANES, STEP};
-use super::super::vector::{by_bits, by_stored, Groups, SUMS};
-use super::super::{bias_term, group_sums, Operands, Out, Stored};
+use super::super::vector::{by_bits, by_stored, with_sums, Groups};
+use super::super::{bias_term, Operands, Out, Stored};
 use super::{codes_i, reduce};
 
 /// Output columns (weight rows) per pass for one row of x: eight independent chains.
@@ -108,10 +108,7 @@ unsafe fn columns<const BITS: u32, P: Stored>(
             && params.biases.len() >= cols.end * groups,
         "the weight, scales and biases hold n rows"
     );
-    SUMS.with_borrow_mut(|sums| {
-        group_sums(ops, sums);
-        blocks::<BITS, P>(ops, &shape, params, cols, sums, out)
-    })
+    with_sums(ops, |sums| blocks::<BITS, P>(ops, &shape, params, cols, sums, out))
 }
 
 /// Columns `cols`, a block at a time.
