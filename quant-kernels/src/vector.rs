@@ -113,48 +113,95 @@ pub(crate) fn with_sums<R>(ops: &Operands, f: impl FnOnce(&[f32]) -> R) -> R {
     })
 }
 
-/// [`each_row`] with the set's kernel `$row::<BITS, STEPS, P>` for the format's steps per group
-/// (1, 2 or 4), on this thread's group sums of x. Expanded in the set's `#[target_feature]`
-/// function, whose features the closures inherit, so the kernel inlines with its step count
-/// known.
+/// [`each_row`] with the set's kernels `$row::<BITS, STEPS, P>` (one row of x) and, where the
+/// set has one, `$pair::<BITS, STEPS, P>` (two rows sharing a step's unpacked codes), for the
+/// format's steps per group (1, 2 or 4), on this thread's group sums of x. Expanded in the
+/// set's `#[target_feature]` function, whose features the closures inherit, so the kernels
+/// inline with their step count known.
 macro_rules! each_row_by_steps {
-    ($ops:expr, $params:expr, $cols:expr, $out:expr, $row:ident::<$bits:ident, $p:ident>) => {{
+    ($ops:expr, $params:expr, $cols:expr, $out:expr, $row:ident::<$bits:ident, $p:ident>) => {
+        each_row_by_steps!($ops, $params, $cols, $out, $row::<$bits, $p>, |w, x, s| {
+            [$row::<$bits, STEPS, $p>(w, x[0], s), $row::<$bits, STEPS, $p>(w, x[1], s)]
+        })
+    };
+    ($ops:expr, $params:expr, $cols:expr, $out:expr, $row:ident::<$bits:ident, $p:ident>,
+     $pair:ident::<$bits2:ident, $p2:ident>) => {
+        each_row_by_steps!($ops, $params, $cols, $out, $row::<$bits, $p>, |w, x, s| {
+            $pair::<$bits2, STEPS, $p2>(w, x, s)
+        })
+    };
+    ($ops:expr, $params:expr, $cols:expr, $out:expr, $row:ident::<$bits:ident, $p:ident>,
+     |$w:ident, $x:ident, $s:ident| $two:expr) => {{
         use $crate::vector::{each_row, with_sums};
+        macro_rules! walk {
+            ($steps:literal, $sums:ident) => {{
+                const STEPS: usize = $steps;
+                each_row(
+                    ($ops, $params, $sums, $cols, $out),
+                    |w, x, s| unsafe { $row::<$bits, STEPS, $p>(w, x, s) },
+                    |$w, $x, $s| unsafe { $two },
+                )
+            }};
+        }
         with_sums($ops, |sums| match $ops.format.group / $crate::layout::STEP {
-            1 => each_row($ops, $params, sums, $cols, $out, |w, x, s| unsafe {
-                $row::<$bits, 1, $p>(w, x, s)
-            }),
-            2 => each_row($ops, $params, sums, $cols, $out, |w, x, s| unsafe {
-                $row::<$bits, 2, $p>(w, x, s)
-            }),
-            _ => each_row($ops, $params, sums, $cols, $out, |w, x, s| unsafe {
-                $row::<$bits, 4, $p>(w, x, s)
-            }),
+            1 => walk!(1, sums),
+            2 => walk!(2, sums),
+            _ => walk!(4, sums),
         })
     }};
 }
 pub(crate) use each_row_by_steps;
 
-/// Each weight row of `cols` against every row of x, by `row` (a set's kernel for one row of x
-/// and one weight row, without the bias part), the bias part added last.
+/// What [`each_row`] walks: the product, its scales and biases, the group sums of x, the
+/// columns and the output.
+pub(crate) type Walk<'a, P> = (
+    &'a Operands<'a>,
+    Groups<'a, P>,
+    &'a [f32],
+    std::ops::Range<usize>,
+    Out,
+);
+
+/// Each weight row of `cols` against the rows of x, two at a time by `two` and a last odd one
+/// by `one` (a set's kernels for rows of x and one weight row, without the bias part), the bias
+/// part added last. `two` gives each row the bits `one` gives it, so a row's result does not
+/// depend on its neighbour.
 #[inline(always)]
 pub(crate) fn each_row<P: Stored>(
-    ops: &Operands,
-    params: Groups<P>,
-    sums: &[f32],
-    cols: std::ops::Range<usize>,
-    out: Out,
-    row: impl Fn(&[u8], &[f32], &[P]) -> f32,
+    (ops, params, sums, cols, out): Walk<P>,
+    one: impl Fn(&[u8], &[f32], &[P]) -> f32,
+    two: impl Fn(&[u8], [&[f32]; 2], &[P]) -> [f32; 2],
 ) {
     let groups = ops.k / ops.format.group;
+    let x = |m: usize| &ops.x[m * ops.k..(m + 1) * ops.k];
     for n in cols {
-        let scales = &params.scales[n * groups..(n + 1) * groups];
+        let (w, scales) = (ops.w_row(n), &params.scales[n * groups..(n + 1) * groups]);
         let biases = &params.biases[n * groups..(n + 1) * groups];
-        for m in 0..ops.m {
-            let v = row(ops.w_row(n), &ops.x[m * ops.k..(m + 1) * ops.k], scales);
-            let sums = &sums[m * groups..(m + 1) * groups];
-            // SAFETY: the set's `matmul` was given an output of `m * n` values.
-            unsafe { out.write(m, n, ops.n, v + bias_term(biases, sums)) };
+        let mut m = 0;
+        while m + 2 <= ops.m {
+            let [a, b] = two(w, [x(m), x(m + 1)], scales);
+            write(ops, (biases, sums), (m, n), a, out);
+            write(ops, (biases, sums), (m + 1, n), b, out);
+            m += 2;
+        }
+        if m < ops.m {
+            write(ops, (biases, sums), (m, n), one(w, x(m), scales), out);
         }
     }
+}
+
+/// Output `(m, n)`: `v` plus its bias part. Always inlined, so that `bias_term`'s FMAs take the
+/// caller's target features (out of line, `mul_add` is a call to libm's `fmaf`).
+#[inline(always)]
+fn write<P: Stored>(
+    ops: &Operands,
+    (biases, sums): (&[P], &[f32]),
+    (m, n): (usize, usize),
+    v: f32,
+    out: Out,
+) {
+    let groups = biases.len();
+    let sums = &sums[m * groups..(m + 1) * groups];
+    // SAFETY: the set's `matmul` was given an output of `m * n` values.
+    unsafe { out.write(m, n, ops.n, v + bias_term(biases, sums)) };
 }

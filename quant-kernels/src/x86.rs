@@ -1,7 +1,7 @@
 //! AVX2 + FMA kernels (x86-64) for every format (and, in [`avx512`], the same arithmetic in
 //! 16-lane registers): codes unpacked in registers in the lane order of [`super::layout`],
-//! four independent group sums per row, one row of x at a time (the weight row stays in L1
-//! for the next).
+//! four independent group sums per row, rows of x two at a time where there are two (the
+//! weight row stays in L1 for the next pair).
 
 use std::arch::x86_64::*;
 use std::sync::OnceLock;
@@ -42,10 +42,10 @@ pub(super) unsafe fn matmul(ops: &Operands, cols: std::ops::Range<usize>, out: O
     by_stored!(ops, groups => by_bits!(ops.format.bits, columns::<_>(ops, groups, cols, out)))
 }
 
-/// Row by row: a second row's group sums would not fit the 16 registers (measured slower),
-/// and the weight row stays in L1 between them. One call for the range, so each row's loop is
-/// inlined with its step count known (a call per row and column, with a division and bounds
-/// checks, cost about a fifth of a decode product).
+/// Rows of x two at a time (`pair`), a last odd one alone (`row`); the weight row stays in L1
+/// between pairs. One call for the range, so the kernels inline with their step count known (a
+/// call per row and column, with a division and bounds checks, cost about a fifth of a decode
+/// product).
 #[target_feature(enable = "avx2,fma")]
 unsafe fn columns<const BITS: u32, P: Stored>(
     ops: &Operands,
@@ -54,7 +54,7 @@ unsafe fn columns<const BITS: u32, P: Stored>(
     out: Out,
 ) {
     // SAFETY: the kernel's features are this function's; as `matmul`.
-    each_row_by_steps!(ops, params, cols, out, row::<BITS, P>)
+    each_row_by_steps!(ops, params, cols, out, row::<BITS, P>, pair::<BITS, P>)
 }
 
 /// One row of x (in lane order) against one weight row, without its bias part: per group,
@@ -95,6 +95,50 @@ unsafe fn row<const BITS: u32, const STEPS: usize, P: Stored>(
         }
     }
     reduce(acc)
+}
+
+/// Two rows of x (in lane order) against one weight row, each with the bits `row` gives it: the
+/// same FMAs in the same order per lane, taken vector by vector so that a step's codes are
+/// unpacked once for both rows. Two rows' accumulators (8), one vector's group sums for each
+/// (2) and the codes fit the 16 registers, which `row`'s order (every vector's group sums at
+/// once) would not. Vectors 0 and 2 (1 and 3) come from the same 4-bit bytes, so they are
+/// taken one after the other: the widened bytes live briefly and are not spilled.
+///
+/// # Safety
+/// As `row`, for both rows of x.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn pair<const BITS: u32, const STEPS: usize, P: Stored>(
+    w: &[u8],
+    x: [&[f32]; 2],
+    scales: &[P],
+) -> [f32; 2] {
+    let step_bytes = STEP * BITS as usize / 8;
+    debug_assert!(w.len() >= scales.len() * STEPS * step_bytes);
+    debug_assert!(x.iter().all(|x| x.len() >= scales.len() * STEPS * STEP));
+    let (mut at, mut x0, mut x1) = (w.as_ptr(), x[0].as_ptr(), x[1].as_ptr());
+    const { assert!(VECTORS == 4) };
+    let mut acc = [[_mm256_setzero_ps(); VECTORS]; 2];
+    for s in scales {
+        for t in 0..STEPS {
+            _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(t * step_bytes + PREFETCH) as *const i8);
+        }
+        let s = _mm256_set1_ps(s.widen());
+        for v in [0, 2, 1, 3] {
+            let (mut p0, mut p1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+            for t in 0..STEPS {
+                let q = codes::<BITS>(at.add(t * step_bytes))[v];
+                let lane = t * STEP + v * LANES;
+                p0 = _mm256_fmadd_ps(q, _mm256_loadu_ps(x0.add(lane)), p0);
+                p1 = _mm256_fmadd_ps(q, _mm256_loadu_ps(x1.add(lane)), p1);
+            }
+            acc[0][v] = _mm256_fmadd_ps(s, p0, acc[0][v]);
+            acc[1][v] = _mm256_fmadd_ps(s, p1, acc[1][v]);
+        }
+        at = at.add(STEPS * step_bytes);
+        (x0, x1) = (x0.add(STEPS * STEP), x1.add(STEPS * STEP));
+    }
+    [reduce(acc[0]), reduce(acc[1])]
 }
 
 /// The accumulators summed in `scalar::reduce`'s order, so every kernel agrees bit for bit.
