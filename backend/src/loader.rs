@@ -52,12 +52,12 @@ pub fn load(dir: &Path, mode: WeightMode) -> Result<LoadedModel> {
 }
 
 /// Loads this rank's part of the model in `dir`.
-pub fn load_part(dir: &Path, mode: WeightMode, plan: &RankPart) -> Result<LoadedPart> {
+pub fn load_part(dir: &Path, mode: WeightMode, part: &RankPart) -> Result<LoadedPart> {
     let start = Instant::now();
     let config: Value = read_json(&dir.join("config.json"))?;
     let tokenizer = Arc::new(Tokenizer::load(dir)?);
     let weights = Weights::open(dir, &config, mode)?;
-    let transformer = models::build(&config, weights, plan)?;
+    let transformer = models::build(&config, weights, part)?;
     tracing::info!(
         dir = %dir.display(),
         ?mode,

@@ -161,12 +161,11 @@ fn load_part(
     part: &Part,
     session: &Session,
 ) -> Result<loader::LoadedPart> {
-    let plan = shard_plan(part, 0, &session.group);
-    loader::load_part(dir, config.weight_mode, &plan)
+    loader::load_part(dir, config.weight_mode, &rank_part(part, 0, &session.group))
 }
 
 /// A rank's `RankPart` for its part.
-pub fn shard_plan(part: &Part, rank: usize, group: &Rc<Group>) -> RankPart {
+pub fn rank_part(part: &Part, rank: usize, group: &Rc<Group>) -> RankPart {
     match part {
         Part::Pipeline { start, end } => RankPart {
             layers: Some(*start..*end),

@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use mlx_rs::Array;
 
-use super::cluster_load::shard_plan;
+use super::cluster_load::rank_part;
 use crate::cache::KvCache;
 use crate::distributed::inbox::bytes_of;
 use crate::distributed::link::{Link, LinkError, LinkOptions};
@@ -203,8 +203,7 @@ impl Follower<'_> {
         };
         let dir = source::resolve_with(&plan.model, &lookup)?;
         let mode = plan.weight_mode;
-        let shard = shard_plan(&plan.part, self.opts.rank, group);
-        let loaded = loader::load_part(&dir, mode, &shard)?;
+        let loaded = loader::load_part(&dir, mode, &rank_part(&plan.part, self.opts.rank, group))?;
         let hidden = loaded.config["hidden_size"]
             .as_i64()
             .ok_or_else(|| Error::Config("config.json has no hidden_size".into()))?

@@ -89,12 +89,12 @@ fn theta() -> f32 {
 /// mlx-lm's default when config.json has no `q_lora_rank` at all; `null` means none.
 const DEFAULT_Q_LORA_RANK: i32 = 1536;
 
-pub fn build_v2(config: &Value, w: &mut Weights, plan: &RankPart) -> Result<Box<dyn Transformer>> {
-    Ok(Box::new(build(config, w, plan, Version::V2)?))
+pub fn build_v2(config: &Value, w: &mut Weights, part: &RankPart) -> Result<Box<dyn Transformer>> {
+    Ok(Box::new(build(config, w, part, Version::V2)?))
 }
 
-pub fn build_v3(config: &Value, w: &mut Weights, plan: &RankPart) -> Result<Box<dyn Transformer>> {
-    Ok(Box::new(build(config, w, plan, Version::V3)?))
+pub fn build_v3(config: &Value, w: &mut Weights, part: &RankPart) -> Result<Box<dyn Transformer>> {
+    Ok(Box::new(build(config, w, part, Version::V3)?))
 }
 
 /// Hugging Face's per-expert tensors, stacked.
@@ -122,7 +122,7 @@ struct Family {
     routing: RoutingSpec,
 }
 
-fn build(config: &Value, w: &mut Weights, plan: &RankPart, version: Version) -> Result<Decoder> {
+fn build(config: &Value, w: &mut Weights, part: &RankPart, version: Version) -> Result<Decoder> {
     let a: Args = args(config)?;
     let q_lora_rank = match config.get("q_lora_rank") {
         None => Some(DEFAULT_Q_LORA_RANK),
@@ -138,9 +138,9 @@ fn build(config: &Value, w: &mut Weights, plan: &RankPart, version: Version) -> 
         hidden_size: f.a.hidden_size,
         rms_norm_eps: f.a.rms_norm_eps,
         tie_word_embeddings: false,
-        tensor_counts: f.tensor_counts(&plan.tensor),
+        tensor_counts: f.tensor_counts(&part.tensor),
     };
-    Decoder::assemble(w, &skeleton, plan, &|w, prefix, i, tensor| {
+    Decoder::assemble(w, &skeleton, part, &|w, prefix, i, tensor| {
         f.layer(w, prefix, i, tensor)
     })
 }

@@ -30,7 +30,7 @@ fn default_theta() -> f32 {
     10000.0
 }
 
-pub fn build(config: &Value, w: &mut Weights, plan: &RankPart) -> Result<Box<dyn Transformer>> {
+pub fn build(config: &Value, w: &mut Weights, part: &RankPart) -> Result<Box<dyn Transformer>> {
     let a: Args = args(config)?;
     let head_dim = match a.head_dim {
         Some(d) => d,
@@ -45,5 +45,5 @@ pub fn build(config: &Value, w: &mut Weights, plan: &RankPart) -> Result<Box<dyn
         ..FamilyTraits::new(head_dim, a.rope_theta)
     };
     let c = a.base.decoder(traits, a.base.rope_scaling.as_ref())?;
-    Ok(Box::new(Decoder::load(w, c, plan)?))
+    Ok(Box::new(Decoder::load(w, c, part)?))
 }

@@ -162,12 +162,12 @@ fn as_stored(_: &Value, _: &mut Weights) -> Result<()> {
     Ok(())
 }
 
-/// Builds this rank's part (`plan`) of the model that `config` describes, strictly: every
+/// Builds this rank's `part` of the model that `config` describes, strictly: every
 /// checkpoint key must be used, except other ranks' parts and what `sanitize` drops.
 pub fn build(
     config: &Value,
     mut weights: Weights,
-    plan: &RankPart,
+    part: &RankPart,
 ) -> Result<Box<dyn Transformer>> {
     let model_type = config["model_type"]
         .as_str()
@@ -181,8 +181,8 @@ pub fn build(
         })?;
     sanitize(config, &mut weights);
     family_sanitize(config, &mut weights)?;
-    let model = builder(config, &mut weights, plan)?;
-    weights.finish(|key| not_in_plan(key, plan))?;
+    let model = builder(config, &mut weights, part)?;
+    weights.finish(|key| not_in_part(key, part))?;
     model.materialize()?;
     Ok(model)
 }
@@ -197,10 +197,10 @@ fn sanitize(config: &Value, weights: &mut Weights) {
 }
 
 /// A key another rank holds (its layers, or the embedding, norm and head).
-fn not_in_plan(key: &str, plan: &RankPart) -> bool {
+fn not_in_part(key: &str, part: &RankPart) -> bool {
     match keys::layer_of(key) {
-        Some(i) => !plan.holds_layer(i),
-        None => !plan.ends && keys::is_end(key),
+        Some(i) => !part.holds_layer(i),
+        None => !part.ends && keys::is_end(key),
     }
 }
 

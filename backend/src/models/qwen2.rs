@@ -25,7 +25,7 @@ fn default_theta() -> f32 {
     1_000_000.0
 }
 
-pub fn build(config: &Value, w: &mut Weights, plan: &RankPart) -> Result<Box<dyn Transformer>> {
+pub fn build(config: &Value, w: &mut Weights, part: &RankPart) -> Result<Box<dyn Transformer>> {
     let a: Args = args(config)?;
     let traits = FamilyTraits {
         qkv_bias: true,
@@ -34,5 +34,5 @@ pub fn build(config: &Value, w: &mut Weights, plan: &RankPart) -> Result<Box<dyn
         ..FamilyTraits::new(a.base.default_head_dim()?, a.rope_theta)
     };
     let c = a.base.decoder(traits, a.base.rope_scaling.as_ref())?;
-    Ok(Box::new(Decoder::load(w, c, plan)?))
+    Ok(Box::new(Decoder::load(w, c, part)?))
 }

@@ -19,11 +19,11 @@ pub struct Args {
     rope_parameters: Option<Value>,
 }
 
-pub fn build(config: &Value, w: &mut Weights, plan: &RankPart) -> Result<Box<dyn Transformer>> {
+pub fn build(config: &Value, w: &mut Weights, part: &RankPart) -> Result<Box<dyn Transformer>> {
     Ok(Box::new(Decoder::load(
         w,
         decoder_config(&args(config)?)?,
-        plan,
+        part,
     )?))
 }
 

@@ -46,7 +46,7 @@ pub fn sanitize(config: &Value, w: &mut Weights) -> Result<()> {
     stack_experts(w, ("num_experts", a.num_experts))
 }
 
-pub fn build(config: &Value, w: &mut Weights, plan: &RankPart) -> Result<Box<dyn Transformer>> {
+pub fn build(config: &Value, w: &mut Weights, part: &RankPart) -> Result<Box<dyn Transformer>> {
     let a: Args = args(config)?;
     a.validate()?;
     let c = qwen3::decoder_config(&a.qwen3)?;
@@ -54,8 +54,8 @@ pub fn build(config: &Value, w: &mut Weights, plan: &RankPart) -> Result<Box<dyn
     let (experts, inter) = (a.num_experts, a.moe_intermediate_size);
     skeleton
         .tensor_counts
-        .push(TensorCut::expert_count(&plan.tensor, experts, inter));
-    let decoder = Decoder::assemble(w, &skeleton, plan, &|w, prefix, i, tensor| {
+        .push(TensorCut::expert_count(&part.tensor, experts, inter));
+    let decoder = Decoder::assemble(w, &skeleton, part, &|w, prefix, i, tensor| {
         layer(w, prefix, i, (&a, &c), tensor)
     })?;
     Ok(Box::new(decoder))

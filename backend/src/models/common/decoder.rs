@@ -328,8 +328,8 @@ pub struct Decoder {
 
 impl Decoder {
     /// A dense family's decoder (llama, qwen2, qwen3).
-    pub fn load(w: &mut Weights, c: DecoderConfig, plan: &RankPart) -> Result<Decoder> {
-        Decoder::assemble(w, &c.skeleton(), plan, &|w, prefix, _, tensor| {
+    pub fn load(w: &mut Weights, c: DecoderConfig, part: &RankPart) -> Result<Decoder> {
+        Decoder::assemble(w, &c.skeleton(), part, &|w, prefix, _, tensor| {
             DecoderLayer::load_dense(w, prefix, &c, tensor)
         })
     }
@@ -338,22 +338,22 @@ impl Decoder {
     pub fn assemble(
         w: &mut Weights,
         s: &Skeleton,
-        plan: &RankPart,
+        part: &RankPart,
         layer: &LayerLoader,
     ) -> Result<Decoder> {
         let hidden = s.hidden_size;
-        if let Some(t) = &plan.tensor {
+        if let Some(t) = &part.tensor {
             t.check(&s.tensor_counts)?;
         }
-        let embed_tokens = match plan.ends {
+        let embed_tokens = match part.ends {
             true => Some(Embedding::load(w, keys::EMBED, s.vocab_size, hidden)?),
             false => None,
         };
         let layers = (0..s.num_hidden_layers as usize)
-            .filter(|i| plan.holds_layer(*i))
-            .map(|i| layer(w, &format!("{}.{i}", keys::LAYERS), i, &plan.tensor))
+            .filter(|i| part.holds_layer(*i))
+            .map(|i| layer(w, &format!("{}.{i}", keys::LAYERS), i, &part.tensor))
             .collect::<Result<Vec<_>>>()?;
-        let (norm, lm_head) = match plan.ends {
+        let (norm, lm_head) = match part.ends {
             true => (
                 Some(RmsNorm::load(w, keys::NORM, hidden, s.rms_norm_eps)?),
                 Some(match s.tie_word_embeddings {
