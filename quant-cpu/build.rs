@@ -3,26 +3,33 @@
 
 include!("../build-support/mlx_rpath.rs");
 
+/// The shim's sources, compiled for any x86-64 or arm64.
+const SOURCES: &[&str] = &[
+    "quantized_matmul.cpp",
+    "host_receive.cpp",
+    "fast_ops.cpp",
+    "cpu_steps.cpp",
+    "decode_layer.cpp",
+    "vmath.cpp",
+];
+
+/// What they include, and the per-instruction-set kernels (`compile_isa`).
+const HEADERS: &[&str] = &[
+    "shim.h",
+    "cpu_steps.h",
+    "vmath.h",
+    "vmath_impl.h",
+    "vmath_avx2.cpp",
+    "vmath_avx512.cpp",
+];
+
 fn main() {
     link_mlx_rpath();
     if std::env::var("DEP_MLX_FOREIGN").is_ok() {
         // mlx-sys built nothing native (a check for another target): nothing to compile against.
         return;
     }
-    println!("cargo:rerun-if-changed=cpp/quantized_matmul.cpp");
-    println!("cargo:rerun-if-changed=cpp/host_receive.cpp");
-    println!("cargo:rerun-if-changed=cpp/fast_ops.cpp");
-    println!("cargo:rerun-if-changed=cpp/cpu_steps.cpp");
-    println!("cargo:rerun-if-changed=cpp/decode_layer.cpp");
-    for file in [
-        "shim.h",
-        "cpu_steps.h",
-        "vmath.h",
-        "vmath_impl.h",
-        "vmath.cpp",
-        "vmath_avx2.cpp",
-        "vmath_avx512.cpp",
-    ] {
+    for file in SOURCES.iter().chain(HEADERS) {
         println!("cargo:rerun-if-changed=cpp/{file}");
     }
     println!("cargo:rerun-if-env-changed=DEP_MLX_INCLUDE");
@@ -30,15 +37,11 @@ fn main() {
         panic!("mlx-sys did not publish its include folders (DEP_MLX_INCLUDE)");
     };
     let mut build = cc::Build::new();
+    build.cpp(true).std("c++20");
+    for file in SOURCES {
+        build.file(format!("cpp/{file}"));
+    }
     build
-        .cpp(true)
-        .std("c++20")
-        .file("cpp/quantized_matmul.cpp")
-        .file("cpp/host_receive.cpp")
-        .file("cpp/fast_ops.cpp")
-        .file("cpp/cpu_steps.cpp")
-        .file("cpp/decode_layer.cpp")
-        .file("cpp/vmath.cpp")
         // Products and sums rounded one by one, as MLX's fallbacks that fast_ops.cpp matches.
         .flag("-ffp-contract=off")
         // MLX's SIMD headers pun pointers (as MLX itself is built: correct without the rule).

@@ -1,6 +1,7 @@
 //! ARCHITECTURE.md's layout stays true to the tree: every source file of the library crates is
-//! named in it, and every file it names exists. And the backend's modules import in one
-//! direction: no circle among them (the model families aside).
+//! named in it, and every file it names exists. The backend's modules import in one
+//! direction: no circle among them (the model families aside). And no function outside tests
+//! is longer than `MAX_FN_LINES`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -176,4 +177,112 @@ fn backend_modules_import_without_a_circle() -> TestResult {
         }
     }
     Ok(())
+}
+
+/// The longest a function of the library crates may be, signature to closing brace.
+const MAX_FN_LINES: usize = 60;
+
+/// A line without its `//` comment, string literals and brace or semicolon char literals,
+/// so that only code's own braces, brackets and semicolons count.
+fn code_of(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        match (in_string, c) {
+            (true, '\\') => {
+                chars.next();
+            }
+            (true, '"') => in_string = false,
+            (true, _) => {}
+            (false, '"') => in_string = true,
+            (false, '/') if chars.peek() == Some(&'/') => break,
+            (false, '\'') if matches!(chars.peek(), Some('{' | '}' | ';')) => {
+                chars.next();
+            }
+            (false, c) => out.push(c),
+        }
+    }
+    out
+}
+
+/// Whether a line starts a function: `fn name`, after any visibility and qualifiers.
+fn starts_fn(code: &str) -> bool {
+    let words: Vec<&str> = code.split_whitespace().collect();
+    words.iter().position(|w| *w == "fn").is_some_and(|at| {
+        words[..at].iter().all(|w| {
+            w.starts_with("pub") || ["const", "unsafe", "async", "extern", "\"C\""].contains(w)
+        }) && words
+            .get(at + 1)
+            .is_some_and(|n| n.starts_with(|c: char| c.is_alphabetic() || c == '_'))
+    })
+}
+
+/// The lines of the function that starts at `lines[0]`; None for a declaration (`;` before
+/// any body, as in an `extern` block or a trait).
+fn fn_length(lines: &[String]) -> Option<usize> {
+    let (mut nest, mut depth) = (0i32, 0i32);
+    for (i, line) in lines.iter().enumerate() {
+        for c in line.chars() {
+            match c {
+                '(' | '[' | '<' if depth == 0 => nest += 1,
+                ')' | ']' | '>' if depth == 0 => nest -= 1,
+                ';' if depth == 0 && nest <= 0 => return None,
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some(i + 1);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
+/// Every function of `text` (its test module left out) longer than `MAX_FN_LINES`.
+fn long_functions(text: &str) -> Vec<(usize, usize)> {
+    let code: Vec<String> = text
+        .split("#[cfg(test)]\nmod tests")
+        .next()
+        .unwrap_or_default()
+        .lines()
+        .map(code_of)
+        .collect();
+    (0..code.len())
+        .filter(|&i| starts_fn(&code[i]))
+        .filter_map(|i| fn_length(&code[i..]).map(|n| (i + 1, n)))
+        .filter(|&(_, n)| n > MAX_FN_LINES)
+        .collect()
+}
+
+#[test]
+fn no_function_outside_tests_is_longer_than_60_lines() -> TestResult {
+    let mut files = Vec::new();
+    for dir in CRATES {
+        rust_files(&repo().join(dir), &mut files)?;
+    }
+    let mut long = Vec::new();
+    for file in files.iter().filter(|f| !f.ends_with("tests.rs")) {
+        let text = std::fs::read_to_string(file)?;
+        for (line, n) in long_functions(&text) {
+            long.push(format!("{}:{line} ({n} lines)", file.display()));
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FN_LINES} lines: {long:#?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn the_length_check_sees_bodies_not_declarations() {
+    let body: String = (0..70)
+        .map(|i| format!("    let _x{i} = \"{{\";\n"))
+        .collect();
+    let text = format!("extern \"C\" {{\n    fn f(\n        x: [u8; 4],\n    ) -> i32;\n}}\n\npub(crate) fn g() {{\n{body}}}\n");
+    assert_eq!(long_functions(&text), [(7, 72)]);
 }

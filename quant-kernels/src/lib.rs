@@ -19,11 +19,11 @@
 pub mod layout;
 mod panels;
 pub use panels::sgemm_nt;
+#[cfg(target_arch = "aarch64")]
+mod neon;
 mod scalar;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod vector;
-#[cfg(target_arch = "aarch64")]
-mod neon;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

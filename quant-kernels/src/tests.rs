@@ -147,7 +147,11 @@ fn vector_sets() -> Vec<(&'static str, Kernel, Dequantize)> {
         sets.push(("avx2", super::x86::matmul, super::x86::dequantize_row));
     }
     if super::x86::avx512::available() {
-        sets.push(("avx512", super::x86::avx512::matmul, super::x86::dequantize_row));
+        sets.push((
+            "avx512",
+            super::x86::avx512::matmul,
+            super::x86::dequantize_row,
+        ));
     }
     sets
 }

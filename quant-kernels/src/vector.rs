@@ -121,7 +121,10 @@ pub(crate) fn with_sums<R>(ops: &Operands, f: impl FnOnce(&[f32]) -> R) -> R {
 macro_rules! each_row_by_steps {
     ($ops:expr, $params:expr, $cols:expr, $out:expr, $row:ident::<$bits:ident, $p:ident>) => {
         each_row_by_steps!($ops, $params, $cols, $out, $row::<$bits, $p>, |w, x, s| {
-            [$row::<$bits, STEPS, $p>(w, x[0], s), $row::<$bits, STEPS, $p>(w, x[1], s)]
+            [
+                $row::<$bits, STEPS, $p>(w, x[0], s),
+                $row::<$bits, STEPS, $p>(w, x[1], s),
+            ]
         })
     };
     ($ops:expr, $params:expr, $cols:expr, $out:expr, $row:ident::<$bits:ident, $p:ident>,
@@ -143,10 +146,12 @@ macro_rules! each_row_by_steps {
                 )
             }};
         }
-        with_sums($ops, |sums| match $ops.format.group / $crate::layout::STEP {
-            1 => walk!(1, sums),
-            2 => walk!(2, sums),
-            _ => walk!(4, sums),
+        with_sums($ops, |sums| {
+            match $ops.format.group / $crate::layout::STEP {
+                1 => walk!(1, sums),
+                2 => walk!(2, sums),
+                _ => walk!(4, sums),
+            }
         })
     }};
 }

@@ -1,6 +1,6 @@
-//! A worker's side of the control channel: connect to rank 0 (waiting as long as it takes),
-//! prove each other's token, then receive plans; pings are answered off the main thread,
-//! so a worker busy in MLX still counts as alive.
+//! A worker's side of the control channel: connect to rank 0 (waiting as long as it takes;
+//! the handshake is `join::connect`), then receive plans; pings are answered off the main
+//! thread, so a worker busy in MLX still counts as alive.
 
 use std::net::TcpStream;
 use std::sync::{mpsc, Arc, Mutex};
@@ -10,31 +10,9 @@ use std::time::{Duration, Instant};
 use crate::lifecycle;
 
 use super::inbox::Inbox;
-use super::protocol::{Identity, ToLeader, ToWorker};
-use super::wire::{nonce, read_frame, write_frame, Secret};
-
-#[derive(Clone)]
-pub struct LinkOptions {
-    pub rank: usize,
-    /// Rank 0's control address.
-    pub control: String,
-    pub hostfile_digest: String,
-    pub secret: Secret,
-}
-
-/// Why joining failed.
-#[derive(Debug, thiserror::Error)]
-pub enum LinkError {
-    /// Rank 0 is not there (yet): try again.
-    #[error("{0}")]
-    Retry(String),
-    /// Rank 0 refused this worker: waiting will not help.
-    #[error("rank 0 refused this worker: {0}")]
-    Rejected(String),
-    /// This process was asked to stop while it waited.
-    #[error("stopped while waiting for rank 0")]
-    Stopped,
-}
+use super::join::{self, LinkError, LinkOptions};
+use super::protocol::{ToLeader, ToWorker};
+use super::wire::{read_frame, write_frame};
 
 /// How often a worker waiting on rank 0 looks for a stop.
 const STOP_TICK: Duration = Duration::from_millis(100);
@@ -71,49 +49,10 @@ impl Link {
         }
     }
 
-    /// One attempt to join.
+    /// One attempt to join: the handshake (`join::connect`), then the reader.
     pub fn connect(opts: &LinkOptions) -> Result<Link, LinkError> {
-        let retry = |e: std::io::Error| LinkError::Retry(e.to_string());
-        let mut s = TcpStream::connect(&opts.control).map_err(retry)?;
-        s.set_nodelay(true).map_err(retry)?;
-        s.set_read_timeout(Some(Duration::from_secs(10)))
-            .map_err(retry)?;
-        let ours = nonce();
-        write_frame(
-            &mut s,
-            &ToLeader::Join {
-                rank: opts.rank,
-                identity: Identity::current(),
-                hostfile: opts.hostfile_digest.clone(),
-                nonce: ours.clone(),
-                free_memory: super::free_memory(),
-            },
-        )
-        .map_err(retry)?;
-        match read_frame(&mut s).map_err(retry)? {
-            ToWorker::Challenge {
-                proof,
-                nonce: theirs,
-            } => {
-                if !opts.secret.verify("leader", &ours, &proof) {
-                    return Err(LinkError::Retry(format!(
-                        "the peer at {} failed authentication (MLX_DISTRIBUTED_TOKEN differs?)",
-                        opts.control
-                    )));
-                }
-                let proof = opts.secret.proof("worker", &theirs);
-                write_frame(&mut s, &ToLeader::Proof { proof }).map_err(retry)?;
-            }
-            ToWorker::Rejected { reason } => return Err(LinkError::Rejected(reason)),
-            other => return Err(LinkError::Retry(format!("unexpected {other:?}"))),
-        }
-        match read_frame(&mut s).map_err(retry)? {
-            ToWorker::Accepted => {}
-            ToWorker::Rejected { reason } => return Err(LinkError::Rejected(reason)),
-            other => return Err(LinkError::Retry(format!("unexpected {other:?}"))),
-        }
-        s.set_read_timeout(None).map_err(retry)?;
-        Link::serve(s).map_err(retry)
+        let stream = join::connect(opts)?;
+        Link::serve(stream).map_err(|e| LinkError::Retry(e.to_string()))
     }
 
     /// Starts the reader: pings are answered at once, activations go to the inbox, everything

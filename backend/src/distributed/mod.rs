@@ -2,18 +2,25 @@
 //! rank 0 and the workers, and the pipeline's activation hand-off (over the MLX group, or
 //! inside control messages into an inbox).
 
+mod cluster;
+mod fault;
 mod group;
 mod hostfile;
 pub mod inbox;
-pub mod leader;
+mod join;
 pub mod link;
 pub mod pipeline;
 pub mod protocol;
 pub mod split;
 pub mod wire;
 
+#[cfg(test)]
+pub(crate) use cluster::loopback;
+pub use cluster::Cluster;
+pub use fault::Fault;
 pub use group::{clear_groups, Group, GroupError, Transport};
 pub use hostfile::{Hostfile, HostfileError, MLX_LAUNCH_STARTING_PORT};
+pub use join::{ClusterOptions, LinkError, LinkOptions};
 
 /// Bytes of memory this machine can still give a model (for `layer_split:auto`).
 pub fn free_memory() -> u64 {

@@ -6,11 +6,11 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use super::sharded::{Session, ShardedModel};
-use crate::distributed::leader::{Cluster, ClusterOptions};
 use crate::distributed::protocol::{LoadPlan, Part, ToLeader, ToWorker};
 use crate::distributed::split::layer_ranges;
 use crate::distributed::wire::digest;
 use crate::distributed::{clear_groups, Group, Hostfile};
+use crate::distributed::{Cluster, ClusterOptions};
 use crate::error::{read_json, Error, Result};
 use crate::loader::{self, LoadedModel};
 use crate::models::common::{ExpertCut, RankPart, TensorCut};

@@ -8,16 +8,13 @@ use std::rc::Rc;
 use mlx_rs::Array;
 
 use super::cluster_load::rank_part;
+use super::relay::Stage;
 use crate::cache::KvCache;
-use crate::distributed::inbox::bytes_of;
-use crate::distributed::link::{Link, LinkError, LinkOptions};
-use crate::distributed::pipeline::{announce_and_send, receive};
+use crate::distributed::link::Link;
 use crate::distributed::protocol::{
-    state_fingerprint, CacheOp, LoadPlan, Part, Payload, PlanRow, Relay, StepPlan, ToLeader,
-    ToWorker,
+    state_fingerprint, CacheOp, LoadPlan, Part, PlanRow, StepPlan, ToLeader, ToWorker,
 };
-use crate::distributed::wire::{digest, Secret};
-use crate::distributed::{clear_groups, Group, Hostfile};
+use crate::distributed::{clear_groups, Group, Hostfile, LinkError, LinkOptions};
 use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::loader;
@@ -43,16 +40,11 @@ pub fn run(opts: &FollowerOptions) -> Result<()> {
             "rank 0 serves gRPC; workers are ranks 1 and up".into(),
         ));
     }
-    let json = opts.hostfile.mlx_json();
-    let link_opts = LinkOptions {
-        rank: opts.rank,
-        control: opts
-            .hostfile
-            .control_address(opts.coordinator.as_deref(), opts.control_port)
-            .map_err(Error::Distributed)?,
-        hostfile_digest: digest(json.as_bytes()),
-        secret: Secret::new(opts.token.as_deref(), &json),
-    };
+    let control = opts
+        .hostfile
+        .control_address(opts.coordinator.as_deref(), opts.control_port)
+        .map_err(Error::Distributed)?;
+    let link_opts = LinkOptions::new(&opts.hostfile, opts.rank, control, opts.token.as_deref());
     loop {
         let link = match Link::wait_for_leader(&link_opts) {
             Ok(link) => link,
@@ -66,8 +58,7 @@ pub fn run(opts: &FollowerOptions) -> Result<()> {
             group: None,
             model: None,
             pending: None,
-            slots: HashMap::new(),
-            saved: HashMap::new(),
+            caches: RankCaches::default(),
         };
         follower.serve(&link);
         drop(follower);
@@ -94,6 +85,13 @@ struct Follower<'a> {
     model: Option<Worker>,
     /// A part loaded beside `model`, waiting for rank 0's `Commit` (every rank loaded).
     pending: Option<Worker>,
+    caches: RankCaches,
+}
+
+/// This rank's layers of every cache rank 0 names: exactly the changes rank 0 plans, so the
+/// state check can compare them.
+#[derive(Default)]
+struct RankCaches {
     /// Each live sequence's caches (one per layer of this rank's part), by the slot rank 0 gave it.
     slots: HashMap<u64, Vec<KvCache>>,
     /// This rank's layers of each prefix-cache entry, under the id rank 0 gave it.
@@ -119,7 +117,7 @@ impl Follower<'_> {
                 ToWorker::Free => {
                     self.model = None;
                     self.pending = None;
-                    self.forget_caches();
+                    self.caches = RankCaches::default();
                     crate::memory::release();
                     tracing::info!("model freed");
                     Some(ToLeader::Freed)
@@ -219,45 +217,21 @@ impl Follower<'_> {
     /// Runs this rank's part of one forward pass over the plan's rows.
     fn step(&mut self, p: &StepPlan, link: &Link) -> Result<Option<ToLeader>> {
         for op in &p.cache_ops {
-            self.apply(*op)?;
+            self.caches.apply(*op)?;
         }
         let (Some(m), Some(group)) = (&self.model, &self.group) else {
             return Err(Error::NotLoaded);
         };
-        // Take each row's caches out of the map for the step, and put them back after.
-        let mut taken: Vec<(u64, Vec<KvCache>)> = Vec::with_capacity(p.rows.len());
-        for row in &p.rows {
-            let caches = match row.offset {
-                0 => (0..m.transformer.num_layers())
-                    .map(|_| KvCache::new())
-                    .collect(),
-                _ => self.slots.remove(&row.slot).unwrap_or_default(),
-            };
-            let have = caches.first().map_or(0, |c| c.offset() as usize);
-            if have != row.offset {
-                return Err(Error::Distributed(format!(
-                    "slot {} is at position {have}, rank 0 expects {}",
-                    row.slot, row.offset
-                )));
-            }
-            taken.push((row.slot, caches));
-        }
+        let mut taken = self.caches.take(&p.rows, m.transformer.num_layers())?;
         let outcome = run_part(m, group, p, link, &mut taken);
-        let rows: Vec<PlanRow> = taken
-            .iter()
-            .map(|(slot, c)| PlanRow {
-                slot: *slot,
-                offset: c.first().map_or(0, |c| c.offset() as usize),
-            })
-            .collect();
-        self.slots.extend(taken);
+        let rows = self.caches.put_back(taken);
         outcome?;
         Ok(p.check.then(|| ToLeader::Check {
             seq: p.seq,
             state: state_fingerprint(
                 p.seq,
                 &rows,
-                &self.saved.keys().copied().collect::<Vec<_>>(),
+                &self.caches.entries(),
                 &m.fingerprint,
                 &p.tokens,
             ),
@@ -269,18 +243,15 @@ impl Follower<'_> {
         match self.pending.take() {
             Some(worker) => {
                 self.model = Some(worker);
-                self.forget_caches();
+                self.caches = RankCaches::default();
                 crate::memory::release();
             }
             None => tracing::warn!("rank 0 committed a load this rank does not hold"),
         }
     }
+}
 
-    fn forget_caches(&mut self) {
-        self.slots.clear();
-        self.saved.clear();
-    }
-
+impl RankCaches {
     /// Applies one of rank 0's cache changes to this rank's layers.
     fn apply(&mut self, op: CacheOp) -> Result<()> {
         let missing = |what: &str| Error::Distributed(format!("{what} is not cached on this rank"));
@@ -310,6 +281,47 @@ impl Follower<'_> {
         }
         Ok(())
     }
+
+    /// Each row's caches, out of the map for a step (new ones for a row at offset 0); every
+    /// row must be where rank 0 says it is, or nothing is taken.
+    fn take(&mut self, rows: &[PlanRow], layers: usize) -> Result<Vec<(u64, Vec<KvCache>)>> {
+        for row in rows.iter().filter(|r| r.offset > 0) {
+            let have = self.slots.get(&row.slot).and_then(|c| c.first());
+            let have = have.map_or(0, |c| c.offset() as usize);
+            if have != row.offset {
+                return Err(Error::Distributed(format!(
+                    "slot {} is at position {have}, rank 0 expects {}",
+                    row.slot, row.offset
+                )));
+            }
+        }
+        let fresh = || (0..layers).map(|_| KvCache::new()).collect();
+        Ok(rows
+            .iter()
+            .map(|row| match row.offset {
+                0 => (row.slot, fresh()),
+                _ => (row.slot, self.slots.remove(&row.slot).unwrap_or_default()),
+            })
+            .collect())
+    }
+
+    /// Puts a step's caches back: each row where it now is.
+    fn put_back(&mut self, taken: Vec<(u64, Vec<KvCache>)>) -> Vec<PlanRow> {
+        let rows = taken
+            .iter()
+            .map(|(slot, c)| PlanRow {
+                slot: *slot,
+                offset: c.first().map_or(0, |c| c.offset() as usize),
+            })
+            .collect();
+        self.slots.extend(taken);
+        rows
+    }
+
+    /// The prefix-cache entries this rank holds.
+    fn entries(&self) -> Vec<u64> {
+        self.saved.keys().copied().collect()
+    }
 }
 
 /// This rank's layers over the rows' activations (received, or embedded in tensor mode).
@@ -324,19 +336,12 @@ fn run_part(
     let mut caches: Vec<&mut [KvCache]> = taken.iter_mut().map(|(_, c)| c.as_mut_slice()).collect();
     match m.part {
         Part::Pipeline { .. } => {
-            let handoff = p
-                .handoff
-                .ok_or_else(|| Error::Distributed("a pipeline step without its hand-off".into()))?;
             let stage = Stage {
+                link,
+                group,
                 shape: [b, len, m.hidden],
-                dtype: handoff.dtype.mlx(),
-                sends: group.rank() + 1 < group.size() || p.output,
-                last: group.rank() + 1 == group.size(),
             };
-            match handoff.relay {
-                Relay::Group => run_over_group(m, group, p, link, &mut caches, &stage),
-                Relay::Control => run_over_control(m, p, link, &mut caches, &stage),
-            }
+            stage.run(m.transformer.as_ref(), p, &mut caches)
         }
         Part::Tensor | Part::Expert => {
             let ids = Array::from_slice(&p.tokens, &[b, len]);
@@ -352,87 +357,102 @@ fn run_part(
     }
 }
 
-/// A pipeline rank's place in one step.
-struct Stage {
-    shape: [i32; 3],
-    dtype: mlx_rs::Dtype,
-    /// Whether this rank's output goes anywhere (the last rank's only when rank 0 wants it).
-    sends: bool,
-    last: bool,
-}
+#[cfg(test)]
+mod tests {
+    use mlx_rs::ops::zeros;
 
-/// Over the group (prefill-size steps): the graph is built at once, evaluated on `Go` (a
-/// posted ring receive busy-polls a core), and the next rank is told before the send.
-fn run_over_group(
-    m: &Worker,
-    group: &Group,
-    p: &StepPlan,
-    link: &Link,
-    caches: &mut [&mut [KvCache]],
-    stage: &Stage,
-) -> Result<()> {
-    let h = receive(group, &stage.shape, stage.dtype)?;
-    let h = m.transformer.run_layers(&h, caches)?;
-    let mut computed = KvCache::states(caches);
-    computed.push(h.clone());
-    await_go(link, p.seq)?;
-    mlx_rs::transforms::eval(&computed)?;
-    if !stage.sends {
-        return Ok(());
+    use super::*;
+
+    type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+    const LAYERS: usize = 2;
+
+    fn row(slot: u64, offset: usize) -> PlanRow {
+        PlanRow { slot, offset }
     }
-    announce_and_send(group, &h, || {
-        let ready = ToLeader::Ready {
-            seq: p.seq,
-            activations: None,
-        };
-        link.send(&ready).map_err(rank_0_gone)
-    })
-}
 
-/// Inside control messages: the whole graph goes to MLX at once, its receive waiting
-/// (blocked) for the activations in rank 0's `Go`; the output goes back to rank 0.
-fn run_over_control(
-    m: &Worker,
-    p: &StepPlan,
-    link: &Link,
-    caches: &mut [&mut [KvCache]],
-    stage: &Stage,
-) -> Result<()> {
-    let h = link.inbox().receive(p.seq, &stage.shape, stage.dtype)?;
-    let out = m.transformer.run_layers(&h, caches)?.contiguous()?;
-    let mut computed = KvCache::states(caches);
-    computed.push(out.clone());
-    mlx_rs::transforms::eval(&computed)?;
-    link.inbox().check()?;
-    if !stage.sends {
-        return Ok(());
+    /// One step of `len` positions for every row, as a layer's update makes it.
+    fn step(caches: &mut RankCaches, rows: &[PlanRow], len: i32) -> Result<Vec<PlanRow>> {
+        let mut taken = caches.take(rows, LAYERS)?;
+        let kv = zeros::<f32>(&[1, 1, len, 1])?;
+        for (_, layers) in &mut taken {
+            for cache in layers.iter_mut() {
+                cache.update(&kv, &kv)?;
+            }
+        }
+        Ok(caches.put_back(taken))
     }
-    let activations = Payload(bytes_of(&out)?);
-    let msg = match stage.last {
-        true => ToLeader::Output {
-            seq: p.seq,
-            activations,
-        },
-        false => ToLeader::Ready {
-            seq: p.seq,
-            activations: Some(activations),
-        },
-    };
-    link.send(&msg).map_err(rank_0_gone)
-}
 
-fn rank_0_gone(e: std::io::Error) -> Error {
-    Error::Distributed(format!("rank 0 went away: {e}"))
-}
+    /// Rows move as rank 0 plans them; a row that is not where rank 0 says fails the step
+    /// naming the slot and both positions, and takes nothing (the other rows keep their caches).
+    #[test]
+    fn a_row_out_of_place_names_its_slot_and_takes_nothing() -> TestResult {
+        let mut caches = RankCaches::default();
+        assert_eq!(
+            step(&mut caches, &[row(1, 0), row(2, 0)], 5)?,
+            [row(1, 5), row(2, 5)]
+        );
+        assert_eq!(
+            step(&mut caches, &[row(1, 5), row(2, 5)], 1)?,
+            [row(1, 6), row(2, 6)]
+        );
+        let err = step(&mut caches, &[row(1, 6), row(2, 4)], 1).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("slot 2 is at position 6, rank 0 expects 4"),
+            "{err}"
+        );
+        assert_eq!(
+            step(&mut caches, &[row(1, 6), row(2, 6)], 1)?,
+            [row(1, 7), row(2, 7)]
+        );
+        let err = step(&mut caches, &[row(9, 3)], 1).unwrap_err();
+        assert!(err.to_string().contains("slot 9 is at position 0"), "{err}");
+        Ok(())
+    }
 
-/// Waits for rank 0's word that the previous rank is sending step `seq`'s activations: the
-/// graph is built meanwhile, and nothing polls.
-fn await_go(link: &Link, seq: u64) -> Result<()> {
-    match link.next_message() {
-        Some(ToWorker::Go { seq: s, .. }) if s == seq => Ok(()),
-        Some(other) => Err(Error::Distributed(format!(
-            "expected the go of pipeline step {seq}, got {other:?}"
-        ))),
-        None => Err(Error::Distributed("rank 0 went away".into())),
+    /// Prefix-cache changes: a saved prefix restores into another slot at its length, a
+    /// change naming what this rank does not hold is an error naming it, and evicted entries
+    /// leave the state.
+    #[test]
+    fn cache_changes_follow_rank_0_and_name_what_is_missing() -> TestResult {
+        let mut caches = RankCaches::default();
+        step(&mut caches, &[row(1, 0)], 8)?;
+        caches.apply(CacheOp::Save {
+            slot: 1,
+            entry: 40,
+            len: 6,
+        })?;
+        caches.apply(CacheOp::Restore {
+            slot: 2,
+            entry: 40,
+            len: 4,
+        })?;
+        caches.apply(CacheOp::Release { slot: 1 })?;
+        assert_eq!(step(&mut caches, &[row(2, 4)], 2)?, [row(2, 6)]);
+        assert_eq!(caches.entries(), [40]);
+        let err = caches
+            .apply(CacheOp::Save {
+                slot: 1,
+                entry: 41,
+                len: 2,
+            })
+            .unwrap_err();
+        assert!(err.to_string().contains("slot 1 is not cached"), "{err}");
+        caches.apply(CacheOp::Evict { entry: 40 })?;
+        assert!(caches.entries().is_empty());
+        let err = caches
+            .apply(CacheOp::Restore {
+                slot: 3,
+                entry: 40,
+                len: 1,
+            })
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("prefix-cache entry 40 is not cached"),
+            "{err}"
+        );
+        Ok(())
     }
 }

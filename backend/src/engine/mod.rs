@@ -8,6 +8,7 @@ mod core;
 mod fake;
 pub mod follower;
 mod handle;
+mod relay;
 mod sharded;
 mod shared;
 

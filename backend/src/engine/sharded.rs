@@ -8,23 +8,19 @@ use std::time::Duration;
 
 use mlx_rs::Array;
 
+use super::relay::Leader;
 use crate::cache::KvCache;
-use crate::distributed::inbox::bytes_of;
-use crate::distributed::leader::Cluster;
-use crate::distributed::pipeline::{announce_and_send, handoff_for, receive};
+use crate::distributed::pipeline::handoff_for;
 use crate::distributed::protocol::{
-    state_fingerprint, CacheOp, Part, Payload, PlanRow, Relay, StepPlan, ToLeader, ToWorker,
+    state_fingerprint, CacheOp, Part, PlanRow, StepPlan, ToLeader, ToWorker,
 };
+use crate::distributed::Cluster;
 use crate::distributed::Group;
 use crate::error::{Error, Result};
 use crate::models::{LanguageModel, Queueing, Row, Transformer};
 
 /// Every this many steps, the ranks compare a fingerprint of their state.
 const CHECK_EVERY: u64 = 16;
-
-/// The longest one rank's part of a step may take (a full prefill chunk of a big model on a
-/// slow machine); a lost rank is noticed sooner by the heartbeat.
-const STEP_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The cluster's shared pieces, kept across loads while no rank is lost.
 pub struct Session {
@@ -44,17 +40,8 @@ pub struct ShardedModel {
     /// The prefix-cache entries every rank holds once those changes are applied.
     entries: RefCell<BTreeSet<u64>>,
     pending_check: RefCell<Option<(u64, String)>>,
-    /// Pipeline: the last step with output, whose activations the last rank sends back.
-    unreceived: RefCell<Option<Unreceived>>,
-}
-
-/// A pipeline step's output still in flight: over the group it is received (evaluated) once
-/// the last rank says it is ready, before any later receive, so the ring never falls out of
-/// step; over control messages its receive waits in MLX for the inbox.
-struct Unreceived {
-    seq: u64,
-    back: Array,
-    relay: Relay,
+    /// Rank 0's half of the pipeline relay (unused in tensor and expert modes).
+    relay: Leader,
 }
 
 /// What one step leaves to evaluate: the logits, or (prefill) only side effects.
@@ -70,6 +57,7 @@ impl ShardedModel {
         part: Part,
         fingerprint: String,
     ) -> Self {
+        let relay = Leader::new(session.cluster.clone(), session.group.clone());
         ShardedModel {
             transformer,
             session,
@@ -77,7 +65,7 @@ impl ShardedModel {
             fingerprint,
             entries: RefCell::new(BTreeSet::new()),
             pending_check: RefCell::new(None),
-            unreceived: RefCell::new(None),
+            relay,
         }
     }
 
@@ -172,10 +160,9 @@ impl ShardedModel {
     }
 
     /// Builds rank 0's part of the graph while the last rank still computes the step before
-    /// (whose output this one may take as lazy ids), sends every worker the plan so they
-    /// build theirs while rank 0 computes, then hands the activations on: over the group or
-    /// inside control messages (`handoff_for`). The output comes back lazily, received at the
-    /// next step or `await_output`.
+    /// (whose output this one may take as lazy ids), then hands it on (`relay::Leader`): the
+    /// workers build theirs while rank 0 computes. The output comes back lazily, received at
+    /// the next step or `await_output`.
     fn pipeline_step(
         &self,
         h: &Array,
@@ -187,123 +174,14 @@ impl ShardedModel {
         plan.handoff = Some(handoff);
         let mut computed = KvCache::states(caches);
         self.verify_pending_check(plan.seq)?;
-        computed.extend(self.take_unreceived()?);
+        computed.extend(self.relay.take_unreceived()?);
         let (seq, output) = (plan.seq, plan.output);
-        match handoff.relay {
-            Relay::Group => self.relay_over_group(&h, computed, plan)?,
-            Relay::Control => self.relay_over_control(&h, computed, plan)?,
-        }
+        self.relay.hand_on(&h, computed, plan)?;
         if !output {
             return Ok(StepOutput::Effects(Vec::new()));
         }
-        let (shape, dtype) = (h.shape(), h.dtype());
-        let back = match handoff.relay {
-            Relay::Group => receive(&self.session.group, shape, dtype)?,
-            Relay::Control => self.session.cluster.inbox().receive(seq, shape, dtype)?,
-        };
-        let logits = self.transformer.head(&back)?;
-        *self.unreceived.borrow_mut() = Some(Unreceived {
-            seq,
-            back,
-            relay: handoff.relay,
-        });
-        Ok(StepOutput::Logits(logits))
-    }
-
-    /// Over the group (prefill-size steps): each rank is let go as the one before it sends
-    /// (a posted MLX ring receive busy-polls a core, which the computing rank needs).
-    fn relay_over_group(&self, h: &Array, mut computed: Vec<Array>, plan: StepPlan) -> Result<()> {
-        let (cluster, group, seq) = (&self.session.cluster, &self.session.group, plan.seq);
-        computed.push(h.clone());
-        cluster.broadcast(&ToWorker::Step(plan))?;
-        self.compute(&computed, seq)?;
-        let go = |rank| {
-            let msg = ToWorker::Go {
-                seq,
-                activations: None,
-            };
-            cluster.send_to(rank, &msg)
-        };
-        announce_and_send(group, h, || go(1))?;
-        for rank in 1..group.size() - 1 {
-            self.await_ready(rank, seq)?;
-            go(rank + 1)?;
-        }
-        Ok(())
-    }
-
-    /// Inside control messages: rank 0 evaluates its part (waiting, blocked, for the last
-    /// rank's previous output), then sends its activations to rank 1 and passes each middle
-    /// rank's on to the next; every worker has its graph in MLX by then.
-    fn relay_over_control(
-        &self,
-        h: &Array,
-        mut computed: Vec<Array>,
-        plan: StepPlan,
-    ) -> Result<()> {
-        let (cluster, seq) = (&self.session.cluster, plan.seq);
-        let out = h.contiguous()?;
-        computed.push(out.clone());
-        cluster.broadcast(&ToWorker::Step(plan))?;
-        self.compute(&computed, seq)?;
-        let mut activations = Payload(bytes_of(&out)?);
-        let last = self.session.group.size() - 1;
-        for rank in 1..last {
-            let go = ToWorker::Go {
-                seq,
-                activations: Some(activations),
-            };
-            cluster.send_to(rank, &go)?;
-            activations = self.await_ready(rank, seq)?.ok_or_else(|| {
-                Error::Distributed(format!("rank {rank} sent no activations for step {seq}"))
-            })?;
-        }
-        cluster.send_to(
-            last,
-            &ToWorker::Go {
-                seq,
-                activations: Some(activations),
-            },
-        )
-    }
-
-    /// Evaluates rank 0's part of step `seq`; a failure fails the cluster, whose workers
-    /// already have the plan.
-    fn compute(&self, computed: &[Array], seq: u64) -> Result<()> {
-        let cluster = &self.session.cluster;
-        let done = mlx_rs::transforms::eval(computed)
-            .map_err(Error::from)
-            .and_then(|()| cluster.inbox().check());
-        if let Err(e) = &done {
-            cluster.fail(format!("rank 0 could not compute pipeline step {seq}: {e}"));
-        }
-        done
-    }
-
-    /// The output still in flight, to evaluate before anything else is received: over the
-    /// group, once the last rank says it is ready to send it.
-    fn take_unreceived(&self) -> Result<Option<Array>> {
-        let Some(u) = self.unreceived.borrow_mut().take() else {
-            return Ok(None);
-        };
-        if u.relay == Relay::Group {
-            self.await_ready(self.session.group.size() - 1, u.seq)?;
-        }
-        Ok(Some(u.back))
-    }
-
-    /// Waits until `rank` has computed step `seq`: its activations, when they came with it.
-    /// An older step's `Ready` (of a step that failed before rank 0 waited) is dropped.
-    fn await_ready(&self, rank: usize, seq: u64) -> Result<Option<Payload>> {
-        let cluster = &self.session.cluster;
-        cluster.forget(|msg| matches!(msg, ToLeader::Ready { seq: s, .. } if *s < seq));
-        cluster.await_from(rank, "a pipeline step", STEP_TIMEOUT, |msg| match msg {
-            ToLeader::Ready {
-                seq: s,
-                activations,
-            } if *s == seq => Some(activations.clone()),
-            _ => None,
-        })
+        let back = self.relay.output(seq, &h, handoff.relay)?;
+        Ok(StepOutput::Logits(self.transformer.head(&back)?))
     }
 
     /// Compares the workers' fingerprints of an earlier checked step with rank 0's.
@@ -391,20 +269,14 @@ impl LanguageModel for ShardedModel {
     }
 
     fn await_output(&self) -> Result<()> {
-        match self.take_unreceived()? {
-            Some(back) => {
-                back.eval()?;
-                self.session.cluster.inbox().check()
-            }
-            None => Ok(()),
-        }
+        self.relay.await_output()
     }
 }
 
 impl Drop for ShardedModel {
     /// Receives an output nobody read, so the next model's first receive gets its own data.
     fn drop(&mut self) {
-        if self.unreceived.borrow().is_none() || self.session.cluster.check().is_err() {
+        if !self.relay.has_unreceived() || self.session.cluster.check().is_err() {
             return;
         }
         if let Err(e) = self.await_output() {
@@ -418,7 +290,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::distributed::leader::loopback;
+    use crate::distributed::loopback;
     use crate::distributed::wire::write_frame;
 
     fn check(seq: u64, state: &str) -> ToLeader {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::distributed::leader::Fault;
+use crate::distributed::Fault;
 use crate::error::{Error, Result};
 use crate::options::LoadConfig;
 use crate::prefix_cache::CacheStats;

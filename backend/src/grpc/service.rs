@@ -13,7 +13,7 @@ use crate::chat_output::{parse_tool_calls, OutputFormat, ReasoningSplitter, Spli
 use crate::engine::{Engine, EngineState, ModelInfo};
 use crate::error::Error;
 use crate::options::{LoadConfig, LoadRequest, Settings};
-use crate::request::{Event, GenerateRequest, TokenLogprob};
+use crate::request::{Event, GenerateRequest, Summary, TokenEvent, TokenLogprob};
 
 pub struct Service<E: Engine> {
     engine: Arc<E>,
@@ -57,6 +57,62 @@ impl<E: Engine> Service<E> {
             .map_err(|e| Status::internal(format!("tokenizing the prompt failed: {e}")))?
             .map_err(to_status)?;
         Ok((model, request, prompt))
+    }
+}
+
+/// What PredictStream has sent so far of one request, to make its next replies.
+struct StreamReplies {
+    tokenizer: Arc<crate::tokenizer::Tokenizer>,
+    format: OutputFormat,
+    splitter: ReasoningSplitter,
+    /// The answer's content so far (reasoning split off), where the tool calls are found.
+    content: String,
+    logprobs: Vec<(u32, TokenLogprob)>,
+}
+
+impl StreamReplies {
+    /// A reply carrying `text`, its content and reasoning split.
+    fn delta(&mut self, text: String) -> pb::Reply {
+        let split = self.splitter.push(&text);
+        self.content.push_str(&split.content);
+        pb::Reply {
+            message: text.into_bytes(),
+            chat_deltas: chat_delta(split),
+            ..Default::default()
+        }
+    }
+
+    /// A token's reply; none for a token with no text yet (its logprob is kept).
+    fn token(&mut self, t: TokenEvent) -> Option<pb::Reply> {
+        self.logprobs.extend(t.logprob.clone().map(|l| (t.id, l)));
+        (!t.text.is_empty()).then(|| self.delta(t.text))
+    }
+
+    /// The end: the held-back tail (if it has anything), then the last reply with the tool
+    /// calls, the logprobs and the summary.
+    fn done(&mut self, summary: &Summary) -> (Option<pb::Reply>, pb::Reply) {
+        let mut tail = self.delta(summary.tail.clone());
+        let rest = self.splitter.finish();
+        self.content.push_str(&rest.content);
+        tail.chat_deltas.extend(chat_delta(rest));
+        let has_tail = !tail.message.is_empty() || !tail.chat_deltas.is_empty();
+        let (calls, _) = parse_tool_calls(&self.format, &self.content);
+        let chat_deltas = match calls.is_empty() {
+            true => Vec::new(),
+            false => vec![pb::ChatDelta {
+                tool_calls: tool_call_deltas(calls),
+                ..Default::default()
+            }],
+        };
+        let last = pb::Reply {
+            logprobs: convert::logprobs_json(&self.tokenizer, &self.logprobs),
+            chat_deltas,
+            ..Default::default()
+        };
+        (
+            has_tail.then_some(tail),
+            convert::with_summary(last, summary),
+        )
     }
 }
 
@@ -221,55 +277,32 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
     ) -> Result<Response<ReplyStream>, Status> {
         let (model, req, prompt) = self.prepare(request.get_ref(), true).await?;
         let format = OutputFormat::detect(model.tokenizer.template_source());
-        let mut splitter = ReasoningSplitter::new(&format, &prompt);
+        let splitter = ReasoningSplitter::new(&format, &prompt);
         let mut events = self.engine.generate(req).map_err(to_status)?;
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<pb::Reply, Status>>(64);
+        let mut replies = StreamReplies {
+            tokenizer: model.tokenizer.clone(),
+            format,
+            splitter,
+            content: String::new(),
+            logprobs: Vec::new(),
+        };
         tokio::spawn(async move {
-            let (mut content, mut logprobs) = (String::new(), Vec::<(u32, TokenLogprob)>::new());
-            let delta_reply =
-                |text: String, splitter: &mut ReasoningSplitter, content: &mut String| {
-                    let split = splitter.push(&text);
-                    content.push_str(&split.content);
-                    pb::Reply {
-                        message: text.into_bytes(),
-                        chat_deltas: chat_delta(split),
-                        ..Default::default()
-                    }
-                };
             while let Some(event) = events.recv().await {
                 let reply = match event {
                     Err(e) => Err(to_status(e)),
-                    Ok(Event::Token(t)) => {
-                        logprobs.extend(t.logprob.clone().map(|l| (t.id, l)));
-                        if t.text.is_empty() {
-                            continue;
-                        }
-                        Ok(delta_reply(t.text, &mut splitter, &mut content))
-                    }
+                    Ok(Event::Token(t)) => match replies.token(t) {
+                        Some(reply) => Ok(reply),
+                        None => continue,
+                    },
                     Ok(Event::Done(summary)) => {
-                        let mut tail =
-                            delta_reply(summary.tail.clone(), &mut splitter, &mut content);
-                        let rest = splitter.finish();
-                        content.push_str(&rest.content);
-                        tail.chat_deltas.extend(chat_delta(rest));
-                        let has_tail = !tail.message.is_empty() || !tail.chat_deltas.is_empty();
-                        if has_tail && tx.send(Ok(tail)).await.is_err() {
-                            return;
+                        let (tail, last) = replies.done(&summary);
+                        if let Some(tail) = tail {
+                            if tx.send(Ok(tail)).await.is_err() {
+                                return;
+                            }
                         }
-                        let (calls, _) = parse_tool_calls(&format, &content);
-                        let last = pb::Reply {
-                            logprobs: convert::logprobs_json(&model.tokenizer, &logprobs),
-                            chat_deltas: if calls.is_empty() {
-                                Vec::new()
-                            } else {
-                                vec![pb::ChatDelta {
-                                    tool_calls: tool_call_deltas(calls),
-                                    ..Default::default()
-                                }]
-                            },
-                            ..Default::default()
-                        };
-                        Ok(convert::with_summary(last, &summary))
+                        Ok(last)
                     }
                 };
                 if tx.send(reply).await.is_err() {

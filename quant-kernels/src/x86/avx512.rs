@@ -108,7 +108,9 @@ unsafe fn columns<const BITS: u32, P: Stored>(
             && params.biases.len() >= cols.end * groups,
         "the weight, scales and biases hold n rows"
     );
-    with_sums(ops, |sums| blocks::<BITS, P>(ops, &shape, params, cols, sums, out))
+    with_sums(ops, |sums| {
+        blocks::<BITS, P>(ops, &shape, params, cols, sums, out)
+    })
 }
 
 /// Columns `cols`, a block at a time.

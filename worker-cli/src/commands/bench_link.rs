@@ -70,21 +70,7 @@ pub fn run(args: BenchLinkArgs) -> CliResult {
             group.all_sum(&x)?.eval()?;
             Ok(())
         })?;
-        // Rank 0 sends to rank 1, which sends it back: half a round trip is one transfer.
-        let p2p = Timing::measure(iters, || {
-            match rank {
-                0 => {
-                    group.send(&x, 1)?.eval()?;
-                    group.recv(&[n], Dtype::Float32, 1)?.eval()?;
-                }
-                1 => {
-                    let y = group.recv(&[n], Dtype::Float32, 0)?;
-                    group.send(&y, 0)?.eval()?;
-                }
-                _ => {}
-            }
-            Ok(())
-        })?;
+        let p2p = Timing::measure(iters, || round_trip(&group, &x))?;
         let one_way = Timing {
             avg: p2p.avg / 2.0,
             best: p2p.best / 2.0,
@@ -110,6 +96,23 @@ pub fn run(args: BenchLinkArgs) -> CliResult {
             "{}",
             json!({"ranks": size, "backend": args.backend, "sizes": rows})
         );
+    }
+    Ok(())
+}
+
+/// Rank 0 sends `x` to rank 1, which sends it back: half a round trip is one transfer.
+fn round_trip(group: &Group, x: &Array) -> CliResult {
+    let n = x.shape()[0];
+    match group.rank() {
+        0 => {
+            group.send(x, 1)?.eval()?;
+            group.recv(&[n], Dtype::Float32, 1)?.eval()?;
+        }
+        1 => {
+            let y = group.recv(&[n], Dtype::Float32, 0)?;
+            group.send(&y, 0)?.eval()?;
+        }
+        _ => {}
     }
     Ok(())
 }

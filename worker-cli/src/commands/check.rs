@@ -4,11 +4,12 @@
 //! rank have the same model and the memory for its share.
 
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
+use std::path::Path;
 use std::time::Duration;
 
-use backend::distributed::leader::{Cluster, ClusterOptions};
 use backend::distributed::protocol::{Identity, ModelFound, ToLeader, ToWorker};
 use backend::distributed::Hostfile;
+use backend::distributed::{Cluster, ClusterOptions};
 use backend::loader;
 
 use super::CliResult;
@@ -205,10 +206,15 @@ fn check_cluster(report: &mut Report, args: &CheckArgs, hostfile: &Hostfile) {
     let Some(model) = &args.model else {
         return report.note("no --model: the model and memory checks were skipped");
     };
-    let mine = loader::find_local(model, args.model_path.as_deref());
+    probe_models(report, &cluster, model, args.model_path.as_deref());
+}
+
+/// Asks every worker whether it has `model` and how much memory is free, and reports it.
+fn probe_models(report: &mut Report, cluster: &Cluster, model: &str, model_path: Option<&Path>) {
+    let mine = loader::find_local(model, model_path);
     let probe = ToWorker::Probe {
-        model: model.clone(),
-        model_path: args.model_path.as_ref().map(|p| p.display().to_string()),
+        model: model.to_string(),
+        model_path: model_path.map(|p| p.display().to_string()),
     };
     let answers = cluster.broadcast(&probe).and_then(|_| {
         cluster.collect(

@@ -93,17 +93,23 @@ pub fn run(args: DemoArgs) -> CliResult {
     result.map_err(|_| format!("the demo did not finish within {limit:?}"))?
 }
 
-async fn demo(args: &DemoArgs, grpc: &str) -> CliResult {
+/// A client of rank 0's gRPC server, once it is up (within 30 s).
+async fn connect(grpc: &str) -> CliResult<BackendClient<tonic::transport::Channel>> {
     let start = Instant::now();
-    let mut client = loop {
+    loop {
         if let Ok(c) = BackendClient::connect(format!("http://{grpc}")).await {
-            break c;
+            return Ok(c);
         }
         if start.elapsed() > Duration::from_secs(30) {
             return Err(format!("rank 0 did not come up at {grpc}").into());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    }
+}
+
+async fn demo(args: &DemoArgs, grpc: &str) -> CliResult {
+    let start = Instant::now();
+    let mut client = connect(grpc).await?;
     let model = std::fs::canonicalize(&args.model)
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| args.model.clone());

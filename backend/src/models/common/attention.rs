@@ -59,39 +59,18 @@ impl Attention {
             }
             false => Ok(None),
         };
+        let mut proj = |name: &str, (inp, out): (i32, i32), bias: bool, cut: Cut| {
+            Linear::load_split(w, &format!("{prefix}.{name}"), inp, out, bias, cut)
+        };
+        let q_proj = proj("q_proj", (c.hidden_size, q_out), c.qkv_bias, rows)?;
+        let k_proj = proj("k_proj", (c.hidden_size, kv_out), c.qkv_bias, rows)?;
+        let v_proj = proj("v_proj", (c.hidden_size, kv_out), c.qkv_bias, rows)?;
+        let o_proj = proj("o_proj", (q_out, c.hidden_size), c.o_bias, cols)?;
         Ok(Attention {
-            q_proj: Linear::load_split(
-                w,
-                &format!("{prefix}.q_proj"),
-                c.hidden_size,
-                q_out,
-                c.qkv_bias,
-                rows,
-            )?,
-            k_proj: Linear::load_split(
-                w,
-                &format!("{prefix}.k_proj"),
-                c.hidden_size,
-                kv_out,
-                c.qkv_bias,
-                rows,
-            )?,
-            v_proj: Linear::load_split(
-                w,
-                &format!("{prefix}.v_proj"),
-                c.hidden_size,
-                kv_out,
-                c.qkv_bias,
-                rows,
-            )?,
-            o_proj: Linear::load_split(
-                w,
-                &format!("{prefix}.o_proj"),
-                q_out,
-                c.hidden_size,
-                c.o_bias,
-                cols,
-            )?,
+            q_proj,
+            k_proj,
+            v_proj,
+            o_proj,
             q_norm: norm(w, "q_norm")?,
             k_norm: norm(w, "k_norm")?,
             heads: Heads {

@@ -56,19 +56,7 @@ impl Fault {
             fail(running, &message);
         }
         if self.busy.load(Ordering::SeqCst) {
-            let busy = self.busy.clone();
-            std::thread::spawn(move || {
-                std::thread::sleep(WEDGED_EXIT_AFTER);
-                if busy.load(Ordering::SeqCst) {
-                    tracing::error!(
-                        "the engine is still blocked in MLX {} s after a rank was lost; exiting so \
-                         that the host restarts this backend",
-                        WEDGED_EXIT_AFTER.as_secs()
-                    );
-                    // Not `exit`: its destructors would race the MLX work that is stuck.
-                    crate::lifecycle::exit_now(crate::lifecycle::EXIT_STUCK);
-                }
-            });
+            watch_for_a_wedged_step(self.busy.clone());
         }
     }
 
@@ -111,6 +99,29 @@ impl Fault {
             .unwrap_or_else(|e| e.into_inner())
             .take();
         self.busy.store(false, Ordering::SeqCst);
+    }
+}
+
+/// The watchdog, started by the first fault if a step is running: a process still blocked in
+/// MLX `WEDGED_EXIT_AFTER` later exits, so that the host restarts it.
+fn watch_for_a_wedged_step(busy: Arc<AtomicBool>) {
+    let watch = move || {
+        std::thread::sleep(WEDGED_EXIT_AFTER);
+        if busy.load(Ordering::SeqCst) {
+            tracing::error!(
+                "the engine is still blocked in MLX {} s after a rank was lost; exiting so \
+                 that the host restarts this backend",
+                WEDGED_EXIT_AFTER.as_secs()
+            );
+            // Not `exit`: its destructors would race the MLX work that is stuck.
+            crate::lifecycle::exit_now(crate::lifecycle::EXIT_STUCK);
+        }
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("fault-watchdog".into())
+        .spawn(watch)
+    {
+        tracing::warn!("cannot start the fault watchdog: {e}");
     }
 }
 

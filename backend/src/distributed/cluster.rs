@@ -2,9 +2,6 @@
 //! sends them plans and watches them. A worker that disconnects or stops answering pings is a
 //! fault (`fault`) that fails the request in flight within seconds, whatever MLX is blocked on.
 
-mod fault;
-mod join;
-
 use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::TcpStream;
@@ -13,51 +10,12 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use fault::Fault;
-
+use super::fault::Fault;
 use super::inbox::Inbox;
+use super::join::{self, ClusterOptions};
 use super::protocol::{ToLeader, ToWorker};
-use super::wire::{digest, read_frame, write_frame, Secret};
-use super::Hostfile;
+use super::wire::{read_frame, write_frame};
 use crate::error::{Error, Result};
-
-/// How rank 0 forms and watches its cluster.
-#[derive(Clone)]
-pub struct ClusterOptions {
-    /// Number of ranks, rank 0 included.
-    pub size: usize,
-    /// Where rank 0 listens for workers (`ip:port`).
-    pub control: String,
-    /// Each rank's address as the hostfile names it, for error messages.
-    pub rank_addresses: Vec<String>,
-    pub hostfile_digest: String,
-    pub secret: Secret,
-    pub join_timeout: Duration,
-    /// Pings go out this often; a worker silent for three of them is lost.
-    pub heartbeat: Duration,
-}
-
-impl ClusterOptions {
-    /// Rank 0's options for `hostfile`'s cluster, listening on `control`: the secret from
-    /// `token` (or the hostfile), a ping a second.
-    pub fn new(
-        hostfile: &Hostfile,
-        control: String,
-        join_timeout: Duration,
-        token: Option<&str>,
-    ) -> ClusterOptions {
-        let json = hostfile.mlx_json();
-        ClusterOptions {
-            size: hostfile.size(),
-            control,
-            rank_addresses: hostfile.rank_addresses(),
-            hostfile_digest: digest(json.as_bytes()),
-            secret: Secret::new(token, &json),
-            join_timeout,
-            heartbeat: Duration::from_secs(1),
-        }
-    }
-}
 
 /// At most this many early replies are kept: more means the ranks are out of step (waits
 /// `forget` the stale ones, so a cluster in step holds a few).
@@ -466,11 +424,12 @@ mod tests {
     use std::io::Read;
     use std::net::TcpListener;
 
-    use super::join::MAX_HANDSHAKES;
     use super::*;
-    use crate::distributed::link::{Link, LinkError, LinkOptions};
+    use crate::distributed::join::{LinkError, LinkOptions, MAX_HANDSHAKES};
+    use crate::distributed::link::Link;
     use crate::distributed::protocol::Identity;
     use crate::distributed::wire::nonce;
+    use crate::distributed::wire::Secret;
 
     type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
 

@@ -1,5 +1,7 @@
-//! Forming a cluster: rank 0 takes connections, each worker proves the shared secret and its
-//! build in a bounded handshake on its own thread, and the first handshake per rank wins.
+//! Forming a cluster, both halves of the handshake. Rank 0 (`join`) takes connections, each
+//! worker proves the shared secret and its build in a bounded handshake on its own thread, and
+//! the first handshake per rank wins. A worker (`connect`) names itself, checks rank 0's proof
+//! of the token and gives its own.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -8,10 +10,86 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use super::ClusterOptions;
-use crate::distributed::protocol::{Identity, ToLeader, ToWorker};
-use crate::distributed::wire::{nonce, read_frame, write_frame};
+use super::protocol::{Identity, ToLeader, ToWorker};
+use super::wire::{digest, nonce, read_frame, write_frame, Secret};
+use super::Hostfile;
 use crate::error::{Error, Result};
+
+/// How rank 0 forms and watches its cluster.
+#[derive(Clone)]
+pub struct ClusterOptions {
+    /// Number of ranks, rank 0 included.
+    pub size: usize,
+    /// Where rank 0 listens for workers (`ip:port`).
+    pub control: String,
+    /// Each rank's address as the hostfile names it, for error messages.
+    pub rank_addresses: Vec<String>,
+    pub hostfile_digest: String,
+    pub secret: Secret,
+    pub join_timeout: Duration,
+    /// Pings go out this often; a worker silent for three of them is lost.
+    pub heartbeat: Duration,
+}
+
+impl ClusterOptions {
+    /// Rank 0's options for `hostfile`'s cluster, listening on `control`: the secret from
+    /// `token` (or the hostfile), a ping a second.
+    pub fn new(
+        hostfile: &Hostfile,
+        control: String,
+        join_timeout: Duration,
+        token: Option<&str>,
+    ) -> ClusterOptions {
+        let json = hostfile.mlx_json();
+        ClusterOptions {
+            size: hostfile.size(),
+            control,
+            rank_addresses: hostfile.rank_addresses(),
+            hostfile_digest: digest(json.as_bytes()),
+            secret: Secret::new(token, &json),
+            join_timeout,
+            heartbeat: Duration::from_secs(1),
+        }
+    }
+}
+
+/// How a worker joins rank 0's cluster.
+#[derive(Clone)]
+pub struct LinkOptions {
+    pub rank: usize,
+    /// Rank 0's control address.
+    pub control: String,
+    pub hostfile_digest: String,
+    pub secret: Secret,
+}
+
+impl LinkOptions {
+    /// Worker `rank`'s options for `hostfile`'s cluster, whose rank 0 listens on `control`:
+    /// the secret from `token` (or the hostfile), as rank 0's `ClusterOptions::new` makes it.
+    pub fn new(hostfile: &Hostfile, rank: usize, control: String, token: Option<&str>) -> Self {
+        let json = hostfile.mlx_json();
+        LinkOptions {
+            rank,
+            control,
+            hostfile_digest: digest(json.as_bytes()),
+            secret: Secret::new(token, &json),
+        }
+    }
+}
+
+/// Why joining failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    /// Rank 0 is not there (yet): try again.
+    #[error("{0}")]
+    Retry(String),
+    /// Rank 0 refused this worker: waiting will not help.
+    #[error("rank 0 refused this worker: {0}")]
+    Rejected(String),
+    /// This process was asked to stop while it waited.
+    #[error("stopped while waiting for rank 0")]
+    Stopped,
+}
 
 /// The workers that joined, by rank: each one's connection and free memory.
 pub(super) type Members = BTreeMap<usize, (TcpStream, u64)>;
@@ -375,4 +453,50 @@ fn missing_ranks(opts: &ClusterOptions, joined: &BTreeMap<usize, (TcpStream, u64
         opts.join_timeout.as_secs(),
         opts.control
     )
+}
+
+/// A worker's half of the handshake, one attempt: it names its rank, build and hostfile,
+/// checks rank 0's proof of the token and gives its own; the stream once rank 0 accepts.
+pub(super) fn connect(opts: &LinkOptions) -> std::result::Result<TcpStream, LinkError> {
+    let retry = |e: std::io::Error| LinkError::Retry(e.to_string());
+    let mut s = TcpStream::connect(&opts.control).map_err(retry)?;
+    s.set_nodelay(true).map_err(retry)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(retry)?;
+    let ours = nonce();
+    write_frame(
+        &mut s,
+        &ToLeader::Join {
+            rank: opts.rank,
+            identity: Identity::current(),
+            hostfile: opts.hostfile_digest.clone(),
+            nonce: ours.clone(),
+            free_memory: super::free_memory(),
+        },
+    )
+    .map_err(retry)?;
+    match read_frame(&mut s).map_err(retry)? {
+        ToWorker::Challenge {
+            proof,
+            nonce: theirs,
+        } => {
+            if !opts.secret.verify("leader", &ours, &proof) {
+                return Err(LinkError::Retry(format!(
+                    "the peer at {} failed authentication (MLX_DISTRIBUTED_TOKEN differs?)",
+                    opts.control
+                )));
+            }
+            let proof = opts.secret.proof("worker", &theirs);
+            write_frame(&mut s, &ToLeader::Proof { proof }).map_err(retry)?;
+        }
+        ToWorker::Rejected { reason } => return Err(LinkError::Rejected(reason)),
+        other => return Err(LinkError::Retry(format!("unexpected {other:?}"))),
+    }
+    match read_frame(&mut s).map_err(retry)? {
+        ToWorker::Accepted => {}
+        ToWorker::Rejected { reason } => return Err(LinkError::Rejected(reason)),
+        other => return Err(LinkError::Retry(format!("unexpected {other:?}"))),
+    }
+    s.set_read_timeout(None).map_err(retry)?;
+    Ok(s)
 }
