@@ -111,8 +111,12 @@ pub fn generate(
         let (id, logprob) = match pipeline.as_mut() {
             Some(p) => (p.next(model, seq.input, &mut seq.caches)?, None),
             None => {
+                let mask = seq.mask();
                 let logprobs = step_logprobs(model, &[seq.input], &mut seq.caches)?;
-                seq.choose(logprobs)
+                match seq.choose(logprobs, mask) {
+                    Some(chosen) => chosen,
+                    None => break,
+                }
             }
         };
         seq.push(tok, id, logprob, &mut on_token)?;

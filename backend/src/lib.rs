@@ -6,6 +6,7 @@ pub mod distributed;
 pub mod engine;
 pub mod error;
 pub mod generate;
+pub mod grammar;
 pub mod grpc;
 pub mod lifecycle;
 pub mod loader;

@@ -108,6 +108,8 @@ pub struct LoadConfig {
     pub weight_mode: WeightMode,
     /// How long rank 0 waits for every worker to join.
     pub join_timeout_secs: u64,
+    /// Words that make a request's grammar lazy: unconstrained until one appears in the output.
+    pub grammar_triggers: Vec<String>,
     /// Rank 0's control port (default: its ring port + 1, or the coordinator's + 1).
     pub control_port: Option<u16>,
     /// JACCL: rank 0's coordinator `ip:port` (`MLX_JACCL_COORDINATOR`).
@@ -183,6 +185,8 @@ pub struct LoadRequest {
     pub options: Vec<String>,
     pub context_size: i32,
     pub trust_remote_code: bool,
+    /// `ModelOptions.GrammarTriggers`' words.
+    pub grammar_triggers: Vec<String>,
 }
 
 /// Builds an option's error from what it expected.
@@ -259,6 +263,12 @@ impl LoadConfig {
             context_size: (req.context_size > 0).then_some(req.context_size as usize),
             weight_mode: WeightMode::default_for_device(),
             join_timeout_secs: 30,
+            grammar_triggers: req
+                .grammar_triggers
+                .iter()
+                .filter(|t| !t.is_empty())
+                .cloned()
+                .collect(),
             control_port: None,
             coordinator: env.var("MLX_JACCL_COORDINATOR"),
             token: env.var("MLX_DISTRIBUTED_TOKEN").map(Token),

@@ -3,6 +3,7 @@
 use tokio::sync::mpsc;
 
 use crate::error::Result;
+use crate::grammar::Constraint;
 use crate::sampling::SamplingParams;
 
 #[derive(Debug, Clone)]
@@ -15,6 +16,8 @@ pub struct GenerateOptions {
     pub logprobs: Option<usize>,
     /// Prompt tokens per prefill forward pass.
     pub prefill_step: usize,
+    /// The request's grammar, compiled at the edge (`PredictOptions.Grammar`).
+    pub constraint: Option<Box<Constraint>>,
 }
 
 impl Default for GenerateOptions {
@@ -26,6 +29,7 @@ impl Default for GenerateOptions {
             ignore_eos: false,
             logprobs: None,
             prefill_step: 2048,
+            constraint: None,
         }
     }
 }
@@ -38,6 +42,8 @@ pub enum FinishReason {
     Length,
     /// The caller stopped listening.
     Cancelled,
+    /// The request's grammar allowed no token (or rejected the output after a trigger word).
+    Grammar,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -9,6 +9,7 @@ use mlx_rs::Array;
 use crate::cache::KvCache;
 use crate::distributed::protocol::CacheOp;
 use crate::error::{Error, Result};
+use crate::grammar::Mask;
 use crate::models::{LanguageModel, Row};
 use crate::request::{FinishReason, GenerateOptions, Summary, TokenEvent, TokenLogprob};
 use crate::sampling::Sampler;
@@ -131,14 +132,45 @@ impl Sequence {
         self.opts.sampling.temperature <= 0.0
             && !self.opts.sampling.has_processors()
             && self.opts.logprobs.is_none()
+            && self.opts.constraint.is_none()
     }
 
-    /// Picks the next token from this step's log-probabilities (f32, on the host).
-    pub fn choose(&mut self, mut logprobs: Vec<f32>) -> (u32, Option<TokenLogprob>) {
+    /// The tokens the request's grammar allows next (computed while the step's forward pass
+    /// runs: it needs only the tokens taken so far).
+    pub fn mask(&mut self) -> Mask {
+        self.opts
+            .constraint
+            .as_mut()
+            .map_or(Mask::Any, |c| c.mask())
+    }
+
+    /// Picks the next token from this step's log-probabilities (f32, on the host) among those
+    /// `mask` allows; None ends the sequence: the grammar allows nothing more.
+    pub fn choose(
+        &mut self,
+        mut logprobs: Vec<f32>,
+        mask: Mask,
+    ) -> Option<(u32, Option<TokenLogprob>)> {
         let raw = self.opts.logprobs.map(|top| (logprobs.clone(), top));
         self.sampler.process(&mut logprobs, &self.history);
+        match mask {
+            Mask::Any => {}
+            Mask::Only(allowed) => {
+                for (id, l) in logprobs.iter_mut().enumerate() {
+                    if !allowed.is_allowed(id as u32) {
+                        *l = f32::NEG_INFINITY;
+                    }
+                }
+            }
+            Mask::Nothing(why) => {
+                tracing::warn!(slot = self.slot, "the request ends: {why}");
+                self.summary.finish = FinishReason::Grammar;
+                self.ended = true;
+                return None;
+            }
+        }
         let id = self.sampler.sample(&logprobs);
-        (id, raw.map(|(raw, top)| token_logprob(&raw, top, id)))
+        Some((id, raw.map(|(raw, top)| token_logprob(&raw, top, id))))
     }
 
     /// Takes the chosen token: emits its text through `on_token` (false = the caller left)
@@ -160,6 +192,9 @@ impl Sequence {
         }
         self.summary.generated_tokens += 1;
         self.history.push(id);
+        if let Some(constraint) = self.opts.constraint.as_mut() {
+            constraint.accept(id);
+        }
         let check = self.stops.push(&self.detok.push(tok, id)?);
         if !on_token(TokenEvent {
             id,

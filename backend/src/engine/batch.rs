@@ -13,6 +13,7 @@ use mlx_rs::{Array, Dtype};
 use crate::distributed::protocol::CacheOp;
 use crate::error::{Error, Result};
 use crate::generate::last_logprobs;
+use crate::grammar::Mask;
 use crate::models::{LanguageModel, Queueing, Row};
 use crate::prefix_cache::{CacheStats, PrefixCache};
 use crate::request::{Event, Events, GenerateOptions, Summary, TokenLogprob};
@@ -269,8 +270,7 @@ impl Batch {
                 let ops = std::mem::take(&mut self.cache_ops);
                 let logprobs = last_logprobs(&forward(model, &inputs, &mut ready, ops)?)?;
                 if !ready.iter().all(|a| a.seq.plain_greedy()) {
-                    model.await_output()?;
-                    return sample_on_host(&mut ready, &logprobs, tok);
+                    return sample_on_host(model, &mut ready, &logprobs, tok);
                 }
                 // The device's argmax is the sampler's greedy choice (the first maximum).
                 argmax_axis(&logprobs, -1, false)?
@@ -341,15 +341,25 @@ fn forward(
     model.forward_rows(inputs, &mut rows, cache_ops)
 }
 
-/// Each row's own sampler picks from its log-probabilities on the host.
-fn sample_on_host(ready: &mut [&mut Active], logprobs: &Array, tok: &Tokenizer) -> Result<()> {
+/// Each row's own sampler picks from its log-probabilities on the host. The rows' grammar
+/// masks are computed while the device computes the step: they need only the tokens taken.
+fn sample_on_host(
+    model: &dyn LanguageModel,
+    ready: &mut [&mut Active],
+    logprobs: &Array,
+    tok: &Tokenizer,
+) -> Result<()> {
     let logprobs = logprobs.as_dtype(Dtype::Float32)?;
+    model.queueing().start(&logprobs)?;
+    let masks: Vec<Mask> = ready.iter_mut().map(|a| a.seq.mask()).collect();
+    model.await_output()?;
     logprobs.eval()?;
     let all = logprobs.as_slice::<f32>();
     let vocab = all.len() / ready.len();
-    for (b, a) in ready.iter_mut().enumerate() {
-        let (id, logprob) = a.seq.choose(all[b * vocab..(b + 1) * vocab].to_vec());
-        a.push(tok, id, logprob)?;
+    for ((b, a), mask) in ready.iter_mut().enumerate().zip(masks) {
+        if let Some((id, logprob)) = a.seq.choose(all[b * vocab..(b + 1) * vocab].to_vec(), mask) {
+            a.push(tok, id, logprob)?;
+        }
     }
     Ok(())
 }

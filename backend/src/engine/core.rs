@@ -16,6 +16,7 @@ use crate::distributed::clear_groups;
 use crate::distributed::protocol::{ToLeader, ToWorker};
 use crate::distributed::{Cluster, Fault};
 use crate::error::{Error, Result};
+use crate::grammar::Grammars;
 use crate::loader::{self, LoadedModel};
 use crate::options::LoadConfig;
 use crate::request::{Events, GenerateOptions, GenerateRequest, ModelSerial, Summary};
@@ -408,6 +409,7 @@ impl EngineThread {
             tokenizer: built.model.tokenizer.clone(),
             context: built.context,
             weights: built.model.model.weight_stats(),
+            grammars: Arc::new(grammars_for(&built)),
         };
         self.publish(|s| {
             *s = Snapshot {
@@ -512,6 +514,17 @@ struct Built {
     context: usize,
     /// Whether it was loaded over the engine's cluster.
     on_cluster: bool,
+}
+
+/// The grammar compiler for `built`'s tokenizer, over its logits' width.
+fn grammars_for(built: &Built) -> std::result::Result<Grammars, String> {
+    let tok = &built.model.tokenizer;
+    let vocab = built.model.config["vocab_size"]
+        .as_u64()
+        .map_or(tok.vocab_size(), |v| v as usize);
+    let eos: Vec<u32> = tok.eos_ids().iter().copied().collect();
+    let triggers = &built.config.grammar_triggers;
+    Grammars::load(&built.model.dir, vocab, &eos, triggers).map_err(|e| e.to_string())
 }
 
 /// Bytes of KV memory for `config`: its `kv_memory_mb`, or half of what is free once the
@@ -636,7 +649,7 @@ mod tests {
             ignore_eos: true,
             ..GenerateOptions::default()
         };
-        let request = info.request(text, options).expect("a valid prompt");
+        let request = info.request(text, options, "").expect("a valid prompt");
         let (events, rx) = tmpsc::unbounded_channel();
         engine.enqueue(request, events, None);
         rx
@@ -681,7 +694,7 @@ mod tests {
         let info = engine.shared.read().expect("readable").model.clone();
         let stale = info
             .expect("installed")
-            .request("Hello there", GenerateOptions::default());
+            .request("Hello there", GenerateOptions::default(), "");
         install(&mut engine, FakeModel::new(Queueing::HostIds), &[]);
         let (events, mut rx) = tmpsc::unbounded_channel();
         engine.enqueue(stale.expect("valid"), events, None);

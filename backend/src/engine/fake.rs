@@ -20,23 +20,28 @@ use crate::tokenizer::Tokenizer;
 /// SmolLM2's vocabulary, so every id the fake picks is one the test tokenizer decodes.
 pub const VOCAB: i32 = 49152;
 
-/// The SmolLM2 tokenizer from the fixture cache, found as integration-tests finds it. A
-/// missing fixture fails the test: skipping would hide that nothing ran.
+/// The SmolLM2 fixture folder, found as integration-tests finds it. A missing fixture fails
+/// the test: skipping would hide that nothing ran.
+pub fn fixture_dir() -> PathBuf {
+    let cache = match std::env::var_os("MLX_DIST_CACHE") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+            .join(".cache/mlx-distributed"),
+    };
+    let dir = cache.join("fixtures/smollm2-135m-bf16");
+    assert!(
+        dir.is_dir(),
+        "fixture {} is missing: run scripts/fetch-test-model",
+        dir.display()
+    );
+    dir
+}
+
+/// The SmolLM2 tokenizer from the fixture folder.
 pub fn tokenizer() -> &'static Arc<Tokenizer> {
     static TOK: OnceLock<Arc<Tokenizer>> = OnceLock::new();
     TOK.get_or_init(|| {
-        let cache = match std::env::var_os("MLX_DIST_CACHE") {
-            Some(dir) => PathBuf::from(dir),
-            None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/mlx-distributed"),
-        };
-        let dir = cache.join("fixtures/smollm2-135m-bf16");
-        assert!(
-            dir.is_dir(),
-            "fixture {} is missing: run scripts/fetch-test-model",
-            dir.display()
-        );
-        let tok = Tokenizer::load(&dir).expect("the fixture's tokenizer loads");
+        let tok = Tokenizer::load(&fixture_dir()).expect("the fixture's tokenizer loads");
         assert_eq!(tok.vocab_size(), VOCAB as usize, "the fake's vocab");
         Arc::new(tok)
     })

@@ -5,7 +5,7 @@ mod batch;
 mod cluster_load;
 mod core;
 #[cfg(test)]
-mod fake;
+pub(crate) mod fake;
 pub mod follower;
 mod handle;
 mod relay;

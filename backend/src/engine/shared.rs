@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::distributed::Fault;
 use crate::error::{Error, Result};
+use crate::grammar::Grammars;
 use crate::options::LoadConfig;
 use crate::prefix_cache::CacheStats;
 use crate::request::{GenerateOptions, GenerateRequest, ModelSerial};
@@ -41,13 +42,27 @@ pub struct ModelInfo {
     pub context: usize,
     /// The parameters rank 0 holds.
     pub weights: crate::models::common::WeightStats,
+    /// Compiles requests' grammars for this model's tokenizer (or why it cannot).
+    pub grammars: Arc<std::result::Result<Grammars, String>>,
 }
 
 impl ModelInfo {
     /// Validates and tokenizes a prompt for this model (the edge's half of a request; the
     /// engine thread adds the KV check, which needs the model): the prompt must be non-empty
-    /// and leave room in the context, `max_tokens` is cut to the room left.
-    pub fn request(&self, text: &str, mut options: GenerateOptions) -> Result<GenerateRequest> {
+    /// and leave room in the context, `max_tokens` is cut to the room left; a `grammar`
+    /// (GBNF, empty for none) is compiled here, off the engine thread.
+    pub fn request(
+        &self,
+        text: &str,
+        mut options: GenerateOptions,
+        grammar: &str,
+    ) -> Result<GenerateRequest> {
+        if !grammar.trim().is_empty() {
+            let grammars = self.grammars.as_ref().as_ref().map_err(|why| {
+                Error::InvalidRequest(format!("this model cannot take a Grammar: {why}"))
+            })?;
+            options.constraint = Some(Box::new(grammars.compile(grammar)?));
+        }
         let ids = self.tokenizer.encode(text)?;
         if ids.is_empty() {
             return Err(Error::InvalidRequest("the prompt is empty".into()));
@@ -139,6 +154,7 @@ mod tests {
             tokenizer: crate::engine::fake::tokenizer().clone(),
             context,
             weights: Default::default(),
+            grammars: Arc::new(Err("no grammars in this test".into())),
             config,
         }
     }
@@ -153,7 +169,7 @@ mod tests {
             prefill_step: 7,
             ..GenerateOptions::default()
         };
-        let request = info.request("The capital of France is", options)?;
+        let request = info.request("The capital of France is", options, "")?;
         assert_eq!(request.model, ModelSerial(3));
         assert_eq!(
             request.ids,
@@ -168,9 +184,13 @@ mod tests {
     #[test]
     fn empty_and_overlong_prompts_are_refused_at_the_edge() {
         let info = model(4);
-        let empty = info.request("", GenerateOptions::default());
+        let empty = info.request("", GenerateOptions::default(), "");
         assert!(matches!(&empty, Err(Error::InvalidRequest(m)) if m.contains("empty")));
-        let long = info.request("one two three four five six", GenerateOptions::default());
+        let long = info.request(
+            "one two three four five six",
+            GenerateOptions::default(),
+            "",
+        );
         assert!(
             matches!(&long, Err(Error::InvalidRequest(m)) if m.contains("context is 4 tokens"))
         );

@@ -51,8 +51,8 @@ impl<E: Engine> Service<E> {
         check_identity(&req.model_identity, &model)?;
         let prompt = convert::prompt_text(req, &model.tokenizer)?;
         let options = convert::generate_options(req, &model, stream)?;
-        let (info, text) = (model.clone(), prompt.clone());
-        let request = tokio::task::spawn_blocking(move || info.request(&text, options))
+        let (info, text, grammar) = (model.clone(), prompt.clone(), req.grammar.clone());
+        let request = tokio::task::spawn_blocking(move || info.request(&text, options, &grammar))
             .await
             .map_err(|e| Status::internal(format!("tokenizing the prompt failed: {e}")))?
             .map_err(to_status)?;
@@ -204,6 +204,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
             options: o.options,
             context_size: o.context_size,
             trust_remote_code: o.trust_remote_code,
+            grammar_triggers: o.grammar_triggers.into_iter().map(|t| t.word).collect(),
         };
         let result = match LoadConfig::from_request(&req, &self.settings) {
             Err(message) => pb::Result {

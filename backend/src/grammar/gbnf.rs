@@ -1,0 +1,508 @@
+//! llama.cpp's GBNF, as LocalAI writes it (JSON mode, JSON-schema and tool-call grammars),
+//! read into llguidance's Lark dialect, which llguidance then compiles. This is a translation
+//! of notation only: the grammar engine is llguidance's. GBNF is character-level with no
+//! lexer, so literals become Lark strings, character classes and `.` become one-character
+//! regexes, and rules keep their structure; `root` becomes Lark's `start`.
+
+use std::collections::BTreeMap;
+
+/// A GBNF text that does not parse: where and why (1-based line and column).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("line {line}, column {column}: {message}")]
+pub struct GbnfError {
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+/// One element of a sequence.
+#[derive(Debug, Clone, PartialEq)]
+enum Node {
+    Literal(String),
+    /// `[...]`: `negated`, and the ranges (a single character is a range of one).
+    Class {
+        negated: bool,
+        ranges: Vec<(char, char)>,
+    },
+    /// `.`: any one character.
+    Any,
+    /// A rule's name, and where it was named (for an undefined rule's error).
+    Ref(String, usize),
+    Group(Alternates),
+    Repeat {
+        node: Box<Node>,
+        min: u32,
+        max: Option<u32>,
+    },
+}
+
+type Alternates = Vec<Vec<Node>>;
+
+/// The GBNF grammar `text` as Lark, or where it stops parsing.
+pub fn to_lark(text: &str) -> Result<String, GbnfError> {
+    let mut reader = Reader { text, pos: 0 };
+    let mut rules: BTreeMap<String, (usize, Alternates)> = BTreeMap::new();
+    let mut order = Vec::new();
+    reader.skip_space(true);
+    while !reader.at_end() {
+        let at = reader.pos;
+        let name = reader.name()?;
+        reader.skip_space(false);
+        reader.expect("::=")?;
+        reader.skip_space(true);
+        let body = reader.alternates(false)?;
+        reader.end_of_rule()?;
+        if rules.insert(name.clone(), (at, body)).is_some() {
+            return Err(reader.error_at(at, format!("rule `{name}` is defined twice")));
+        }
+        order.push(name);
+        reader.skip_space(true);
+    }
+    if !rules.contains_key("root") {
+        return Err(reader.error_at(0, "the grammar has no `root` rule".into()));
+    }
+    Lark::new(&order).write(&reader, &order, &rules)
+}
+
+/// A cursor over the GBNF text.
+struct Reader<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn at_end(&self) -> bool {
+        self.pos >= self.text.len()
+    }
+
+    fn peek(&self) -> Option<char> {
+        self.text[self.pos..].chars().next()
+    }
+
+    fn bump(&mut self) -> Option<char> {
+        let c = self.peek()?;
+        self.pos += c.len_utf8();
+        Some(c)
+    }
+
+    fn error_at(&self, pos: usize, message: String) -> GbnfError {
+        let before = &self.text[..pos.min(self.text.len())];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        GbnfError {
+            line,
+            column,
+            message,
+        }
+    }
+
+    fn error(&self, message: impl Into<String>) -> GbnfError {
+        self.error_at(self.pos, message.into())
+    }
+
+    /// Skips blanks and `#` comments, and newlines where `newlines` allows them.
+    fn skip_space(&mut self, newlines: bool) {
+        while let Some(c) = self.peek() {
+            match c {
+                ' ' | '\t' => self.pos += 1,
+                '\r' | '\n' if newlines => self.pos += 1,
+                '#' => {
+                    let rest = &self.text[self.pos..];
+                    self.pos += rest.find('\n').unwrap_or(rest.len());
+                }
+                _ => break,
+            }
+        }
+    }
+
+    fn expect(&mut self, s: &str) -> Result<(), GbnfError> {
+        match self.text[self.pos..].starts_with(s) {
+            true => {
+                self.pos += s.len();
+                Ok(())
+            }
+            false => Err(self.error(format!("expected `{s}`"))),
+        }
+    }
+
+    /// A rule name: letters, digits and `-`.
+    fn name(&mut self) -> Result<String, GbnfError> {
+        let rest = &self.text[self.pos..];
+        let len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .unwrap_or(rest.len());
+        if len == 0 {
+            return Err(self.error("expected a rule name"));
+        }
+        self.pos += len;
+        Ok(rest[..len].to_string())
+    }
+
+    /// A rule ends at a newline or the end of the text.
+    fn end_of_rule(&mut self) -> Result<(), GbnfError> {
+        match self.peek() {
+            None | Some('\r' | '\n') => Ok(()),
+            Some(c) => Err(self.error(format!("unexpected `{c}`"))),
+        }
+    }
+
+    /// Sequences separated by `|`; `nested`: inside parentheses, where newlines are blanks.
+    fn alternates(&mut self, nested: bool) -> Result<Alternates, GbnfError> {
+        let mut alternates = vec![self.sequence(nested)?];
+        while self.peek() == Some('|') {
+            self.pos += 1;
+            self.skip_space(true);
+            alternates.push(self.sequence(nested)?);
+        }
+        Ok(alternates)
+    }
+
+    fn sequence(&mut self, nested: bool) -> Result<Vec<Node>, GbnfError> {
+        let mut nodes = Vec::new();
+        loop {
+            let node = match self.peek() {
+                Some('"') => Node::Literal(self.literal()?),
+                Some('[') => self.class()?,
+                Some('.') => {
+                    self.pos += 1;
+                    Node::Any
+                }
+                Some('(') => {
+                    self.pos += 1;
+                    self.skip_space(true);
+                    let group = self.alternates(true)?;
+                    self.expect(")")?;
+                    Node::Group(group)
+                }
+                Some(c) if c.is_ascii_alphanumeric() || c == '-' => {
+                    let at = self.pos;
+                    Node::Ref(self.name()?, at)
+                }
+                Some('<') => return Err(self.error("token references (`<...>`) are not supported")),
+                _ => return Ok(nodes),
+            };
+            let node = self.repetition(node)?;
+            nodes.push(node);
+            self.skip_space(nested);
+        }
+    }
+
+    /// `*`, `+`, `?`, `{m}`, `{m,}` or `{m,n}` after `node`, if any.
+    fn repetition(&mut self, node: Node) -> Result<Node, GbnfError> {
+        let (min, max) = match self.peek() {
+            Some('*') => (0, None),
+            Some('+') => (1, None),
+            Some('?') => (0, Some(1)),
+            Some('{') => {
+                self.pos += 1;
+                let bounds = self.bounds()?;
+                return Ok(Node::Repeat {
+                    node: Box::new(node),
+                    min: bounds.0,
+                    max: bounds.1,
+                });
+            }
+            _ => return Ok(node),
+        };
+        self.pos += 1;
+        Ok(Node::Repeat {
+            node: Box::new(node),
+            min,
+            max,
+        })
+    }
+
+    /// The inside of `{m}`, `{m,}` or `{m,n}` and its closing brace.
+    fn bounds(&mut self) -> Result<(u32, Option<u32>), GbnfError> {
+        self.skip_space(false);
+        let min = self.number()?;
+        self.skip_space(false);
+        let max = match self.peek() {
+            Some(',') => {
+                self.pos += 1;
+                self.skip_space(false);
+                match self.peek() {
+                    Some('}') => None,
+                    _ => Some(self.number()?),
+                }
+            }
+            _ => Some(min),
+        };
+        self.skip_space(false);
+        self.expect("}")?;
+        if max.is_some_and(|max| max < min) {
+            return Err(self.error(format!(
+                "a repetition of at most {max:?} and at least {min}"
+            )));
+        }
+        Ok((min, max))
+    }
+
+    fn number(&mut self) -> Result<u32, GbnfError> {
+        let rest = &self.text[self.pos..];
+        let len = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let n = rest[..len]
+            .parse()
+            .map_err(|_| self.error("expected a number"))?;
+        self.pos += len;
+        Ok(n)
+    }
+
+    /// A `"..."` literal, unescaped.
+    fn literal(&mut self) -> Result<String, GbnfError> {
+        self.pos += 1;
+        let mut out = String::new();
+        loop {
+            match self.peek() {
+                None | Some('\n') => return Err(self.error("unterminated string")),
+                Some('"') => {
+                    self.pos += 1;
+                    return Ok(out);
+                }
+                Some(_) => out.push(self.char()?),
+            }
+        }
+    }
+
+    /// One character of a literal or class, escapes read.
+    fn char(&mut self) -> Result<char, GbnfError> {
+        let at = self.pos;
+        let c = self.bump().ok_or_else(|| self.error("unexpected end"))?;
+        if c != '\\' {
+            return Ok(c);
+        }
+        let hex = |r: &mut Self, digits: usize| {
+            let s = r.text.get(r.pos..r.pos + digits).unwrap_or_default();
+            let c = u32::from_str_radix(s, 16).ok().and_then(char::from_u32);
+            r.pos += digits.min(r.text.len() - r.pos);
+            c.ok_or_else(|| r.error_at(at, format!("invalid escape `\\{s}`")))
+        };
+        match self.bump() {
+            Some('n') => Ok('\n'),
+            Some('r') => Ok('\r'),
+            Some('t') => Ok('\t'),
+            Some(c @ ('\\' | '"' | '[' | ']' | '-' | '/')) => Ok(c),
+            Some('x') => hex(self, 2),
+            Some('u') => hex(self, 4),
+            Some('U') => hex(self, 8),
+            Some(c) => Err(self.error_at(at, format!("invalid escape `\\{c}`"))),
+            None => Err(self.error("unexpected end")),
+        }
+    }
+
+    /// A `[...]` character class.
+    fn class(&mut self) -> Result<Node, GbnfError> {
+        self.pos += 1;
+        let negated = self.peek() == Some('^');
+        if negated {
+            self.pos += 1;
+        }
+        let mut ranges = Vec::new();
+        loop {
+            match self.peek() {
+                None | Some('\n') => return Err(self.error("unterminated character class")),
+                Some(']') => {
+                    self.pos += 1;
+                    return Ok(Node::Class { negated, ranges });
+                }
+                Some(_) => {
+                    let start = self.char()?;
+                    let rest = &self.text[self.pos..];
+                    let end = match rest.starts_with('-') && !rest[1..].starts_with(']') {
+                        true => {
+                            self.pos += 1;
+                            self.char()?
+                        }
+                        false => start,
+                    };
+                    ranges.push((start, end));
+                }
+            }
+        }
+    }
+}
+
+/// Writes rules in Lark: names mapped to Lark rule names, every reference checked.
+struct Lark {
+    names: BTreeMap<String, String>,
+}
+
+impl Lark {
+    /// Lark rule names start with a lowercase letter; GBNF's may hold capitals or start with a
+    /// digit, so each gets a `g-` name made unique.
+    fn new(order: &[String]) -> Lark {
+        let mut names = BTreeMap::new();
+        let mut taken = std::collections::BTreeSet::from(["start".to_string()]);
+        for name in order.iter().filter(|n| *n != "root") {
+            let base = format!("g-{}", name.to_ascii_lowercase());
+            let mut lark = base.clone();
+            let mut n = 1;
+            while !taken.insert(lark.clone()) {
+                n += 1;
+                lark = format!("{base}-{n}");
+            }
+            names.insert(name.clone(), lark);
+        }
+        names.insert("root".into(), "start".into());
+        Lark { names }
+    }
+
+    fn write(
+        &self,
+        reader: &Reader,
+        order: &[String],
+        rules: &BTreeMap<String, (usize, Alternates)>,
+    ) -> Result<String, GbnfError> {
+        let mut out = String::new();
+        for name in order {
+            let Some((_, body)) = rules.get(name) else {
+                continue;
+            };
+            let lark = self.names.get(name).map_or(name.as_str(), String::as_str);
+            out.push_str(&format!("{lark}: {}\n", self.alternates(reader, body)?));
+        }
+        Ok(out)
+    }
+
+    fn alternates(&self, reader: &Reader, alts: &Alternates) -> Result<String, GbnfError> {
+        let alts: Vec<String> = alts
+            .iter()
+            .map(|seq| self.sequence(reader, seq))
+            .collect::<Result<_, _>>()?;
+        Ok(alts.join(" | "))
+    }
+
+    fn sequence(&self, reader: &Reader, seq: &[Node]) -> Result<String, GbnfError> {
+        if seq.is_empty() {
+            return Ok("\"\"".into());
+        }
+        let items: Vec<String> = seq
+            .iter()
+            .map(|n| self.node(reader, n))
+            .collect::<Result<_, _>>()?;
+        Ok(items.join(" "))
+    }
+
+    fn node(&self, reader: &Reader, node: &Node) -> Result<String, GbnfError> {
+        Ok(match node {
+            Node::Literal(s) => json_string(s),
+            Node::Class { negated, ranges } => class_regex(*negated, ranges),
+            Node::Any => "/(?s:.)/".into(),
+            Node::Ref(name, at) => match self.names.get(name) {
+                Some(lark) => lark.clone(),
+                None => return Err(reader.error_at(*at, format!("rule `{name}` is not defined"))),
+            },
+            Node::Group(alts) => format!("({})", self.alternates(reader, alts)?),
+            Node::Repeat { node, min, max } => {
+                let inner = format!("({})", self.node(reader, node)?);
+                match (min, max) {
+                    (0, None) => format!("{inner}*"),
+                    (1, None) => format!("{inner}+"),
+                    (0, Some(1)) => format!("{inner}?"),
+                    (min, None) => format!("{inner}{{{min},}}"),
+                    (min, Some(max)) => format!("{inner}{{{min},{max}}}"),
+                }
+            }
+        })
+    }
+}
+
+/// A Lark string literal (JSON syntax): quotes, backslashes and control characters escaped.
+fn json_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                out.push_str(&format!("\\u{:04x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A one-character regex for a class; every character written as `\x{..}`, so nothing in
+/// it can be read as regex syntax or end the `/.../`.
+fn class_regex(negated: bool, ranges: &[(char, char)]) -> String {
+    let mut out = String::from(if negated { "/[^" } else { "/[" });
+    for &(a, b) in ranges {
+        out.push_str(&format!("\\x{{{:x}}}", a as u32));
+        if a != b {
+            out.push_str(&format!("-\\x{{{:x}}}", b as u32));
+        }
+    }
+    out.push_str("]/");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_literals_classes_and_repetitions() {
+        let lark = to_lark(
+            "root ::= item (\",\" item){0,3} # a list\nitem ::= [a-z_]+ | \"\\\"q\\\"\" | .?",
+        );
+        assert_eq!(
+            lark,
+            Ok("start: g-item ((\",\" g-item)){0,3}\n\
+                g-item: (/[\\x{61}-\\x{7a}\\x{5f}]/)+ | \"\\\"q\\\"\" | (/(?s:.)/)?\n"
+                .into())
+        );
+    }
+
+    /// Multi-line rules as LocalAI writes them: newlines inside parentheses and after `::=`.
+    #[test]
+    fn localai_layout() {
+        let gbnf = "root ::= object\nobject ::=\n  \"{\" ws (\n    string\n    (\",\" ws string)*\n  )? \"}\"\n\
+                    string ::= \"\\\"\" [^\"\\\\]* \"\\\"\"\nws ::= [ \\t\\n]*";
+        let lark = to_lark(gbnf).unwrap_or_else(|e| panic!("{e}"));
+        assert!(lark.starts_with("start: g-object\n"), "{lark}");
+        assert!(lark.contains("g-ws: (/[\\x{20}\\x{9}\\x{a}]/)*"), "{lark}");
+    }
+
+    /// Errors name the line and column.
+    #[test]
+    fn errors_name_the_position() {
+        let err = |g: &str| to_lark(g).map(|_| ()).unwrap_err().to_string();
+        assert_eq!(
+            err("root ::= \"a\"\nx ::= \"b"),
+            "line 2, column 9: unterminated string"
+        );
+        assert_eq!(
+            err("root ::= a"),
+            "line 1, column 10: rule `a` is not defined"
+        );
+        assert_eq!(
+            err("x ::= \"a\""),
+            "line 1, column 1: the grammar has no `root` rule"
+        );
+        assert_eq!(err("root ::= \"a\" )"), "line 1, column 14: unexpected `)`");
+        assert_eq!(err("root = \"a\""), "line 1, column 6: expected `::=`");
+        assert_eq!(
+            err("root ::= \"\\q\""),
+            "line 1, column 11: invalid escape `\\q`"
+        );
+        assert_eq!(
+            err("root ::= [a-z"),
+            "line 1, column 14: unterminated character class"
+        );
+    }
+
+    /// Names that Lark would read as terminals, or that collide once lowercased, stay rules
+    /// and stay apart.
+    #[test]
+    fn names_stay_rules_and_distinct() {
+        let lark = to_lark("root ::= A a 0x\nA ::= \"1\"\na ::= \"2\"\n0x ::= \"\\x41\"");
+        assert_eq!(
+            lark,
+            Ok("start: g-a g-a-2 g-0x\ng-a: \"1\"\ng-a-2: \"2\"\ng-0x: \"A\"\n".into())
+        );
+    }
+}

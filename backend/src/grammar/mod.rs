@@ -1,0 +1,243 @@
+//! Constrained decoding: a request's GBNF grammar (LocalAI's JSON mode, JSON-schema and
+//! tool-call grammars) compiled by llguidance into a token mask per step. llguidance is the
+//! engine (the one vLLM and llama.cpp use); we only translate GBNF's notation (`gbnf`),
+//! keep each request's matcher, and make it lazy when the model has grammar triggers.
+//!
+//! Everything here runs on rank 0: workers compute forward passes only, so a constrained
+//! request runs the same on one node and across ranks.
+
+mod gbnf;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use llguidance::api::TopLevelGrammar;
+use llguidance::toktrie::{SimpleVob, TokEnv};
+use llguidance::{Matcher, ParserFactory};
+
+pub use gbnf::{to_lark, GbnfError};
+
+use crate::error::{Error, Result};
+
+/// A loaded model's grammar compiler: its tokenizer's token bytes, and the trigger words
+/// that make grammars lazy (`ModelOptions.GrammarTriggers`).
+pub struct Grammars {
+    factory: Arc<ParserFactory>,
+    env: TokEnv,
+    triggers: Arc<[Vec<u8>]>,
+}
+
+impl Grammars {
+    /// From the model folder's `tokenizer.json`; `vocab`: the width of the model's logits.
+    pub fn load(dir: &Path, vocab: usize, eos: &[u32], triggers: &[String]) -> Result<Grammars> {
+        let load = || -> anyhow::Result<(ParserFactory, TokEnv)> {
+            let mut bytes =
+                toktrie_hf_tokenizers::ByteTokenizer::from_file(dir.join("tokenizer.json"))?;
+            bytes.set_eos_tokens(eos);
+            let env = bytes.into_tok_env(Some(vocab))?;
+            let mut factory = ParserFactory::new_simple(&env)?;
+            factory.set_stderr_log_level(0);
+            Ok((factory, env))
+        };
+        let (factory, env) =
+            load().map_err(|e| Error::Config(format!("the grammar tokenizer: {e}")))?;
+        Ok(Grammars {
+            factory: Arc::new(factory),
+            env,
+            triggers: triggers.iter().map(|t| t.as_bytes().to_vec()).collect(),
+        })
+    }
+
+    /// Compiles a request's GBNF grammar: a bad grammar is an error naming its position.
+    pub fn compile(&self, gbnf: &str) -> Result<Constraint> {
+        let lark = to_lark(gbnf).map_err(|e| Error::InvalidRequest(format!("Grammar: {e}")))?;
+        let parser = self
+            .factory
+            .create_parser(TopLevelGrammar::from_lark(lark))
+            .map_err(|e| Error::InvalidRequest(format!("Grammar: {e}")))?;
+        let matcher = Matcher::new(Ok(parser));
+        let state = match self.triggers.is_empty() {
+            true => State::Active(matcher),
+            false => State::Waiting {
+                matcher,
+                text: Vec::new(),
+            },
+        };
+        Ok(Constraint {
+            env: self.env.clone(),
+            triggers: self.triggers.clone(),
+            state,
+        })
+    }
+}
+
+/// One request's grammar, as far as its output has gone.
+pub struct Constraint {
+    env: TokEnv,
+    triggers: Arc<[Vec<u8>]>,
+    state: State,
+}
+
+enum State {
+    /// Lazy: unconstrained until a trigger word appears in `text`, the output so far.
+    Waiting {
+        matcher: Matcher,
+        text: Vec<u8>,
+    },
+    Active(Matcher),
+    /// The output left the grammar (only possible with a trigger word that the grammar does
+    /// not start with): it ends the request.
+    Broken(String),
+}
+
+impl Clone for Constraint {
+    /// A matcher of its own (a plain clone would share parser state).
+    fn clone(&self) -> Self {
+        let state = match &self.state {
+            State::Waiting { matcher, text } => State::Waiting {
+                matcher: matcher.deep_clone(),
+                text: text.clone(),
+            },
+            State::Active(matcher) => State::Active(matcher.deep_clone()),
+            State::Broken(why) => State::Broken(why.clone()),
+        };
+        Constraint {
+            env: self.env.clone(),
+            triggers: self.triggers.clone(),
+            state,
+        }
+    }
+}
+
+impl std::fmt::Debug for Constraint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match &self.state {
+            State::Waiting { .. } => "waiting for a trigger",
+            State::Active(_) => "active",
+            State::Broken(_) => "broken",
+        };
+        write!(f, "Constraint({state})")
+    }
+}
+
+/// The tokens a row may take next.
+pub enum Mask {
+    /// Any token (a lazy grammar not yet triggered).
+    Any,
+    Only(SimpleVob),
+    /// None: the grammar allows nothing more, and why.
+    Nothing(String),
+}
+
+impl Constraint {
+    /// The tokens allowed next (the model's eos once the grammar is complete).
+    pub fn mask(&mut self) -> Mask {
+        match &mut self.state {
+            State::Waiting { .. } => Mask::Any,
+            State::Broken(why) => Mask::Nothing(why.clone()),
+            State::Active(matcher) => match matcher.compute_mask_or_eos() {
+                Ok(mask) if mask.is_zero() => Mask::Nothing("the grammar allows no token".into()),
+                Ok(mask) => Mask::Only(mask),
+                Err(e) => Mask::Nothing(format!("the grammar failed: {e}")),
+            },
+        }
+    }
+
+    /// Takes the token chosen; a lazy grammar starts at the first trigger word, fed the
+    /// output from that word on.
+    pub fn accept(&mut self, id: u32) {
+        let state = std::mem::replace(&mut self.state, State::Broken(String::new()));
+        self.state = match state {
+            State::Active(mut matcher) => match matcher.consume_token(id) {
+                Ok(()) => State::Active(matcher),
+                Err(e) => State::Broken(format!("the grammar rejected the output: {e}")),
+            },
+            State::Waiting { matcher, mut text } => {
+                text.extend(self.env.tok_trie().decode_raw(&[id]));
+                self.trigger(matcher, text)
+            }
+            broken => broken,
+        };
+    }
+
+    fn trigger(&self, mut matcher: Matcher, text: Vec<u8>) -> State {
+        let found = self.triggers.iter().filter_map(|t| find(&text, t)).min();
+        let Some(at) = found else {
+            return State::Waiting { matcher, text };
+        };
+        let tokens = self.env.tokenize_bytes(&text[at..]);
+        match matcher.consume_tokens(&tokens) {
+            Ok(()) => State::Active(matcher),
+            Err(e) => State::Broken(format!(
+                "the output after the trigger word does not fit the grammar: {e}"
+            )),
+        }
+    }
+}
+
+/// Where `needle` first occurs in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    match needle.is_empty() {
+        true => None,
+        false => hay.windows(needle.len()).position(|w| w == needle),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::fake;
+    use crate::tokenizer::Tokenizer;
+
+    fn grammars(triggers: &[&str]) -> (Grammars, &'static Arc<Tokenizer>, u32) {
+        let tok = fake::tokenizer();
+        let eos = *tok.eos_ids().first().expect("an eos id");
+        let dir = fake::fixture_dir();
+        let triggers: Vec<String> = triggers.iter().map(|t| t.to_string()).collect();
+        let g = Grammars::load(&dir, fake::VOCAB as usize, &[eos], &triggers)
+            .unwrap_or_else(|e| panic!("{e}"));
+        (g, tok, eos)
+    }
+
+    fn allows(c: &mut Constraint, id: u32) -> bool {
+        match c.mask() {
+            Mask::Any => true,
+            Mask::Only(m) => m.is_allowed(id),
+            Mask::Nothing(why) => panic!("{why}"),
+        }
+    }
+
+    /// Every token of a matching text is allowed in turn, then only eos.
+    #[test]
+    fn a_grammar_allows_its_language_then_eos() -> Result<()> {
+        let (g, tok, eos) = grammars(&[]);
+        let mut c = g.compile("root ::= \"{\" [a-z]+ \"}\"")?;
+        let ids = tok.encode("{abc}")?;
+        for &id in &ids {
+            assert!(allows(&mut c, id), "{id}");
+            c.accept(id);
+        }
+        assert!(allows(&mut c, eos));
+        assert!(!allows(&mut c, ids[0]));
+        Ok(())
+    }
+
+    /// Lazy: anything goes until the trigger word, then the grammar holds from the word on.
+    #[test]
+    fn a_trigger_word_starts_the_grammar() -> Result<()> {
+        let (g, tok, _) = grammars(&["Paris"]);
+        let mut c = g.compile("root ::= \"Paris\" \" is \" (\"big\" | \"old\")")?;
+        for id in tok.encode("The capital is")? {
+            assert!(matches!(c.mask(), Mask::Any));
+            c.accept(id);
+        }
+        for id in tok.encode(" Paris")? {
+            c.accept(id);
+        }
+        let is = tok.encode(" is")?;
+        assert!(allows(&mut c, is[0]));
+        let the = tok.encode(" the")?;
+        assert!(!allows(&mut c, the[0]));
+        Ok(())
+    }
+}
