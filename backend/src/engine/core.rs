@@ -517,14 +517,14 @@ struct Built {
 }
 
 /// The grammar compiler for `built`'s tokenizer, over its logits' width.
-fn grammars_for(built: &Built) -> std::result::Result<Grammars, String> {
+fn grammars_for(built: &Built) -> Grammars {
     let tok = &built.model.tokenizer;
     let vocab = built.model.config["vocab_size"]
         .as_u64()
         .map_or(tok.vocab_size(), |v| v as usize);
     let eos: Vec<u32> = tok.eos_ids().iter().copied().collect();
     let triggers = &built.config.grammar_triggers;
-    Grammars::load(&built.model.dir, vocab, &eos, triggers).map_err(|e| e.to_string())
+    Grammars::new(&built.model.dir, vocab, &eos, triggers)
 }
 
 /// Bytes of KV memory for `config`: its `kv_memory_mb`, or half of what is free once the

@@ -42,8 +42,8 @@ pub struct ModelInfo {
     pub context: usize,
     /// The parameters rank 0 holds.
     pub weights: crate::models::common::WeightStats,
-    /// Compiles requests' grammars for this model's tokenizer (or why it cannot).
-    pub grammars: Arc<std::result::Result<Grammars, String>>,
+    /// Compiles requests' grammars for this model's tokenizer.
+    pub grammars: Arc<Grammars>,
 }
 
 impl ModelInfo {
@@ -58,10 +58,7 @@ impl ModelInfo {
         grammar: &str,
     ) -> Result<GenerateRequest> {
         if !grammar.trim().is_empty() {
-            let grammars = self.grammars.as_ref().as_ref().map_err(|why| {
-                Error::InvalidRequest(format!("this model cannot take a Grammar: {why}"))
-            })?;
-            options.constraint = Some(Box::new(grammars.compile(grammar)?));
+            options.constraint = Some(Box::new(self.grammars.compile(grammar)?));
         }
         let ids = self.tokenizer.encode(text)?;
         if ids.is_empty() {
@@ -154,7 +151,7 @@ mod tests {
             tokenizer: crate::engine::fake::tokenizer().clone(),
             context,
             weights: Default::default(),
-            grammars: Arc::new(Err("no grammars in this test".into())),
+            grammars: Arc::new(Grammars::new(std::path::Path::new(""), 0, &[], &[])),
             config,
         }
     }

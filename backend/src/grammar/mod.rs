@@ -8,8 +8,8 @@
 
 mod gbnf;
 
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use llguidance::api::TopLevelGrammar;
 use llguidance::toktrie::{SimpleVob, TokEnv};
@@ -19,39 +19,58 @@ pub use gbnf::{to_lark, GbnfError};
 
 use crate::error::{Error, Result};
 
-/// A loaded model's grammar compiler: its tokenizer's token bytes, and the trigger words
-/// that make grammars lazy (`ModelOptions.GrammarTriggers`).
+/// A loaded model's grammar compiler: where its tokenizer is, the width of its logits, and
+/// the trigger words that make grammars lazy (`ModelOptions.GrammarTriggers`). llguidance's
+/// token trie is built on the first request with a grammar (about 0.25 s for a 49k
+/// vocabulary), so a LoadModel that never sees one does not pay for it.
 pub struct Grammars {
-    factory: Arc<ParserFactory>,
-    env: TokEnv,
+    tokenizer_json: PathBuf,
+    vocab: usize,
+    eos: Vec<u32>,
     triggers: Arc<[Vec<u8>]>,
+    built: OnceLock<std::result::Result<Compiler, String>>,
+}
+
+/// llguidance's side, once built.
+struct Compiler {
+    factory: ParserFactory,
+    env: TokEnv,
 }
 
 impl Grammars {
-    /// From the model folder's `tokenizer.json`; `vocab`: the width of the model's logits.
-    pub fn load(dir: &Path, vocab: usize, eos: &[u32], triggers: &[String]) -> Result<Grammars> {
-        let load = || -> anyhow::Result<(ParserFactory, TokEnv)> {
-            let mut bytes =
-                toktrie_hf_tokenizers::ByteTokenizer::from_file(dir.join("tokenizer.json"))?;
-            bytes.set_eos_tokens(eos);
-            let env = bytes.into_tok_env(Some(vocab))?;
+    /// For the model folder `dir` (its `tokenizer.json`); `vocab`: the width of the logits.
+    pub fn new(dir: &Path, vocab: usize, eos: &[u32], triggers: &[String]) -> Grammars {
+        Grammars {
+            tokenizer_json: dir.join("tokenizer.json"),
+            vocab,
+            eos: eos.to_vec(),
+            triggers: triggers.iter().map(|t| t.as_bytes().to_vec()).collect(),
+            built: OnceLock::new(),
+        }
+    }
+
+    fn compiler(&self) -> Result<&Compiler> {
+        let build = || -> anyhow::Result<Compiler> {
+            let mut bytes = toktrie_hf_tokenizers::ByteTokenizer::from_file(&self.tokenizer_json)?;
+            bytes.set_eos_tokens(&self.eos);
+            let env = bytes.into_tok_env(Some(self.vocab))?;
             let mut factory = ParserFactory::new_simple(&env)?;
             factory.set_stderr_log_level(0);
-            Ok((factory, env))
+            Ok(Compiler { factory, env })
         };
-        let (factory, env) =
-            load().map_err(|e| Error::Config(format!("the grammar tokenizer: {e}")))?;
-        Ok(Grammars {
-            factory: Arc::new(factory),
-            env,
-            triggers: triggers.iter().map(|t| t.as_bytes().to_vec()).collect(),
+        let built = self
+            .built
+            .get_or_init(|| build().map_err(|e| e.to_string()));
+        built.as_ref().map_err(|why| {
+            Error::InvalidRequest(format!("this model cannot take a Grammar: {why}"))
         })
     }
 
     /// Compiles a request's GBNF grammar: a bad grammar is an error naming its position.
     pub fn compile(&self, gbnf: &str) -> Result<Constraint> {
         let lark = to_lark(gbnf).map_err(|e| Error::InvalidRequest(format!("Grammar: {e}")))?;
-        let parser = self
+        let compiler = self.compiler()?;
+        let parser = compiler
             .factory
             .create_parser(TopLevelGrammar::from_lark(lark))
             .map_err(|e| Error::InvalidRequest(format!("Grammar: {e}")))?;
@@ -64,7 +83,7 @@ impl Grammars {
             },
         };
         Ok(Constraint {
-            env: self.env.clone(),
+            env: compiler.env.clone(),
             triggers: self.triggers.clone(),
             state,
         })
@@ -153,15 +172,25 @@ impl Constraint {
                 Err(e) => State::Broken(format!("the grammar rejected the output: {e}")),
             },
             State::Waiting { matcher, mut text } => {
+                let before = text.len();
                 text.extend(self.env.tok_trie().decode_raw(&[id]));
-                self.trigger(matcher, text)
+                self.trigger(matcher, text, before)
             }
             broken => broken,
         };
     }
 
-    fn trigger(&self, mut matcher: Matcher, text: Vec<u8>) -> State {
-        let found = self.triggers.iter().filter_map(|t| find(&text, t)).min();
+    /// Starts the grammar at the first trigger word in `text`, looking only where the bytes
+    /// after `before` could have completed one (earlier text was searched before).
+    fn trigger(&self, mut matcher: Matcher, text: Vec<u8>, before: usize) -> State {
+        let longest = self.triggers.iter().map(Vec::len).max().unwrap_or(0);
+        let from = before.saturating_sub(longest.saturating_sub(1));
+        let found = self
+            .triggers
+            .iter()
+            .filter_map(|t| find(&text[from..], t))
+            .min()
+            .map(|at| from + at);
         let Some(at) = found else {
             return State::Waiting { matcher, text };
         };
@@ -194,8 +223,7 @@ mod tests {
         let eos = *tok.eos_ids().first().expect("an eos id");
         let dir = fake::fixture_dir();
         let triggers: Vec<String> = triggers.iter().map(|t| t.to_string()).collect();
-        let g = Grammars::load(&dir, fake::VOCAB as usize, &[eos], &triggers)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let g = Grammars::new(&dir, fake::VOCAB as usize, &[eos], &triggers);
         (g, tok, eos)
     }
 
