@@ -103,7 +103,7 @@ pub fn generate(
     opts: &GenerateOptions,
     mut on_token: impl FnMut(TokenEvent) -> bool,
 ) -> Result<Summary> {
-    let mut seq = Sequence::new(0, prompt, opts.clone(), model.num_layers())?;
+    let mut seq = Sequence::new(0, prompt, opts.clone(), model.new_caches())?;
     while !seq.prefill_chunk(model, &mut Vec::new())? {}
     let mut pipeline = (seq.plain_greedy() && model.queueing() != Queueing::HostIds)
         .then_some(GreedyPipeline { pending: None });

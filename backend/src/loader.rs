@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use std::io::Read;
 
+use crate::cache::KvFormat;
 use crate::error::{read_json, Error, Result};
 use crate::models::common::RankPart;
 use crate::models::{self, LanguageModel, LocalModel, Transformer};
@@ -45,10 +46,22 @@ impl LoadedPart {
     }
 }
 
-/// Loads the model in `dir` (a local folder) with the given weight mode, whole.
+/// Loads the model in `dir` (a local folder) with the given weight mode, whole, its caches
+/// stored as computed.
 pub fn load(dir: &Path, mode: WeightMode) -> Result<LoadedModel> {
+    load_with_kv(dir, mode, KvFormat::default())
+}
+
+/// [`load`], with caches stored in `kv`.
+pub fn load_with_kv(dir: &Path, mode: WeightMode, kv: KvFormat) -> Result<LoadedModel> {
     let part = load_part(dir, mode, &RankPart::full())?;
-    Ok(part.serve(|t| Box::new(LocalModel(t))))
+    let model = LocalModel::new(part.transformer, kv)?;
+    Ok(LoadedModel {
+        model: Box::new(model),
+        tokenizer: part.tokenizer,
+        config: part.config,
+        dir: part.dir,
+    })
 }
 
 /// Loads this rank's part of the model in `dir`.

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use crate::cache::{KvEncoding, KvFormat, CACHE_TYPES};
 use crate::distributed::Transport;
 use crate::weights::WeightMode;
 
@@ -110,6 +111,8 @@ pub struct LoadConfig {
     pub join_timeout_secs: u64,
     /// Words that make a request's grammar lazy: unconstrained until one appears in the output.
     pub grammar_triggers: Vec<String>,
+    /// How every rank stores its KV caches (`CacheTypeKey`/`CacheTypeValue`, `kv_bits`...).
+    pub kv_format: KvFormat,
     /// Rank 0's control port (default: its ring port + 1, or the coordinator's + 1).
     pub control_port: Option<u16>,
     /// JACCL: rank 0's coordinator `ip:port` (`MLX_JACCL_COORDINATOR`).
@@ -187,6 +190,9 @@ pub struct LoadRequest {
     pub trust_remote_code: bool,
     /// `ModelOptions.GrammarTriggers`' words.
     pub grammar_triggers: Vec<String>,
+    /// `ModelOptions.CacheTypeKey`/`CacheTypeValue` (llama.cpp's names: f16, q8_0, q4_0...).
+    pub cache_type_key: String,
+    pub cache_type_value: String,
 }
 
 /// Builds an option's error from what it expected.
@@ -221,6 +227,11 @@ impl LoadConfig {
     pub fn from_request(req: &LoadRequest, env: &dyn Env) -> Result<LoadConfig, String> {
         check_request(req)?;
         let mut c = LoadConfig::defaults(req, env);
+        let cache_type = |field: &str, name: &str| {
+            KvEncoding::parse(name).map_err(|e| format!("ModelOptions.{field}: {e}"))
+        };
+        c.kv_format.keys = cache_type("CacheTypeKey", &req.cache_type_key)?;
+        c.kv_format.values = cache_type("CacheTypeValue", &req.cache_type_value)?;
         let mut given = ClusterGiven::default();
         for (key, value) in parse_options(&req.options) {
             let bad = |want: &str| {
@@ -232,6 +243,7 @@ impl LoadConfig {
             };
             let known = c.set_sampling(&key, &value, &bad)?
                 || c.set_engine(&key, &value, &bad)?
+                || c.set_kv(&key, &value, &bad)?
                 || c.set_cluster(&key, &value, &bad, &mut given)?;
             if !known {
                 tracing::warn!(option = %key, "unknown option ignored");
@@ -269,6 +281,7 @@ impl LoadConfig {
                 .filter(|t| !t.is_empty())
                 .cloned()
                 .collect(),
+            kv_format: KvFormat::default(),
             control_port: None,
             coordinator: env.var("MLX_JACCL_COORDINATOR"),
             token: env.var("MLX_DISTRIBUTED_TOKEN").map(Token),
@@ -354,6 +367,40 @@ impl LoadConfig {
             }
             "prefill_step_size" => {
                 c.prefill_step = positive(value).ok_or_else(|| bad("a positive integer"))?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// How KV caches are stored: llama.cpp's `cache_type_k`/`cache_type_v` names, or mlx-lm's
+    /// `kv_bits`, `kv_group_size` and `quantized_kv_start`; false when `key` is none of them.
+    fn set_kv(&mut self, key: &str, value: &OptionValue, bad: &Bad) -> Result<bool, String> {
+        let f = &mut self.kv_format;
+        let name = |v: &OptionValue| match v {
+            OptionValue::Str(s) => KvEncoding::parse(s).map_err(|e| bad(&e)),
+            _ => Err(bad(&format!("one of {CACHE_TYPES}"))),
+        };
+        match key {
+            "cache_type_k" => f.keys = name(value)?,
+            "cache_type_v" => f.values = name(value)?,
+            "kv_bits" => {
+                let bits = match value {
+                    OptionValue::Int(i) => KvEncoding::affine(*i).map_err(|e| bad(&e))?,
+                    _ => return Err(bad("2, 3, 4, 5, 6 or 8")),
+                };
+                (f.keys, f.values) = (bits, bits);
+            }
+            "kv_group_size" => {
+                f.group_size = match value {
+                    OptionValue::Int(i) => KvFormat::group_size_of(*i).map_err(|e| bad(&e))?,
+                    _ => return Err(bad("32, 64 or 128")),
+                }
+            }
+            "quantized_kv_start" => {
+                f.quantized_start = non_negative(value)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| bad("an integer >= 0"))?
             }
             _ => return Ok(false),
         }
@@ -519,6 +566,49 @@ mod tests {
             ..Default::default()
         };
         LoadConfig::from_request(&req, &FakeEnv(env.iter().copied().collect()))
+    }
+
+    /// LocalAI's cache type fields, then options over them; bad names and sizes are errors
+    /// naming the field or option.
+    #[test]
+    fn kv_cache_types_and_mlx_lm_options() -> Result<(), String> {
+        let req = LoadRequest {
+            model: "m".into(),
+            cache_type_key: "q8_0".into(),
+            cache_type_value: "f16".into(),
+            options: vec!["kv_group_size:32".into(), "quantized_kv_start:100".into()],
+            ..Default::default()
+        };
+        let f = LoadConfig::from_request(&req, &NoEnv)?.kv_format;
+        assert_eq!(f.keys, KvEncoding::Affine { bits: 8 });
+        assert_eq!(f.values, KvEncoding::Float(crate::cache::KvFloat::F16));
+        assert_eq!((f.group_size, f.quantized_start), (32, 100));
+        let f = load(&["kv_bits:4"], &[])?.kv_format;
+        assert_eq!(
+            (f.keys, f.values),
+            (
+                KvEncoding::Affine { bits: 4 },
+                KvEncoding::Affine { bits: 4 }
+            )
+        );
+        let bad_field = LoadRequest {
+            cache_type_key: "q3_k".into(),
+            ..req
+        };
+        let err = LoadConfig::from_request(&bad_field, &NoEnv).unwrap_err();
+        assert!(
+            err.contains("CacheTypeKey") && err.contains("q3_k"),
+            "{err}"
+        );
+        for (option, named) in [
+            ("kv_group_size:48", "kv_group_size"),
+            ("kv_bits:7", "kv_bits"),
+            ("cache_type_v:q2", "cache_type_v"),
+        ] {
+            let err = load(&[option], &[]).unwrap_err();
+            assert!(err.contains(named), "{option}: {err}");
+        }
+        Ok(())
     }
 
     #[test]

@@ -41,14 +41,14 @@ impl Sequence {
         slot: u64,
         prompt: &[u32],
         opts: GenerateOptions,
-        num_layers: usize,
+        caches: Vec<KvCache>,
     ) -> Result<Sequence> {
         let Some(&input) = prompt.last() else {
             return Err(Error::InvalidRequest("the prompt is empty".into()));
         };
         Ok(Sequence {
             slot,
-            caches: (0..num_layers).map(|_| KvCache::new()).collect(),
+            caches,
             prompt: prompt.to_vec(),
             prefilled: 0,
             sampler: Sampler::new(opts.sampling.clone()),
@@ -133,6 +133,11 @@ impl Sequence {
             && !self.opts.sampling.has_processors()
             && self.opts.logprobs.is_none()
             && self.opts.constraint.is_none()
+    }
+
+    /// Whether a grammar constrains (or, lazy, may constrain) this request.
+    pub fn has_grammar(&self) -> bool {
+        self.opts.constraint.is_some()
     }
 
     /// The tokens the request's grammar allows next (computed while the step's forward pass

@@ -34,23 +34,47 @@ pub fn free_port() -> TestResult<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// Waits for a child, killing it when `limit` passes, so no test can hang.
+/// Waits for a child, killing it when `limit` passes, so no test can hang. Its piped output
+/// is read while it runs (a child that fills a pipe would otherwise block forever).
 pub fn wait_bounded(mut child: Child, limit: Duration) -> TestResult<Output> {
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
     let start = Instant::now();
-    loop {
-        if child.try_wait()?.is_some() {
-            return Ok(child.wait_with_output()?);
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
         }
         if start.elapsed() > limit {
             let _ = child.kill();
-            let out = child.wait_with_output()?;
-            return Err(format!(
-                "child did not finish within {limit:?}; stderr:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-            .into());
+            child.wait()?;
+            break None;
         }
         std::thread::sleep(Duration::from_millis(20));
+    };
+    let (stdout, stderr) = (
+        stdout.join().map_err(|_| "reading stdout panicked")?,
+        stderr.join().map_err(|_| "reading stderr panicked")?,
+    );
+    match status {
+        Some(status) => Ok(Output {
+            status,
+            stdout,
+            stderr,
+        }),
+        None => Err(format!(
+            "child did not finish within {limit:?}; stderr:\n{}",
+            String::from_utf8_lossy(&stderr)
+        )
+        .into()),
     }
 }
 
@@ -84,6 +108,7 @@ pub fn wait_exit(child: &mut Child, limit: Duration) -> TestResult<(ExitStatus, 
 
 pub mod cluster;
 pub mod goldens;
+pub mod grammars;
 pub mod mlx_lm;
 pub mod netns;
 pub mod prompts;

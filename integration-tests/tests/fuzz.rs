@@ -119,6 +119,11 @@ fn load_options_never_panic_and_every_error_says_something() -> TestResult {
         "control_port",
         "trust_remote_code",
         "repetition_penalty",
+        "cache_type_k",
+        "cache_type_v",
+        "kv_bits",
+        "kv_group_size",
+        "quantized_kv_start",
         "",
         "unknown",
     ];

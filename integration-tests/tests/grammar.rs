@@ -4,6 +4,7 @@
 
 use backend::grpc::pb::{self, backend_client::BackendClient};
 use integration_tests::cluster::Cluster;
+use integration_tests::grammars::JSON_OBJECT;
 use integration_tests::rpc::{load_fixture, stream_text};
 use integration_tests::server::BackendProcess;
 use integration_tests::TestResult;
@@ -11,33 +12,6 @@ use tonic::transport::Channel;
 use tonic::Code;
 
 const MODEL: &str = "smollm2-135m-4bit";
-
-/// Any JSON object, written the way LocalAI's JSON mode grammar is: rules over `ws`,
-/// multi-line groups, character classes with escapes.
-const JSON_OBJECT: &str = r#"root ::= object
-value ::= object | array | string | number | ("true" | "false" | "null") ws
-
-object ::=
-  "{" ws (
-    string ":" ws value
-    ("," ws string ":" ws value)*
-  )? "}" ws
-
-array ::=
-  "[" ws (
-    value
-    ("," ws value)*
-  )? "]" ws
-
-string ::=
-  "\"" (
-    [^"\\\x7F\x00-\x1F] |
-    "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
-  )* "\"" ws
-
-number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9]{1,3})? ws
-ws ::= | " " | "\n" [ \t]{0,20}
-"#;
 
 /// An object with a string `name` and an integer `age`, in the shape of LocalAI's
 /// JSON-schema converter (properties in order, `space` between tokens), with the string and

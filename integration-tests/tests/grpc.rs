@@ -313,8 +313,9 @@ async fn free_returns_resident_memory_to_where_it_was_before_load_model() -> Tes
     Ok(())
 }
 
-/// ModelOptions this backend cannot honour yet fail LoadModel naming the field, never load a
-/// model other than the one asked for; the same model then loads without them.
+/// ModelOptions this backend cannot honour (yet, or with that value) fail LoadModel naming the
+/// field, never load a model other than the one asked for; the same model then loads without
+/// them.
 #[tokio::test]
 async fn model_options_not_supported_yet_fail_load_model_by_name() -> TestResult {
     let server = BackendProcess::start(&[]).await?;
@@ -341,10 +342,10 @@ async fn model_options_not_supported_yet_fail_load_model_by_name() -> TestResult
         ),
         (
             pb::ModelOptions {
-                cache_type_value: "q8_0".into(),
+                cache_type_value: "iq4_nl".into(),
                 ..base()
             },
-            "CacheTypeValue",
+            "CacheTypeValue: cache type \"iq4_nl\" is not one of",
         ),
         (
             pb::ModelOptions {

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use backend::cache::KvCache;
+use backend::cache::{KvCache, KvFormat};
 use backend::models::common::RankPart;
 use backend::models::{self, LanguageModel, LocalModel, Row};
 use backend::weights::{WeightMode, Weights};
@@ -27,11 +27,12 @@ fn checkpoint(folder: &str) -> TestResult<(Value, Tensors)> {
 }
 
 fn build(config: &Value, tensors: Tensors, mode: WeightMode) -> TestResult<LocalModel> {
-    Ok(LocalModel(models::build(
+    let transformer = models::build(
         config,
         Weights::from_arrays(tensors, config, mode)?,
         &RankPart::full(),
-    )?))
+    )?;
+    Ok(LocalModel::new(transformer, KvFormat::default())?)
 }
 
 fn build_error(config: &Value, tensors: Tensors) -> TestResult<String> {

@@ -192,6 +192,9 @@ pub struct LoadPlan {
     #[serde(default)]
     pub allow_paths_outside_model_path: bool,
     pub weight_mode: crate::weights::WeightMode,
+    /// How every rank stores its KV caches (the cache types rank 0 was given).
+    #[serde(default)]
+    pub kv_format: crate::cache::KvFormat,
     pub part: Part,
 }
 

@@ -73,6 +73,19 @@ pub struct Batch {
     /// Changes to the caches since the last step, which the next step carries to the other
     /// ranks of a cluster (slots saved, restored or released, entries evicted).
     cache_ops: Vec<CacheOp>,
+    grammar_time: GrammarTime,
+}
+
+/// Host time grammars took in the steps with a constrained row, against those steps' wall
+/// time: what the mask-cost benchmark reads from Status.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct GrammarTime {
+    pub steps: u64,
+    /// Computing masks (while the device runs the step), then masking, sampling and feeding
+    /// each row's token to its matcher (an upper bound: sampling is counted too).
+    pub mask_secs: f64,
+    /// From building the step's graph to every row's token taken.
+    pub step_secs: f64,
 }
 
 /// The rows a queued step runs over, and its tokens (lazy, one per row).
@@ -99,6 +112,10 @@ impl Batch {
 
     pub fn cache_stats(&self) -> CacheStats {
         self.cache.stats()
+    }
+
+    pub fn grammar_time(&self) -> GrammarTime {
+        self.grammar_time
     }
 
     /// KV bytes held for running rows.
@@ -194,7 +211,7 @@ impl Batch {
             }
             let w = self.waiting.pop_front().expect("a waiting request");
             self.next_slot += 1;
-            match Sequence::new(self.next_slot, &w.ids, w.options, model.num_layers()) {
+            match Sequence::new(self.next_slot, &w.ids, w.options, model.new_caches()) {
                 Ok(seq) => self.active.push(Active {
                     seq,
                     events: w.events,
@@ -265,12 +282,14 @@ impl Batch {
             }
             None if ready.is_empty() => return Ok(()),
             None => {
+                let started = Instant::now();
                 let ids: Vec<u32> = ready.iter().map(|a| a.seq.input).collect();
                 let inputs = Array::from_slice(&ids, &[ids.len() as i32, 1]);
                 let ops = std::mem::take(&mut self.cache_ops);
                 let logprobs = last_logprobs(&forward(model, &inputs, &mut ready, ops)?)?;
                 if !ready.iter().all(|a| a.seq.plain_greedy()) {
-                    return sample_on_host(model, &mut ready, &logprobs, tok);
+                    let masks = sample_on_host(model, &mut ready, &logprobs, tok)?;
+                    return Ok(self.grammar_time.add(masks, started));
                 }
                 // The device's argmax is the sampler's greedy choice (the first maximum).
                 argmax_axis(&logprobs, -1, false)?
@@ -348,20 +367,35 @@ fn sample_on_host(
     ready: &mut [&mut Active],
     logprobs: &Array,
     tok: &Tokenizer,
-) -> Result<()> {
+) -> Result<Option<Duration>> {
     let logprobs = logprobs.as_dtype(Dtype::Float32)?;
     model.queueing().start(&logprobs)?;
+    let started = Instant::now();
     let masks: Vec<Mask> = ready.iter_mut().map(|a| a.seq.mask()).collect();
+    let mut spent = started.elapsed();
     model.await_output()?;
     logprobs.eval()?;
     let all = logprobs.as_slice::<f32>();
     let vocab = all.len() / ready.len();
+    let started = Instant::now();
     for ((b, a), mask) in ready.iter_mut().enumerate().zip(masks) {
         if let Some((id, logprob)) = a.seq.choose(all[b * vocab..(b + 1) * vocab].to_vec(), mask) {
             a.push(tok, id, logprob)?;
         }
     }
-    Ok(())
+    spent += started.elapsed();
+    Ok(ready.iter().any(|a| a.seq.has_grammar()).then_some(spent))
+}
+
+impl GrammarTime {
+    /// Counts a step that began at `started`, if a grammar took `masks` of it.
+    fn add(&mut self, masks: Option<Duration>, started: Instant) {
+        if let Some(masks) = masks {
+            self.steps += 1;
+            self.mask_secs += masks.as_secs_f64();
+            self.step_secs += started.elapsed().as_secs_f64();
+        }
+    }
 }
 
 /// Gives a queued step's tokens to the rows it ran for that are still generating (a row that

@@ -65,6 +65,7 @@ pub fn load(
                 model_path: config.model_path.as_ref().map(|p| p.display().to_string()),
                 allow_paths_outside_model_path: config.allow_paths_outside_model_path,
                 weight_mode: config.weight_mode,
+                kv_format: config.kv_format,
                 part: part.clone(),
             }),
         )?;
@@ -151,6 +152,7 @@ fn load_everywhere(
             session.clone(),
             parts[0].clone(),
             fingerprint,
+            config.kv_format,
         ))
     }))
 }
@@ -161,7 +163,9 @@ fn load_part(
     part: &Part,
     session: &Session,
 ) -> Result<loader::LoadedPart> {
-    loader::load_part(dir, config.weight_mode, &rank_part(part, 0, &session.group))
+    let own = loader::load_part(dir, config.weight_mode, &rank_part(part, 0, &session.group))?;
+    own.transformer.check_kv_format(&config.kv_format)?;
+    Ok(own)
 }
 
 /// A rank's `RankPart` for its part.

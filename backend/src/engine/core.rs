@@ -219,9 +219,11 @@ impl EngineThread {
 
     fn count(&self, done: &[Summary]) {
         let (cache, reserved) = (self.batch.cache_stats(), self.batch.reserved());
+        let grammar = self.batch.grammar_time();
         self.publish(|s| {
             s.metrics.prefix_cache = cache;
             s.metrics.kv_reserved_bytes = reserved;
+            s.metrics.grammar = grammar;
             for summary in done {
                 let m = &mut s.metrics;
                 m.requests += 1;
@@ -354,7 +356,7 @@ impl EngineThread {
             None => {
                 let dir = source::resolve_with(&config.model, &source::Lookup::of(config))?;
                 self.check_room(&dir, config)?;
-                loader::load(&dir, config.weight_mode)?
+                loader::load_with_kv(&dir, config.weight_mode, config.kv_format)?
             }
         };
         let model_context = model.config["max_position_embeddings"]

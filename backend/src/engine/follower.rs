@@ -9,7 +9,7 @@ use mlx_rs::Array;
 
 use super::cluster_load::rank_part;
 use super::relay::Stage;
-use crate::cache::KvCache;
+use crate::cache::{KvCache, KvFormat};
 use crate::distributed::link::Link;
 use crate::distributed::protocol::{
     state_fingerprint, CacheOp, LoadPlan, Part, PlanRow, StepPlan, ToLeader, ToWorker,
@@ -77,6 +77,8 @@ struct Worker {
     part: Part,
     hidden: i32,
     fingerprint: String,
+    /// How this rank stores its caches (rank 0's choice, from the load plan).
+    kv: KvFormat,
 }
 
 struct Follower<'a> {
@@ -202,6 +204,7 @@ impl Follower<'_> {
         let dir = source::resolve_with(&plan.model, &lookup)?;
         let mode = plan.weight_mode;
         let loaded = loader::load_part(&dir, mode, &rank_part(&plan.part, self.opts.rank, group))?;
+        loaded.transformer.check_kv_format(&plan.kv_format)?;
         let hidden = loaded.config["hidden_size"]
             .as_i64()
             .ok_or_else(|| Error::Config("config.json has no hidden_size".into()))?
@@ -211,6 +214,7 @@ impl Follower<'_> {
             part: plan.part.clone(),
             hidden,
             fingerprint: loader::fingerprint(&dir)?,
+            kv: plan.kv_format,
         })
     }
 
@@ -222,7 +226,9 @@ impl Follower<'_> {
         let (Some(m), Some(group)) = (&self.model, &self.group) else {
             return Err(Error::NotLoaded);
         };
-        let mut taken = self.caches.take(&p.rows, m.transformer.num_layers())?;
+        let mut taken = self
+            .caches
+            .take(&p.rows, m.transformer.num_layers(), m.kv)?;
         let outcome = run_part(m, group, p, link, &mut taken);
         let rows = self.caches.put_back(taken);
         outcome?;
@@ -284,7 +290,12 @@ impl RankCaches {
 
     /// Each row's caches, out of the map for a step (new ones for a row at offset 0); every
     /// row must be where rank 0 says it is, or nothing is taken.
-    fn take(&mut self, rows: &[PlanRow], layers: usize) -> Result<Vec<(u64, Vec<KvCache>)>> {
+    fn take(
+        &mut self,
+        rows: &[PlanRow],
+        layers: usize,
+        format: KvFormat,
+    ) -> Result<Vec<(u64, Vec<KvCache>)>> {
         for row in rows.iter().filter(|r| r.offset > 0) {
             let have = self.slots.get(&row.slot).and_then(|c| c.first());
             let have = have.map_or(0, |c| c.offset() as usize);
@@ -295,7 +306,7 @@ impl RankCaches {
                 )));
             }
         }
-        let fresh = || (0..layers).map(|_| KvCache::new()).collect();
+        let fresh = || (0..layers).map(|_| KvCache::with_format(format)).collect();
         Ok(rows
             .iter()
             .map(|row| match row.offset {
@@ -373,7 +384,7 @@ mod tests {
 
     /// One step of `len` positions for every row, as a layer's update makes it.
     fn step(caches: &mut RankCaches, rows: &[PlanRow], len: i32) -> Result<Vec<PlanRow>> {
-        let mut taken = caches.take(rows, LAYERS)?;
+        let mut taken = caches.take(rows, LAYERS, KvFormat::default())?;
         let kv = zeros::<f32>(&[1, 1, len, 1])?;
         for (_, layers) in &mut taken {
             for cache in layers.iter_mut() {

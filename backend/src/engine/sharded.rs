@@ -9,7 +9,7 @@ use std::time::Duration;
 use mlx_rs::Array;
 
 use super::relay::Leader;
-use crate::cache::KvCache;
+use crate::cache::{KvCache, KvFormat};
 use crate::distributed::pipeline::handoff_for;
 use crate::distributed::protocol::{
     state_fingerprint, CacheOp, Part, PlanRow, StepPlan, ToLeader, ToWorker,
@@ -37,6 +37,8 @@ pub struct ShardedModel {
     pub session: Rc<Session>,
     pub part: Part,
     pub fingerprint: String,
+    /// How every rank stores its caches (sent in the load plan).
+    kv: KvFormat,
     /// The prefix-cache entries every rank holds once those changes are applied.
     entries: RefCell<BTreeSet<u64>>,
     pending_check: RefCell<Option<(u64, String)>>,
@@ -56,6 +58,7 @@ impl ShardedModel {
         session: Rc<Session>,
         part: Part,
         fingerprint: String,
+        kv: KvFormat,
     ) -> Self {
         let relay = Leader::new(session.cluster.clone(), session.group.clone());
         ShardedModel {
@@ -63,6 +66,7 @@ impl ShardedModel {
             session,
             part,
             fingerprint,
+            kv,
             entries: RefCell::new(BTreeSet::new()),
             pending_check: RefCell::new(None),
             relay,
@@ -248,7 +252,11 @@ impl LanguageModel for ShardedModel {
     }
 
     fn kv_bytes_per_position(&self) -> usize {
-        self.transformer.kv_bytes_per_position()
+        self.transformer.kv_bytes_per_position(&self.kv)
+    }
+
+    fn kv_format(&self) -> KvFormat {
+        self.kv
     }
 
     fn weight_stats(&self) -> crate::models::common::WeightStats {

@@ -92,6 +92,8 @@ pub struct Metrics {
     pub prefix_cache: CacheStats,
     /// KV bytes held for the requests running now.
     pub kv_reserved_bytes: usize,
+    /// What grammars cost the steps they constrained.
+    pub grammar: super::batch::GrammarTime,
 }
 
 #[derive(Clone)]

@@ -126,12 +126,6 @@ pub fn unsupported_model_field(o: &pb::ModelOptions) -> Option<String> {
             "speculative decoding with a draft model is",
             "draft_model",
         )
-    } else if set(&o.cache_type_key) || set(&o.cache_type_value) {
-        (
-            "CacheTypeKey/CacheTypeValue",
-            "a KV cache type other than the model's dtype is",
-            "cache_type_k/cache_type_v",
-        )
     } else if set(&o.mm_proj) {
         ("MMProj", "a multimodal projector is", "mmproj")
     } else {

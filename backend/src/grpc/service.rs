@@ -205,6 +205,8 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
             context_size: o.context_size,
             trust_remote_code: o.trust_remote_code,
             grammar_triggers: o.grammar_triggers.into_iter().map(|t| t.word).collect(),
+            cache_type_key: o.cache_type_key,
+            cache_type_value: o.cache_type_value,
         };
         let result = match LoadConfig::from_request(&req, &self.settings) {
             Err(message) => pb::Result {
@@ -422,6 +424,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
             prompt_json_for_slot: serde_json::json!({
                 "prefix_cache": m.prefix_cache,
                 "kv_reserved_bytes": m.kv_reserved_bytes,
+                "grammar": m.grammar,
             })
             .to_string(),
             tokens_per_second: m.last_tokens_per_second as f32,

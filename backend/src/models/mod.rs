@@ -10,7 +10,7 @@ mod qwen3_moe;
 use mlx_rs::Array;
 use serde_json::Value;
 
-use crate::cache::KvCache;
+use crate::cache::{KvCache, KvFormat};
 use crate::distributed::protocol::CacheOp;
 use crate::error::{Error, Result};
 use crate::weights::Weights;
@@ -60,6 +60,17 @@ pub trait LanguageModel {
     }
     /// Bytes of keys and values one position of one sequence takes on this rank.
     fn kv_bytes_per_position(&self) -> usize;
+    /// How this model's KV caches store positions (the cache types LoadModel chose).
+    fn kv_format(&self) -> KvFormat {
+        KvFormat::default()
+    }
+    /// One sequence's caches, one per layer this rank holds, in the model's format.
+    fn new_caches(&self) -> Vec<KvCache> {
+        let format = self.kv_format();
+        (0..self.num_layers())
+            .map(|_| KvCache::with_format(format))
+            .collect()
+    }
     /// The parameters this rank holds: what Status reports.
     fn weight_stats(&self) -> WeightStats;
     /// How this model takes a greedy step queued one ahead of the token the host reads next.
@@ -106,8 +117,13 @@ pub trait Transformer {
     fn head(&self, h: &Array) -> Result<Array>;
     /// This rank's layers.
     fn num_layers(&self) -> usize;
-    /// Bytes of keys and values one position of one sequence takes in this rank's layers.
-    fn kv_bytes_per_position(&self) -> usize;
+    /// Bytes of keys and values one position of one sequence takes in this rank's layers,
+    /// stored in `format`.
+    fn kv_bytes_per_position(&self, format: &KvFormat) -> usize;
+    /// Refuses a cache format this rank's attention cannot read (naming why).
+    fn check_kv_format(&self, _format: &KvFormat) -> Result<()> {
+        Ok(())
+    }
     /// What this rank's parameters take.
     fn weight_stats(&self) -> WeightStats;
     /// Reads every weight now, so LoadModel pays for it and not the first request.
@@ -121,20 +137,34 @@ pub trait Transformer {
 }
 
 /// A model held whole by this machine.
-pub struct LocalModel(pub Box<dyn Transformer>);
+pub struct LocalModel {
+    transformer: Box<dyn Transformer>,
+    kv: KvFormat,
+}
+
+impl LocalModel {
+    /// Serves `transformer` with caches stored in `kv` (refused where it cannot read them).
+    pub fn new(transformer: Box<dyn Transformer>, kv: KvFormat) -> Result<LocalModel> {
+        transformer.check_kv_format(&kv)?;
+        Ok(LocalModel { transformer, kv })
+    }
+}
 
 impl LanguageModel for LocalModel {
     fn forward_rows(&self, inputs: &Array, rows: &mut [Row], _: Vec<CacheOp>) -> Result<Array> {
-        self.0.forward(inputs, &mut Row::caches(rows))
+        self.transformer.forward(inputs, &mut Row::caches(rows))
     }
     fn num_layers(&self) -> usize {
-        self.0.num_layers()
+        self.transformer.num_layers()
     }
     fn kv_bytes_per_position(&self) -> usize {
-        self.0.kv_bytes_per_position()
+        self.transformer.kv_bytes_per_position(&self.kv)
+    }
+    fn kv_format(&self) -> KvFormat {
+        self.kv
     }
     fn weight_stats(&self) -> WeightStats {
-        self.0.weight_stats()
+        self.transformer.weight_stats()
     }
 }
 

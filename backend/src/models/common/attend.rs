@@ -2,12 +2,12 @@
 //! DeepSeek-V2's expanded latent attention share once their keys and values are made.
 
 use mlx_rs::fast::{scaled_dot_product_attention, ScaledDotProductAttentionMask};
-use mlx_rs::ops::concatenate;
 use mlx_rs::ops::indexing::IndexOp;
+use mlx_rs::ops::{arange, concatenate, quantized_matmul, select, softmax_axes};
 use mlx_rs::Array;
 
 use super::layers::cpu_f32;
-use crate::cache::KvCache;
+use crate::cache::{KvCache, Stored};
 use crate::error::Result;
 
 /// The head layout one attention block attends with, on this rank.
@@ -29,6 +29,9 @@ impl Heads {
         values: &Array,
         caches: &mut [&mut KvCache],
     ) -> Result<Array> {
+        if caches.iter().any(|c| !c.is_plain()) {
+            return self.attend_formatted(queries, keys, values, caches);
+        }
         match caches {
             [cache] => {
                 let (keys, values) = cache.update_and_fetch(keys, values)?;
@@ -53,6 +56,73 @@ impl Heads {
                 self.attend_each(queries, rows)
             }
         }
+    }
+
+    /// Rows whose caches are cast or quantized, each on its own: a quantized cache through
+    /// [`Self::attend_quantized`], a cast one read back and attended as usual.
+    fn attend_formatted(
+        &self,
+        queries: &Array,
+        keys: &Array,
+        values: &Array,
+        caches: &mut [&mut KvCache],
+    ) -> Result<Array> {
+        let n = caches.len() as i32;
+        let split = |x: &Array| -> Result<Vec<Array>> {
+            match n {
+                1 => Ok(vec![x.clone()]),
+                _ => Ok(x.split_equal(n, 0)?),
+            }
+        };
+        let (qs, ks, vs) = (split(queries)?, split(keys)?, split(values)?);
+        let mut outs = Vec::with_capacity(caches.len());
+        for (r, cache) in caches.iter_mut().enumerate() {
+            cache.update(&ks[r], &vs[r])?;
+            outs.push(match cache.holds_quantized() {
+                true => self.attend_quantized(&qs[r], &cache.fetch_stored()?)?,
+                false => {
+                    let (k, v) = cache.fetch()?;
+                    match decode_on_cpu(&qs[r]) {
+                        true => self.attend_decode(&qs[r], &[(k, v)])?,
+                        false => self.attend_one(&qs[r], &k, &v)?,
+                    }
+                }
+            });
+        }
+        Ok(match n {
+            1 => outs.remove(0),
+            _ => concatenate(&outs, 0)?,
+        })
+    }
+
+    /// mlx-lm's `quantized_scaled_dot_product_attention`, op for op: the queries scaled and
+    /// grouped by KV head, scores through `quantized_matmul`, a causal mask over a chunk, a
+    /// precise softmax, then the values through `quantized_matmul` (a dense side by matmul).
+    fn attend_quantized(
+        &self,
+        queries: &Array,
+        (keys, values): &(Stored, Stored),
+    ) -> Result<Array> {
+        let s = queries.shape();
+        let (b, heads, l, d) = (s[0], s[1], s[2], s[3]);
+        let repeats = heads / self.kv_heads;
+        let mut q = queries.multiply(Array::from_f32(self.scale))?;
+        if repeats > 1 {
+            q = q.reshape(&[b, self.kv_heads, repeats, l, d])?;
+        }
+        let mut scores = product(&q, keys, true, repeats > 1)?;
+        if l > 1 {
+            let seen = scores.shape()[scores.ndim() - 1];
+            let rows = arange::<i32, i32>(seen - l, seen, None)?.reshape(&[-1, 1])?;
+            let cols = arange::<i32, i32>(None, seen, None)?.reshape(&[1, -1])?;
+            scores = select(rows.ge(&cols)?, &scores, Array::from_f32(f32::MIN))?;
+        }
+        let weights = softmax_axes(&scores, &[-1], true)?;
+        let out = product(&weights, values, false, repeats > 1)?;
+        Ok(match repeats > 1 {
+            true => out.reshape(&[b, heads, l, -1])?,
+            false => out,
+        })
     }
 
     /// One query position per row over each row's own cache, as one CPU node with the bits
@@ -120,6 +190,37 @@ impl Heads {
     }
 }
 
+/// `x` times one side of a cache (transposed for keys), grouped by KV head where `grouped`.
+fn product(x: &Array, side: &Stored, transpose: bool, grouped: bool) -> Result<Array> {
+    let group = |a: &Array| -> Result<Array> {
+        match grouped {
+            true => Ok(a.expand_dims(-3)?),
+            false => Ok(a.clone()),
+        }
+    };
+    Ok(match side {
+        Stored::Dense(a) => match transpose {
+            true => x.matmul(group(a)?.swap_axes(-1, -2)?)?,
+            false => x.matmul(group(a)?)?,
+        },
+        Stored::Affine {
+            codes,
+            scales,
+            biases,
+            bits,
+            group_size,
+        } => quantized_matmul(
+            x,
+            group(codes)?,
+            group(scales)?,
+            &group(biases)?,
+            transpose,
+            *group_size,
+            *bits,
+        )?,
+    })
+}
+
 /// Whether a step takes the one-node decode attention: one query position per row, f32 on
 /// the CPU (Metal keeps MLX's fused kernel).
 fn decode_on_cpu(queries: &Array) -> bool {
@@ -132,4 +233,62 @@ const QUERY_BLOCK: i32 = 128;
 /// Each row's cached positions before this step: where its rope starts.
 pub fn offsets(caches: &[&mut KvCache]) -> Vec<i32> {
     caches.iter().map(|c| c.offset()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::{KvEncoding, KvFormat};
+    use mlx_rs::ops::{dequantize, quantize};
+
+    fn array(shape: &[i32], seed: f32) -> Array {
+        let n: i32 = shape.iter().product();
+        let x: Vec<f32> = (0..n).map(|i| ((i as f32 + seed) * 0.731).sin()).collect();
+        Array::from_slice(&x, shape)
+    }
+
+    /// MLX's quantize then dequantize: what attention over the codes must equal.
+    fn round_trip(x: &Array, bits: i32) -> Result<Array> {
+        let (codes, scales, biases) = quantize(x, 32, bits)?;
+        Ok(dequantize(&codes, &scales, &biases, 32, bits)?)
+    }
+
+    fn max_difference(a: &Array, b: &Array) -> Result<f32> {
+        Ok(a.subtract(b)?.abs()?.max(None)?.item_exact::<f32>())
+    }
+
+    /// A chunk (causal) and then a decode step, over a cache of 8-bit and of 4-bit codes, equal
+    /// plain attention over the codes' dequantized keys and values (grouped query heads).
+    #[test]
+    fn attention_over_codes_equals_attention_over_their_dequantization() -> Result<()> {
+        let heads = Heads {
+            heads: 6,
+            kv_heads: 2,
+            scale: 0.125,
+        };
+        for bits in [8, 4] {
+            let enc = KvEncoding::Affine { bits };
+            let format = KvFormat {
+                keys: enc,
+                values: enc,
+                group_size: 32,
+                quantized_start: 0,
+            };
+            let (mut codes, mut plain) = (KvCache::with_format(format), KvCache::new());
+            for (len, seed) in [(5, 0.0), (1, 100.0)] {
+                let q = array(&[1, 6, len, 64], seed);
+                let (k, v) = (
+                    array(&[1, 2, len, 64], seed + 1.0),
+                    array(&[1, 2, len, 64], seed + 2.0),
+                );
+                let ours = heads.attend(&q, &k, &v, &mut [&mut codes])?;
+                let (k, v) = (round_trip(&k, bits)?, round_trip(&v, bits)?);
+                let want = heads.attend(&q, &k, &v, &mut [&mut plain])?;
+                assert_eq!(ours.shape(), want.shape());
+                let diff = max_difference(&ours, &want)?;
+                assert!(diff < 1e-5, "{bits} bits, {len} positions: {diff}");
+            }
+        }
+        Ok(())
+    }
 }

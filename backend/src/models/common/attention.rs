@@ -146,6 +146,10 @@ impl Attention {
         })
     }
 
+    pub fn head_dim(&self) -> i32 {
+        self.head_dim
+    }
+
     /// Keys and values one position adds to the cache on this rank, in elements.
     pub fn kv_elements(&self) -> usize {
         2 * (self.heads.kv_heads * self.head_dim) as usize

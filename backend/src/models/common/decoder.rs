@@ -9,7 +9,7 @@ use super::{
     Attention, AttentionConfig, Embedding, LatentAttention, Linear, Moe, RankPart, RmsNorm, Rope,
     TensorCut,
 };
-use crate::cache::KvCache;
+use crate::cache::{KvCache, KvFormat};
 use crate::error::Result;
 use crate::models::Transformer;
 use crate::weights::{Cut, Weights};
@@ -142,6 +142,21 @@ impl AttentionBlock {
         match self {
             AttentionBlock::Standard(a) => a.forward(x, caches),
             AttentionBlock::Latent(a) => a.forward(x, caches),
+        }
+    }
+
+    /// Whether this block can attend over a cache stored in `format`: a quantized side must
+    /// be whole groups wide; DeepSeek's latent cache is read by plain matmuls, so it may be
+    /// cast but not quantized (mlx-lm's `deepseek_v3` cannot either).
+    pub fn check_kv_format(&self, format: &KvFormat) -> std::result::Result<(), String> {
+        match self {
+            AttentionBlock::Standard(a) => format.check_widths(a.head_dim(), a.head_dim()),
+            AttentionBlock::Latent(_) if format.quantizes() => Err(
+                "a quantized KV cache is not supported with multi-head latent attention \
+                 (DeepSeek, Kimi K2): use cache type f16 or bf16"
+                    .into(),
+            ),
+            AttentionBlock::Latent(_) => Ok(()),
         }
     }
 
@@ -419,12 +434,25 @@ impl Transformer for Decoder {
         }
     }
 
-    /// Keys and values are kept in the activations' dtype, which the norms share.
-    fn kv_bytes_per_position(&self) -> usize {
+    /// Keys and values are computed in the activations' dtype, which the norms share.
+    fn kv_bytes_per_position(&self, format: &KvFormat) -> usize {
         self.layers
             .iter()
-            .map(|l| l.self_attn.kv_elements() * l.input_layernorm.weight.item_size())
+            .map(|l| {
+                let item_size = l.input_layernorm.weight.item_size();
+                format.bytes_per_position(l.self_attn.kv_elements(), item_size)
+            })
             .sum()
+    }
+
+    fn check_kv_format(&self, format: &KvFormat) -> Result<()> {
+        for layer in &self.layers {
+            layer
+                .self_attn
+                .check_kv_format(format)
+                .map_err(crate::error::Error::InvalidRequest)?;
+        }
+        Ok(())
     }
 
     /// A tied head shares the embedding's bytes.

@@ -44,7 +44,8 @@ impl DecoderLayer {
     ) -> Result<Option<Array>> {
         let one_position =
             x.ndim() == 3 && x.shape()[1] == 1 && x.shape()[0] == caches.len() as i32;
-        if !(enabled() && one_position && cpu_f32(x)) {
+        let plain = caches.iter().all(|c| c.is_plain());
+        if !(enabled() && one_position && plain && cpu_f32(x)) {
             return Ok(None);
         }
         let Some(one) = self.one_node()? else {

@@ -1,0 +1,385 @@
+//! Per-layer KV cache that grows in steps, as mlx-lm's `KVCache`, stored as its
+//! [`KvFormat`] says: as computed, cast, or quantized like mlx-lm's `QuantizedKVCache`.
+
+mod format;
+
+pub use format::{KvEncoding, KvFloat, KvFormat, CACHE_TYPES};
+
+use mlx_rs::ops::indexing::{IndexOp, TryIndexMutOp};
+use mlx_rs::ops::{concatenate, quantize, zeros_dtype};
+use std::sync::Arc;
+
+use mlx_rs::{Array, Dtype};
+
+use crate::error::{Error, Result};
+
+/// Positions are allocated this many at a time.
+const STEP: i32 = 256;
+
+/// One side's buffers ([B, kv_heads, capacity, width] each): one array, or MLX's quantized
+/// codes, scales and biases.
+type Parts = Vec<Array>;
+
+/// Where a cache with a quantized format is: full precision until `quantized_start` positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    FullPrecision,
+    Encoded,
+}
+
+/// One side of the cache as read: dense (in the dtype it was computed in), or quantized.
+pub enum Stored {
+    Dense(Array),
+    Affine {
+        codes: Array,
+        scales: Array,
+        biases: Array,
+        bits: i32,
+        group_size: i32,
+    },
+}
+
+#[derive(Clone)]
+pub struct KvCache {
+    format: KvFormat,
+    stage: Stage,
+    keys: Parts,
+    values: Parts,
+    /// The dtype keys and values were computed in (what a float encoding is read back as).
+    computed: Option<Dtype>,
+    offset: i32,
+    /// Shared by the caches that write these buffers ([`Self::prefix`] shares them): a step
+    /// writes in place only where this cache is the one writer.
+    writers: Arc<()>,
+}
+
+impl Default for KvCache {
+    fn default() -> KvCache {
+        KvCache::with_format(KvFormat::default())
+    }
+}
+
+impl KvCache {
+    pub fn new() -> KvCache {
+        KvCache::default()
+    }
+
+    pub fn with_format(format: KvFormat) -> KvCache {
+        let stage = match format.quantized_start {
+            0 => Stage::Encoded,
+            _ => Stage::FullPrecision,
+        };
+        KvCache {
+            format,
+            stage,
+            keys: Vec::new(),
+            values: Vec::new(),
+            computed: None,
+            offset: 0,
+            writers: Arc::new(()),
+        }
+    }
+
+    /// How many positions are cached.
+    pub fn offset(&self) -> i32 {
+        self.offset
+    }
+
+    /// Stored as computed, both sides: what the fused CPU decode step writes in place.
+    pub fn is_plain(&self) -> bool {
+        self.format.is_plain()
+    }
+
+    /// Whether a side is held quantized now (attention then reads it through
+    /// `quantized_matmul`).
+    pub fn holds_quantized(&self) -> bool {
+        self.format.quantizes() && self.stage == Stage::Encoded
+    }
+
+    /// Appends `keys`/`values` ([B, kv_heads, L, head_dim]) and returns all cached so far.
+    pub fn update_and_fetch(&mut self, keys: &Array, values: &Array) -> Result<(Array, Array)> {
+        self.update(keys, values)?;
+        self.fetch()
+    }
+
+    /// Appends `keys`/`values` ([B, kv_heads, L, head_dim]).
+    pub fn update(&mut self, keys: &Array, values: &Array) -> Result<()> {
+        self.maybe_quantize()?;
+        self.computed = Some(keys.dtype());
+        let prev = self.offset;
+        let keys = self.encode(self.encoding(self.format.keys), keys)?;
+        let values = self.encode(self.encoding(self.format.values), values)?;
+        self.reserve(&keys, &values)?;
+        self.offset += keys[0].shape()[2];
+        let end = self.offset;
+        let written = self.keys.iter_mut().zip(&keys);
+        for (part, new) in written.chain(self.values.iter_mut().zip(&values)) {
+            part.try_index_mut((.., .., prev..end, ..), new)?;
+        }
+        // MLX's slice update writes in place only where nothing else holds the buffers.
+        self.writers = Arc::new(());
+        Ok(())
+    }
+
+    /// The encoding a side is written in now: full precision before the cache is quantized.
+    fn encoding(&self, target: KvEncoding) -> KvEncoding {
+        match (target, self.stage) {
+            (KvEncoding::Affine { .. }, Stage::FullPrecision) => KvEncoding::AsComputed,
+            _ => target,
+        }
+    }
+
+    fn encode(&self, encoding: KvEncoding, x: &Array) -> Result<Parts> {
+        Ok(match encoding {
+            KvEncoding::AsComputed => vec![x.clone()],
+            KvEncoding::Float(f) => vec![x.as_dtype(f.dtype())?],
+            KvEncoding::Affine { bits } => {
+                let (codes, scales, biases) = quantize(x, self.format.group_size, bits)?;
+                vec![codes, scales, biases]
+            }
+        })
+    }
+
+    /// Quantizes what is cached once `quantized_start` positions are (mlx-lm's
+    /// `maybe_quantize_kv_cache` after a forward pass; here before the next one, same offset).
+    fn maybe_quantize(&mut self) -> Result<()> {
+        let start = i32::try_from(self.format.quantized_start).unwrap_or(i32::MAX);
+        if self.stage == Stage::Encoded || self.offset == 0 || self.offset < start {
+            return Ok(());
+        }
+        let (keys, values) = self.fetch()?;
+        self.stage = Stage::Encoded;
+        let (keys, values) = (
+            self.encode(self.format.keys, &keys)?,
+            self.encode(self.format.values, &values)?,
+        );
+        self.keys = keys;
+        self.values = values;
+        self.writers = Arc::new(());
+        Ok(())
+    }
+
+    /// The whole key and value buffers, with room for one more position of `kv_heads` heads
+    /// (keys `k_width` wide, values `v_width`), for a step that writes that position itself
+    /// (`quant_cpu::layer`; plain caches only), and whether it may write them in place (no
+    /// other cache writes them); hand the written buffers to [`Self::advance`].
+    pub fn buffers_for_one(
+        &mut self,
+        kv_heads: i32,
+        (k_width, v_width): (i32, i32),
+        dtype: Dtype,
+    ) -> Result<(Array, Array, bool)> {
+        if !self.is_plain() {
+            return Err(Error::Internal(
+                "the one-node step needs a plain cache".into(),
+            ));
+        }
+        let k = zeros_dtype(&[1, kv_heads, 1, k_width], dtype)?;
+        let v = zeros_dtype(&[1, kv_heads, 1, v_width], dtype)?;
+        self.reserve(&[k], &[v])?;
+        self.computed = Some(dtype);
+        let exclusive = Arc::strong_count(&self.writers) == 1;
+        match (self.keys.first(), self.values.first()) {
+            (Some(k), Some(v)) => Ok((k.clone(), v.clone(), exclusive)),
+            _ => Err(Error::Internal("no KV buffers after reserving".into())),
+        }
+    }
+
+    /// Takes the buffers a step wrote position `offset` into (from [`Self::buffers_for_one`]):
+    /// its own copy where the old ones were shared, so this cache is their one writer.
+    pub fn advance(&mut self, keys: Array, values: Array) {
+        self.keys = vec![keys];
+        self.values = vec![values];
+        self.offset += 1;
+        if Arc::strong_count(&self.writers) > 1 {
+            self.writers = Arc::new(());
+        }
+    }
+
+    /// Grows the buffers (in steps of [`STEP`] positions) to hold `keys`/`values` (as encoded,
+    /// [B, kv_heads, L, width] each) after the cached positions.
+    fn reserve(&mut self, keys: &[Array], values: &[Array]) -> Result<()> {
+        let (prev, len) = (self.offset, keys[0].shape()[2]);
+        let capacity = self.keys.first().map_or(0, |k| k.shape()[2]);
+        if self.keys.len() == keys.len() && prev + len <= capacity {
+            return Ok(());
+        }
+        let steps = (STEP + len - 1) / STEP;
+        let grow = |new: &Array, old: Option<&Array>| -> Result<Array> {
+            let mut shape = new.shape().to_vec();
+            shape[2] = steps * STEP;
+            let fresh = zeros_dtype(&shape, new.dtype())?;
+            Ok(match old {
+                None => fresh,
+                Some(old) => {
+                    let old = match prev % STEP {
+                        0 => old.clone(),
+                        _ => old.index((.., .., ..prev, ..)),
+                    };
+                    concatenate(&[old, fresh], 2)?
+                }
+            })
+        };
+        let grow_all = |new: &[Array], old: &Parts| -> Result<Parts> {
+            new.iter()
+                .enumerate()
+                .map(|(i, n)| grow(n, old.get(i)))
+                .collect()
+        };
+        self.keys = grow_all(keys, &self.keys)?;
+        self.values = grow_all(values, &self.values)?;
+        self.writers = Arc::new(());
+        Ok(())
+    }
+
+    /// The keys and values cached so far (positions `..offset`), dense: views of the buffers,
+    /// cast back where the format casts. A quantized side is an error; read it with
+    /// [`Self::fetch_stored`].
+    pub fn fetch(&self) -> Result<(Array, Array)> {
+        match self.fetch_stored()? {
+            (Stored::Dense(k), Stored::Dense(v)) => Ok((k, v)),
+            _ => Err(Error::Internal("a quantized KV cache read as dense".into())),
+        }
+    }
+
+    /// Each side cached so far (positions `..offset`) as stored.
+    pub fn fetch_stored(&self) -> Result<(Stored, Stored)> {
+        let (Some(computed), false) = (self.computed, self.keys.is_empty()) else {
+            return Err(Error::Internal("fetching from an empty KV cache".into()));
+        };
+        let read = |parts: &Parts, target: KvEncoding| -> Result<Stored> {
+            let view: Vec<Array> = parts
+                .iter()
+                .map(|p| p.index((.., .., ..self.offset, ..)))
+                .collect();
+            Ok(
+                match (self.encoding(target), <[Array; 3]>::try_from(view)) {
+                    (KvEncoding::Affine { bits }, Ok([codes, scales, biases])) => Stored::Affine {
+                        codes,
+                        scales,
+                        biases,
+                        bits,
+                        group_size: self.format.group_size,
+                    },
+                    (KvEncoding::Float(_), Err(mut one)) if one.len() == 1 => {
+                        Stored::Dense(one.remove(0).as_dtype(computed)?)
+                    }
+                    (KvEncoding::AsComputed, Err(mut one)) if one.len() == 1 => {
+                        Stored::Dense(one.remove(0))
+                    }
+                    _ => return Err(Error::Internal("KV parts do not match the format".into())),
+                },
+            )
+        };
+        Ok((
+            read(&self.keys, self.format.keys)?,
+            read(&self.values, self.format.values)?,
+        ))
+    }
+
+    /// The first `len` positions, sharing this cache's arrays: MLX copies them on the next
+    /// write, so neither side ever sees the other's later positions.
+    pub fn prefix(&self, len: usize) -> KvCache {
+        KvCache {
+            offset: self.offset.min(i32::try_from(len).unwrap_or(i32::MAX)),
+            ..self.clone()
+        }
+    }
+
+    /// Bytes the cache holds (its whole allocation, not only the used positions).
+    pub fn nbytes(&self) -> usize {
+        self.state().into_iter().map(Array::nbytes).sum()
+    }
+
+    /// The cached arrays, to evaluate after prefill.
+    pub fn state(&self) -> Vec<&Array> {
+        self.keys.iter().chain(self.values.iter()).collect()
+    }
+
+    /// Every cached array of every row (each row one cache per layer), to evaluate a step.
+    pub fn states(rows: &[&mut [KvCache]]) -> Vec<Array> {
+        rows.iter()
+            .flat_map(|r| r.iter().flat_map(|c| c.state().into_iter().cloned()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mlx_rs::ops::dequantize;
+
+    fn q8(start: u32) -> KvFormat {
+        KvFormat {
+            keys: KvEncoding::Affine { bits: 8 },
+            values: KvEncoding::Affine { bits: 8 },
+            group_size: 32,
+            quantized_start: start,
+        }
+    }
+
+    fn positions(len: i32, seed: f32) -> Array {
+        let n = 2 * len * 64;
+        let x: Vec<f32> = (0..n).map(|i| ((i as f32 + seed) * 0.37).sin()).collect();
+        Array::from_slice(&x, &[1, 2, len, 64])
+    }
+
+    #[test]
+    fn a_quantized_cache_holds_mlx_quantize_of_every_position() -> Result<()> {
+        let mut cache = KvCache::with_format(q8(0));
+        let (a, b) = (positions(3, 0.0), positions(2, 9.0));
+        cache.update(&a, &a)?;
+        cache.update(&b, &b)?;
+        assert!(cache.holds_quantized());
+        assert_eq!(cache.offset(), 5);
+        let Stored::Affine {
+            codes,
+            scales,
+            biases,
+            ..
+        } = cache.fetch_stored()?.0
+        else {
+            panic!("keys not quantized");
+        };
+        let all = concatenate(&[a, b], 2)?;
+        let (want, _, _) = quantize(&all, 32, 8)?;
+        assert!(codes.eq_values(&want)?);
+        let back = dequantize(&codes, &scales, &biases, 32, 8)?;
+        assert!(back.subtract(&all)?.abs()?.max(None)?.item_exact::<f32>() < 0.01);
+        Ok(())
+    }
+
+    #[test]
+    fn quantizing_starts_where_the_format_says() -> Result<()> {
+        let mut cache = KvCache::with_format(q8(4));
+        cache.update(&positions(3, 0.0), &positions(3, 0.0))?;
+        assert!(!cache.holds_quantized(), "3 positions < quantized_start 4");
+        assert!(cache.fetch().is_ok());
+        cache.update(&positions(1, 1.0), &positions(1, 1.0))?;
+        assert!(!cache.holds_quantized(), "checked before a write, at 3");
+        cache.update(&positions(1, 2.0), &positions(1, 2.0))?;
+        assert!(cache.holds_quantized());
+        assert!(cache.fetch().is_err(), "codes are not read as dense");
+        // A prefix shares the codes and keeps its own length.
+        let head = cache.prefix(2);
+        assert_eq!((head.offset(), head.holds_quantized()), (2, true));
+        Ok(())
+    }
+
+    #[test]
+    fn a_cast_cache_stores_half_and_reads_back_the_computed_dtype() -> Result<()> {
+        let f16 = KvFormat {
+            keys: KvEncoding::Float(KvFloat::F16),
+            values: KvEncoding::Float(KvFloat::F16),
+            ..KvFormat::default()
+        };
+        let (mut half, mut full) = (KvCache::with_format(f16), KvCache::new());
+        let x = positions(3, 0.0);
+        let (k, _) = half.update_and_fetch(&x, &x)?;
+        full.update(&x, &x)?;
+        assert_eq!(k.dtype(), Dtype::Float32);
+        assert!(k.subtract(&x)?.abs()?.max(None)?.item_exact::<f32>() < 1e-3);
+        assert_eq!(2 * half.nbytes(), full.nbytes());
+        Ok(())
+    }
+}
