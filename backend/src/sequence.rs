@@ -2,7 +2,7 @@
 //! of a batch by the engine's scheduler. Sampling, eos, stops and limits live here, so a
 //! request behaves the same in both.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mlx_rs::Array;
 
@@ -34,6 +34,7 @@ pub struct Sequence {
     pub input: u32,
     ended: bool,
     hit_stop_string: bool,
+    grammar_time: Duration,
 }
 
 impl Sequence {
@@ -67,6 +68,7 @@ impl Sequence {
             input,
             ended: opts.max_tokens == 0,
             hit_stop_string: false,
+            grammar_time: Duration::ZERO,
             opts,
         })
     }
@@ -135,6 +137,12 @@ impl Sequence {
             && self.opts.constraint.is_none()
     }
 
+    /// Host time this request's grammar took since the last call: masking the
+    /// log-probabilities and feeding the matcher (computing masks is timed by the batch).
+    pub fn take_grammar_time(&mut self) -> Duration {
+        std::mem::take(&mut self.grammar_time)
+    }
+
     /// Whether a grammar constrains (or, lazy, may constrain) this request.
     pub fn has_grammar(&self) -> bool {
         self.opts.constraint.is_some()
@@ -161,11 +169,13 @@ impl Sequence {
         match mask {
             Mask::Any => {}
             Mask::Only(allowed) => {
+                let started = Instant::now();
                 for (id, l) in logprobs.iter_mut().enumerate() {
                     if !allowed.is_allowed(id as u32) {
                         *l = f32::NEG_INFINITY;
                     }
                 }
+                self.grammar_time += started.elapsed();
             }
             Mask::Nothing(why) => {
                 tracing::warn!(slot = self.slot, "the request ends: {why}");
@@ -198,7 +208,9 @@ impl Sequence {
         self.summary.generated_tokens += 1;
         self.history.push(id);
         if let Some(constraint) = self.opts.constraint.as_mut() {
+            let started = Instant::now();
             constraint.accept(id);
+            self.grammar_time += started.elapsed();
         }
         let check = self.stops.push(&self.detok.push(tok, id)?);
         if !on_token(TokenEvent {

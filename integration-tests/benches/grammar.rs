@@ -1,7 +1,7 @@
 //! What grammars cost a decode step: 8 concurrent requests constrained by LocalAI's JSON-mode
 //! grammar (and the same 8 free, sampled on the host with the same seed) on the 4-bit SmolLM2.
 //! GetMetrics reports the host time the masks took (computing them while the device runs the
-//! step, then masking, sampling and feeding the matcher) against those steps' wall time; the
+//! step, then masking the log-probabilities and feeding the matcher; not sampling) against those steps' wall time; the
 //! target is at most 10% at 8 rows. Also reports aggregate tok/s with and without.
 
 use std::time::{Duration, Instant};

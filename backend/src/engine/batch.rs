@@ -81,8 +81,8 @@ pub struct Batch {
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 pub struct GrammarTime {
     pub steps: u64,
-    /// Computing masks (while the device runs the step), then masking, sampling and feeding
-    /// each row's token to its matcher (an upper bound: sampling is counted too).
+    /// Computing masks (while the device runs the step), then masking each row's
+    /// log-probabilities and feeding its token to the matcher.
     pub mask_secs: f64,
     /// From building the step's graph to every row's token taken.
     pub step_secs: f64,
@@ -289,7 +289,8 @@ impl Batch {
                 let logprobs = last_logprobs(&forward(model, &inputs, &mut ready, ops)?)?;
                 if !ready.iter().all(|a| a.seq.plain_greedy()) {
                     let masks = sample_on_host(model, &mut ready, &logprobs, tok)?;
-                    return Ok(self.grammar_time.add(masks, started));
+                    self.grammar_time.add(masks, started);
+                    return Ok(());
                 }
                 // The device's argmax is the sampler's greedy choice (the first maximum).
                 argmax_axis(&logprobs, -1, false)?
@@ -377,13 +378,12 @@ fn sample_on_host(
     logprobs.eval()?;
     let all = logprobs.as_slice::<f32>();
     let vocab = all.len() / ready.len();
-    let started = Instant::now();
     for ((b, a), mask) in ready.iter_mut().enumerate().zip(masks) {
         if let Some((id, logprob)) = a.seq.choose(all[b * vocab..(b + 1) * vocab].to_vec(), mask) {
             a.push(tok, id, logprob)?;
         }
+        spent += a.seq.take_grammar_time();
     }
-    spent += started.elapsed();
     Ok(ready.iter().any(|a| a.seq.has_grammar()).then_some(spent))
 }
 
