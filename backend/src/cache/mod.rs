@@ -65,9 +65,9 @@ impl KvCache {
     }
 
     pub fn with_format(format: KvFormat) -> KvCache {
-        let stage = match format.quantized_start {
-            0 => Stage::Encoded,
-            _ => Stage::FullPrecision,
+        let stage = match format.quantizes() && format.quantized_start > 0 {
+            true => Stage::FullPrecision,
+            false => Stage::Encoded,
         };
         KvCache {
             format,

@@ -77,7 +77,7 @@ pub struct Batch {
 }
 
 /// Host time grammars took in the steps with a constrained row, against those steps' wall
-/// time: what the mask-cost benchmark reads from Status.
+/// time: what the mask-cost benchmark reads from GetMetrics.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 pub struct GrammarTime {
     pub steps: u64,
