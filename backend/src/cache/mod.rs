@@ -20,6 +20,16 @@ const STEP: i32 = 256;
 /// codes, scales and biases.
 type Parts = Vec<Array>;
 
+/// How one part is allocated: its shape ([B, kv_heads, L, width]) and dtype.
+type Layout = (Vec<i32>, Dtype);
+
+fn layouts(parts: &[Array]) -> Vec<Layout> {
+    parts
+        .iter()
+        .map(|p| (p.shape().to_vec(), p.dtype()))
+        .collect()
+}
+
 /// Where a cache with a quantized format is: full precision until `quantized_start` positions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
@@ -85,6 +95,10 @@ impl KvCache {
         self.offset
     }
 
+    pub fn format(&self) -> KvFormat {
+        self.format
+    }
+
     /// Stored as computed, both sides: what the fused CPU decode step writes in place.
     pub fn is_plain(&self) -> bool {
         self.format.is_plain()
@@ -109,7 +123,7 @@ impl KvCache {
         let prev = self.offset;
         let keys = self.encode(self.encoding(self.format.keys), keys)?;
         let values = self.encode(self.encoding(self.format.values), values)?;
-        self.reserve(&keys, &values)?;
+        self.reserve(&layouts(&keys), &layouts(&values))?;
         self.offset += keys[0].shape()[2];
         let end = self.offset;
         let written = self.keys.iter_mut().zip(&keys);
@@ -174,9 +188,10 @@ impl KvCache {
                 "the one-node step needs a plain cache".into(),
             ));
         }
-        let k = zeros_dtype(&[1, kv_heads, 1, k_width], dtype)?;
-        let v = zeros_dtype(&[1, kv_heads, 1, v_width], dtype)?;
-        self.reserve(&[k], &[v])?;
+        self.reserve(
+            &[(vec![1, kv_heads, 1, k_width], dtype)],
+            &[(vec![1, kv_heads, 1, v_width], dtype)],
+        )?;
         self.computed = Some(dtype);
         let exclusive = Arc::strong_count(&self.writers) == 1;
         match (self.keys.first(), self.values.first()) {
@@ -196,19 +211,22 @@ impl KvCache {
         }
     }
 
-    /// Grows the buffers (in steps of [`STEP`] positions) to hold `keys`/`values` (as encoded,
-    /// [B, kv_heads, L, width] each) after the cached positions.
-    fn reserve(&mut self, keys: &[Array], values: &[Array]) -> Result<()> {
-        let (prev, len) = (self.offset, keys[0].shape()[2]);
+    /// Grows the buffers (in steps of [`STEP`] positions) to hold parts laid out as `keys`/
+    /// `values` (as encoded, [B, kv_heads, L, width] each) after the cached positions.
+    fn reserve(&mut self, keys: &[Layout], values: &[Layout]) -> Result<()> {
+        let Some((first, _)) = keys.first() else {
+            return Err(Error::Internal("reserving no KV parts".into()));
+        };
+        let (prev, len) = (self.offset, first[2]);
         let capacity = self.keys.first().map_or(0, |k| k.shape()[2]);
         if self.keys.len() == keys.len() && prev + len <= capacity {
             return Ok(());
         }
         let steps = (STEP + len - 1) / STEP;
-        let grow = |new: &Array, old: Option<&Array>| -> Result<Array> {
-            let mut shape = new.shape().to_vec();
+        let grow = |(shape, dtype): &Layout, old: Option<&Array>| -> Result<Array> {
+            let mut shape = shape.clone();
             shape[2] = steps * STEP;
-            let fresh = zeros_dtype(&shape, new.dtype())?;
+            let fresh = zeros_dtype(&shape, *dtype)?;
             Ok(match old {
                 None => fresh,
                 Some(old) => {
@@ -220,7 +238,7 @@ impl KvCache {
                 }
             })
         };
-        let grow_all = |new: &[Array], old: &Parts| -> Result<Parts> {
+        let grow_all = |new: &[Layout], old: &Parts| -> Result<Parts> {
             new.iter()
                 .enumerate()
                 .map(|(i, n)| grow(n, old.get(i)))

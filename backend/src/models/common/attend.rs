@@ -29,8 +29,8 @@ impl Heads {
         values: &Array,
         caches: &mut [&mut KvCache],
     ) -> Result<Array> {
-        if caches.iter().any(|c| !c.is_plain()) {
-            return self.attend_formatted(queries, keys, values, caches);
+        if caches.iter().any(|c| c.format().quantizes()) {
+            return self.attend_quantizing(queries, keys, values, caches);
         }
         match caches {
             [cache] => {
@@ -58,9 +58,10 @@ impl Heads {
         }
     }
 
-    /// Rows whose caches are cast or quantized, each on its own: a quantized cache through
-    /// [`Self::attend_quantized`], a cast one read back and attended as usual.
-    fn attend_formatted(
+    /// Rows whose caches quantize, each on its own: a quantized cache through
+    /// [`Self::attend_quantized`], one still in full precision (before `quantized_start`)
+    /// attended as usual. (A cast cache takes the shared path: it reads back dense.)
+    fn attend_quantizing(
         &self,
         queries: &Array,
         keys: &Array,
