@@ -3,8 +3,17 @@
 //! of notation only: the grammar engine is llguidance's. GBNF is character-level with no
 //! lexer, so literals become Lark strings, character classes and `.` become one-character
 //! regexes, and rules keep their structure; `root` becomes Lark's `start`.
+//!
+//! A rule that needs no recursion (it names only literals, classes and other such rules:
+//! JSON's `string`, `number`, `ws`) becomes a Lark terminal, as llguidance's own
+//! `gbnf_to_lark` does. llguidance matches terminals with its lexer's automaton, so a token's
+//! bytes walk one DFA instead of one Earley item per character: the mask costs a fraction.
+//! Terminals are matched greedily (as in Lark), so a grammar whose text could end a terminal
+//! early and go on in the next one gets the greedy reading; every output still fits it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::lexemes::{terminals, Rules};
 
 /// A GBNF text that does not parse: where and why (1-based line and column).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -17,7 +26,7 @@ pub struct GbnfError {
 
 /// One element of a sequence.
 #[derive(Debug, Clone, PartialEq)]
-enum Node {
+pub(super) enum Node {
     Literal(String),
     /// `[...]`: `negated`, and the ranges (a single character is a range of one).
     Class {
@@ -36,13 +45,29 @@ enum Node {
     },
 }
 
-type Alternates = Vec<Vec<Node>>;
+pub(super) type Alternates = Vec<Vec<Node>>;
 
 /// The GBNF grammar `text` as Lark, or where it stops parsing.
 pub fn to_lark(text: &str) -> Result<String, GbnfError> {
-    let mut reader = Reader { text, pos: 0 };
-    let mut rules: BTreeMap<String, (usize, Alternates)> = BTreeMap::new();
-    let mut order = Vec::new();
+    let rules = parse(text)?;
+    let mut order: Vec<String> = rules.keys().cloned().collect();
+    order.sort_by_key(|name| rules.get(name).map(|(at, _)| *at));
+    let reader = Reader {
+        text,
+        pos: 0,
+        depth: 0,
+    };
+    Lark::new(&order, &terminals(&rules)).write(&reader, &order, &rules)
+}
+
+/// The rules of a GBNF text, by name, each with where it is defined.
+pub(super) fn parse(text: &str) -> Result<Rules, GbnfError> {
+    let mut reader = Reader {
+        text,
+        pos: 0,
+        depth: 0,
+    };
+    let mut rules = Rules::new();
     reader.skip_space(true);
     while !reader.at_end() {
         let at = reader.pos;
@@ -55,20 +80,24 @@ pub fn to_lark(text: &str) -> Result<String, GbnfError> {
         if rules.insert(name.clone(), (at, body)).is_some() {
             return Err(reader.error_at(at, format!("rule `{name}` is defined twice")));
         }
-        order.push(name);
         reader.skip_space(true);
     }
     if !rules.contains_key("root") {
         return Err(reader.error_at(0, "the grammar has no `root` rule".into()));
     }
-    Lark::new(&order).write(&reader, &order, &rules)
+    Ok(rules)
 }
 
 /// A cursor over the GBNF text.
 struct Reader<'a> {
     text: &'a str,
     pos: usize,
+    /// Groups open at `pos`.
+    depth: usize,
 }
+
+/// How deep groups may nest: far beyond any real grammar (LocalAI's nest a few levels).
+const MAX_NESTING: usize = 64;
 
 impl Reader<'_> {
     fn at_end(&self) -> bool {
@@ -167,13 +196,7 @@ impl Reader<'_> {
                     self.pos += 1;
                     Node::Any
                 }
-                Some('(') => {
-                    self.pos += 1;
-                    self.skip_space(true);
-                    let group = self.alternates(true)?;
-                    self.expect(")")?;
-                    Node::Group(group)
-                }
+                Some('(') => self.group()?,
                 Some(c) if c.is_ascii_alphanumeric() || c == '-' => {
                     let at = self.pos;
                     Node::Ref(self.name()?, at)
@@ -185,6 +208,20 @@ impl Reader<'_> {
             nodes.push(node);
             self.skip_space(nested);
         }
+    }
+
+    /// A parenthesised group, at most `MAX_NESTING` deep (deeper would exhaust the stack).
+    fn group(&mut self) -> Result<Node, GbnfError> {
+        if self.depth >= MAX_NESTING {
+            return Err(self.error(format!("groups nested more than {MAX_NESTING} deep")));
+        }
+        self.pos += 1;
+        self.depth += 1;
+        self.skip_space(true);
+        let group = self.alternates(true)?;
+        self.expect(")")?;
+        self.depth -= 1;
+        Ok(Node::Group(group))
     }
 
     /// `*`, `+`, `?`, `{m}`, `{m,}` or `{m,n}` after `node`, if any.
@@ -330,18 +367,22 @@ struct Lark {
 }
 
 impl Lark {
-    /// Lark rule names start with a lowercase letter; GBNF's may hold capitals or start with a
-    /// digit, so each gets a `g-` name made unique.
-    fn new(order: &[String]) -> Lark {
+    /// Lark rule names start with a lowercase letter and terminal names are capitals; GBNF's
+    /// may mix cases or start with a digit, so each gets a `g-` (rule) or `G_` (terminal)
+    /// name made unique.
+    fn new(order: &[String], terminals: &BTreeSet<String>) -> Lark {
         let mut names = BTreeMap::new();
-        let mut taken = std::collections::BTreeSet::from(["start".to_string()]);
+        let mut taken = BTreeSet::from(["start".to_string()]);
         for name in order.iter().filter(|n| *n != "root") {
-            let base = format!("g-{}", name.to_ascii_lowercase());
+            let (base, sep) = match terminals.contains(name) {
+                true => (terminal_name(name), '_'),
+                false => (format!("g-{}", name.to_ascii_lowercase()), '-'),
+            };
             let mut lark = base.clone();
             let mut n = 1;
             while !taken.insert(lark.clone()) {
                 n += 1;
-                lark = format!("{base}-{n}");
+                lark = format!("{base}{sep}{n}");
             }
             names.insert(name.clone(), lark);
         }
@@ -349,12 +390,7 @@ impl Lark {
         Lark { names }
     }
 
-    fn write(
-        &self,
-        reader: &Reader,
-        order: &[String],
-        rules: &BTreeMap<String, (usize, Alternates)>,
-    ) -> Result<String, GbnfError> {
+    fn write(&self, reader: &Reader, order: &[String], rules: &Rules) -> Result<String, GbnfError> {
         let mut out = String::new();
         for name in order {
             let Some((_, body)) = rules.get(name) else {
@@ -409,6 +445,18 @@ impl Lark {
     }
 }
 
+/// `G_` and the name in capitals, with `_` for anything Lark's terminal names cannot hold.
+fn terminal_name(name: &str) -> String {
+    let upper: String = name
+        .chars()
+        .map(|c| match c.is_ascii_alphanumeric() {
+            true => c.to_ascii_uppercase(),
+            false => '_',
+        })
+        .collect();
+    format!("G_{upper}")
+}
+
 /// A Lark string literal (JSON syntax): quotes, backslashes and control characters escaped.
 fn json_string(s: &str) -> String {
     let mut out = String::from("\"");
@@ -447,13 +495,15 @@ mod tests {
     #[test]
     fn rules_literals_classes_and_repetitions() {
         let lark = to_lark(
-            "root ::= item (\",\" item){0,3} # a list\nitem ::= [a-z_]+ | \"\\\"q\\\"\" | .?",
+            "root ::= item (\",\" item){0,3} tail # a list\nitem ::= [a-z_]+ | \"\\\"q\\\"\"\ntail ::= \";\" .?",
         );
         assert_eq!(
             lark,
-            Ok("start: g-item ((\",\" g-item)){0,3}\n\
-                g-item: (/[\\x{61}-\\x{7a}\\x{5f}]/)+ | \"\\\"q\\\"\" | (/(?s:.)/)?\n"
-                .into())
+            Ok(
+                "start: G_ITEM ((\",\" G_ITEM)){0,3} G_TAIL\n\
+                G_ITEM: (/[\\x{61}-\\x{7a}\\x{5f}]/)+ | \"\\\"q\\\"\"\nG_TAIL: \";\" (/(?s:.)/)?\n"
+                    .into()
+            )
         );
     }
 
@@ -463,8 +513,9 @@ mod tests {
         let gbnf = "root ::= object\nobject ::=\n  \"{\" ws (\n    string\n    (\",\" ws string)*\n  )? \"}\"\n\
                     string ::= \"\\\"\" [^\"\\\\]* \"\\\"\"\nws ::= [ \\t\\n]*";
         let lark = to_lark(gbnf).unwrap_or_else(|e| panic!("{e}"));
-        assert!(lark.starts_with("start: g-object\n"), "{lark}");
-        assert!(lark.contains("g-ws: (/[\\x{20}\\x{9}\\x{a}]/)*"), "{lark}");
+        assert!(lark.starts_with("start: G_OBJECT\n"), "{lark}");
+        assert!(lark.contains("G_WS: (/[\\x{20}\\x{9}\\x{a}]/)*"), "{lark}");
+        assert!(lark.contains("G_OBJECT: \"{\" G_WS"), "{lark}");
     }
 
     /// Errors name the line and column.
@@ -493,16 +544,45 @@ mod tests {
             err("root ::= [a-z"),
             "line 1, column 14: unterminated character class"
         );
+        let deep = format!(
+            "root ::= {}\"a\"{}",
+            "(".repeat(100_000),
+            ")".repeat(100_000)
+        );
+        assert_eq!(
+            err(&deep),
+            "line 1, column 74: groups nested more than 64 deep"
+        );
     }
 
-    /// Names that Lark would read as terminals, or that collide once lowercased, stay rules
-    /// and stay apart.
+    /// Names whose case Lark reads as the other kind, or that collide once its case is
+    /// applied, get its case and stay apart.
     #[test]
-    fn names_stay_rules_and_distinct() {
+    fn names_take_lark_case_and_stay_distinct() {
         let lark = to_lark("root ::= A a 0x\nA ::= \"1\"\na ::= \"2\"\n0x ::= \"\\x41\"");
         assert_eq!(
             lark,
-            Ok("start: g-a g-a-2 g-0x\ng-a: \"1\"\ng-a-2: \"2\"\ng-0x: \"A\"\n".into())
+            Ok("start: G_A G_A_2 G_0X\nG_A: \"1\"\nG_A_2: \"2\"\nG_0X: \"A\"\n".into())
+        );
+        let lark = to_lark("root ::= L\nL ::= \"(\" L? \")\" | M\nM ::= \"m\"");
+        assert_eq!(
+            lark,
+            Ok("start: g-l\ng-l: \"(\" (g-l)? \")\" | G_M\nG_M: \"m\"\n".into())
+        );
+    }
+
+    /// Only rules free of recursion become terminals, however deep the recursion.
+    #[test]
+    fn recursion_keeps_rules() {
+        let rules = |g: &str| {
+            let lark = to_lark(g).unwrap_or_else(|e| panic!("{e}"));
+            lark.lines()
+                .map(|l| l.split(':').next().unwrap_or("").to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            rules("root ::= a\na ::= b \"x\"\nb ::= c?\nc ::= \"[\" a \"]\"\nd ::= [0-9]"),
+            ["start", "g-a", "g-b", "g-c", "G_D"]
         );
     }
 }

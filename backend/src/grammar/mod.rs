@@ -7,6 +7,7 @@
 //! request runs the same on one node and across ranks.
 
 mod gbnf;
+mod lexemes;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -247,6 +248,29 @@ mod tests {
         }
         assert!(allows(&mut c, eos));
         assert!(!allows(&mut c, ids[0]));
+        Ok(())
+    }
+
+    /// Rules that a greedy lexer would let swallow what follows them (the digits before
+    /// `[0-9] "x"`, the words before `" end"`) keep every text of the grammar.
+    #[test]
+    fn rules_keep_texts_that_terminals_would_lose() -> Result<()> {
+        let (g, tok, eos) = grammars(&[]);
+        let cases = [
+            ("root ::= a b\na ::= [0-9]+\nb ::= [0-9] \"x\"", "1234x"),
+            (
+                "root ::= a b\na ::= [a-z ]*\nb ::= \" end\"",
+                "hello world end",
+            ),
+        ];
+        for (gbnf, text) in cases {
+            let mut c = g.compile(gbnf)?;
+            for id in tok.encode(text)? {
+                assert!(allows(&mut c, id), "{gbnf}: {id}");
+                c.accept(id);
+            }
+            assert!(allows(&mut c, eos), "{gbnf}");
+        }
         Ok(())
     }
 
