@@ -21,6 +21,7 @@ pub mod sampling;
 pub mod sequence;
 pub mod server;
 pub mod source;
+pub mod speculative;
 pub mod stopping;
 pub mod tokenizer;
 pub mod weights;

@@ -1,6 +1,7 @@
 //! LoadModel's `Options` ("key:value" strings from the model YAML) and environment fallbacks,
 //! parsed into a `LoadConfig`. Values are inferred as LocalAI does: bool, int, float, string.
 
+use crate::speculative::{Drafting, DEFAULT_DRAFT_TOKENS, MAX_DRAFT_TOKENS};
 use std::path::PathBuf;
 
 use crate::cache::{KvEncoding, KvFormat, CACHE_TYPES};
@@ -113,6 +114,10 @@ pub struct LoadConfig {
     pub grammar_triggers: Vec<String>,
     /// How every rank stores its KV caches (`CacheTypeKey`/`CacheTypeValue`, `kv_bits`...).
     pub kv_format: KvFormat,
+    /// Where speculative proposals come from (option `speculative`).
+    pub drafting: Drafting,
+    /// Proposals per step unless a request's `NDraft` says (option `num_draft_tokens`).
+    pub draft_tokens: usize,
     /// Rank 0's control port (default: its ring port + 1, or the coordinator's + 1).
     pub control_port: Option<u16>,
     /// JACCL: rank 0's coordinator `ip:port` (`MLX_JACCL_COORDINATOR`).
@@ -244,6 +249,7 @@ impl LoadConfig {
             let known = c.set_sampling(&key, &value, &bad)?
                 || c.set_engine(&key, &value, &bad)?
                 || c.set_kv(&key, &value, &bad)?
+                || c.set_speculation(&key, &value, &bad)?
                 || c.set_cluster(&key, &value, &bad, &mut given)?;
             if !known {
                 tracing::warn!(option = %key, "unknown option ignored");
@@ -282,6 +288,8 @@ impl LoadConfig {
                 .cloned()
                 .collect(),
             kv_format: KvFormat::default(),
+            drafting: Drafting::Off,
+            draft_tokens: DEFAULT_DRAFT_TOKENS,
             control_port: None,
             coordinator: env.var("MLX_JACCL_COORDINATOR"),
             token: env.var("MLX_DISTRIBUTED_TOKEN").map(Token),
@@ -367,6 +375,33 @@ impl LoadConfig {
             }
             "prefill_step_size" => {
                 c.prefill_step = positive(value).ok_or_else(|| bad("a positive integer"))?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Speculative decoding: `speculative` (`ngram`, `off`) and `num_draft_tokens` (mlx-lm's
+    /// name); false when `key` is neither.
+    fn set_speculation(
+        &mut self,
+        key: &str,
+        value: &OptionValue,
+        bad: &Bad,
+    ) -> Result<bool, String> {
+        match key {
+            "speculative" => {
+                let name = match value {
+                    OptionValue::Str(s) => s.as_str(),
+                    OptionValue::Bool(false) => "off",
+                    _ => "",
+                };
+                self.drafting = Drafting::parse(name).ok_or_else(|| bad("`ngram` or `off`"))?
+            }
+            "num_draft_tokens" => {
+                self.draft_tokens = positive(value)
+                    .filter(|n| *n <= MAX_DRAFT_TOKENS)
+                    .ok_or_else(|| bad(&format!("an integer in [1, {MAX_DRAFT_TOKENS}]")))?
             }
             _ => return Ok(false),
         }

@@ -5,6 +5,7 @@ use tokio::sync::mpsc;
 use crate::error::Result;
 use crate::grammar::Constraint;
 use crate::sampling::SamplingParams;
+use crate::speculative::Drafting;
 
 #[derive(Debug, Clone)]
 pub struct GenerateOptions {
@@ -18,6 +19,10 @@ pub struct GenerateOptions {
     pub prefill_step: usize,
     /// The request's grammar, compiled at the edge (`PredictOptions.Grammar`).
     pub constraint: Option<Box<Constraint>>,
+    /// Where speculative proposals come from (the model's `speculative` option).
+    pub drafting: Drafting,
+    /// Proposals per step (`PredictOptions.NDraft`, or the model's `num_draft_tokens`).
+    pub draft_tokens: usize,
 }
 
 impl Default for GenerateOptions {
@@ -30,6 +35,8 @@ impl Default for GenerateOptions {
             logprobs: None,
             prefill_step: 2048,
             constraint: None,
+            drafting: Drafting::Off,
+            draft_tokens: 0,
         }
     }
 }

@@ -104,10 +104,39 @@ impl Sampler {
 
     /// Picks the next token from (processed) log-probabilities.
     pub fn sample(&mut self, logprobs: &[f32]) -> u32 {
-        let p = &self.params;
-        if p.temperature <= 0.0 {
+        if self.params.temperature <= 0.0 {
             return argmax(logprobs);
         }
+        let dist = self.distribution(logprobs);
+        self.draw(&dist)
+    }
+
+    /// Whether to take `draft` (proposed with certainty: prompt lookup) where the model gives
+    /// these (processed) log-probabilities, by the standard speculative rule: greedy takes it
+    /// if it is the argmax; sampling takes it with its probability, and otherwise draws from
+    /// the distribution without it. The token to emit, and whether it was the draft.
+    pub fn verify(&mut self, logprobs: &[f32], draft: u32) -> (u32, bool) {
+        if self.params.temperature <= 0.0 {
+            let best = argmax(logprobs);
+            return (best, best == draft);
+        }
+        let mut dist = self.distribution(logprobs);
+        let total: f32 = dist.iter().map(|x| x.1).sum();
+        let weight = dist.iter().find(|x| x.0 == draft).map_or(0.0, |x| x.1);
+        if self.rng.next_f32() * total < weight {
+            return (draft, true);
+        }
+        dist.retain(|x| x.0 != draft);
+        match dist.is_empty() {
+            true => (draft, true),
+            false => (self.draw(&dist), false),
+        }
+    }
+
+    /// The tokens sampling may pick and their weights (in proportion to their probabilities),
+    /// most likely first: temperature, then top-k, min-p and top-p.
+    fn distribution(&self, logprobs: &[f32]) -> Vec<(u32, f32)> {
+        let p = &self.params;
         let max = logprobs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         let mut probs: Vec<(u32, f32)> = logprobs
             .iter()
@@ -120,7 +149,7 @@ impl Sampler {
             probs.truncate(p.top_k);
         }
         let total: f32 = probs.iter().map(|x| x.1).sum();
-        if p.min_p > 0.0 {
+        if p.min_p > 0.0 && !probs.is_empty() {
             let floor = p.min_p * probs[0].1;
             probs.retain(|x| x.1 >= floor);
         }
@@ -135,9 +164,14 @@ impl Sampler {
             }
             probs.truncate(keep.max(1));
         }
+        probs
+    }
+
+    /// One token from a distribution (weights, in proportion).
+    fn draw(&mut self, probs: &[(u32, f32)]) -> u32 {
         let total: f32 = probs.iter().map(|x| x.1).sum();
         let mut target = self.rng.next_f32() * total;
-        for (id, w) in &probs {
+        for (id, w) in probs {
             target -= w;
             if target <= 0.0 {
                 return *id;
@@ -207,6 +241,39 @@ mod tests {
             ..params.clone()
         };
         assert_ne!(draw(&params), draw(&other));
+    }
+
+    /// The speculative rule keeps the model's distribution: a draft is taken as often as the
+    /// model would pick it, and the rest of the time the other tokens come in proportion.
+    #[test]
+    fn verifying_a_draft_keeps_the_distribution() {
+        let mut s = Sampler::new(SamplingParams {
+            temperature: 1.0,
+            seed: Some(11),
+            ..Default::default()
+        });
+        let lp = logits();
+        let max = lp.iter().copied().fold(f32::MIN, f32::max);
+        let weights: Vec<f32> = lp.iter().map(|l| (l - max).exp()).collect();
+        let total: f32 = weights.iter().sum();
+        let n = 200_000;
+        let mut counts = [0usize; 5];
+        for _ in 0..n {
+            let (id, taken) = s.verify(&lp, 3);
+            assert_eq!(taken, id == 3);
+            counts[id as usize] += 1;
+        }
+        for (id, &c) in counts.iter().enumerate() {
+            let expected = weights[id] / total;
+            let got = c as f32 / n as f32;
+            assert!(
+                (got - expected).abs() < 0.005,
+                "{id}: {got} against {expected}"
+            );
+        }
+        let mut greedy = Sampler::new(SamplingParams::default());
+        assert_eq!(greedy.verify(&lp, 1), (1, true));
+        assert_eq!(greedy.verify(&lp, 3), (1, false));
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::grammar::Mask;
 use crate::models::{LanguageModel, Row};
 use crate::request::{FinishReason, GenerateOptions, Summary, TokenEvent, TokenLogprob};
 use crate::sampling::Sampler;
+use crate::speculative::{ngram_draft, Drafting};
 use crate::stopping::StopMatcher;
 use crate::tokenizer::{Detokenizer, Tokenizer};
 
@@ -135,6 +136,84 @@ impl Sequence {
             && !self.opts.sampling.has_processors()
             && self.opts.logprobs.is_none()
             && self.opts.constraint.is_none()
+            && !self.speculates()
+    }
+
+    /// Whether this row proposes tokens to verify (never with a grammar: its mask is for one
+    /// position).
+    pub fn speculates(&self) -> bool {
+        self.opts.drafting != Drafting::Off
+            && self.opts.draft_tokens > 0
+            && self.opts.constraint.is_none()
+    }
+
+    /// This step's proposals: at most `draft_tokens`, and no more than the tokens left to
+    /// generate after the step's own (so no step writes past the positions reserved).
+    pub fn draft(&self) -> Vec<u32> {
+        if !self.speculates() {
+            return Vec::new();
+        }
+        let left = self
+            .opts
+            .max_tokens
+            .saturating_sub(self.summary.generated_tokens + 1);
+        let k = self.opts.draft_tokens.min(left);
+        match self.opts.drafting {
+            Drafting::Off => Vec::new(),
+            Drafting::Ngram => ngram_draft(&self.history, k),
+        }
+    }
+
+    /// This step's tokens from the log-probabilities of its positions (`vocab` wide: the
+    /// input's, then each proposal's): the proposals the sampler takes, in turn, and then one
+    /// of the model's own. Push them in order.
+    pub fn choose_drafted(
+        &mut self,
+        logprobs: &[f32],
+        vocab: usize,
+        drafts: &[u32],
+    ) -> Vec<(u32, Option<TokenLogprob>)> {
+        let base = self.history.len();
+        let mut chosen = Vec::new();
+        for (i, raw) in logprobs.chunks(vocab).take(drafts.len() + 1).enumerate() {
+            let mut processed = raw.to_vec();
+            self.sampler.process(&mut processed, &self.history);
+            let (id, taken) = match drafts.get(i) {
+                Some(&draft) => self.sampler.verify(&processed, draft),
+                None => (self.sampler.sample(&processed), false),
+            };
+            chosen.push((
+                id,
+                self.opts.logprobs.map(|top| token_logprob(raw, top, id)),
+            ));
+            if !taken {
+                break;
+            }
+            // Penalties at the next position see the proposal as taken.
+            self.history.push(id);
+        }
+        self.history.truncate(base);
+        chosen
+    }
+
+    /// After a speculative step, keeps the positions whose tokens the sequence took (`valid`:
+    /// up to its input and the proposals taken; fewer if it ended on one) and drops the rest:
+    /// the new length, if the caches were cut.
+    pub fn keep_positions(&mut self, valid: usize) -> Option<usize> {
+        let len = valid.min(self.history.len());
+        let offset = self.caches.first().map_or(0, |c| c.offset() as usize);
+        if offset <= len {
+            return None;
+        }
+        for cache in &mut self.caches {
+            cache.trim(len);
+        }
+        Some(len)
+    }
+
+    /// Positions in the caches.
+    pub fn cached_len(&self) -> usize {
+        self.caches.first().map_or(0, |c| c.offset() as usize)
     }
 
     /// Host time this request's grammar took since the last call: masking the

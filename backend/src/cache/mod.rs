@@ -304,6 +304,12 @@ impl KvCache {
         }
     }
 
+    /// Keeps only the first `len` positions (mlx-lm's `trim`): the next write goes over the
+    /// rest, which nothing reads before.
+    pub fn trim(&mut self, len: usize) {
+        self.offset = self.offset.min(i32::try_from(len).unwrap_or(i32::MAX));
+    }
+
     /// Bytes the cache holds (its whole allocation, not only the used positions).
     pub fn nbytes(&self) -> usize {
         self.state().into_iter().map(Array::nbytes).sum()

@@ -305,6 +305,8 @@ pub enum CacheOp {
     Release { slot: u64 },
     /// Drop prefix-cache entry `entry`.
     Evict { entry: u64 },
+    /// Keep only `slot`'s first `len` positions: a speculative step's rejected proposals.
+    Trim { slot: u64, len: usize },
 }
 
 /// One sequence in a step: its slot and its cache position (0 starts the slot afresh).

@@ -73,7 +73,14 @@ pub struct Batch {
     /// Changes to the caches since the last step, which the next step carries to the other
     /// ranks of a cluster (slots saved, restored or released, entries evicted).
     cache_ops: Vec<CacheOp>,
-    grammar_time: GrammarTime,
+    host_stats: HostStats,
+}
+
+/// What the host steps' grammars and speculation came to.
+#[derive(Debug, Clone, Copy, Default)]
+struct HostStats {
+    grammar: GrammarTime,
+    speculation: Speculation,
 }
 
 /// Host time grammars took in the steps with a constrained row, against those steps' wall
@@ -94,10 +101,10 @@ struct Ahead {
     ids: Array,
 }
 
-/// KV bytes a request may come to hold: its prompt and max_tokens positions, in the cache's
-/// allocation steps.
+/// KV bytes a request may come to hold: its prompt, max_tokens positions and a step's
+/// proposals, in the cache's allocation steps.
 pub fn kv_reservation(model: &dyn LanguageModel, prompt: usize, opts: &GenerateOptions) -> usize {
-    let positions = (prompt + opts.max_tokens).div_ceil(256) * 256;
+    let positions = (prompt + opts.max_tokens + opts.draft_tokens).div_ceil(256) * 256;
     positions * model.kv_bytes_per_position()
 }
 
@@ -115,7 +122,11 @@ impl Batch {
     }
 
     pub fn grammar_time(&self) -> GrammarTime {
-        self.grammar_time
+        self.host_stats.grammar
+    }
+
+    pub fn speculation(&self) -> Speculation {
+        self.host_stats.speculation
     }
 
     /// KV bytes held for running rows.
@@ -281,17 +292,15 @@ impl Batch {
                 return self.decode(model, tok);
             }
             None if ready.is_empty() => return Ok(()),
+            None if !ready.iter().all(|a| a.seq.plain_greedy()) => {
+                let stats = &mut self.host_stats;
+                return host_step(model, &mut ready, tok, &mut self.cache_ops, stats);
+            }
             None => {
-                let started = Instant::now();
                 let ids: Vec<u32> = ready.iter().map(|a| a.seq.input).collect();
                 let inputs = Array::from_slice(&ids, &[ids.len() as i32, 1]);
                 let ops = std::mem::take(&mut self.cache_ops);
                 let logprobs = last_logprobs(&forward(model, &inputs, &mut ready, ops)?)?;
-                if !ready.iter().all(|a| a.seq.plain_greedy()) {
-                    let masks = sample_on_host(model, &mut ready, &logprobs, tok)?;
-                    self.grammar_time.add(masks, started);
-                    return Ok(());
-                }
                 // The device's argmax is the sampler's greedy choice (the first maximum).
                 argmax_axis(&logprobs, -1, false)?
             }
@@ -361,14 +370,67 @@ fn forward(
     model.forward_rows(inputs, &mut rows, cache_ops)
 }
 
-/// Each row's own sampler picks from its log-probabilities on the host. The rows' grammar
-/// masks are computed while the device computes the step: they need only the tokens taken.
+/// A step whose tokens the rows' samplers pick on the host: each row's input and its
+/// proposals (padded to the longest, whose extra positions are dropped after), grammar
+/// masks computed while the device runs it.
+fn host_step(
+    model: &dyn LanguageModel,
+    ready: &mut [&mut Active],
+    tok: &Tokenizer,
+    cache_ops: &mut Vec<CacheOp>,
+    stats: &mut HostStats,
+) -> Result<()> {
+    let started = Instant::now();
+    let drafts: Vec<Vec<u32>> = ready.iter().map(|a| a.seq.draft()).collect();
+    let width = 1 + drafts.iter().map(Vec::len).max().unwrap_or(0);
+    let mut ids = Vec::with_capacity(ready.len() * width);
+    for (a, d) in ready.iter().zip(&drafts) {
+        ids.push(a.seq.input);
+        ids.extend(d);
+        ids.extend(std::iter::repeat_n(a.seq.input, width - 1 - d.len()));
+    }
+    let inputs = Array::from_slice(&ids, &[ready.len() as i32, width as i32]);
+    let before: Vec<usize> = ready.iter().map(|a| a.seq.cached_len()).collect();
+    let ops = std::mem::take(cache_ops);
+    let logprobs = all_logprobs(&forward(model, &inputs, ready, ops)?)?;
+    let step = HostStep {
+        drafts: &drafts,
+        width,
+        before: &before,
+    };
+    let outcome = sample_on_host(model, ready, &logprobs, tok, &step, cache_ops)?;
+    stats.grammar.add(outcome.masks, started);
+    stats.speculation.add(&drafts, &outcome.taken);
+    Ok(())
+}
+
+/// A host step's shape: each row's proposals, the positions each row ran (its input, then
+/// its proposals and padding), and each row's cache length before it.
+struct HostStep<'a> {
+    drafts: &'a [Vec<u32>],
+    width: usize,
+    before: &'a [usize],
+}
+
+/// What a host step did: the host time grammars took (None: no row has one), and how many
+/// proposals each row took.
+struct HostOutcome {
+    masks: Option<Duration>,
+    taken: Vec<usize>,
+}
+
+/// Each row's own sampler picks from its log-probabilities on the host ([B, width, vocab]):
+/// one token, or the proposals it takes and one more. The rows' grammar masks are computed
+/// while the device computes the step: they need only the tokens taken. Positions past what
+/// a row took are dropped, here and (through `ops`) on the other ranks.
 fn sample_on_host(
     model: &dyn LanguageModel,
     ready: &mut [&mut Active],
     logprobs: &Array,
     tok: &Tokenizer,
-) -> Result<Option<Duration>> {
+    step: &HostStep,
+    ops: &mut Vec<CacheOp>,
+) -> Result<HostOutcome> {
     let logprobs = logprobs.as_dtype(Dtype::Float32)?;
     model.queueing().start(&logprobs)?;
     let started = Instant::now();
@@ -377,14 +439,71 @@ fn sample_on_host(
     model.await_output()?;
     logprobs.eval()?;
     let all = logprobs.as_slice::<f32>();
-    let vocab = all.len() / ready.len();
-    for ((b, a), mask) in ready.iter_mut().enumerate().zip(masks) {
-        if let Some((id, logprob)) = a.seq.choose(all[b * vocab..(b + 1) * vocab].to_vec(), mask) {
+    let per_row = all.len() / ready.len();
+    let vocab = per_row / step.width;
+    let mut taken = Vec::with_capacity(ready.len());
+    for (b, (a, mask)) in ready.iter_mut().zip(masks).enumerate() {
+        let row = &all[b * per_row..(b + 1) * per_row];
+        let drafts = &step.drafts[b];
+        let chosen: Vec<(u32, Option<TokenLogprob>)> = match drafts.is_empty() {
+            true => a
+                .seq
+                .choose(row[..vocab].to_vec(), mask)
+                .into_iter()
+                .collect(),
+            false => a.seq.choose_drafted(row, vocab, drafts),
+        };
+        taken.push(chosen.len().saturating_sub(1));
+        let valid = step.before[b] + chosen.len().max(1);
+        for (id, logprob) in chosen {
+            if a.seq.ended() {
+                break;
+            }
             a.push(tok, id, logprob)?;
+        }
+        if step.width > 1 {
+            if let Some(len) = a.seq.keep_positions(valid) {
+                ops.push(CacheOp::Trim {
+                    slot: a.seq.slot,
+                    len,
+                });
+            }
         }
         spent += a.seq.take_grammar_time();
     }
-    Ok(ready.iter().any(|a| a.seq.has_grammar()).then_some(spent))
+    Ok(HostOutcome {
+        masks: ready.iter().any(|a| a.seq.has_grammar()).then_some(spent),
+        taken,
+    })
+}
+
+/// Log-probabilities of every position of `logits` ([B, L, vocab], the same shape out).
+fn all_logprobs(logits: &Array) -> Result<Array> {
+    let shape = logits.shape().to_vec();
+    let (b, l, vocab) = (shape[0], shape[1], shape[2]);
+    let flat = logits.reshape(&[b * l, 1, vocab])?;
+    Ok(last_logprobs(&flat)?.reshape(&[b, l, vocab])?)
+}
+
+/// What speculation did in the steps that proposed tokens: what GetMetrics reports.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct Speculation {
+    pub steps: u64,
+    /// Proposals verified.
+    pub drafted: u64,
+    /// Proposals taken.
+    pub accepted: u64,
+}
+
+impl Speculation {
+    fn add(&mut self, drafts: &[Vec<u32>], taken: &[usize]) {
+        let drafted: usize = drafts.iter().map(Vec::len).sum();
+        if drafted > 0 {
+            self.steps += 1;
+            self.drafted += drafted as u64;
+            self.accepted += taken.iter().sum::<usize>() as u64;
+        }
+    }
 }
 
 impl GrammarTime {

@@ -219,11 +219,12 @@ impl EngineThread {
 
     fn count(&self, done: &[Summary]) {
         let (cache, reserved) = (self.batch.cache_stats(), self.batch.reserved());
-        let grammar = self.batch.grammar_time();
+        let (grammar, speculation) = (self.batch.grammar_time(), self.batch.speculation());
         self.publish(|s| {
             s.metrics.prefix_cache = cache;
             s.metrics.kv_reserved_bytes = reserved;
             s.metrics.grammar = grammar;
+            s.metrics.speculation = speculation;
             for summary in done {
                 let m = &mut s.metrics;
                 m.requests += 1;

@@ -277,6 +277,13 @@ fn apply(
         CacheOp::Evict { entry } => {
             saved.remove(&entry).ok_or("the entry is not cached")?;
         }
+        CacheOp::Trim { slot, len } => {
+            let have = slots.get_mut(&slot).ok_or("the slot is not cached")?;
+            if len > *have as usize {
+                return Err(format!("the slot holds only {have} positions"));
+            }
+            *have = len as i32;
+        }
     }
     Ok(())
 }

@@ -284,6 +284,15 @@ impl RankCaches {
             CacheOp::Evict { entry } => {
                 self.saved.remove(&entry);
             }
+            CacheOp::Trim { slot, len } => {
+                let caches = self
+                    .slots
+                    .get_mut(&slot)
+                    .ok_or_else(|| missing(&format!("slot {slot}")))?;
+                for cache in caches.iter_mut() {
+                    cache.trim(len);
+                }
+            }
         }
         Ok(())
     }

@@ -9,6 +9,7 @@ use crate::grammar::Grammars;
 use crate::options::LoadConfig;
 use crate::prefix_cache::CacheStats;
 use crate::request::{GenerateOptions, GenerateRequest, ModelSerial};
+use crate::speculative::Drafting;
 use crate::tokenizer::Tokenizer;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,11 +74,33 @@ impl ModelInfo {
         }
         options.max_tokens = options.max_tokens.min(self.context - ids.len());
         options.prefill_step = self.config.prefill_step;
+        self.speculation(&mut options)?;
         Ok(GenerateRequest {
             ids,
             model: self.serial,
             options,
         })
+    }
+}
+
+impl ModelInfo {
+    /// The model's drafting, with the request's proposals per step (`NDraft`, 0: the model's
+    /// `num_draft_tokens`); proposals asked of a model that cannot make them are an error.
+    fn speculation(&self, options: &mut GenerateOptions) -> Result<()> {
+        options.drafting = self.config.drafting;
+        if options.drafting == Drafting::Off {
+            return match options.draft_tokens {
+                0 => Ok(()),
+                n => Err(Error::InvalidRequest(format!(
+                    "NDraft is {n}, but the model drafts no tokens: load it with a DraftModel \
+                     or the option `speculative:ngram`"
+                ))),
+            };
+        }
+        if options.draft_tokens == 0 {
+            options.draft_tokens = self.config.draft_tokens;
+        }
+        Ok(())
     }
 }
 
@@ -94,6 +117,8 @@ pub struct Metrics {
     pub kv_reserved_bytes: usize,
     /// What grammars cost the steps they constrained.
     pub grammar: super::batch::GrammarTime,
+    /// Proposals verified and taken.
+    pub speculation: super::batch::Speculation,
 }
 
 #[derive(Clone)]

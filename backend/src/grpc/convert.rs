@@ -1,5 +1,6 @@
 //! PredictOptions to our request types, and our results to Replies. Validation lives here.
 
+use crate::speculative::MAX_DRAFT_TOKENS;
 use std::collections::HashMap;
 
 use serde_json::{json, Value};
@@ -166,6 +167,7 @@ pub fn generate_options(
             .collect(),
         ignore_eos: req.ignore_eos,
         logprobs: (req.logprobs > 0 || req.top_logprobs > 0).then_some(req.top_logprobs as usize),
+        draft_tokens: req.n_draft as usize,
         ..GenerateOptions::default()
     })
 }
@@ -195,6 +197,12 @@ fn check_ranges(req: &pb::PredictOptions) -> Result<(), Status> {
         if !v.is_finite() || v < lo || v > hi {
             return Err(invalid(format!("{name} must be in [{lo}, {hi}] (got {v})")));
         }
+    }
+    if req.n_draft < 0 || req.n_draft as usize > MAX_DRAFT_TOKENS {
+        return Err(invalid(format!(
+            "NDraft must be in [0, {MAX_DRAFT_TOKENS}] (got {})",
+            req.n_draft
+        )));
     }
     if req.logprobs < 0 || req.top_logprobs < 0 || req.top_logprobs > 20 {
         return Err(invalid("Logprobs must be >= 0 and TopLogprobs in [0, 20]"));

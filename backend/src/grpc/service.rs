@@ -425,6 +425,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
                 "prefix_cache": m.prefix_cache,
                 "kv_reserved_bytes": m.kv_reserved_bytes,
                 "grammar": m.grammar,
+                "speculation": m.speculation,
             })
             .to_string(),
             tokens_per_second: m.last_tokens_per_second as f32,

@@ -2,6 +2,7 @@
 use super::*;
 use crate::engine::fake::{self, tokenizer, Call, FakeModel, StepRow};
 use crate::request::FinishReason;
+use crate::speculative::Drafting;
 use tokio::sync::mpsc as tmpsc;
 
 type Rx = tmpsc::UnboundedReceiver<Result<Event>>;
@@ -179,6 +180,100 @@ fn host_sampled_rows_mixed_with_greedy_rows_change_no_token() {
         }
         fake::replay(&model.calls()).expect("a follower could follow every step");
     }
+}
+
+/// A prompt whose last token starts over a run of the fake's own greedy chain, so prompt
+/// lookup proposes what the model will say next.
+fn echoing_prompt(seed: u32, run: usize) -> Vec<u32> {
+    let mut p = prompt(seed, 3);
+    let start = p[2];
+    p.extend(expected(&p, run));
+    p.push(start);
+    p
+}
+
+/// Speculating rows (greedy, sampled, with logprobs) in one batch with rows that do not:
+/// every row gets the tokens of plain decoding, proposals are taken, a step verifies
+/// several positions, and the rejected positions are dropped on every rank (a follower
+/// replaying the steps finds each slot where rank 0 says).
+#[test]
+fn speculating_rows_take_proposals_and_change_no_token() {
+    let ngram = |opts: GenerateOptions| GenerateOptions {
+        drafting: Drafting::Ngram,
+        draft_tokens: 4,
+        ..opts
+    };
+    let sampled = GenerateOptions {
+        sampling: crate::sampling::SamplingParams {
+            temperature: 0.7,
+            top_k: 1,
+            seed: Some(1),
+            ..Default::default()
+        },
+        ..greedy(9)
+    };
+    let logprobs = GenerateOptions {
+        logprobs: Some(2),
+        ..greedy(7)
+    };
+    for queueing in MODES {
+        let model = FakeModel::new(queueing);
+        let mut batch = Batch::new(4);
+        let specs = [
+            (echoing_prompt(40, 6), ngram(greedy(10))),
+            (echoing_prompt(41, 12), ngram(sampled.clone())),
+            (prompt(42, 5), greedy(6)),
+            (echoing_prompt(43, 3), ngram(logprobs.clone())),
+        ];
+        let mut rxs: Vec<Rx> = specs
+            .iter()
+            .map(|(p, o)| enqueue(&mut batch, p.clone(), o.clone()))
+            .collect();
+        run_until_idle(&mut batch, &model, &limits());
+        for (rx, (p, opts)) in rxs.iter_mut().zip(&specs) {
+            let out = drain(rx);
+            assert!(out.error.is_none(), "{:?}", out.error);
+            assert_eq!(out.tokens, expected(p, opts.max_tokens), "{queueing:?}");
+        }
+        let calls = model.calls();
+        fake::replay(&calls).expect("a follower could follow every step");
+        assert!(
+            calls.iter().any(|c| !c.prefill && c.shape[1] > 1),
+            "{queueing:?}"
+        );
+        let trims = calls.iter().flat_map(|c| &c.cache_ops);
+        assert!(trims
+            .into_iter()
+            .any(|op| matches!(op, CacheOp::Trim { .. })));
+        let spec = batch.speculation();
+        assert!(
+            spec.accepted > 0 && spec.accepted <= spec.drafted,
+            "{spec:?}"
+        );
+    }
+}
+
+/// Proposals never run past max_tokens: a step writes no position the row did not reserve.
+#[test]
+fn proposals_stop_at_max_tokens() {
+    let model = FakeModel::new(Queueing::HostIds);
+    let mut batch = Batch::new(0);
+    let opts = GenerateOptions {
+        drafting: Drafting::Ngram,
+        draft_tokens: 8,
+        ..greedy(3)
+    };
+    let p = echoing_prompt(50, 12);
+    let mut rx = enqueue(&mut batch, p.clone(), opts);
+    run_until_idle(&mut batch, &model, &limits());
+    assert_eq!(drain(&mut rx).tokens, expected(&p, 3));
+    let widest = model
+        .calls()
+        .iter()
+        .filter(|c| !c.prefill)
+        .map(|c| c.shape[1])
+        .max();
+    assert_eq!(widest, Some(3), "the input and the two tokens left");
 }
 
 /// Prefill takes up to `prefill_budget` prompt tokens a round (at least one chunk), so a

@@ -1,0 +1,89 @@
+//! Speculative decoding on rank 0: each step, a row proposes a few tokens it expects to come
+//! next, and one forward pass over its input and the proposals verifies them all (every rank
+//! takes part, as in any step). The row keeps the proposals the model agrees with, by the
+//! sampler's speculative rule, and one token of the model's own; the cache positions of the
+//! rest are dropped. Greedy output is the same as without speculation.
+
+/// Where a row's proposals come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Drafting {
+    #[default]
+    Off,
+    /// Prompt lookup: the tokens that followed the latest earlier occurrence of the output's
+    /// last few tokens, in the prompt or the output (option `speculative:ngram`).
+    Ngram,
+}
+
+impl Drafting {
+    /// The option's value: `ngram`, or `off`/`none`.
+    pub fn parse(value: &str) -> Option<Drafting> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "ngram" | "prompt_lookup" => Some(Drafting::Ngram),
+            "off" | "none" | "" => Some(Drafting::Off),
+            _ => None,
+        }
+    }
+}
+
+/// Proposals per step when neither the request (`NDraft`) nor the model (`num_draft_tokens`)
+/// says.
+pub const DEFAULT_DRAFT_TOKENS: usize = 4;
+
+/// The most proposals a step may verify: more rarely pay, and each is a position of KV.
+pub const MAX_DRAFT_TOKENS: usize = 32;
+
+/// The longest and shortest suffix prompt lookup matches: the longest match wins, as in
+/// vLLM's and llama.cpp's prompt lookup.
+const NGRAM_MAX: usize = 3;
+const NGRAM_MIN: usize = 1;
+
+/// Up to `k` tokens that followed the latest earlier occurrence of `history`'s last n tokens
+/// (n from `NGRAM_MAX` down to `NGRAM_MIN`); none if no suffix occurred before.
+pub fn ngram_draft(history: &[u32], k: usize) -> Vec<u32> {
+    if k == 0 {
+        return Vec::new();
+    }
+    for n in (NGRAM_MIN..=NGRAM_MAX).rev() {
+        if history.len() <= n {
+            continue;
+        }
+        let suffix = &history[history.len() - n..];
+        // Latest first, and never the suffix itself.
+        let found = (0..history.len() - n)
+            .rev()
+            .find(|&at| &history[at..at + n] == suffix);
+        if let Some(at) = found {
+            let from = at + n;
+            let to = (from + k).min(history.len());
+            return history[from..to].to_vec();
+        }
+    }
+    Vec::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompt_lookup_continues_the_latest_longest_match() {
+        // "1 2 3" occurred at 0 and at 5; the later occurrence wins.
+        let h = [1, 2, 3, 9, 9, 1, 2, 3, 7, 8, 1, 2, 3];
+        assert_eq!(ngram_draft(&h, 2), [7, 8]);
+        // A proposal stops at the end of the history.
+        assert_eq!(ngram_draft(&[5, 6, 5], 4), [6, 5]);
+        // The longest suffix that occurred before wins over a later shorter one.
+        let h = [4, 5, 6, 1, 6, 2, 4, 5, 6];
+        assert_eq!(ngram_draft(&h, 3), [1, 6, 2]);
+        // Nothing occurred before; nothing asked for.
+        assert_eq!(ngram_draft(&[1, 2, 3], 4), Vec::<u32>::new());
+        assert_eq!(ngram_draft(&[1, 1], 0), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn options_name_the_drafting() {
+        assert_eq!(Drafting::parse("ngram"), Some(Drafting::Ngram));
+        assert_eq!(Drafting::parse(" Off"), Some(Drafting::Off));
+        assert_eq!(Drafting::parse("eagle"), None);
+    }
+}

@@ -1,0 +1,203 @@
+//! Speculative decoding with prompt lookup (`speculative:ngram`) over real gRPC with the 4-bit
+//! SmolLM2: greedy text equals mlx-lm's goldens and plain decoding, alone, batched and on a
+//! 2-rank pipeline, while proposals are taken; seeded sampling reproduces; a request or option
+//! the model cannot honour is refused by name.
+
+use std::time::Duration;
+
+use backend::grpc::pb::{self, backend_client::BackendClient};
+use integration_tests::cluster::Cluster;
+use integration_tests::goldens::{self, GoldenCase};
+use integration_tests::rpc::{golden_request, load_fixture, stream_text};
+use integration_tests::server::BackendProcess;
+use integration_tests::TestResult;
+use serde_json::Value;
+use tonic::transport::Channel;
+use tonic::Code;
+
+const MODEL: &str = "smollm2-135m-4bit";
+/// mlx-lm's greedy texts for MODEL: those of its f32 twin, which our CPU numerics equal.
+const GOLDENS: &str = "smollm2-135m-4bit-f32";
+const NGRAM: &[&str] = &["speculative:ngram", "num_draft_tokens:4"];
+
+/// One server or cluster at a time (an async lock, held across awaits).
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A task grounded in its input: most of the answer is in the prompt.
+const GROUNDED: &str = "Repeat this Python code exactly, but rename the function `add` to \
+                        `add_numbers`:\n\n```python\ndef add(a, b):\n    \"\"\"Return the sum of \
+                        a and b.\"\"\"\n    return a + b\n\n\nprint(add(2, 3))\nprint(add(10, 20))\n```";
+
+fn chat(content: &str, max_tokens: usize) -> pb::PredictOptions {
+    pb::PredictOptions {
+        use_tokenizer_template: true,
+        messages: vec![pb::Message {
+            role: "user".into(),
+            content: content.into(),
+            ..Default::default()
+        }],
+        tokens: max_tokens as i32,
+        ..Default::default()
+    }
+}
+
+/// The golden chat cases and the grounded task, as greedy requests.
+fn requests() -> TestResult<(Vec<pb::PredictOptions>, Vec<GoldenCase>)> {
+    let g = goldens::load(GOLDENS)?;
+    let cases: Vec<GoldenCase> = g.cases.into_iter().filter(|c| c.chat).take(3).collect();
+    let mut reqs: Vec<_> = cases
+        .iter()
+        .map(|c| golden_request(c, g.max_tokens))
+        .collect();
+    reqs.push(chat(GROUNDED, 96));
+    Ok((reqs, cases))
+}
+
+async fn load(c: &mut BackendClient<Channel>, options: &[&str]) -> TestResult {
+    let reply = load_fixture(c, MODEL, options).await?;
+    assert!(reply.success, "{reply:?}");
+    Ok(())
+}
+
+async fn alone(c: &BackendClient<Channel>, reqs: &[pb::PredictOptions]) -> TestResult<Vec<String>> {
+    let mut texts = Vec::new();
+    for req in reqs {
+        texts.push(stream_text(&mut c.clone(), req.clone()).await?.0);
+    }
+    Ok(texts)
+}
+
+/// Every request at once, as rows of one batch.
+async fn batched(
+    c: &BackendClient<Channel>,
+    reqs: &[pb::PredictOptions],
+) -> TestResult<Vec<String>> {
+    let tasks: Vec<_> = reqs
+        .iter()
+        .map(|req| {
+            let (mut c, req) = (c.clone(), req.clone());
+            tokio::spawn(async move { stream_text(&mut c, req).await.map_err(|e| e.to_string()) })
+        })
+        .collect();
+    let mut texts = Vec::new();
+    for task in tasks {
+        texts.push(
+            tokio::time::timeout(Duration::from_secs(300), task)
+                .await???
+                .0,
+        );
+    }
+    Ok(texts)
+}
+
+/// GetMetrics' speculation counters: (proposals verified, proposals taken).
+async fn speculation(c: &mut BackendClient<Channel>) -> TestResult<(u64, u64)> {
+    let metrics = c.get_metrics(pb::MetricsRequest {}).await?.into_inner();
+    let parsed: Value = serde_json::from_str(&metrics.prompt_json_for_slot)?;
+    let n = |k: &str| parsed["speculation"][k].as_u64().unwrap_or(0);
+    Ok((n("drafted"), n("accepted")))
+}
+
+/// The plain greedy texts, from one node without speculation.
+async fn plain_texts(reqs: &[pb::PredictOptions]) -> TestResult<Vec<String>> {
+    let server = BackendProcess::start(&[]).await?;
+    let c = server.client().await?;
+    load(&mut c.clone(), &[]).await?;
+    alone(&c, reqs).await
+}
+
+#[tokio::test]
+async fn ngram_greedy_equals_plain_decoding_alone_batched_and_on_a_pipeline() -> TestResult {
+    let _serial = SERIAL.lock().await;
+    let (reqs, cases) = requests()?;
+    let plain = plain_texts(&reqs).await?;
+    for (case, text) in cases.iter().zip(&plain) {
+        assert_eq!(
+            text, &case.text,
+            "case {}: plain decoding against mlx-lm",
+            case.name
+        );
+    }
+    let server = BackendProcess::start(&[]).await?;
+    let mut c = server.client().await?;
+    load(&mut c, NGRAM).await?;
+    assert_eq!(alone(&c, &reqs).await?, plain, "alone");
+    let (drafted, accepted) = speculation(&mut c).await?;
+    println!("alone: {accepted} of {drafted} proposals taken");
+    assert!(accepted > 20, "{accepted} of {drafted} proposals taken");
+    assert_eq!(batched(&c, &reqs).await?, plain, "batched");
+    drop(server);
+    let cluster = Cluster::start(2, "spec-ngram-pp2")?;
+    let rank0 = cluster.rank0(&[]).await?;
+    let c = rank0.client().await?;
+    load(&mut c.clone(), NGRAM).await?;
+    assert_eq!(batched(&c, &reqs).await?, plain, "2-rank pipeline");
+    Ok(())
+}
+
+/// The same seed gives the same text with proposals, alone or beside other rows.
+#[tokio::test]
+async fn seeded_sampling_with_proposals_reproduces() -> TestResult {
+    let _serial = SERIAL.lock().await;
+    let server = BackendProcess::start(&[]).await?;
+    let mut c = server.client().await?;
+    load(&mut c, NGRAM).await?;
+    let sampled = |seed: i32| pb::PredictOptions {
+        temperature: 0.8,
+        seed,
+        ..chat(GROUNDED, 64)
+    };
+    let first = stream_text(&mut c.clone(), sampled(7)).await?.0;
+    let again = stream_text(&mut c.clone(), sampled(7)).await?.0;
+    assert_eq!(first, again);
+    let beside = batched(&c, &[sampled(7), sampled(8), chat(GROUNDED, 32)]).await?;
+    assert_eq!(beside[0], first, "beside other rows");
+    assert_ne!(beside[1], first, "another seed");
+    let (_, accepted) = speculation(&mut c).await?;
+    assert!(accepted > 0);
+    Ok(())
+}
+
+/// Proposals asked of a model that makes none, too many of them, or an unknown drafting:
+/// each refused, naming the field or option.
+#[tokio::test]
+async fn what_cannot_be_honoured_is_refused_by_name() -> TestResult {
+    let _serial = SERIAL.lock().await;
+    let server = BackendProcess::start(&[]).await?;
+    let mut c = server.client().await?;
+    let reply = load_fixture(&mut c, MODEL, &["speculative:eagle"]).await?;
+    assert!(
+        !reply.success && reply.message.contains("speculative"),
+        "{reply:?}"
+    );
+    let reply = load_fixture(&mut c, MODEL, &["num_draft_tokens:99"]).await?;
+    assert!(
+        !reply.success && reply.message.contains("num_draft_tokens"),
+        "{reply:?}"
+    );
+    load(&mut c, &[]).await?;
+    let asks = pb::PredictOptions {
+        n_draft: 3,
+        ..chat("Hi", 4)
+    };
+    let status = c
+        .predict(asks)
+        .await
+        .err()
+        .ok_or("NDraft without drafting was served")?;
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(status.message().contains("NDraft"), "{status:?}");
+    load(&mut c, NGRAM).await?;
+    let too_many = pb::PredictOptions {
+        n_draft: 99,
+        ..chat("Hi", 4)
+    };
+    let status = c
+        .predict(too_many)
+        .await
+        .err()
+        .ok_or("NDraft 99 was served")?;
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(status.message().contains("NDraft"), "{status:?}");
+    Ok(())
+}
