@@ -118,6 +118,8 @@ pub struct LoadConfig {
     pub drafting: Drafting,
     /// Proposals per step unless a request's `NDraft` says (option `num_draft_tokens`).
     pub draft_tokens: usize,
+    /// The draft model (`ModelOptions.DraftModel`), loaded on rank 0 only.
+    pub draft_model: Option<String>,
     /// Rank 0's control port (default: its ring port + 1, or the coordinator's + 1).
     pub control_port: Option<u16>,
     /// JACCL: rank 0's coordinator `ip:port` (`MLX_JACCL_COORDINATOR`).
@@ -198,6 +200,8 @@ pub struct LoadRequest {
     /// `ModelOptions.CacheTypeKey`/`CacheTypeValue` (llama.cpp's names: f16, q8_0, q4_0...).
     pub cache_type_key: String,
     pub cache_type_value: String,
+    /// `ModelOptions.DraftModel`: a folder or repo id with the same tokenizer.
+    pub draft_model: String,
 }
 
 /// Builds an option's error from what it expected.
@@ -238,7 +242,9 @@ impl LoadConfig {
         c.kv_format.keys = cache_type("CacheTypeKey", &req.cache_type_key)?;
         c.kv_format.values = cache_type("CacheTypeValue", &req.cache_type_value)?;
         let mut given = ClusterGiven::default();
-        for (key, value) in parse_options(&req.options) {
+        let options = parse_options(&req.options);
+        let drafting_given = options.iter().any(|(k, _)| k == "speculative");
+        for (key, value) in options {
             let bad = |want: &str| {
                 format!(
                     "option `{}`: expected {want}, got {}",
@@ -256,7 +262,32 @@ impl LoadConfig {
             }
         }
         c.set_cluster_fallbacks(given, env)?;
+        c.settle_drafting(&req.draft_model, drafting_given)?;
         Ok(c)
+    }
+
+    /// A DraftModel drafts unless the `speculative` option says otherwise, which is then an
+    /// error (the model would be loaded for nothing); `speculative:draft` needs one.
+    fn settle_drafting(&mut self, draft_model: &str, given: bool) -> Result<(), String> {
+        let draft = draft_model.trim();
+        self.draft_model = (!draft.is_empty()).then(|| draft.to_string());
+        match (self.draft_model.is_some(), self.drafting) {
+            (true, Drafting::Off) if !given => self.drafting = Drafting::Model,
+            (true, Drafting::Model) | (false, Drafting::Off | Drafting::Ngram) => {}
+            (true, other) => {
+                return Err(format!(
+                    "ModelOptions.DraftModel is set, but the option `speculative` is {other:?}: \
+                     remove one of them"
+                ))
+            }
+            (false, Drafting::Model) => {
+                return Err(
+                    "the option `speculative:draft` needs ModelOptions.DraftModel (draft_model)"
+                        .into(),
+                )
+            }
+        }
+        Ok(())
     }
 
     /// What a request gets without options (the coordinator and token from `env`).
@@ -290,6 +321,7 @@ impl LoadConfig {
             kv_format: KvFormat::default(),
             drafting: Drafting::Off,
             draft_tokens: DEFAULT_DRAFT_TOKENS,
+            draft_model: None,
             control_port: None,
             coordinator: env.var("MLX_JACCL_COORDINATOR"),
             token: env.var("MLX_DISTRIBUTED_TOKEN").map(Token),
@@ -381,7 +413,7 @@ impl LoadConfig {
         Ok(true)
     }
 
-    /// Speculative decoding: `speculative` (`ngram`, `off`) and `num_draft_tokens` (mlx-lm's
+    /// Speculative decoding: `speculative` (`ngram`, `draft`, `off`) and `num_draft_tokens` (mlx-lm's
     /// name); false when `key` is neither.
     fn set_speculation(
         &mut self,
@@ -396,7 +428,8 @@ impl LoadConfig {
                     OptionValue::Bool(false) => "off",
                     _ => "",
                 };
-                self.drafting = Drafting::parse(name).ok_or_else(|| bad("`ngram` or `off`"))?
+                self.drafting =
+                    Drafting::parse(name).ok_or_else(|| bad("`ngram`, `draft` or `off`"))?
             }
             "num_draft_tokens" => {
                 self.draft_tokens = positive(value)
@@ -605,6 +638,33 @@ mod tests {
 
     /// LocalAI's cache type fields, then options over them; bad names and sizes are errors
     /// naming the field or option.
+    #[test]
+    fn speculation_options_and_the_draft_model() -> Result<(), String> {
+        let load = |options: &[&str], draft: &str| {
+            let req = LoadRequest {
+                model: "m".into(),
+                options: options.iter().map(|o| o.to_string()).collect(),
+                draft_model: draft.into(),
+                ..Default::default()
+            };
+            LoadConfig::from_request(&req, &NoEnv)
+        };
+        let c = load(&["speculative:ngram", "num_draft_tokens:6"], "")?;
+        assert_eq!((c.drafting, c.draft_tokens), (Drafting::Ngram, 6));
+        let c = load(&[], " small ")?;
+        assert_eq!(
+            (c.drafting, c.draft_model.as_deref()),
+            (Drafting::Model, Some("small"))
+        );
+        assert_eq!(load(&[], "")?.drafting, Drafting::Off);
+        let err = |options: &[&str], draft: &str| load(options, draft).err().unwrap_or_default();
+        assert!(err(&["speculative:ngram"], "small").contains("DraftModel is set"));
+        assert!(err(&["speculative:draft"], "").contains("needs ModelOptions.DraftModel"));
+        assert!(err(&["speculative:eagle"], "").contains("option `speculative`"));
+        assert!(err(&["num_draft_tokens:33"], "").contains("num_draft_tokens"));
+        Ok(())
+    }
+
     #[test]
     fn kv_cache_types_and_mlx_lm_options() -> Result<(), String> {
         let req = LoadRequest {

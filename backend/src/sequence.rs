@@ -13,7 +13,7 @@ use crate::grammar::Mask;
 use crate::models::{LanguageModel, Row};
 use crate::request::{FinishReason, GenerateOptions, Summary, TokenEvent, TokenLogprob};
 use crate::sampling::Sampler;
-use crate::speculative::{ngram_draft, Drafting};
+use crate::speculative::{ngram_draft, DraftModel, DraftState, Drafting};
 use crate::stopping::StopMatcher;
 use crate::tokenizer::{Detokenizer, Tokenizer};
 
@@ -36,6 +36,8 @@ pub struct Sequence {
     ended: bool,
     hit_stop_string: bool,
     grammar_time: Duration,
+    /// Where a draft model is for this row (empty until it drafts).
+    draft_state: DraftState,
 }
 
 impl Sequence {
@@ -70,6 +72,7 @@ impl Sequence {
             ended: opts.max_tokens == 0,
             hit_stop_string: false,
             grammar_time: Duration::ZERO,
+            draft_state: DraftState::default(),
             opts,
         })
     }
@@ -149,19 +152,20 @@ impl Sequence {
 
     /// This step's proposals: at most `draft_tokens`, and no more than the tokens left to
     /// generate after the step's own (so no step writes past the positions reserved).
-    pub fn draft(&self) -> Vec<u32> {
+    pub fn draft(&mut self, drafter: Option<&DraftModel>) -> Result<Vec<u32>> {
         if !self.speculates() {
-            return Vec::new();
+            return Ok(Vec::new());
         }
         let left = self
             .opts
             .max_tokens
             .saturating_sub(self.summary.generated_tokens + 1);
         let k = self.opts.draft_tokens.min(left);
-        match self.opts.drafting {
-            Drafting::Off => Vec::new(),
-            Drafting::Ngram => ngram_draft(&self.history, k),
-        }
+        Ok(match (self.opts.drafting, drafter) {
+            (Drafting::Ngram, _) => ngram_draft(&self.history, k),
+            (Drafting::Model, Some(d)) => d.propose(&mut self.draft_state, &self.history, k)?,
+            (Drafting::Model, None) | (Drafting::Off, _) => Vec::new(),
+        })
     }
 
     /// This step's tokens from the log-probabilities of its positions (`vocab` wide: the
@@ -201,6 +205,7 @@ impl Sequence {
     /// the new length, if the caches were cut.
     pub fn keep_positions(&mut self, valid: usize) -> Option<usize> {
         let len = valid.min(self.history.len());
+        self.draft_state.keep(len);
         let offset = self.caches.first().map_or(0, |c| c.offset() as usize);
         if offset <= len {
             return None;

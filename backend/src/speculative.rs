@@ -4,6 +4,14 @@
 //! sampler's speculative rule, and one token of the model's own; the cache positions of the
 //! rest are dropped. Greedy output is the same as without speculation.
 
+use mlx_rs::ops::concatenate;
+use mlx_rs::ops::indexing::{argmax_axis, IndexOp};
+use mlx_rs::Array;
+
+use crate::cache::KvCache;
+use crate::error::Result;
+use crate::models::{LanguageModel, Row};
+
 /// Where a row's proposals come from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Drafting {
@@ -12,13 +20,16 @@ pub enum Drafting {
     /// Prompt lookup: the tokens that followed the latest earlier occurrence of the output's
     /// last few tokens, in the prompt or the output (option `speculative:ngram`).
     Ngram,
+    /// A draft model's greedy tokens (`ModelOptions.DraftModel`).
+    Model,
 }
 
 impl Drafting {
-    /// The option's value: `ngram`, or `off`/`none`.
+    /// The option's value: `ngram`, `draft`, or `off`/`none`.
     pub fn parse(value: &str) -> Option<Drafting> {
         match value.trim().to_ascii_lowercase().as_str() {
             "ngram" | "prompt_lookup" => Some(Drafting::Ngram),
+            "draft" | "draft_model" => Some(Drafting::Model),
             "off" | "none" | "" => Some(Drafting::Off),
             _ => None,
         }
@@ -59,6 +70,75 @@ pub fn ngram_draft(history: &[u32], k: usize) -> Vec<u32> {
         }
     }
     Vec::new()
+}
+
+/// A small model with the target's tokenizer, on rank 0 only, that proposes its greedy
+/// tokens. Greedy proposals are made with certainty, so the sampler's rule for them holds
+/// for sampled requests too.
+pub struct DraftModel {
+    model: Box<dyn LanguageModel>,
+    /// Tokens per forward pass when it catches up with a prompt.
+    chunk: usize,
+}
+
+/// A row's place in the draft model: its caches, and how many of the row's tokens they hold.
+#[derive(Default)]
+pub struct DraftState {
+    caches: Vec<KvCache>,
+    fed: usize,
+}
+
+impl DraftState {
+    /// Keeps the first `len` tokens (those the row kept); the draft feeds the rest next time.
+    pub fn keep(&mut self, len: usize) {
+        self.fed = self.fed.min(len);
+        for cache in &mut self.caches {
+            cache.trim(self.fed);
+        }
+    }
+}
+
+impl DraftModel {
+    pub fn new(model: Box<dyn LanguageModel>, chunk: usize) -> DraftModel {
+        DraftModel {
+            model,
+            chunk: chunk.max(1),
+        }
+    }
+
+    /// Up to `k` greedy tokens after `history`: the draft catches up with the tokens it has
+    /// not seen (the prompt in chunks), then takes `k - 1` one-token steps, all built lazily
+    /// and read once.
+    pub fn propose(&self, state: &mut DraftState, history: &[u32], k: usize) -> Result<Vec<u32>> {
+        if k == 0 || state.fed >= history.len() {
+            return Ok(Vec::new());
+        }
+        if state.caches.is_empty() {
+            state.caches = self.model.new_caches();
+        }
+        let pending = &history[state.fed..];
+        let split = pending.len() - (pending.len() - 1) % self.chunk - 1;
+        for chunk in pending[..split].chunks(self.chunk) {
+            let input = Array::from_slice(chunk, &[1, chunk.len() as i32]);
+            let caches = &mut state.caches;
+            self.model
+                .prefill(&input, &mut Row { slot: 0, caches }, Vec::new())?;
+        }
+        let last = &pending[split..];
+        let mut input = Array::from_slice(last, &[1, last.len() as i32]);
+        let mut proposals = Vec::with_capacity(k);
+        for _ in 0..k {
+            let logits = self.model.forward(&input, &mut state.caches)?;
+            let next = argmax_axis(logits.index((.., -1, ..)), -1, false)?;
+            input = next.reshape(&[1, 1])?;
+            proposals.push(next);
+        }
+        // Every proposal but the last was fed: the caches hold them after the history.
+        let ids = concatenate(&proposals, 0)?;
+        ids.eval()?;
+        state.fed = history.len() + k - 1;
+        Ok(ids.as_slice::<u32>().to_vec())
+    }
 }
 
 #[cfg(test)]

@@ -335,13 +335,6 @@ async fn model_options_not_supported_yet_fail_load_model_by_name() -> TestResult
         ),
         (
             pb::ModelOptions {
-                draft_model: "draft".into(),
-                ..base()
-            },
-            "DraftModel",
-        ),
-        (
-            pb::ModelOptions {
                 cache_type_value: "iq4_nl".into(),
                 ..base()
             },

@@ -1,16 +1,18 @@
-//! Speculative decoding with prompt lookup (`speculative:ngram`) over real gRPC with the 4-bit
-//! SmolLM2: greedy text equals mlx-lm's goldens and plain decoding, alone, batched and on a
-//! 2-rank pipeline, while proposals are taken; seeded sampling reproduces; a request or option
-//! the model cannot honour is refused by name.
+//! Speculative decoding over real gRPC with SmolLM2: prompt lookup (`speculative:ngram`) on the
+//! 4-bit model, and the 4-bit model as the draft of the 8-bit one (`DraftModel`). Greedy text
+//! equals mlx-lm's goldens and plain decoding, alone, batched and on a 2-rank pipeline, while
+//! proposals are taken; seeded sampling reproduces; a request, option or draft the model
+//! cannot honour is refused by name.
 
 use std::time::Duration;
 
 use backend::grpc::pb::{self, backend_client::BackendClient};
 use integration_tests::cluster::Cluster;
+use integration_tests::cluster::TempDir;
 use integration_tests::goldens::{self, GoldenCase};
 use integration_tests::rpc::{golden_request, load_fixture, stream_text};
 use integration_tests::server::BackendProcess;
-use integration_tests::TestResult;
+use integration_tests::{fixture, TestResult};
 use serde_json::Value;
 use tonic::transport::Channel;
 use tonic::Code;
@@ -19,6 +21,11 @@ const MODEL: &str = "smollm2-135m-4bit";
 /// mlx-lm's greedy texts for MODEL: those of its f32 twin, which our CPU numerics equal.
 const GOLDENS: &str = "smollm2-135m-4bit-f32";
 const NGRAM: &[&str] = &["speculative:ngram", "num_draft_tokens:4"];
+
+/// The draft-model case: the 8-bit model, drafted for by the 4-bit one.
+const TARGET: &str = "smollm2-135m-8bit";
+const TARGET_GOLDENS: &str = "smollm2-135m-8bit-f32";
+const DRAFT: &str = "smollm2-135m-4bit";
 
 /// One server or cluster at a time (an async lock, held across awaits).
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -42,8 +49,8 @@ fn chat(content: &str, max_tokens: usize) -> pb::PredictOptions {
 }
 
 /// The golden chat cases and the grounded task, as greedy requests.
-fn requests() -> TestResult<(Vec<pb::PredictOptions>, Vec<GoldenCase>)> {
-    let g = goldens::load(GOLDENS)?;
+fn requests(goldens: &str) -> TestResult<(Vec<pb::PredictOptions>, Vec<GoldenCase>)> {
+    let g = goldens::load(goldens)?;
     let cases: Vec<GoldenCase> = g.cases.into_iter().filter(|c| c.chat).take(3).collect();
     let mut reqs: Vec<_> = cases
         .iter()
@@ -57,6 +64,17 @@ async fn load(c: &mut BackendClient<Channel>, options: &[&str]) -> TestResult {
     let reply = load_fixture(c, MODEL, options).await?;
     assert!(reply.success, "{reply:?}");
     Ok(())
+}
+
+/// LoadModel of the 8-bit model with `draft` (a folder) as its DraftModel.
+async fn load_with_draft(c: &mut BackendClient<Channel>, draft: &str) -> TestResult<pb::Result> {
+    let req = pb::ModelOptions {
+        model: fixture(TARGET)?.to_string_lossy().into_owned(),
+        draft_model: draft.into(),
+        options: vec!["num_draft_tokens:4".into()],
+        ..Default::default()
+    };
+    Ok(c.load_model(req).await?.into_inner())
 }
 
 async fn alone(c: &BackendClient<Channel>, reqs: &[pb::PredictOptions]) -> TestResult<Vec<String>> {
@@ -98,26 +116,33 @@ async fn speculation(c: &mut BackendClient<Channel>) -> TestResult<(u64, u64)> {
     Ok((n("drafted"), n("accepted")))
 }
 
-/// The plain greedy texts, from one node without speculation.
-async fn plain_texts(reqs: &[pb::PredictOptions]) -> TestResult<Vec<String>> {
+/// The plain greedy texts of `model`, from one node without speculation; those of the golden
+/// `cases` must be mlx-lm's.
+async fn plain_texts(
+    model: &str,
+    reqs: &[pb::PredictOptions],
+    cases: &[GoldenCase],
+) -> TestResult<Vec<String>> {
     let server = BackendProcess::start(&[]).await?;
-    let c = server.client().await?;
-    load(&mut c.clone(), &[]).await?;
-    alone(&c, reqs).await
-}
-
-#[tokio::test]
-async fn ngram_greedy_equals_plain_decoding_alone_batched_and_on_a_pipeline() -> TestResult {
-    let _serial = SERIAL.lock().await;
-    let (reqs, cases) = requests()?;
-    let plain = plain_texts(&reqs).await?;
-    for (case, text) in cases.iter().zip(&plain) {
+    let mut c = server.client().await?;
+    let reply = load_fixture(&mut c, model, &[]).await?;
+    assert!(reply.success, "{reply:?}");
+    let texts = alone(&c, reqs).await?;
+    for (case, text) in cases.iter().zip(&texts) {
         assert_eq!(
             text, &case.text,
             "case {}: plain decoding against mlx-lm",
             case.name
         );
     }
+    Ok(texts)
+}
+
+#[tokio::test]
+async fn ngram_greedy_equals_plain_decoding_alone_batched_and_on_a_pipeline() -> TestResult {
+    let _serial = SERIAL.lock().await;
+    let (reqs, cases) = requests(GOLDENS)?;
+    let plain = plain_texts(MODEL, &reqs, &cases).await?;
     let server = BackendProcess::start(&[]).await?;
     let mut c = server.client().await?;
     load(&mut c, NGRAM).await?;
@@ -132,6 +157,82 @@ async fn ngram_greedy_equals_plain_decoding_alone_batched_and_on_a_pipeline() ->
     let c = rank0.client().await?;
     load(&mut c.clone(), NGRAM).await?;
     assert_eq!(batched(&c, &reqs).await?, plain, "2-rank pipeline");
+    Ok(())
+}
+
+/// The 4-bit model drafts for the 8-bit one: the 8-bit model's greedy text, alone, batched and
+/// on a 2-rank pipeline (the draft runs on rank 0 only).
+#[tokio::test]
+async fn a_draft_model_keeps_the_greedy_text_on_one_node_and_a_pipeline() -> TestResult {
+    let _serial = SERIAL.lock().await;
+    let (reqs, cases) = requests(TARGET_GOLDENS)?;
+    let plain = plain_texts(TARGET, &reqs, &cases).await?;
+    let draft = fixture(DRAFT)?.to_string_lossy().into_owned();
+    let server = BackendProcess::start(&[]).await?;
+    let mut c = server.client().await?;
+    let reply = load_with_draft(&mut c, &draft).await?;
+    assert!(reply.success, "{reply:?}");
+    assert_eq!(alone(&c, &reqs).await?, plain, "alone");
+    let (drafted, accepted) = speculation(&mut c).await?;
+    println!("draft model, alone: {accepted} of {drafted} proposals taken");
+    assert!(
+        2 * accepted > drafted,
+        "{accepted} of {drafted} proposals taken"
+    );
+    assert_eq!(batched(&c, &reqs).await?, plain, "batched");
+    drop(server);
+    let cluster = Cluster::start(2, "spec-draft-pp2")?;
+    let rank0 = cluster.rank0(&[]).await?;
+    let mut c = rank0.client().await?;
+    let reply = load_with_draft(&mut c, &draft).await?;
+    assert!(reply.success, "{reply:?}");
+    assert_eq!(batched(&c, &reqs).await?, plain, "2-rank pipeline");
+    Ok(())
+}
+
+/// A draft that tokenizes differently (one token's id moved) or is missing is refused at
+/// LoadModel, naming DraftModel, and the model being served keeps serving.
+#[tokio::test]
+async fn a_draft_with_another_tokenizer_is_refused() -> TestResult {
+    let _serial = SERIAL.lock().await;
+    let dir = TempDir::new("spec-other-tokenizer")?;
+    let source = fixture(DRAFT)?;
+    for entry in std::fs::read_dir(&source)? {
+        let path = entry?.path();
+        let name = path.file_name().ok_or("a file name")?;
+        if name != "tokenizer.json" {
+            std::os::unix::fs::symlink(&path, dir.0.join(name))?;
+        }
+    }
+    let mut tokenizer: Value =
+        serde_json::from_slice(&std::fs::read(source.join("tokenizer.json"))?)?;
+    let vocab = tokenizer["model"]["vocab"]
+        .as_object_mut()
+        .ok_or("a vocab")?;
+    let (a, b) = (vocab["hello"].clone(), vocab["world"].clone());
+    vocab.insert("hello".into(), b);
+    vocab.insert("world".into(), a);
+    std::fs::write(
+        dir.0.join("tokenizer.json"),
+        serde_json::to_vec(&tokenizer)?,
+    )?;
+    let server = BackendProcess::start(&[]).await?;
+    let mut c = server.client().await?;
+    let reply = load_with_draft(&mut c, &fixture(DRAFT)?.to_string_lossy()).await?;
+    assert!(reply.success, "{reply:?}");
+    let reply = load_with_draft(&mut c, &dir.0.to_string_lossy()).await?;
+    assert!(!reply.success, "{reply:?}");
+    assert!(
+        reply.message.contains("DraftModel") && reply.message.contains("tokenizer differs"),
+        "{reply:?}"
+    );
+    let reply = load_with_draft(&mut c, "/nonexistent/draft").await?;
+    assert!(
+        !reply.success && reply.message.contains("DraftModel"),
+        "{reply:?}"
+    );
+    let (text, _) = stream_text(&mut c.clone(), chat("Hi", 4)).await?;
+    assert!(!text.is_empty(), "the loaded model keeps serving");
     Ok(())
 }
 

@@ -18,6 +18,7 @@ use crate::models::{LanguageModel, Queueing, Row};
 use crate::prefix_cache::{CacheStats, PrefixCache};
 use crate::request::{Event, Events, GenerateOptions, Summary, TokenLogprob};
 use crate::sequence::Sequence;
+use crate::speculative::DraftModel;
 use crate::tokenizer::Tokenizer;
 
 /// Counts a request from the moment it is accepted until it is answered.
@@ -74,6 +75,8 @@ pub struct Batch {
     /// ranks of a cluster (slots saved, restored or released, entries evicted).
     cache_ops: Vec<CacheOp>,
     host_stats: HostStats,
+    /// The draft model rows propose with (`Drafting::Model`).
+    drafter: Option<DraftModel>,
 }
 
 /// What the host steps' grammars and speculation came to.
@@ -115,6 +118,12 @@ impl Batch {
             cache: PrefixCache::new(max_cache_entries),
             ..Batch::default()
         }
+    }
+
+    /// Rows that draft with a model propose with `drafter`.
+    pub fn with_drafter(mut self, drafter: Option<DraftModel>) -> Batch {
+        self.drafter = drafter;
+        self
     }
 
     pub fn cache_stats(&self) -> CacheStats {
@@ -293,8 +302,8 @@ impl Batch {
             }
             None if ready.is_empty() => return Ok(()),
             None if !ready.iter().all(|a| a.seq.plain_greedy()) => {
-                let stats = &mut self.host_stats;
-                return host_step(model, &mut ready, tok, &mut self.cache_ops, stats);
+                let (stats, drafter) = (&mut self.host_stats, self.drafter.as_ref());
+                return host_step(model, &mut ready, tok, &mut self.cache_ops, stats, drafter);
             }
             None => {
                 let ids: Vec<u32> = ready.iter().map(|a| a.seq.input).collect();
@@ -379,9 +388,13 @@ fn host_step(
     tok: &Tokenizer,
     cache_ops: &mut Vec<CacheOp>,
     stats: &mut HostStats,
+    drafter: Option<&DraftModel>,
 ) -> Result<()> {
     let started = Instant::now();
-    let drafts: Vec<Vec<u32>> = ready.iter().map(|a| a.seq.draft()).collect();
+    let drafts: Vec<Vec<u32>> = ready
+        .iter_mut()
+        .map(|a| a.seq.draft(drafter))
+        .collect::<Result<_>>()?;
     let width = 1 + drafts.iter().map(Vec::len).max().unwrap_or(0);
     let mut ids = Vec::with_capacity(ready.len() * width);
     for (a, d) in ready.iter().zip(&drafts) {

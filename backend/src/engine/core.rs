@@ -12,6 +12,7 @@ use super::batch::{kv_reservation, Batch, BatchLimits, InFlight, Waiting};
 use super::cluster_load;
 use super::sharded::Session;
 use super::shared::{degraded_message, EngineState, ModelInfo, Snapshot};
+use crate::cache::KvFormat;
 use crate::distributed::clear_groups;
 use crate::distributed::protocol::{ToLeader, ToWorker};
 use crate::distributed::{Cluster, Fault};
@@ -21,14 +22,16 @@ use crate::loader::{self, LoadedModel};
 use crate::options::LoadConfig;
 use crate::request::{Events, GenerateOptions, GenerateRequest, ModelSerial, Summary};
 use crate::source;
+use crate::speculative::DraftModel;
+use crate::tokenizer::Tokenizer;
 
 pub enum Command {
     Load {
-        config: LoadConfig,
+        config: Box<LoadConfig>,
         reply: oneshot::Sender<Result<()>>,
     },
     Generate {
-        request: GenerateRequest,
+        request: Box<GenerateRequest>,
         events: Events,
         /// Counts the request against the queue bound until it is answered.
         in_flight: Option<InFlight>,
@@ -141,13 +144,13 @@ fn run(channel: Channel, shared: Arc<RwLock<Snapshot>>) {
             None if engine.batch.idle() => break, // cannot happen: the thread holds a sender
             None => engine.round(),
             Some(Command::Load { config, reply }) => {
-                let _ = reply.send(engine.load(config));
+                let _ = reply.send(engine.load(*config));
             }
             Some(Command::Generate {
                 request,
                 events,
                 in_flight,
-            }) => engine.enqueue(request, events, in_flight),
+            }) => engine.enqueue(*request, events, in_flight),
             Some(Command::Free { reply }) => {
                 engine.free();
                 let _ = reply.send(Ok(()));
@@ -344,6 +347,7 @@ impl EngineThread {
     /// Loads `config`'s model, leaving the one being served in place (unless the load needs
     /// another cluster: MLX holds one group at a time, so that one goes first).
     fn build(&mut self, config: &LoadConfig) -> Result<Built> {
+        let draft = load_draft(config)?;
         let hostfile = cluster_load::read_hostfile(config)?.filter(|h| h.size() > 1);
         let model = match &hostfile {
             Some(h) => {
@@ -373,6 +377,7 @@ impl EngineThread {
             config: config.clone(),
             context,
             on_cluster: hostfile.is_some(),
+            draft,
         })
     }
 
@@ -422,7 +427,7 @@ impl EngineThread {
                 ..Snapshot::default()
             }
         });
-        self.batch = Batch::new(built.config.max_cache_entries);
+        self.batch = Batch::new(built.config.max_cache_entries).with_drafter(built.draft);
         self.serving = Serving::Model(Box::new(Loaded {
             serial,
             model: built.model,
@@ -517,6 +522,30 @@ struct Built {
     context: usize,
     /// Whether it was loaded over the engine's cluster.
     on_cluster: bool,
+    draft: Option<DraftModel>,
+}
+
+/// `config`'s draft model, on this rank only, before the model itself (so a draft that
+/// cannot serve costs nothing): refused unless it tokenizes as the model does.
+fn load_draft(config: &LoadConfig) -> Result<Option<DraftModel>> {
+    let Some(name) = &config.draft_model else {
+        return Ok(None);
+    };
+    let lookup = source::Lookup::of(config);
+    let target = Tokenizer::load(&source::resolve_with(&config.model, &lookup)?)?;
+    let refuse = |why: String| {
+        Error::Config(format!(
+            "DraftModel `{}` cannot draft for `{}`: {why}",
+            crate::error::quote(name),
+            crate::error::quote(&config.model)
+        ))
+    };
+    let dir = source::resolve_with(name, &lookup).map_err(|e| refuse(e.to_string()))?;
+    target
+        .same_as(&Tokenizer::load(&dir).map_err(|e| refuse(e.to_string()))?)
+        .map_err(|why| refuse(format!("its tokenizer differs ({why})")))?;
+    let loaded = loader::load_with_kv(&dir, config.weight_mode, KvFormat::default())?;
+    Ok(Some(DraftModel::new(loaded.model, config.prefill_step)))
 }
 
 /// The grammar compiler for `built`'s tokenizer, over its logits' width.
@@ -640,6 +669,7 @@ mod tests {
             config,
             context: 1 << 20,
             on_cluster: false,
+            draft: None,
         });
     }
 

@@ -110,7 +110,10 @@ impl Drop for EngineHandle {
 
 impl Engine for EngineHandle {
     fn load(&self, config: LoadConfig) -> oneshot::Receiver<Result<()>> {
-        self.ask(|reply| Command::Load { config, reply })
+        self.ask(|reply| Command::Load {
+            config: Box::new(config),
+            reply,
+        })
     }
 
     fn generate(&self, request: GenerateRequest) -> Result<EventStream> {
@@ -131,7 +134,7 @@ impl Engine for EngineHandle {
         let (events, rx) = tmpsc::unbounded_channel();
         self.commands
             .send(Command::Generate {
-                request,
+                request: Box::new(request),
                 events,
                 in_flight,
             })

@@ -115,18 +115,12 @@ fn message(m: &pb::Message) -> Result<ChatMessage, Status> {
 }
 
 /// The first ModelOptions field this backend cannot honour yet, named with what to do:
-/// loading without it would serve another model than the one asked for (no adapter, no draft,
-/// another KV cache), so LoadModel fails instead of ignoring it.
+/// loading without it would serve another model than the one asked for (no adapter, no
+/// projector), so LoadModel fails instead of ignoring it.
 pub fn unsupported_model_field(o: &pb::ModelOptions) -> Option<String> {
     let set = |v: &str| !v.trim().is_empty();
     let field = if set(&o.lora_adapter) || !o.lora_adapters.is_empty() || set(&o.lora_base) {
         ("LoraAdapter", "LoRA adapters are", "lora_adapter")
-    } else if set(&o.draft_model) {
-        (
-            "DraftModel",
-            "speculative decoding with a draft model is",
-            "draft_model",
-        )
     } else if set(&o.mm_proj) {
         ("MMProj", "a multimodal projector is", "mmproj")
     } else {

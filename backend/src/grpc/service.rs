@@ -207,6 +207,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
             grammar_triggers: o.grammar_triggers.into_iter().map(|t| t.word).collect(),
             cache_type_key: o.cache_type_key,
             cache_type_value: o.cache_type_value,
+            draft_model: o.draft_model,
         };
         let result = match LoadConfig::from_request(&req, &self.settings) {
             Err(message) => pb::Result {

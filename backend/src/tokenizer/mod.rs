@@ -106,6 +106,37 @@ impl Tokenizer {
     pub fn inner(&self) -> &tokenizers::Tokenizer {
         &self.inner
     }
+
+    /// Whether `other` gives every text the same ids: the same vocabulary (special tokens
+    /// included) and the same ids for a sample of texts; the first difference, named.
+    pub fn same_as(&self, other: &Tokenizer) -> std::result::Result<(), String> {
+        let (mine, theirs) = (self.inner.get_vocab(true), other.inner.get_vocab(true));
+        if mine.len() != theirs.len() {
+            return Err(format!("{} tokens against {}", theirs.len(), mine.len()));
+        }
+        let mut differing: Vec<(&String, &u32)> = mine
+            .iter()
+            .filter(|(token, id)| theirs.get(*token) != Some(*id))
+            .collect();
+        differing.sort();
+        if let Some((token, id)) = differing.first() {
+            let theirs = theirs.get(*token).map_or("none".into(), u32::to_string);
+            return Err(format!(
+                "token {token:?} is id {id} here and {theirs} there"
+            ));
+        }
+        for text in [
+            "Hello, world! 123",
+            " def f(x):\n\treturn x",
+            "naïve café 東京",
+        ] {
+            let (a, b) = (self.encode(text), other.encode(text));
+            if a.as_ref().ok() != b.as_ref().ok() {
+                return Err(format!("{text:?} is tokenized differently"));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A JSON file that may be absent (then `null`).
