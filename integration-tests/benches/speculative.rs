@@ -1,18 +1,19 @@
-//! What speculative decoding with prompt lookup (`speculative:ngram`) buys on the 4-bit
-//! SmolLM2, one greedy request at a time: decode tok/s with and without, on a task grounded in
-//! its input (repeat a piece of code with one change; target >= 1.5x) and on free writing,
-//! with the share of proposals taken. The texts must be the same with and without.
+//! What speculative decoding buys, one greedy request at a time: prompt lookup
+//! (`speculative:ngram`) on the 4-bit SmolLM2, and the 4-bit model as the DraftModel of the
+//! 8-bit one. Decode tok/s with and without, on a task grounded in its input (repeat a piece
+//! of code with one change; target >= 1.5x) and on free writing, with the share of proposals
+//! taken. The texts must be the same with and without.
 
 use std::time::Duration;
 
 use backend::grpc::pb::{self, backend_client::BackendClient};
-use integration_tests::rpc::load_fixture;
 use integration_tests::server::BackendProcess;
-use integration_tests::TestResult;
+use integration_tests::{fixture, TestResult};
 use serde_json::Value;
 use tonic::transport::Channel;
 
 const MODEL: &str = "smollm2-135m-4bit";
+const TARGET: &str = "smollm2-135m-8bit";
 const TOKENS: i32 = 256;
 const RUNS: usize = 3;
 
@@ -119,11 +120,20 @@ struct Measured {
     accepted: f64,
 }
 
-/// Each task's measurements under `options`.
-async fn measure(options: &[&str]) -> TestResult<Vec<Measured>> {
+/// Each task's measurements of `model` under `options`, drafted for by `draft` (a fixture).
+async fn measure(model: &str, options: &[&str], draft: Option<&str>) -> TestResult<Vec<Measured>> {
     let server = BackendProcess::start(&[]).await?;
     let mut c = server.client().await?;
-    let loaded = load_fixture(&mut c, MODEL, options).await?;
+    let req = pb::ModelOptions {
+        model: fixture(model)?.to_string_lossy().into_owned(),
+        options: options.iter().map(|s| s.to_string()).collect(),
+        draft_model: match draft {
+            Some(d) => fixture(d)?.to_string_lossy().into_owned(),
+            None => String::new(),
+        },
+        ..Default::default()
+    };
+    let loaded = c.load_model(req).await?.into_inner();
     assert!(loaded.success, "{loaded:?}");
     decode_rate(&c, "Hello").await?; // warm-up
     let mut out = Vec::new();
@@ -142,29 +152,37 @@ async fn measure(options: &[&str]) -> TestResult<Vec<Measured>> {
     Ok(out)
 }
 
+/// Prints one setting's numbers against plain decoding's, task by task.
+fn report(setting: &str, plain: &[Measured], spec: &[Measured]) {
+    for (((name, _), p), s) in tasks().iter().zip(plain).zip(spec) {
+        assert_eq!(
+            p.text, s.text,
+            "{name}: speculation changed the greedy text"
+        );
+        println!(
+            "{name}, {setting}: {:.1} tok/s against {:.1} plain ({:.2}x); {:.0} of {:.0} \
+             proposals taken ({:.0}%), {:.2} a verifying step",
+            s.rate,
+            p.rate,
+            s.rate / p.rate,
+            s.accepted,
+            s.drafted,
+            100.0 * s.accepted / s.drafted.max(1.0),
+            s.accepted / s.steps.max(1.0),
+        );
+    }
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> TestResult {
-    let plain = measure(&[]).await?;
+    let plain = measure(MODEL, &[], None).await?;
     for k in [4, 8] {
         let draft = format!("num_draft_tokens:{k}");
-        let spec = measure(&["speculative:ngram", &draft]).await?;
-        for (((name, _), p), s) in tasks().iter().zip(&plain).zip(&spec) {
-            assert_eq!(
-                p.text, s.text,
-                "{name}: speculation changed the greedy text"
-            );
-            println!(
-                "{name}, ngram k={k}: {:.1} tok/s against {:.1} plain ({:.2}x); {:.0} of {:.0} \
-                 proposals taken ({:.0}%), {:.2} a verifying step",
-                s.rate,
-                p.rate,
-                s.rate / p.rate,
-                s.accepted,
-                s.drafted,
-                100.0 * s.accepted / s.drafted.max(1.0),
-                s.accepted / s.steps.max(1.0),
-            );
-        }
+        let spec = measure(MODEL, &["speculative:ngram", &draft], None).await?;
+        report(&format!("{MODEL}, ngram k={k}"), &plain, &spec);
     }
+    let plain = measure(TARGET, &[], None).await?;
+    let spec = measure(TARGET, &["num_draft_tokens:4"], Some(MODEL)).await?;
+    report(&format!("{TARGET}, draft {MODEL} k=4"), &plain, &spec);
     Ok(())
 }

@@ -35,6 +35,12 @@ pub(super) enum Node {
     },
     /// `.`: any one character.
     Any,
+    /// `<[id]>` or `<text>`: one token of the model's vocabulary; `negated` (`!<...>`): any
+    /// token but that one.
+    Token {
+        token: TokenRef,
+        negated: bool,
+    },
     /// A rule's name, and where it was named (for an undefined rule's error).
     Ref(String, usize),
     Group(Alternates),
@@ -47,8 +53,21 @@ pub(super) enum Node {
 
 pub(super) type Alternates = Vec<Vec<Node>>;
 
-/// The GBNF grammar `text` as Lark, or where it stops parsing.
-pub fn to_lark(text: &str) -> Result<String, GbnfError> {
+/// How a token reference names its token.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum TokenRef {
+    Id(u32),
+    /// Its text, brackets included (`<think>`: one token of the vocabulary), and where it was
+    /// named.
+    Text(String, usize),
+}
+
+/// Finds the id of the token whose text is exactly this, if there is one.
+pub type TokenLookup<'a> = &'a dyn Fn(&str) -> Option<u32>;
+
+/// The GBNF grammar `text` as Lark, or where it stops parsing; `tokens` resolves token
+/// references by text.
+pub fn to_lark(text: &str, tokens: TokenLookup) -> Result<String, GbnfError> {
     let rules = parse(text)?;
     let mut order: Vec<String> = rules.keys().cloned().collect();
     order.sort_by_key(|name| rules.get(name).map(|(at, _)| *at));
@@ -57,7 +76,7 @@ pub fn to_lark(text: &str) -> Result<String, GbnfError> {
         pos: 0,
         depth: 0,
     };
-    Lark::new(&order, &terminals(&rules)).write(&reader, &order, &rules)
+    Lark::new(&order, &terminals(&rules), tokens).write(&reader, &order, &rules)
 }
 
 /// The rules of a GBNF text, by name, each with where it is defined.
@@ -154,11 +173,11 @@ impl Reader<'_> {
         }
     }
 
-    /// A rule name: letters, digits and `-`.
+    /// A rule name: letters, digits, `-` and `_`.
     fn name(&mut self) -> Result<String, GbnfError> {
         let rest = &self.text[self.pos..];
         let len = rest
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
             .unwrap_or(rest.len());
         if len == 0 {
             return Err(self.error("expected a rule name"));
@@ -197,17 +216,50 @@ impl Reader<'_> {
                     Node::Any
                 }
                 Some('(') => self.group()?,
-                Some(c) if c.is_ascii_alphanumeric() || c == '-' => {
+                Some(c) if c.is_ascii_alphanumeric() || c == '-' || c == '_' => {
                     let at = self.pos;
                     Node::Ref(self.name()?, at)
                 }
-                Some('<') => return Err(self.error("token references (`<...>`) are not supported")),
+                Some('<') => self.token(false)?,
+                Some('!') => {
+                    self.pos += 1;
+                    match self.peek() {
+                        Some('<') => self.token(true)?,
+                        _ => return Err(self.error("expected `<` after `!`")),
+                    }
+                }
                 _ => return Ok(nodes),
             };
             let node = self.repetition(node)?;
             nodes.push(node);
             self.skip_space(nested);
         }
+    }
+
+    /// A token reference, `<[id]>` or `<text>`, from its `<`.
+    fn token(&mut self, negated: bool) -> Result<Node, GbnfError> {
+        let at = self.pos;
+        let rest = &self.text[self.pos + 1..];
+        let Some(len) = rest
+            .find(['>', '\n'])
+            .filter(|&n| rest[n..].starts_with('>'))
+        else {
+            return Err(self.error_at(at, "unterminated token reference".into()));
+        };
+        let inside = &rest[..len];
+        self.pos += len + 2;
+        let token = match inside.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
+            Some(id) => TokenRef::Id(
+                id.trim()
+                    .parse()
+                    .map_err(|_| self.error_at(at, format!("`<[{id}]>` is not a token id")))?,
+            ),
+            None if inside.is_empty() => {
+                return Err(self.error_at(at, "empty token reference".into()))
+            }
+            None => TokenRef::Text(format!("<{inside}>"), at),
+        };
+        Ok(Node::Token { token, negated })
     }
 
     /// A parenthesised group, at most `MAX_NESTING` deep (deeper would exhaust the stack).
@@ -362,15 +414,16 @@ impl Reader<'_> {
 }
 
 /// Writes rules in Lark: names mapped to Lark rule names, every reference checked.
-struct Lark {
+struct Lark<'t> {
     names: BTreeMap<String, String>,
+    tokens: TokenLookup<'t>,
 }
 
-impl Lark {
+impl<'t> Lark<'t> {
     /// Lark rule names start with a lowercase letter and terminal names are capitals; GBNF's
     /// may mix cases or start with a digit, so each gets a `g-` (rule) or `G_` (terminal)
     /// name made unique.
-    fn new(order: &[String], terminals: &BTreeSet<String>) -> Lark {
+    fn new(order: &[String], terminals: &BTreeSet<String>, tokens: TokenLookup<'t>) -> Lark<'t> {
         let mut names = BTreeMap::new();
         let mut taken = BTreeSet::from(["start".to_string()]);
         for name in order.iter().filter(|n| *n != "root") {
@@ -387,7 +440,7 @@ impl Lark {
             names.insert(name.clone(), lark);
         }
         names.insert("root".into(), "start".into());
-        Lark { names }
+        Lark { names, tokens }
     }
 
     fn write(&self, reader: &Reader, order: &[String], rules: &Rules) -> Result<String, GbnfError> {
@@ -426,6 +479,15 @@ impl Lark {
             Node::Literal(s) => json_string(s),
             Node::Class { negated, ranges } => class_regex(*negated, ranges),
             Node::Any => "/(?s:.)/".into(),
+            Node::Token { token, negated } => {
+                let id = match token {
+                    TokenRef::Id(id) => *id,
+                    TokenRef::Text(text, at) => (self.tokens)(text).ok_or_else(|| {
+                        reader.error_at(*at, format!("`{text}` is not one token of this model"))
+                    })?,
+                };
+                format!("<[{}{id}]>", if *negated { "^" } else { "" })
+            }
             Node::Ref(name, at) => match self.names.get(name) {
                 Some(lark) => lark.clone(),
                 None => return Err(reader.error_at(*at, format!("rule `{name}` is not defined"))),
@@ -492,13 +554,18 @@ fn class_regex(negated: bool, ranges: &[(char, char)]) -> String {
 mod tests {
     use super::*;
 
+    /// The grammar as Lark, with one named token: `<think>` is id 7.
+    fn lark(gbnf: &str) -> Result<String, GbnfError> {
+        to_lark(gbnf, &|t| (t == "<think>").then_some(7))
+    }
+
     #[test]
     fn rules_literals_classes_and_repetitions() {
-        let lark = to_lark(
+        let out = lark(
             "root ::= item (\",\" item){0,3} tail # a list\nitem ::= [a-z_]+ | \"\\\"q\\\"\"\ntail ::= \";\" .?",
         );
         assert_eq!(
-            lark,
+            out,
             Ok(
                 "start: G_ITEM ((\",\" G_ITEM)){0,3} G_TAIL\n\
                 G_ITEM: (/[\\x{61}-\\x{7a}\\x{5f}]/)+ | \"\\\"q\\\"\"\nG_TAIL: \";\" (/(?s:.)/)?\n"
@@ -512,16 +579,16 @@ mod tests {
     fn localai_layout() {
         let gbnf = "root ::= object\nobject ::=\n  \"{\" ws (\n    string\n    (\",\" ws string)*\n  )? \"}\"\n\
                     string ::= \"\\\"\" [^\"\\\\]* \"\\\"\"\nws ::= [ \\t\\n]*";
-        let lark = to_lark(gbnf).unwrap_or_else(|e| panic!("{e}"));
-        assert!(lark.starts_with("start: G_OBJECT\n"), "{lark}");
-        assert!(lark.contains("G_WS: (/[\\x{20}\\x{9}\\x{a}]/)*"), "{lark}");
-        assert!(lark.contains("G_OBJECT: \"{\" G_WS"), "{lark}");
+        let out = lark(gbnf).unwrap_or_else(|e| panic!("{e}"));
+        assert!(out.starts_with("start: G_OBJECT\n"), "{out}");
+        assert!(out.contains("G_WS: (/[\\x{20}\\x{9}\\x{a}]/)*"), "{out}");
+        assert!(out.contains("G_OBJECT: \"{\" G_WS"), "{out}");
     }
 
     /// Errors name the line and column.
     #[test]
     fn errors_name_the_position() {
-        let err = |g: &str| to_lark(g).map(|_| ()).unwrap_err().to_string();
+        let err = |g: &str| lark(g).map(|_| ()).unwrap_err().to_string();
         assert_eq!(
             err("root ::= \"a\"\nx ::= \"b"),
             "line 2, column 9: unterminated string"
@@ -555,18 +622,45 @@ mod tests {
         );
     }
 
+    /// Token references by id or text, negated or not, keep their rule a rule; rule names
+    /// may hold `_`.
+    #[test]
+    fn token_references() {
+        assert_eq!(
+            lark("root ::= <think> body <[8]>\nbody ::= !<[8]>* | !<think>\nmy_rule ::= \"x\""),
+            Ok("start: <[7]> g-body <[8]>\ng-body: (<[^8]>)* | <[^7]>\nG_MY_RULE: \"x\"\n".into())
+        );
+        let err = |g: &str| lark(g).map(|_| ()).unwrap_err().to_string();
+        assert_eq!(
+            err("root ::= \"a\" <tool>"),
+            "line 1, column 14: `<tool>` is not one token of this model"
+        );
+        assert_eq!(
+            err("root ::= <[x]>"),
+            "line 1, column 10: `<[x]>` is not a token id"
+        );
+        assert_eq!(
+            err("root ::= <think"),
+            "line 1, column 10: unterminated token reference"
+        );
+        assert_eq!(
+            err("root ::= !\"a\""),
+            "line 1, column 11: expected `<` after `!`"
+        );
+    }
+
     /// Names whose case Lark reads as the other kind, or that collide once its case is
     /// applied, get its case and stay apart.
     #[test]
     fn names_take_lark_case_and_stay_distinct() {
-        let lark = to_lark("root ::= A a 0x\nA ::= \"1\"\na ::= \"2\"\n0x ::= \"\\x41\"");
+        let out = lark("root ::= A a 0x\nA ::= \"1\"\na ::= \"2\"\n0x ::= \"\\x41\"");
         assert_eq!(
-            lark,
+            out,
             Ok("start: G_A G_A_2 G_0X\nG_A: \"1\"\nG_A_2: \"2\"\nG_0X: \"A\"\n".into())
         );
-        let lark = to_lark("root ::= L\nL ::= \"(\" L? \")\" | M\nM ::= \"m\"");
+        let out = lark("root ::= L\nL ::= \"(\" L? \")\" | M\nM ::= \"m\"");
         assert_eq!(
-            lark,
+            out,
             Ok("start: g-l\ng-l: \"(\" (g-l)? \")\" | G_M\nG_M: \"m\"\n".into())
         );
     }
@@ -575,8 +669,8 @@ mod tests {
     #[test]
     fn recursion_keeps_rules() {
         let rules = |g: &str| {
-            let lark = to_lark(g).unwrap_or_else(|e| panic!("{e}"));
-            lark.lines()
+            let out = lark(g).unwrap_or_else(|e| panic!("{e}"));
+            out.lines()
                 .map(|l| l.split(':').next().unwrap_or("").to_string())
                 .collect::<Vec<_>>()
         };

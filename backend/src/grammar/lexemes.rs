@@ -69,6 +69,8 @@ fn body_is_terminal(alts: &Alternates, terminals: &BTreeSet<String>) -> bool {
 fn node_is_terminal(node: &Node, terminals: &BTreeSet<String>) -> bool {
     match node {
         Node::Literal(_) | Node::Class { .. } | Node::Any => true,
+        // Lark matches tokens in rules only.
+        Node::Token { .. } => false,
         Node::Ref(name, _) => terminals.contains(name),
         Node::Group(alts) => body_is_terminal(alts, terminals),
         Node::Repeat { node, .. } => node_is_terminal(node, terminals),
@@ -263,7 +265,8 @@ fn node(n: &Node, table: &BTreeMap<String, Facts>) -> Facts {
             .map(|c| Facts::one(Bytes::of_char(c)))
             .fold(Facts::EMPTY, Facts::then),
         Node::Class { negated, ranges } => Facts::one(class(*negated, ranges)),
-        Node::Any => Facts::one(Bytes::ALL),
+        // A token is whole: any bytes may begin it, and nothing extends it.
+        Node::Any | Node::Token { .. } => Facts::one(Bytes::ALL),
         Node::Ref(name, _) => table.get(name).copied().unwrap_or(Facts {
             nullable: false,
             ..Facts::EMPTY
@@ -401,7 +404,7 @@ impl Walk<'_> {
 
     fn node(&mut self, n: &Node, after: &Follow) {
         match n {
-            Node::Literal(_) | Node::Class { .. } | Node::Any => {}
+            Node::Literal(_) | Node::Class { .. } | Node::Any | Node::Token { .. } => {}
             Node::Ref(name, _) => self.found.entry(name.clone()).or_default().add(after),
             Node::Group(alts) => self.alternates(alts, after),
             Node::Repeat { node: x, max, .. } => {

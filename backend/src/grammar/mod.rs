@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use llguidance::api::TopLevelGrammar;
-use llguidance::toktrie::{SimpleVob, TokEnv};
+use llguidance::toktrie::{SimpleVob, TokEnv, TokTrie};
 use llguidance::{Matcher, ParserFactory};
 
 pub use gbnf::{to_lark, GbnfError};
@@ -36,6 +36,17 @@ pub struct Grammars {
 struct Compiler {
     factory: ParserFactory,
     env: TokEnv,
+}
+
+impl Compiler {
+    /// The token whose text is exactly `text` (a special token's too: llguidance's trie
+    /// holds those behind a marker byte).
+    fn token_id(&self, text: &str) -> Option<u32> {
+        let trie = self.env.tok_trie();
+        let marked = [&[TokTrie::SPECIAL_TOKEN_MARKER], text.as_bytes()].concat();
+        trie.token_id(text.as_bytes())
+            .or_else(|| trie.token_id(&marked))
+    }
 }
 
 impl Grammars {
@@ -69,8 +80,9 @@ impl Grammars {
 
     /// Compiles a request's GBNF grammar: a bad grammar is an error naming its position.
     pub fn compile(&self, gbnf: &str) -> Result<Constraint> {
-        let lark = to_lark(gbnf).map_err(|e| Error::InvalidRequest(format!("Grammar: {e}")))?;
         let compiler = self.compiler()?;
+        let lark = to_lark(gbnf, &|text| compiler.token_id(text))
+            .map_err(|e| Error::InvalidRequest(format!("Grammar: {e}")))?;
         let parser = compiler
             .factory
             .create_parser(TopLevelGrammar::from_lark(lark))
@@ -271,6 +283,25 @@ mod tests {
             }
             assert!(allows(&mut c, eos), "{gbnf}");
         }
+        Ok(())
+    }
+
+    /// Token references: by id, negated, and by the text of a special token.
+    #[test]
+    fn token_references_constrain_by_token() -> Result<()> {
+        let (g, tok, _) = grammars(&[]);
+        let paris = tok.encode("Paris")?;
+        let im_end = tok.encode("<|im_end|>")?;
+        assert_eq!((paris.len(), im_end.len()), (1, 1));
+        let mut c = g.compile(&format!("root ::= <[{}]> !<[{0}]> <|im_end|>", paris[0]))?;
+        let the = tok.encode(" the")?[0];
+        assert!(allows(&mut c, paris[0]) && !allows(&mut c, the));
+        c.accept(paris[0]);
+        assert!(allows(&mut c, the) && !allows(&mut c, paris[0]));
+        c.accept(the);
+        assert!(allows(&mut c, im_end[0]) && !allows(&mut c, the));
+        let err = g.compile("root ::= <|no_such_token|>").err().map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("is not one token of this model")));
         Ok(())
     }
 
