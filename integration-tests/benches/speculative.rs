@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use backend::grpc::pb::{self, backend_client::BackendClient};
+use integration_tests::rpc::chat_request;
 use integration_tests::server::BackendProcess;
 use integration_tests::{fixture, TestResult};
 use serde_json::Value;
@@ -76,15 +77,8 @@ fn tasks() -> [(&'static str, String); 2] {
 
 fn request(prompt: &str) -> pb::PredictOptions {
     pb::PredictOptions {
-        use_tokenizer_template: true,
-        messages: vec![pb::Message {
-            role: "user".into(),
-            content: prompt.into(),
-            ..Default::default()
-        }],
-        tokens: TOKENS,
         ignore_eos: true,
-        ..Default::default()
+        ..chat_request(prompt, TOKENS)
     }
 }
 

@@ -21,6 +21,21 @@ pub async fn load_fixture(
     Ok(c.load_model(req).await?.into_inner())
 }
 
+/// A greedy request of one user message through the chat template, for `max_tokens`.
+pub fn chat_request(content: &str, max_tokens: i32) -> pb::PredictOptions {
+    pb::PredictOptions {
+        use_tokenizer_template: true,
+        messages: vec![pb::Message {
+            role: "user".into(),
+            content: content.into(),
+            ..Default::default()
+        }],
+        tokens: max_tokens,
+        temperature: 0.0,
+        ..Default::default()
+    }
+}
+
 /// A greedy request for a golden case, plain or through the chat template.
 pub fn golden_request(case: &GoldenCase, max_tokens: usize) -> pb::PredictOptions {
     let mut req = pb::PredictOptions {

@@ -5,7 +5,7 @@
 use backend::grpc::pb::{self, backend_client::BackendClient};
 use integration_tests::cluster::Cluster;
 use integration_tests::grammars::JSON_OBJECT;
-use integration_tests::rpc::{load_fixture, stream_text};
+use integration_tests::rpc::{chat_request, load_fixture, stream_text};
 use integration_tests::server::BackendProcess;
 use integration_tests::TestResult;
 use tonic::transport::Channel;
@@ -33,16 +33,8 @@ space ::= " "?
 
 fn chat(prompt: &str, grammar: &str, tokens: i32) -> pb::PredictOptions {
     pb::PredictOptions {
-        use_tokenizer_template: true,
-        messages: vec![pb::Message {
-            role: "user".into(),
-            content: prompt.into(),
-            ..Default::default()
-        }],
-        tokens,
-        temperature: 0.0,
         grammar: grammar.into(),
-        ..Default::default()
+        ..chat_request(prompt, tokens)
     }
 }
 

@@ -10,7 +10,7 @@ use backend::grpc::pb::{self, backend_client::BackendClient};
 use integration_tests::cluster::Cluster;
 use integration_tests::cluster::TempDir;
 use integration_tests::goldens::{self, GoldenCase};
-use integration_tests::rpc::{golden_request, load_fixture, stream_text};
+use integration_tests::rpc::{chat_request, golden_request, load_fixture, stream_text};
 use integration_tests::server::BackendProcess;
 use integration_tests::{fixture, TestResult};
 use serde_json::Value;
@@ -36,16 +36,7 @@ const GROUNDED: &str = "Repeat this Python code exactly, but rename the function
                         a and b.\"\"\"\n    return a + b\n\n\nprint(add(2, 3))\nprint(add(10, 20))\n```";
 
 fn chat(content: &str, max_tokens: usize) -> pb::PredictOptions {
-    pb::PredictOptions {
-        use_tokenizer_template: true,
-        messages: vec![pb::Message {
-            role: "user".into(),
-            content: content.into(),
-            ..Default::default()
-        }],
-        tokens: max_tokens as i32,
-        ..Default::default()
-    }
+    chat_request(content, max_tokens as i32)
 }
 
 /// The golden chat cases and the grounded task, as greedy requests.

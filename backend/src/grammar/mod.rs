@@ -300,7 +300,10 @@ mod tests {
         assert!(allows(&mut c, the) && !allows(&mut c, paris[0]));
         c.accept(the);
         assert!(allows(&mut c, im_end[0]) && !allows(&mut c, the));
-        let err = g.compile("root ::= <|no_such_token|>").err().map(|e| e.to_string());
+        let err = g
+            .compile("root ::= <|no_such_token|>")
+            .err()
+            .map(|e| e.to_string());
         assert!(err.is_some_and(|e| e.contains("is not one token of this model")));
         Ok(())
     }

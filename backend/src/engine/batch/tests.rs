@@ -31,6 +31,27 @@ fn greedy(max_tokens: usize) -> GenerateOptions {
     }
 }
 
+/// Sampled on the host (a temperature) yet always the model's greedy choice (top-k 1).
+fn sampled(max_tokens: usize) -> GenerateOptions {
+    GenerateOptions {
+        sampling: crate::sampling::SamplingParams {
+            temperature: 0.7,
+            top_k: 1,
+            seed: Some(1),
+            ..Default::default()
+        },
+        ..greedy(max_tokens)
+    }
+}
+
+/// Greedy, with each token's log-probability (so sampled on the host).
+fn with_logprobs(max_tokens: usize) -> GenerateOptions {
+    GenerateOptions {
+        logprobs: Some(2),
+        ..greedy(max_tokens)
+    }
+}
+
 /// A prompt of ordinary (not special) ids; prompts of different seeds share no prefix.
 fn prompt(seed: u32, len: usize) -> Vec<u32> {
     (0..len as u32)
@@ -146,19 +167,7 @@ fn greedy_rows_get_the_same_tokens_in_every_queueing_mode() {
 /// rows that are stepped one ahead: every row still gets the model's choice.
 #[test]
 fn host_sampled_rows_mixed_with_greedy_rows_change_no_token() {
-    let sampled = GenerateOptions {
-        sampling: crate::sampling::SamplingParams {
-            temperature: 0.7,
-            top_k: 1,
-            seed: Some(1),
-            ..Default::default()
-        },
-        ..greedy(4)
-    };
-    let with_logprobs = GenerateOptions {
-        logprobs: Some(2),
-        ..greedy(3)
-    };
+    let (sampled, with_logprobs) = (sampled(4), with_logprobs(3));
     for queueing in MODES {
         let model = FakeModel::new(queueing);
         let mut batch = Batch::new(0);
@@ -203,19 +212,7 @@ fn speculating_rows_take_proposals_and_change_no_token() {
         draft_tokens: 4,
         ..opts
     };
-    let sampled = GenerateOptions {
-        sampling: crate::sampling::SamplingParams {
-            temperature: 0.7,
-            top_k: 1,
-            seed: Some(1),
-            ..Default::default()
-        },
-        ..greedy(9)
-    };
-    let logprobs = GenerateOptions {
-        logprobs: Some(2),
-        ..greedy(7)
-    };
+    let (sampled, logprobs) = (sampled(9), with_logprobs(7));
     for queueing in MODES {
         let model = FakeModel::new(queueing);
         let mut batch = Batch::new(4);
