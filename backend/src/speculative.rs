@@ -79,6 +79,9 @@ pub struct DraftModel {
     model: Box<dyn LanguageModel>,
     /// Tokens per forward pass when it catches up with a prompt.
     chunk: usize,
+    /// Ids below this are tokens of the model it drafts for (a draft's padded embedding rows
+    /// are not: a proposal from them would index past the model's own).
+    vocab: u32,
 }
 
 /// A row's place in the draft model: its caches, and how many of the row's tokens they hold.
@@ -99,10 +102,11 @@ impl DraftState {
 }
 
 impl DraftModel {
-    pub fn new(model: Box<dyn LanguageModel>, chunk: usize) -> DraftModel {
+    pub fn new(model: Box<dyn LanguageModel>, chunk: usize, vocab: usize) -> DraftModel {
         DraftModel {
             model,
             chunk: chunk.max(1),
+            vocab: u32::try_from(vocab).unwrap_or(u32::MAX),
         }
     }
 
@@ -137,7 +141,8 @@ impl DraftModel {
         let ids = concatenate(&proposals, 0)?;
         ids.eval()?;
         state.fed = history.len() + k - 1;
-        Ok(ids.as_slice::<u32>().to_vec())
+        let ids = ids.as_slice::<u32>().iter().copied();
+        Ok(ids.take_while(|&id| id < self.vocab).collect())
     }
 }
 

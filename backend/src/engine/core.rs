@@ -545,7 +545,8 @@ fn load_draft(config: &LoadConfig) -> Result<Option<DraftModel>> {
         .same_as(&Tokenizer::load(&dir).map_err(|e| refuse(e.to_string()))?)
         .map_err(|why| refuse(format!("its tokenizer differs ({why})")))?;
     let loaded = loader::load_with_kv(&dir, config.weight_mode, KvFormat::default())?;
-    Ok(Some(DraftModel::new(loaded.model, config.prefill_step)))
+    let vocab = target.vocab_size();
+    Ok(Some(DraftModel::new(loaded.model, config.prefill_step, vocab)))
 }
 
 /// The grammar compiler for `built`'s tokenizer, over its logits' width.
