@@ -546,7 +546,11 @@ fn load_draft(config: &LoadConfig) -> Result<Option<DraftModel>> {
         .map_err(|why| refuse(format!("its tokenizer differs ({why})")))?;
     let loaded = loader::load_with_kv(&dir, config.weight_mode, KvFormat::default())?;
     let vocab = target.vocab_size();
-    Ok(Some(DraftModel::new(loaded.model, config.prefill_step, vocab)))
+    Ok(Some(DraftModel::new(
+        loaded.model,
+        config.prefill_step,
+        vocab,
+    )))
 }
 
 /// The grammar compiler for `built`'s tokenizer, over its logits' width.

@@ -43,10 +43,11 @@ pub(super) fn terminals(rules: &Rules) -> BTreeSet<String> {
 }
 
 /// The largest set of rules outside `barred` made only of literals, classes and rules of
-/// the set itself (so with no recursion).
+/// the set itself (so with no recursion), as far as `MAX_PASSES` passes find it: every set on
+/// the way is closed too, and fewer terminals only cost speed.
 fn closed_terminals(rules: &Rules, barred: &BTreeSet<String>) -> BTreeSet<String> {
     let mut found = BTreeSet::new();
-    loop {
+    for _ in 0..MAX_PASSES {
         let before = found.len();
         for (name, (_, body)) in rules {
             let eligible = name != "root" && !barred.contains(name) && !found.contains(name);
@@ -55,9 +56,10 @@ fn closed_terminals(rules: &Rules, barred: &BTreeSet<String>) -> BTreeSet<String
             }
         }
         if found.len() == before {
-            return found;
+            break;
         }
     }
+    found
 }
 
 fn body_is_terminal(alts: &Alternates, terminals: &BTreeSet<String>) -> bool {
@@ -466,6 +468,28 @@ mod tests {
             names("root ::= b [0-9]\nb ::= \"x\" a\na ::= [0-9]*"),
             Vec::<String>::new()
         );
+    }
+
+    /// A hostile chain of 3000 rules, each naming the next, is bounded: the passes stop at
+    /// `MAX_PASSES`, and whatever they found is still a closed set of terminals.
+    #[test]
+    fn a_long_chain_of_rules_is_bounded() {
+        let mut gbnf = String::from("root ::= r0000\n");
+        for i in 0..3000 {
+            gbnf.push_str(&format!("r{i:04} ::= \"x\" r{:04}?\n", i + 1));
+        }
+        gbnf.push_str("r3000 ::= \"y\"\n");
+        let found = terminals(&rules(&gbnf));
+        assert!(
+            found.len() < 3001 && found.contains("r3000"),
+            "{}",
+            found.len()
+        );
+        let set = rules(&gbnf);
+        for name in &found {
+            let (_, body) = &set[name];
+            assert!(body_is_terminal(body, &found), "{name}");
+        }
     }
 
     /// Extensions hidden in alternatives and splits: `"ab" | "abc"` extends with `c`, and
