@@ -32,17 +32,17 @@ pub struct LoadedPart {
 }
 
 impl LoadedPart {
-    /// Serves the part as the model `wrap` makes of it.
+    /// Serves the part as the model `wrap` makes of it (which may refuse it).
     pub fn serve(
         self,
-        wrap: impl FnOnce(Box<dyn Transformer>) -> Box<dyn LanguageModel>,
-    ) -> LoadedModel {
-        LoadedModel {
-            model: wrap(self.transformer),
+        wrap: impl FnOnce(Box<dyn Transformer>) -> Result<Box<dyn LanguageModel>>,
+    ) -> Result<LoadedModel> {
+        Ok(LoadedModel {
+            model: wrap(self.transformer)?,
             tokenizer: self.tokenizer,
             config: self.config,
             dir: self.dir,
-        }
+        })
     }
 }
 
@@ -55,13 +55,7 @@ pub fn load(dir: &Path, mode: WeightMode) -> Result<LoadedModel> {
 /// [`load`], with caches stored in `kv`.
 pub fn load_with_kv(dir: &Path, mode: WeightMode, kv: KvFormat) -> Result<LoadedModel> {
     let part = load_part(dir, mode, &RankPart::full())?;
-    let model = LocalModel::new(part.transformer, kv)?;
-    Ok(LoadedModel {
-        model: Box::new(model),
-        tokenizer: part.tokenizer,
-        config: part.config,
-        dir: part.dir,
-    })
+    part.serve(|t| Ok(Box::new(LocalModel::new(t, kv)?)))
 }
 
 /// Loads this rank's part of the model in `dir`.

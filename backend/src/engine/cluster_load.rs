@@ -146,15 +146,15 @@ fn load_everywhere(
             )));
         }
     }
-    Ok(own.serve(|transformer| {
-        Box::new(ShardedModel::new(
+    own.serve(|transformer| {
+        Ok(Box::new(ShardedModel::new(
             transformer,
             session.clone(),
             parts[0].clone(),
             fingerprint,
             config.kv_format,
-        ))
-    }))
+        )))
+    })
 }
 
 fn load_part(

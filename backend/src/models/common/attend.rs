@@ -35,10 +35,7 @@ impl Heads {
         match caches {
             [cache] => {
                 let (keys, values) = cache.update_and_fetch(keys, values)?;
-                match decode_on_cpu(queries) {
-                    true => self.attend_decode(queries, &[(keys, values)]),
-                    false => self.attend_one(queries, &keys, &values),
-                }
+                self.attend_alone(queries, keys, values)
             }
             rows => {
                 let n = rows.len() as i32;
@@ -83,10 +80,7 @@ impl Heads {
                 true => self.attend_quantized(&qs[r], &cache.fetch_stored()?)?,
                 false => {
                     let (k, v) = cache.fetch()?;
-                    match decode_on_cpu(&qs[r]) {
-                        true => self.attend_decode(&qs[r], &[(k, v)])?,
-                        false => self.attend_one(&qs[r], &k, &v)?,
-                    }
+                    self.attend_alone(&qs[r], k, v)?
                 }
             });
         }
@@ -124,6 +118,15 @@ impl Heads {
             true => out.reshape(&[b, heads, l, -1])?,
             false => out,
         })
+    }
+
+    /// One sequence's queries over its dense keys and values: the one-node decode attention
+    /// for one f32 position on the CPU, else [`Self::attend_one`].
+    fn attend_alone(&self, queries: &Array, keys: Array, values: Array) -> Result<Array> {
+        match decode_on_cpu(queries) {
+            true => self.attend_decode(queries, &[(keys, values)]),
+            false => self.attend_one(queries, &keys, &values),
+        }
     }
 
     /// One query position per row over each row's own cache, as one CPU node with the bits
