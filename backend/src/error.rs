@@ -28,6 +28,8 @@ pub enum Error {
     UnsupportedModel(String, String),
     #[error("weights: {0}")]
     Weights(String),
+    #[error("LoRA adapter: {0}")]
+    Adapter(String),
     #[error("tokenizer: {0}")]
     Tokenizer(String),
     #[error("chat template: {0}")]

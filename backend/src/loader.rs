@@ -6,12 +6,12 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use std::io::Read;
-
 use crate::cache::KvFormat;
 use crate::error::{read_json, Error, Result};
+use crate::lora::Adapters;
 use crate::models::common::RankPart;
 use crate::models::{self, LanguageModel, LocalModel, Transformer};
+use crate::safetensors::{file_identity, safetensors_header};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{safetensors_files, WeightMode, Weights};
 
@@ -54,16 +54,43 @@ pub fn load(dir: &Path, mode: WeightMode) -> Result<LoadedModel> {
 
 /// [`load`], with caches stored in `kv`.
 pub fn load_with_kv(dir: &Path, mode: WeightMode, kv: KvFormat) -> Result<LoadedModel> {
-    let part = load_part(dir, mode, &RankPart::full())?;
+    load_adapted(dir, Recipe::plain(mode), kv)
+}
+
+/// [`load_with_kv`], with the recipe's adapters.
+pub fn load_adapted(dir: &Path, recipe: Recipe, kv: KvFormat) -> Result<LoadedModel> {
+    let part = load_part(dir, recipe, &RankPart::full())?;
     part.serve(|t| Ok(Box::new(LocalModel::new(t, kv)?)))
 }
 
+/// What a load makes of a model folder, whichever part: the weight mode, and the LoRA
+/// adapters on top.
+#[derive(Clone, Copy)]
+pub struct Recipe<'a> {
+    pub mode: WeightMode,
+    pub adapters: &'a Adapters,
+}
+
+/// No adapters, for loads that take none.
+static NO_ADAPTERS: Adapters = Adapters::NONE;
+
+impl Recipe<'static> {
+    /// The checkpoint alone, in `mode`.
+    pub fn plain(mode: WeightMode) -> Recipe<'static> {
+        Recipe {
+            mode,
+            adapters: &NO_ADAPTERS,
+        }
+    }
+}
+
 /// Loads this rank's part of the model in `dir`.
-pub fn load_part(dir: &Path, mode: WeightMode, part: &RankPart) -> Result<LoadedPart> {
+pub fn load_part(dir: &Path, recipe: Recipe, part: &RankPart) -> Result<LoadedPart> {
     let start = Instant::now();
+    let mode = recipe.mode;
     let config: Value = read_json(&dir.join("config.json"))?;
     let tokenizer = Arc::new(Tokenizer::load(dir)?);
-    let weights = Weights::open(dir, &config, mode)?;
+    let weights = Weights::open(dir, &config, mode)?.with_updates(recipe.adapters.read()?);
     let transformer = models::build(&config, weights, part)?;
     tracing::info!(
         dir = %dir.display(),
@@ -103,29 +130,27 @@ pub fn resident_estimate(dir: &Path, mode: WeightMode) -> Result<u64> {
     })
 }
 
-/// A safetensors file's JSON header, as stored (its first 8 bytes give the length).
-fn safetensors_header(file: &Path) -> Result<Vec<u8>> {
-    let mut f = std::fs::File::open(file).map_err(Error::io(file))?;
-    let mut len = [0u8; 8];
-    f.read_exact(&mut len).map_err(Error::io(file))?;
-    let header_len = u64::from_le_bytes(len).min(100 << 20) as usize;
-    let mut header = vec![0u8; header_len];
-    f.read_exact(&mut header).map_err(Error::io(file))?;
-    Ok(header)
-}
-
 /// What identifies a model on every rank without reading its weights: config.json, and
 /// each safetensors file's name, size and header (names, dtypes, shapes, offsets).
 pub fn fingerprint(dir: &Path) -> Result<String> {
     let mut bytes =
         std::fs::read(dir.join("config.json")).map_err(Error::io(dir.join("config.json")))?;
     for file in safetensors_files(dir)? {
-        let size = std::fs::metadata(&file).map_err(Error::io(&file))?.len();
-        bytes.extend(file.file_name().unwrap_or_default().as_encoded_bytes());
-        bytes.extend(size.to_le_bytes());
-        bytes.extend(safetensors_header(&file)?);
+        bytes.extend(file_identity(&file)?);
     }
     Ok(crate::distributed::wire::digest(&bytes))
+}
+
+/// [`fingerprint`], and the adapters' when there are any: what every rank must agree on.
+pub fn fingerprint_with(dir: &Path, adapters: &Adapters) -> Result<String> {
+    let model = fingerprint(dir)?;
+    Ok(match adapters.identity()? {
+        None => model,
+        Some(mut bytes) => {
+            bytes.extend(model.as_bytes());
+            crate::distributed::wire::digest(&bytes)
+        }
+    })
 }
 
 /// Stored bytes of each of the `layers` decoder layers (`model.layers.{i}.*`), from the

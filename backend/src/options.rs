@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use crate::cache::{KvEncoding, KvFormat, CACHE_TYPES};
 use crate::distributed::Transport;
+use crate::lora::{AdapterPlan, AdapterSpec, Merge};
 use crate::weights::WeightMode;
 
 /// An option's value, typed as LocalAI's `parse_options` types it.
@@ -120,6 +121,9 @@ pub struct LoadConfig {
     pub draft_tokens: usize,
     /// The draft model (`ModelOptions.DraftModel`), loaded on rank 0 only.
     pub draft_model: Option<String>,
+    /// LoRA adapters on the model, the same on every rank (`ModelOptions.LoraAdapter(s)`,
+    /// `LoraScale(s)`, option `fuse`).
+    pub adapters: AdapterPlan,
     /// Rank 0's control port (default: its ring port + 1, or the coordinator's + 1).
     pub control_port: Option<u16>,
     /// JACCL: rank 0's coordinator `ip:port` (`MLX_JACCL_COORDINATOR`).
@@ -202,6 +206,14 @@ pub struct LoadRequest {
     pub cache_type_value: String,
     /// `ModelOptions.DraftModel`: a folder or repo id with the same tokenizer.
     pub draft_model: String,
+    /// `ModelOptions.LoraAdapter` and `LoraScale` (0: 1.0).
+    pub lora_adapter: String,
+    pub lora_scale: f32,
+    /// `ModelOptions.LoraAdapters` and `LoraScales` (none: 1.0 each).
+    pub lora_adapters: Vec<String>,
+    pub lora_scales: Vec<f32>,
+    /// `ModelOptions.LoraBase` (llama.cpp's float base for a quantized model's adapter).
+    pub lora_base: String,
 }
 
 /// Builds an option's error from what it expected.
@@ -213,6 +225,60 @@ struct ClusterGiven {
     hostfile: Option<String>,
     transport: Option<Transport>,
     control_port: Option<u16>,
+}
+
+/// The adapters a request names: `LoraAdapter` (at `LoraScale`, 0 meaning 1) then each of
+/// `LoraAdapters` (at its `LoraScales` entry; none given: 1 each).
+fn adapters_of(req: &LoadRequest) -> Result<Vec<AdapterSpec>, String> {
+    if !req.lora_base.trim().is_empty() {
+        return Err(
+            "ModelOptions.LoraBase is not needed here: an adapter on a quantized model \
+                    is applied at run time over its own weights (remove `lora_base`)"
+                .into(),
+        );
+    }
+    let (names, scales) = (&req.lora_adapters, &req.lora_scales);
+    if !scales.is_empty() && scales.len() != names.len() {
+        return Err(format!(
+            "ModelOptions.LoraScales has {} values for {} LoraAdapters: give one per adapter, \
+             or none for 1.0 each",
+            scales.len(),
+            names.len()
+        ));
+    }
+    let single = (!req.lora_adapter.trim().is_empty()).then(|| {
+        let scale = if req.lora_scale == 0.0 {
+            1.0
+        } else {
+            req.lora_scale
+        };
+        (req.lora_adapter.trim(), scale, "LoraScale")
+    });
+    let listed = names.iter().enumerate().map(|(i, name)| {
+        (
+            name.trim(),
+            scales.get(i).copied().unwrap_or(1.0),
+            "LoraScales",
+        )
+    });
+    single
+        .into_iter()
+        .chain(listed)
+        .map(|(name, scale, field)| {
+            if name.is_empty() {
+                return Err("ModelOptions.LoraAdapters has an empty name".to_string());
+            }
+            if !scale.is_finite() {
+                return Err(format!(
+                    "ModelOptions.{field}: {scale} is not a finite number"
+                ));
+            }
+            Ok(AdapterSpec {
+                name: name.to_string(),
+                scale,
+            })
+        })
+        .collect()
 }
 
 /// The request's own fields, before any option.
@@ -244,6 +310,7 @@ impl LoadConfig {
         let mut given = ClusterGiven::default();
         let options = parse_options(&req.options);
         let drafting_given = options.iter().any(|(k, _)| k == "speculative");
+        let fuse_given = options.iter().any(|(k, _)| k == "fuse");
         for (key, value) in options {
             let bad = |want: &str| {
                 format!(
@@ -256,6 +323,7 @@ impl LoadConfig {
                 || c.set_engine(&key, &value, &bad)?
                 || c.set_kv(&key, &value, &bad)?
                 || c.set_speculation(&key, &value, &bad)?
+                || c.set_adapters(&key, &value, &bad)?
                 || c.set_cluster(&key, &value, &bad, &mut given)?;
             if !known {
                 tracing::warn!(option = %key, "unknown option ignored");
@@ -263,7 +331,25 @@ impl LoadConfig {
         }
         c.set_cluster_fallbacks(given, env)?;
         c.settle_drafting(&req.draft_model, drafting_given)?;
+        c.adapters.adapters = adapters_of(req)?;
+        if fuse_given && c.adapters.adapters.is_empty() {
+            return Err("the option `fuse` applies to LoRA adapters, and \
+                        ModelOptions.LoraAdapter(s) names none"
+                .into());
+        }
         Ok(c)
+    }
+
+    /// LoRA: `fuse` (true: into dense weights at load; false: at run time everywhere).
+    fn set_adapters(&mut self, key: &str, value: &OptionValue, bad: &Bad) -> Result<bool, String> {
+        if key != "fuse" {
+            return Ok(false);
+        }
+        self.adapters.merge = match bool_of(value).ok_or_else(|| bad("true or false"))? {
+            true => Merge::Fuse,
+            false => Merge::RunTime,
+        };
+        Ok(true)
     }
 
     /// A DraftModel drafts unless the `speculative` option says otherwise, which is then an
@@ -322,6 +408,7 @@ impl LoadConfig {
             drafting: Drafting::Off,
             draft_tokens: DEFAULT_DRAFT_TOKENS,
             draft_model: None,
+            adapters: AdapterPlan::default(),
             control_port: None,
             coordinator: env.var("MLX_JACCL_COORDINATOR"),
             token: env.var("MLX_DISTRIBUTED_TOKEN").map(Token),
@@ -638,6 +725,53 @@ mod tests {
 
     /// LocalAI's cache type fields, then options over them; bad names and sizes are errors
     /// naming the field or option.
+    #[test]
+    fn lora_adapters_scales_and_fuse() -> Result<(), String> {
+        let load = |req: LoadRequest| LoadConfig::from_request(&req, &NoEnv);
+        let base = LoadRequest {
+            model: "m".into(),
+            ..Default::default()
+        };
+        let c = load(LoadRequest {
+            lora_adapter: "one".into(),
+            lora_adapters: vec!["two".into(), "three".into()],
+            lora_scales: vec![0.5, -1.0],
+            options: vec!["fuse:false".into()],
+            ..base.clone()
+        })?;
+        let got: Vec<(&str, f32)> = (c.adapters.adapters.iter())
+            .map(|a| (a.name.as_str(), a.scale))
+            .collect();
+        assert_eq!(got, [("one", 1.0), ("two", 0.5), ("three", -1.0)]);
+        assert_eq!(c.adapters.merge, Merge::RunTime);
+        assert_eq!(load(base.clone())?.adapters, AdapterPlan::default());
+        let err = |req: LoadRequest| load(req).err().unwrap_or_default();
+        let scales = err(LoadRequest {
+            lora_adapters: vec!["a".into()],
+            lora_scales: vec![1.0, 2.0],
+            ..base.clone()
+        });
+        assert!(scales.contains("LoraScales has 2 values for 1"), "{scales}");
+        let lora_base = err(LoadRequest {
+            lora_adapter: "a".into(),
+            lora_base: "b".into(),
+            ..base.clone()
+        });
+        assert!(lora_base.contains("LoraBase"), "{lora_base}");
+        let fuse = err(LoadRequest {
+            options: vec!["fuse:true".into()],
+            ..base.clone()
+        });
+        assert!(fuse.contains("`fuse`"), "{fuse}");
+        let nan = err(LoadRequest {
+            lora_adapter: "a".into(),
+            lora_scale: f32::NAN,
+            ..base
+        });
+        assert!(nan.contains("LoraScale"), "{nan}");
+        Ok(())
+    }
+
     #[test]
     fn speculation_options_and_the_draft_model() -> Result<(), String> {
         let load = |options: &[&str], draft: &str| {

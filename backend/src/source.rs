@@ -5,6 +5,7 @@ use std::io::{ErrorKind, IsTerminal};
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::lora::{AdapterPlan, Adapters};
 use crate::options::LoadConfig;
 
 /// Files a model folder may have besides its weights.
@@ -67,8 +68,51 @@ pub fn resolve_local(model: &str, model_path: Option<&Path>) -> Result<PathBuf> 
 }
 
 fn locate(model: &str, lookup: &Lookup, download: bool) -> Result<PathBuf> {
+    locate_kind(model, lookup, download, Kind::Model)
+}
+
+/// Resolves a LoRA adapter as [`resolve_with`] resolves a model: a folder (under the model
+/// path), or a repo id whose adapter files are fetched.
+pub fn resolve_adapter(name: &str, lookup: &Lookup) -> Result<PathBuf> {
+    locate_kind(name, lookup, true, Kind::Adapter)
+}
+
+/// Each adapter of `plan`, found by the rule the model was (a folder under the model path,
+/// or a repo id whose adapter files are fetched).
+pub fn resolve_adapters(plan: &AdapterPlan, lookup: &Lookup) -> Result<Adapters> {
+    let folders = (plan.adapters.iter())
+        .map(|spec| Ok((resolve_adapter(&spec.name, lookup)?, spec.scale)))
+        .collect::<Result<_>>()?;
+    Ok(Adapters::new(folders, plan.merge))
+}
+
+/// What a folder or repo holds, which decides the files fetched.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Model,
+    Adapter,
+}
+
+impl Kind {
+    fn noun(self) -> &'static str {
+        match self {
+            Kind::Model => "model",
+            Kind::Adapter => "LoRA adapter",
+        }
+    }
+
+    /// The file every such folder has, whose parent is the snapshot.
+    fn anchor(self) -> &'static str {
+        match self {
+            Kind::Model => "config.json",
+            Kind::Adapter => "adapter_config.json",
+        }
+    }
+}
+
+fn locate_kind(model: &str, lookup: &Lookup, download: bool, kind: Kind) -> Result<PathBuf> {
     if model.is_empty() {
-        return Err(Error::Source("no model given".into()));
+        return Err(Error::Source(format!("no {} given", kind.noun())));
     }
     let found = match lookup.base() {
         Some(base) => under_model_path(model, base, lookup.allow_outside)?,
@@ -78,9 +122,10 @@ fn locate(model: &str, lookup: &Lookup, download: bool) -> Result<PathBuf> {
         return Ok(dir);
     }
     if looks_like_repo_id(model) {
-        return match download && !offline() {
-            true => from_hub(model),
-            false => cached(model),
+        return match (download && !offline(), kind) {
+            (true, Kind::Model) => from_hub(model),
+            (true, Kind::Adapter) => adapter_from_hub(model),
+            (false, _) => cached(model, kind),
         };
     }
     let under = match lookup.base() {
@@ -88,7 +133,8 @@ fn locate(model: &str, lookup: &Lookup, download: bool) -> Result<PathBuf> {
         None => String::new(),
     };
     Err(Error::Source(format!(
-        "model {} is neither a folder nor a Hugging Face repo id{under}",
+        "{} {} is neither a folder nor a Hugging Face repo id{under}",
+        kind.noun(),
         quote(model)
     )))
 }
@@ -164,22 +210,22 @@ fn quote_path(p: &Path) -> String {
 }
 
 /// The cached snapshot of `repo_id`, without going online.
-fn cached(repo_id: &str) -> Result<PathBuf> {
+fn cached(repo_id: &str, kind: Kind) -> Result<PathBuf> {
     let cache = hf_hub::Cache::from_env();
-    let config = cache
+    let anchor = cache
         .model(repo_id.to_string())
-        .get("config.json")
+        .get(kind.anchor())
         .ok_or_else(|| {
             let why = match offline() {
-                true => "HF_HUB_OFFLINE is set and the model",
-                false => "the model",
+                true => format!("HF_HUB_OFFLINE is set and the {}", kind.noun()),
+                false => format!("the {}", kind.noun()),
             };
             Error::Source(format!(
                 "{repo_id}: {why} is not in the cache at {}",
                 cache.path().display()
             ))
         })?;
-    snapshot_of(repo_id, &config)
+    snapshot_of(repo_id, &anchor)
 }
 
 /// The snapshot folder a fetched `config.json` is in.
@@ -246,6 +292,32 @@ fn from_hub(repo_id: &str) -> Result<PathBuf> {
         repo.get(&file).map_err(|e| err(format!("{file}: {e}")))?;
     }
     let config = config.ok_or_else(|| err("config.json was not fetched".into()))?;
+    snapshot_of(repo_id, &config)
+}
+
+/// Fetches (or, offline, finds in the cache) a LoRA adapter repo: its config and whichever
+/// weights file its format has.
+fn adapter_from_hub(repo_id: &str) -> Result<PathBuf> {
+    let err = |e: String| Error::Source(format!("{repo_id}: {e}"));
+    let cache = hf_hub::Cache::from_env();
+    let api = hf_hub::api::sync::ApiBuilder::from_cache(cache)
+        .with_progress(std::io::stderr().is_terminal())
+        .build()
+        .map_err(|e| err(e.to_string()))?;
+    let repo = api.model(repo_id.to_string());
+    let config = repo
+        .get(Kind::Adapter.anchor())
+        .map_err(|e| err(format!("{}: {e}", Kind::Adapter.anchor())))?;
+    let fetched = [crate::lora::MLX_FILE, crate::lora::PEFT_FILE]
+        .iter()
+        .any(|file| repo.get(file).is_ok());
+    if !fetched {
+        return Err(err(format!(
+            "has neither {} nor {}",
+            crate::lora::MLX_FILE,
+            crate::lora::PEFT_FILE
+        )));
+    }
     snapshot_of(repo_id, &config)
 }
 

@@ -331,7 +331,7 @@ async fn model_options_not_supported_yet_fail_load_model_by_name() -> TestResult
                 lora_adapters: vec!["adapter".into()],
                 ..base()
             },
-            "LoraAdapter",
+            "LoRA adapter `adapter` is neither a folder nor",
         ),
         (
             pb::ModelOptions {

@@ -47,6 +47,7 @@ def main():
     p.add_argument(
         "--repeats", type=int, default=1, help="runs per prompt length; the best counts"
     )
+    p.add_argument("--adapter", help="a LoRA adapter folder, applied as mlx-lm applies it")
     p.add_argument(
         "--sharded",
         choices=["tensor", "pipeline"],
@@ -59,7 +60,7 @@ def main():
         split = (None, group) if a.sharded == "tensor" else (group, None)
         model, _ = sharded_load(a.model, *split)
     else:
-        model, _ = load(a.model)
+        model, _ = load(a.model, adapter_path=a.adapter)
     prompt_tps(model, 16)  # warm-up
     out = {"prompt_tps": {}, "generation_tps": None}
     for n in [int(x) for x in a.prompt_lens.split(",") if x]:

@@ -196,6 +196,9 @@ pub struct LoadPlan {
     #[serde(default)]
     pub kv_format: crate::cache::KvFormat,
     pub part: Part,
+    /// The LoRA adapters every rank applies (each resolves them by the model's rule).
+    #[serde(default)]
+    pub adapters: crate::lora::AdapterPlan,
 }
 
 /// The dtypes a pipeline hands activations on in (the models' compute dtypes).

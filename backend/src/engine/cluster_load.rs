@@ -67,6 +67,7 @@ pub fn load(
                 weight_mode: config.weight_mode,
                 kv_format: config.kv_format,
                 part: part.clone(),
+                adapters: config.adapters.clone(),
             }),
         )?;
     }
@@ -136,7 +137,8 @@ fn load_everywhere(
             _ => Ok(None),
         });
     let own = own?;
-    let fingerprint = loader::fingerprint(dir)?;
+    let adapters = source::resolve_adapters(&config.adapters, &source::Lookup::of(config))?;
+    let fingerprint = loader::fingerprint_with(dir, &adapters)?;
     for (rank, theirs) in theirs? {
         if theirs != fingerprint {
             return Err(Error::Distributed(format!(
@@ -163,7 +165,12 @@ fn load_part(
     part: &Part,
     session: &Session,
 ) -> Result<loader::LoadedPart> {
-    let own = loader::load_part(dir, config.weight_mode, &rank_part(part, 0, &session.group))?;
+    let adapters = source::resolve_adapters(&config.adapters, &source::Lookup::of(config))?;
+    let recipe = loader::Recipe {
+        mode: config.weight_mode,
+        adapters: &adapters,
+    };
+    let own = loader::load_part(dir, recipe, &rank_part(part, 0, &session.group))?;
     own.transformer.check_kv_format(&config.kv_format)?;
     Ok(own)
 }

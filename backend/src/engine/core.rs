@@ -359,9 +359,15 @@ impl EngineThread {
                 cluster_load::load(config, h, &mut self.session)?
             }
             None => {
-                let dir = source::resolve_with(&config.model, &source::Lookup::of(config))?;
+                let lookup = source::Lookup::of(config);
+                let dir = source::resolve_with(&config.model, &lookup)?;
+                let adapters = source::resolve_adapters(&config.adapters, &lookup)?;
                 self.check_room(&dir, config)?;
-                loader::load_with_kv(&dir, config.weight_mode, config.kv_format)?
+                let recipe = loader::Recipe {
+                    mode: config.weight_mode,
+                    adapters: &adapters,
+                };
+                loader::load_adapted(&dir, recipe, config.kv_format)?
             }
         };
         let model_context = model.config["max_position_embeddings"]

@@ -202,8 +202,13 @@ impl Follower<'_> {
             allow_outside: plan.allow_paths_outside_model_path,
         };
         let dir = source::resolve_with(&plan.model, &lookup)?;
-        let mode = plan.weight_mode;
-        let loaded = loader::load_part(&dir, mode, &rank_part(&plan.part, self.opts.rank, group))?;
+        let adapters = source::resolve_adapters(&plan.adapters, &lookup)?;
+        let recipe = loader::Recipe {
+            mode: plan.weight_mode,
+            adapters: &adapters,
+        };
+        let loaded =
+            loader::load_part(&dir, recipe, &rank_part(&plan.part, self.opts.rank, group))?;
         loaded.transformer.check_kv_format(&plan.kv_format)?;
         let hidden = loaded.config["hidden_size"]
             .as_i64()
@@ -213,7 +218,7 @@ impl Follower<'_> {
             transformer: loaded.transformer,
             part: plan.part.clone(),
             hidden,
-            fingerprint: loader::fingerprint(&dir)?,
+            fingerprint: loader::fingerprint_with(&dir, &adapters)?,
             kv: plan.kv_format,
         })
     }

@@ -115,22 +115,17 @@ fn message(m: &pb::Message) -> Result<ChatMessage, Status> {
 }
 
 /// The first ModelOptions field this backend cannot honour yet, named with what to do:
-/// loading without it would serve another model than the one asked for (no adapter, no
-/// projector), so LoadModel fails instead of ignoring it.
+/// loading without it would serve another model than the one asked for (no projector), so
+/// LoadModel fails instead of ignoring it.
 pub fn unsupported_model_field(o: &pb::ModelOptions) -> Option<String> {
-    let set = |v: &str| !v.trim().is_empty();
-    let field = if set(&o.lora_adapter) || !o.lora_adapters.is_empty() || set(&o.lora_base) {
-        ("LoraAdapter", "LoRA adapters are", "lora_adapter")
-    } else if set(&o.mm_proj) {
-        ("MMProj", "a multimodal projector is", "mmproj")
-    } else {
+    if o.mm_proj.trim().is_empty() {
         return None;
-    };
-    let (name, what, config) = field;
-    Some(format!(
-        "ModelOptions.{name} is set, and {what} not supported by this backend yet: remove \
-         `{config}` from the model's config to load it without"
-    ))
+    }
+    Some(
+        "ModelOptions.MMProj is set, and a multimodal projector is not supported by this \
+         backend yet: remove `mmproj` from the model's config to load it without"
+            .into(),
+    )
 }
 
 /// Sampling and limits: the request's values, LocalAI's defaults, and load options on top

@@ -208,6 +208,11 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
             cache_type_key: o.cache_type_key,
             cache_type_value: o.cache_type_value,
             draft_model: o.draft_model,
+            lora_adapter: o.lora_adapter,
+            lora_scale: o.lora_scale,
+            lora_adapters: o.lora_adapters,
+            lora_scales: o.lora_scales,
+            lora_base: o.lora_base,
         };
         let result = match LoadConfig::from_request(&req, &self.settings) {
             Err(message) => pb::Result {

@@ -5,6 +5,7 @@ use mlx_rs::ops::{addmm, dequantize, matmul, quantized_matmul};
 use mlx_rs::{fast, Array, Dtype};
 
 use crate::error::Result;
+use crate::lora::{LowRank, Merge};
 use crate::weights::{Cut, MatrixWeight, Packed, QuantParams, Shape, Weights};
 
 /// `y = x W^T + b`, as mlx's `nn.Linear` or `nn.QuantizedLinear`.
@@ -23,6 +24,12 @@ pub enum Linear {
     Packed {
         packed: Packed,
         bias: Option<Array>,
+    },
+    /// A layer with a LoRA update added at run time (never fused kernels, nor the one-node
+    /// layer: those take packed weights alone).
+    Adapted {
+        base: Box<Linear>,
+        update: LowRank,
     },
 }
 
@@ -54,6 +61,7 @@ impl Linear {
                     None => y,
                 }
             }
+            Linear::Adapted { base, update } => update.add_to(x, base.forward(x)?)?,
         })
     }
 
@@ -90,6 +98,7 @@ impl Linear {
             Linear::Dense { bias, .. }
             | Linear::Quantized { bias, .. }
             | Linear::Packed { bias, .. } => bias.as_ref(),
+            Linear::Adapted { base, .. } => base.bias(),
         }
     }
 
@@ -113,6 +122,11 @@ impl Linear {
             Linear::Packed { packed, bias } => {
                 let mut arrays = packed.arrays();
                 arrays.extend(bias.as_ref());
+                arrays
+            }
+            Linear::Adapted { base, update } => {
+                let mut arrays = base.arrays();
+                arrays.extend(update.arrays());
                 arrays
             }
         }
@@ -252,7 +266,30 @@ impl Linear {
             true => w.bias(prefix, out_dim, split)?,
             false => None,
         };
-        Ok(match weight {
+        let linear = Linear::of(weight, bias);
+        match w.low_rank(prefix, in_dim, out_dim, split)? {
+            None => Ok(linear),
+            Some(update) => linear.adapt(update, w.merge()),
+        }
+    }
+
+    /// The layer with its LoRA `update`: fused into a dense weight unless `merge` says run
+    /// time; a quantized weight takes it at run time.
+    fn adapt(self, update: LowRank, merge: Merge) -> Result<Linear> {
+        Ok(match (self, merge) {
+            (Linear::Dense { weight, bias }, Merge::Fuse) => Linear::Dense {
+                weight: update.fuse_into(&weight)?,
+                bias,
+            },
+            (base, _) => Linear::Adapted {
+                base: Box::new(base),
+                update,
+            },
+        })
+    }
+
+    fn of(weight: MatrixWeight, bias: Option<Array>) -> Linear {
+        match weight {
             MatrixWeight::Dense(weight) => Linear::Dense { weight, bias },
             MatrixWeight::Packed(packed) => Linear::Packed { packed, bias },
             MatrixWeight::Quantized {
@@ -267,7 +304,7 @@ impl Linear {
                 bias,
                 q,
             },
-        })
+        }
     }
 }
 
