@@ -254,15 +254,19 @@ fn offline() -> bool {
         .is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
 }
 
+/// `repo_id` on the hub, through the cache `HF_HOME` names (a progress bar on a terminal).
+fn hub_repo(repo_id: &str) -> Result<hf_hub::api::sync::ApiRepo> {
+    let api = hf_hub::api::sync::ApiBuilder::from_cache(hf_hub::Cache::from_env())
+        .with_progress(std::io::stderr().is_terminal())
+        .build()
+        .map_err(|e| Error::Source(format!("{repo_id}: {e}")))?;
+    Ok(api.model(repo_id.to_string()))
+}
+
 /// Fetches (or, offline, finds in the cache) the files of `repo_id`; returns the snapshot folder.
 fn from_hub(repo_id: &str) -> Result<PathBuf> {
     let err = |e: String| Error::Source(format!("{repo_id}: {e}"));
-    let cache = hf_hub::Cache::from_env();
-    let api = hf_hub::api::sync::ApiBuilder::from_cache(cache)
-        .with_progress(std::io::stderr().is_terminal())
-        .build()
-        .map_err(|e| err(e.to_string()))?;
-    let repo = api.model(repo_id.to_string());
+    let repo = hub_repo(repo_id)?;
     let mut config = None;
     for file in REQUIRED {
         let path = repo.get(file).map_err(|e| err(format!("{file}: {e}")))?;
@@ -299,12 +303,7 @@ fn from_hub(repo_id: &str) -> Result<PathBuf> {
 /// weights file its format has.
 fn adapter_from_hub(repo_id: &str) -> Result<PathBuf> {
     let err = |e: String| Error::Source(format!("{repo_id}: {e}"));
-    let cache = hf_hub::Cache::from_env();
-    let api = hf_hub::api::sync::ApiBuilder::from_cache(cache)
-        .with_progress(std::io::stderr().is_terminal())
-        .build()
-        .map_err(|e| err(e.to_string()))?;
-    let repo = api.model(repo_id.to_string());
+    let repo = hub_repo(repo_id)?;
     let config = repo
         .get(Kind::Adapter.anchor())
         .map_err(|e| err(format!("{}: {e}", Kind::Adapter.anchor())))?;

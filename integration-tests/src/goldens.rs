@@ -54,3 +54,23 @@ pub fn load_tiny_file(folder: &str, file: &str) -> TestResult<TinyGolden> {
     let path = crate::fixture(folder)?.join(file);
     Ok(serde_json::from_str(&std::fs::read_to_string(path)?)?)
 }
+
+/// `m`'s greedy continuation of `ids`, `n` tokens, never stopping at an end token (as the
+/// goldens were made).
+pub fn greedy_tokens(
+    m: &backend::loader::LoadedModel,
+    ids: &[u32],
+    n: usize,
+) -> TestResult<Vec<u32>> {
+    let opts = backend::request::GenerateOptions {
+        max_tokens: n,
+        ignore_eos: true,
+        ..Default::default()
+    };
+    let mut tokens = Vec::new();
+    backend::generate::generate(m.model.as_ref(), &m.tokenizer, ids, &opts, |e| {
+        tokens.push(e.id);
+        true
+    })?;
+    Ok(tokens)
+}

@@ -1,11 +1,9 @@
 //! Each model family on a tiny random-weight model that mlx-lm made: last-position
 //! logits close to mlx-lm's and the same greedy tokens.
 
-use backend::generate::generate;
 use backend::loader;
-use backend::request::GenerateOptions;
 use backend::weights::WeightMode;
-use integration_tests::goldens::load_tiny_file;
+use integration_tests::goldens::{greedy_tokens, load_tiny_file};
 use integration_tests::{fixture, TestResult};
 use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::{Array, Dtype};
@@ -41,16 +39,7 @@ fn check_with(folder: &str, mode: WeightMode, file: &str) -> TestResult {
         "{folder} {mode:?}: max |logit - mlx-lm| = {worst}"
     );
 
-    let opts = GenerateOptions {
-        max_tokens: golden.tokens.len(),
-        ignore_eos: true,
-        ..Default::default()
-    };
-    let mut tokens = Vec::new();
-    generate(m.model.as_ref(), &m.tokenizer, ids, &opts, |e| {
-        tokens.push(e.id);
-        true
-    })?;
+    let tokens = greedy_tokens(&m, ids, golden.tokens.len())?;
     assert_eq!(tokens, golden.tokens, "{folder} {mode:?}: greedy tokens");
     Ok(())
 }

@@ -9,14 +9,13 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use backend::cache::KvCache;
-use backend::generate::generate;
 use backend::grpc::pb::{self, backend_client::BackendClient};
 use backend::loader::{self, LoadedModel, Recipe};
 use backend::lora::{AdapterPlan, AdapterSpec, Merge};
-use backend::request::GenerateOptions;
 use backend::source::Lookup;
 use backend::weights::WeightMode;
 use integration_tests::cluster::{Cluster, TempDir};
+use integration_tests::goldens::greedy_tokens;
 use integration_tests::rpc::stream_text;
 use integration_tests::server::BackendProcess;
 use integration_tests::{fixture, TestResult};
@@ -105,16 +104,7 @@ fn run(m: &LoadedModel, case: &Case) -> TestResult<(f32, Vec<u32>)> {
         .zip(&case.last_logits)
         .map(|(a, b)| (a - b).abs())
         .fold(0.0f32, f32::max);
-    let opts = GenerateOptions {
-        max_tokens: case.tokens.len(),
-        ignore_eos: true,
-        ..Default::default()
-    };
-    let mut tokens = Vec::new();
-    generate(m.model.as_ref(), &m.tokenizer, ids, &opts, |e| {
-        tokens.push(e.id);
-        true
-    })?;
+    let tokens = greedy_tokens(m, ids, case.tokens.len())?;
     Ok((worst, tokens))
 }
 
@@ -182,22 +172,27 @@ fn tiny_both_request(options: &[&str]) -> TestResult<pb::ModelOptions> {
     })
 }
 
-/// 16 greedy tokens of the golden prompt, as text.
+/// 16 greedy tokens of the tiny goldens' prompt.
+fn tiny_request() -> TestResult<pb::PredictOptions> {
+    let golden = case("tiny-both")?;
+    let tok = backend::tokenizer::Tokenizer::load(&fixture("tiny-llama3")?)?;
+    Ok(pb::PredictOptions {
+        prompt: tok.decode(&golden.prompt_ids)?,
+        tokens: golden.tokens.len() as i32,
+        ignore_eos: true,
+        temperature: 0.0,
+        ..Default::default()
+    })
+}
+
+/// The text of `tiny_request` once the two adapters are loaded with `options`.
 async fn tiny_text(c: &mut BackendClient<Channel>, options: &[&str]) -> TestResult<String> {
     let reply = c
         .load_model(tiny_both_request(options)?)
         .await?
         .into_inner();
     assert!(reply.success, "{options:?}: {reply:?}");
-    let golden = case("tiny-both")?;
-    let tok = backend::tokenizer::Tokenizer::load(&fixture("tiny-llama3")?)?;
-    let req = pb::PredictOptions {
-        prompt: tok.decode(&golden.prompt_ids)?,
-        tokens: golden.tokens.len() as i32,
-        ignore_eos: true,
-        temperature: 0.0,
-        ..Default::default()
-    };
+    let req = tiny_request()?;
     Ok(stream_text(c, req).await?.0)
 }
 
@@ -335,15 +330,7 @@ async fn adapters_the_model_cannot_take_are_refused_by_name() -> TestResult {
         let message = refusal(&mut c, req).await?;
         assert!(message.contains(named), "expected {named:?} in: {message}");
     }
-    let golden = case("tiny-both")?;
-    let tok = backend::tokenizer::Tokenizer::load(&fixture("tiny-llama3")?)?;
-    let req = pb::PredictOptions {
-        prompt: tok.decode(&golden.prompt_ids)?,
-        tokens: golden.tokens.len() as i32,
-        ignore_eos: true,
-        temperature: 0.0,
-        ..Default::default()
-    };
+    let req = tiny_request()?;
     assert_eq!(
         stream_text(&mut c, req).await?.0,
         before,
