@@ -13,7 +13,7 @@ use crate::grammar::Mask;
 use crate::models::{LanguageModel, Row};
 use crate::request::{FinishReason, GenerateOptions, Summary, TokenEvent, TokenLogprob};
 use crate::sampling::Sampler;
-use crate::speculative::{ngram_draft, DraftModel, DraftState, Drafting};
+use crate::speculative::{ngram_draft, DraftLength, DraftModel, DraftState, Drafting};
 use crate::stopping::StopMatcher;
 use crate::tokenizer::{Detokenizer, Tokenizer};
 
@@ -38,6 +38,8 @@ pub struct Sequence {
     grammar_time: Duration,
     /// Where a draft model is for this row (empty until it drafts).
     draft_state: DraftState,
+    /// How many tokens it proposes next.
+    draft_length: DraftLength,
 }
 
 impl Sequence {
@@ -73,6 +75,7 @@ impl Sequence {
             hit_stop_string: false,
             grammar_time: Duration::ZERO,
             draft_state: DraftState::default(),
+            draft_length: DraftLength::new(opts.draft_tokens),
             opts,
         })
     }
@@ -135,11 +138,16 @@ impl Sequence {
 
     /// Plain greedy needs no host-side processing, so its token can be picked on the device.
     pub fn plain_greedy(&self) -> bool {
+        self.device_greedy() && !self.speculates()
+    }
+
+    /// Greedy with nothing for the host to do to its log-probabilities: its tokens are the
+    /// device's argmax (at every position of a speculative step).
+    pub fn device_greedy(&self) -> bool {
         self.opts.sampling.temperature <= 0.0
             && !self.opts.sampling.has_processors()
             && self.opts.logprobs.is_none()
             && self.opts.constraint.is_none()
-            && !self.speculates()
     }
 
     /// Whether this row proposes tokens to verify (never with a grammar: its mask is for one
@@ -150,8 +158,9 @@ impl Sequence {
             && self.opts.constraint.is_none()
     }
 
-    /// This step's proposals: at most `draft_tokens`, and no more than the tokens left to
-    /// generate after the step's own (so no step writes past the positions reserved).
+    /// This step's proposals: as many as the row's `DraftLength` says (at most
+    /// `draft_tokens`), and no more than the tokens left to generate after the step's own (so
+    /// no step writes past the positions reserved).
     pub fn draft(&mut self, drafter: Option<&DraftModel>) -> Result<Vec<u32>> {
         if !self.speculates() {
             return Ok(Vec::new());
@@ -160,7 +169,7 @@ impl Sequence {
             .opts
             .max_tokens
             .saturating_sub(self.summary.generated_tokens + 1);
-        let k = self.opts.draft_tokens.min(left);
+        let k = self.draft_length.now().min(left);
         Ok(match (self.opts.drafting, drafter) {
             (Drafting::Ngram, _) => ngram_draft(&self.history, k),
             (Drafting::Model, Some(d)) => d.propose(&mut self.draft_state, &self.history, k)?,
@@ -198,6 +207,11 @@ impl Sequence {
         }
         self.history.truncate(base);
         chosen
+    }
+
+    /// After a step that proposed `proposed` tokens and took `taken`: how many to propose next.
+    pub fn drafted(&mut self, proposed: usize, taken: usize) {
+        self.draft_length.update(proposed, taken);
     }
 
     /// After a speculative step, keeps the positions whose tokens the sequence took (`valid`:

@@ -1,4 +1,4 @@
-// A dense decoder layer's decode step (one new position per row) as one node on the CPU.
+// A dense decoder layer's decode step (a few new positions per row) as one node on the CPU.
 //
 // Built op by op, a layer's step is about 23 nodes (norms, products, reshapes, transposes,
 // ropes, cache writes and reads, attention, residual adds). A small model's decode step is
@@ -14,17 +14,19 @@
 // as inputs: a node's inputs cost the engine thread per step (a weak copy, a reference held
 // until the step ends), and 26 of a layer's 29 were weights that never change.
 //
-// A step's inputs: x [B, 1, D] f32, then per row b its key and value buffers
-// [1, kv_heads, capacity, head_dim] f32. Row b's new position goes at `offsets[b]`
-// (< capacity) and it attends over positions 0..=offsets[b]. Outputs: the layer's output
-// [B, 1, D], then each row's key and value
-// buffers with the new position written: in place where the caller says the row's buffers
+// A step's inputs: x [B, L, D] f32, then per row b its key and value buffers
+// [1, kv_heads, capacity, head_dim] f32. Row b's L new positions go at `offsets[b]` ..
+// `offsets[b] + L - 1` (< capacity), and position p attends over positions 0..=p: each
+// position exactly as a decode step of one position there (a speculative step verifies its
+// proposals with the bits plain decoding gives them). Outputs: the layer's output
+// [B, L, D], then each row's key and value
+// buffers with the new positions written: in place where the caller says the row's buffers
 // are its alone (`exclusive[b]`), else into a copy. The caller decides, not MLX's reference
 // count (as its slice update does): a step is built while the one before still runs, and
 // that step's node holds its outputs' buffers until it finishes, so they never look
 // donatable. Writing in place is safe wherever no other cache writes the same buffer: every
 // other holder (an earlier step, a view of the first positions) reads only positions below
-// the one written.
+// the ones written.
 
 #include <algorithm>
 #include <cstring>
@@ -60,6 +62,10 @@ struct MlxdLayerSpec {
   float rope_base;
   float rope_scale;
   bool rope_freqs;
+  // The most rows the kernel computes with the bits of each row alone (its few-row kernels):
+  // a step of several positions per row multiplies in chunks of this many rows, so each
+  // position has the bits of a decode step there.
+  int32_t alone_rows;
 };
 
 namespace {
@@ -122,6 +128,8 @@ struct LayerRun {
   std::shared_ptr<const Layer> layer;
   const MlxdLayerSpec& spec;
   std::vector<int32_t> offsets;
+  // New positions per row.
+  int64_t length;
   mlxd_qmm_kernel kernel;
   // The step's inputs: x, then each row's key and value buffers.
   std::vector<array> inputs;
@@ -133,22 +141,28 @@ struct LayerRun {
     return layer->w[at].data<float>();
   }
 
+  // Rows of the products: every row's every new position.
   int64_t rows() const {
-    return static_cast<int64_t>(offsets.size());
+    return static_cast<int64_t>(offsets.size()) * length;
   }
 
-  // y [rows, N] = x [rows, K] times the packed weight at `at`, as the product node runs it.
+  // y [rows, N] = x [rows, K] times the packed weight at `at`, as the product node runs it
+  // (one position per row), or in chunks of rows that each keep a row's bits alone.
   void product(const float* x, size_t at, float* y) const {
     const array &w = layer->w[at], &scales = layer->w[at + 1], &biases = layer->w[at + 2];
-    kernel(x, rows(), int64_t(w.shape(1)) * 32 / spec.bits, w.data<uint8_t>(),
-           scales.data<void>(), biases.data<void>(), mlxd::packed_params_code(scales.dtype()),
-           w.shape(0), spec.bits, spec.group, y);
+    const int64_t k = int64_t(w.shape(1)) * 32 / spec.bits, n = w.shape(0), all = rows();
+    const int64_t chunk = length == 1 ? all : spec.alone_rows;
+    for (int64_t r = 0; r < all; r += chunk) {
+      kernel(x + r * k, std::min(chunk, all - r), k, w.data<uint8_t>(), scales.data<void>(),
+             biases.data<void>(), mlxd::packed_params_code(scales.dtype()), n, spec.bits,
+             spec.group, y + r * n);
+    }
   }
 
   void run();
   void copy_caches();
   void project_qkv(Scratch& s, const float* x, int64_t head_dim);
-  void attend_row(Scratch& s, int64_t b, int64_t head_dim);
+  void attend_position(Scratch& s, int64_t b, int64_t j, int64_t head_dim);
   void mlp(Scratch& s, float* h);
 };
 
@@ -203,10 +217,13 @@ void LayerRun::project_qkv(Scratch& s, const float* x, int64_t head_dim) {
   }
 }
 
-// Row b: rope on its query and key, the key and value into its cache at offsets[b], and its
-// attention over positions 0..=offsets[b] into `attended`.
-void LayerRun::attend_row(Scratch& s, int64_t b, int64_t d) {
-  const int64_t heads = spec.heads, kv_heads = spec.kv_heads, pos = offsets[b];
+// Row b's new position j (r = b * length + j of the products, position p = offsets[b] + j):
+// rope on its query and key, the key and value into the row's cache at p, and its attention
+// over positions 0..=p into `attended`. A row's positions go in order, so each sees the keys
+// before it and none after.
+void LayerRun::attend_position(Scratch& s, int64_t b, int64_t j, int64_t d) {
+  const int64_t heads = spec.heads, kv_heads = spec.kv_heads, pos = offsets[b] + j;
+  const int64_t r = b * length + j;
   const mlxd::RopeParams p = rope_params(spec);
   const float* freqs = spec.rope_freqs ? f32(layer->slots.freqs) : nullptr;
   const std::vector<float> inv = mlxd::inv_freqs(p, freqs);
@@ -214,7 +231,7 @@ void LayerRun::attend_row(Scratch& s, int64_t b, int64_t d) {
   mlxd::rope_angles((0.0f + static_cast<float>(pos)) * p.scale, p, inv.data(), cos_t.data(),
                     sin_t.data());
   s.queries.resize(heads * d);
-  mlxd::rotate_heads({s.q.data() + b * heads * d, d, 1, s.queries.data(), d}, heads, d, p,
+  mlxd::rotate_heads({s.q.data() + r * heads * d, d, 1, s.queries.data(), d}, heads, d, p,
                      cos_t.data(), sin_t.data());
   for (float& v : s.queries) {
     v = spec.scale * v;
@@ -223,15 +240,15 @@ void LayerRun::attend_row(Scratch& s, int64_t b, int64_t d) {
   const int64_t head_stride = keys.shape(2) * d;
   float* kc = keys.data<float>();
   float* vc = values.data<float>();
-  mlxd::rotate_heads({s.k.data() + b * kv_heads * d, d, 1, kc + pos * d, head_stride}, kv_heads,
+  mlxd::rotate_heads({s.k.data() + r * kv_heads * d, d, 1, kc + pos * d, head_stride}, kv_heads,
                      d, p, cos_t.data(), sin_t.data());
   for (int64_t g = 0; g < kv_heads; g++) {
-    std::memcpy(vc + g * head_stride + pos * d, s.v.data() + (b * kv_heads + g) * d,
+    std::memcpy(vc + g * head_stride + pos * d, s.v.data() + (r * kv_heads + g) * d,
                 d * sizeof(float));
   }
   mlxd::HeadRows k{kc, kv_heads, pos + 1, d, head_stride, d};
   mlxd::HeadRows v{vc, kv_heads, pos + 1, d, head_stride, d};
-  mlxd::attend_row(s.queries.data(), k, v, s.attended.data() + b * heads * d, heads,
+  mlxd::attend_row(s.queries.data(), k, v, s.attended.data() + r * heads * d, heads,
                    spec.group_heads);
 }
 
@@ -256,8 +273,10 @@ void LayerRun::run() {
   const float* x = mlxd_row_major(inputs[0], s.x);
   project_qkv(s, x, head_dim);
   s.attended.resize(b * spec.heads * head_dim);
-  for (int64_t r = 0; r < b; r++) {
-    attend_row(s, r, head_dim);
+  for (int64_t row = 0; row < static_cast<int64_t>(offsets.size()); row++) {
+    for (int64_t j = 0; j < length; j++) {
+      attend_position(s, row, j, head_dim);
+    }
   }
   float* h = outputs[0].data<float>();
   s.projected.resize(b * d);
@@ -318,7 +337,8 @@ class DecodeLayerCpu : public Primitive {
 
 void DecodeLayerCpu::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   auto& encoder = cpu::get_command_encoder(stream());
-  LayerRun run{layer_, layer_->spec, offsets_, kernel_, {}, {}, {}};
+  const int64_t length = inputs[0].shape(1);
+  LayerRun run{layer_, layer_->spec, offsets_, length, kernel_, {}, {}, {}};
   for (auto& in : inputs) {
     encoder.set_input_array(in);
     run.inputs.push_back(array::unsafe_weak_copy(in));
@@ -396,6 +416,7 @@ void check_weights(const std::vector<array>& w, const MlxdLayerSpec& s, int64_t 
 
 // A rope the head can take.
 void check_spec(const MlxdLayerSpec& s, int64_t head_dim) {
+  check(s.alone_rows > 0, "the kernel's rows alone must be positive");
   check(s.rope_dims > 0 && s.rope_dims % 2 == 0 && s.rope_dims <= head_dim,
         [&] {
           return "rope dims " + std::to_string(s.rope_dims) +
@@ -429,9 +450,9 @@ std::shared_ptr<const Layer> make_layer(std::vector<array> w, const MlxdLayerSpe
   return std::make_shared<const Layer>(Layer{s, slots, d, head_dim, std::move(w)});
 }
 
-// Row b's buffers: [1, kv_heads, capacity > offset, head_dim] f32 each.
+// Row b's buffers: [1, kv_heads, capacity >= offset + length, head_dim] f32 each.
 void check_caches(const std::vector<array>& in, const Layer& l,
-                  const std::vector<int32_t>& offsets) {
+                  const std::vector<int32_t>& offsets, int64_t length) {
   check(in.size() == 1 + 2 * offsets.size(), "one key and one value buffer per row");
   for (size_t b = 0; b < offsets.size(); b++) {
     for (const array& c : {in[1 + 2 * b], in[2 + 2 * b]}) {
@@ -442,16 +463,18 @@ void check_caches(const std::vector<array>& in, const Layer& l,
                   std::to_string(l.spec.kv_heads) + ", capacity, " +
                   std::to_string(l.head_dim) + "], not " + describe(c);
             });
-      check(offsets[b] >= 0 && offsets[b] < c.shape(2),
+      check(offsets[b] >= 0 && offsets[b] + length <= c.shape(2),
             [&] {
-              return "row " + std::to_string(b) + " writes position " +
-                  std::to_string(offsets[b]) + " of a cache of " + std::to_string(c.shape(2));
+              const std::string last = std::to_string(offsets[b] + length - 1);
+              return "row " + std::to_string(b) + " writes position" +
+                  (length == 1 ? " " : "s " + std::to_string(offsets[b]) + "..") + last +
+                  " of a cache of " + std::to_string(c.shape(2));
             });
     }
   }
 }
 
-// Row b writes position offsets[b] of its buffers, in place when exclusive[b].
+// Row b writes from position offsets[b] of its buffers, in place when exclusive[b].
 struct Rows {
   std::vector<int32_t> offsets;
   std::vector<bool> exclusive;
@@ -464,14 +487,14 @@ std::vector<array> decode_layer_cpu(const std::vector<array>& inputs,
   auto& offsets = rows.offsets;
   check(kernel != nullptr, "no kernel");
   const array& x = inputs[0];
-  check(x.dtype() == float32 && x.ndim() == 3 && x.shape(1) == 1 && x.shape(2) == layer->d &&
+  check(x.dtype() == float32 && x.ndim() == 3 && x.shape(1) >= 1 && x.shape(2) == layer->d &&
             x.shape(0) == static_cast<int>(offsets.size()) && !offsets.empty(),
         [&] {
-          return "x must be float32 [B, 1, " + std::to_string(layer->d) +
+          return "x must be float32 [B, L, " + std::to_string(layer->d) +
               "] with one offset per row, not " + describe(x) + " with " +
               std::to_string(offsets.size());
         });
-  check_caches(inputs, *layer, offsets);
+  check_caches(inputs, *layer, offsets, x.shape(1));
   std::vector<Shape> shapes;
   for (const array& in : inputs) {
     shapes.push_back(in.shape());
@@ -509,7 +532,7 @@ extern "C" void mlxd_layer_free(MlxdLayer* layer) {
   delete layer;
 }
 
-// The layer's decode step over x and one key and one value buffer per row (`caches`, 2 *
+// The layer's decode step over x [B, L, D] and one key and one value buffer per row (`caches`, 2 *
 // `rows`), one offset and one `exclusive` per row: the output, then each row's buffers.
 extern "C" int mlxd_decode_layer(
     mlx_vector_array* res,

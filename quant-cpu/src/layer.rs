@@ -1,4 +1,5 @@
-//! A dense decoder layer's decode step as one node on the CPU (`cpp/decode_layer.cpp`).
+//! A dense decoder layer's decode step (a few new positions per row, each as a decode step
+//! there) as one node on the CPU (`cpp/decode_layer.cpp`).
 //!
 //! Built op by op, a layer's step is about 23 graph nodes, and a small model's decode step
 //! costs per node (building, scheduling and allocating each), not per flop. This node runs the
@@ -31,6 +32,7 @@ struct Spec {
     rope_base: f32,
     rope_scale: f32,
     rope_freqs: bool,
+    alone_rows: i32,
 }
 
 /// `MlxdLayer` in the C++: a layer's weights, checked once, shared by every step's node.
@@ -92,12 +94,12 @@ pub struct LayerShape<'a> {
 }
 
 /// One row's cache: key and value buffers [1, kv_heads, capacity, head_dim] f32 and the
-/// position the step writes (below the capacity).
+/// first position the step writes (the step's positions all below the capacity).
 pub struct RowCache<'a> {
     pub keys: &'a Array,
     pub values: &'a Array,
     pub offset: i32,
-    /// No other cache writes these buffers, so the step writes its position in place (else
+    /// No other cache writes these buffers, so the step writes its positions in place (else
     /// into a copy). Every other holder must read only positions below `offset`.
     pub exclusive: bool,
 }
@@ -136,9 +138,10 @@ impl LayerNode {
         Ok(LayerNode { raw })
     }
 
-    /// The step for x [B, 1, D] f32, row b's new position going to `rows[b]`: the output
-    /// [B, 1, D] and each row's (keys, values) buffers with that position written. A row
-    /// attends over positions 0..=offset of its buffers.
+    /// The step for x [B, L, D] f32, row b's L new positions going to `rows[b]` from its
+    /// offset: the output [B, L, D] and each row's (keys, values) buffers with those positions
+    /// written. Position p attends over positions 0..=p of its row's buffers, with the bits a
+    /// decode step of one position there has.
     pub fn step(
         &self,
         x: &Array,
@@ -209,6 +212,7 @@ fn spec(w: &LayerWeights, shape: &LayerShape) -> Spec {
         rope_base: shape.rope.base,
         rope_scale: shape.rope.scale,
         rope_freqs: shape.rope.freqs.is_some(),
+        alone_rows: crate::kernel::PANEL_ROWS as i32,
     }
 }
 

@@ -2,8 +2,9 @@
 //! before (norms, packed products, reshapes, ropes, cache writes, decode attention, SwiGLU,
 //! residual adds): bit for bit, output and caches, over several steps, for a batch of rows at
 //! different positions, with q/k/v biases, q/k norms and a frequency table, and with a cache
-//! another holder shares (which must not change). Operands it does not take are errors that
-//! say why.
+//! another holder shares (which must not change). A step of several positions per row (a
+//! speculative step's input and proposals) has the bits of as many one-position steps.
+//! Operands it does not take are errors that say why.
 
 mod common;
 
@@ -187,13 +188,14 @@ fn by_nodes(l: &Layer, shape: &LayerShape, x: &Array, caches: &mut [Cache]) -> T
     )?)?)
 }
 
-/// The step as one node.
+/// The step as one node (x [B, L, D]: L positions per row).
 fn by_layer(node: &LayerNode, x: &Array, caches: &mut [Cache]) -> TestResult<Array> {
     let rows: Vec<RowCache> = caches.iter().map(row).collect();
     let (h, written) = node.step(x, &rows)?;
     drop(rows);
+    let length = x.shape()[1];
     for (c, (k, v)) in caches.iter_mut().zip(written) {
-        (c.keys, c.values, c.len) = (k, v, c.len + 1);
+        (c.keys, c.values, c.len) = (k, v, c.len + length);
     }
     Ok(h)
 }
@@ -231,13 +233,9 @@ fn fresh_caches(d: Dims, lens: &[i32], capacity: i32) -> TestResult<Vec<Cache>> 
         .collect()
 }
 
-/// Three steps both ways from the same caches: the same bits at every step.
-fn same_bits(d: Dims, format: Format, extras: bool, lens: &[i32]) -> TestResult {
-    let layer = Layer::random(d, format, extras)?;
-    let freqs = normal(&[d.head_dim / 4], 1.0)?
-        .abs()?
-        .add(Array::from_f32(1.0))?;
-    let shape = LayerShape {
+/// A rope over half the head (traditional, with a frequency table, when `extras`).
+fn test_shape(d: Dims, format: Format, extras: bool, freqs: &Array) -> LayerShape<'_> {
+    LayerShape {
         heads: d.heads,
         kv_heads: d.kv_heads,
         eps: 1e-5,
@@ -246,11 +244,24 @@ fn same_bits(d: Dims, format: Format, extras: bool, lens: &[i32]) -> TestResult 
             dims: d.head_dim / 2,
             traditional: extras,
             base: 10000.0,
-            freqs: extras.then_some(&freqs),
+            freqs: extras.then_some(freqs),
             scale: 1.0,
         },
         format,
-    };
+    }
+}
+
+fn frequencies(d: Dims) -> TestResult<Array> {
+    Ok(normal(&[d.head_dim / 4], 1.0)?
+        .abs()?
+        .add(Array::from_f32(1.0))?)
+}
+
+/// Three steps both ways from the same caches: the same bits at every step.
+fn same_bits(d: Dims, format: Format, extras: bool, lens: &[i32]) -> TestResult {
+    let layer = Layer::random(d, format, extras)?;
+    let freqs = frequencies(d)?;
+    let shape = test_shape(d, format, extras, &freqs);
     let mut ours = fresh_caches(d, lens, 24)?;
     let mut theirs = ours.iter().map(deep_copy).collect::<TestResult<Vec<_>>>()?;
     let b = lens.len() as i32;
@@ -278,6 +289,44 @@ fn one_node_has_the_bits_of_the_step_built_node_by_node() -> TestResult {
     let square = Dims::new(128, 4, 4, 32, 256);
     same_bits(square, Format::new(8, 32)?, true, &[3, 0])?;
     same_bits(square, Format::new(2, 128)?, true, &[1])?;
+    Ok(())
+}
+
+/// One step of `length` positions per row against `length` one-position steps from the same
+/// caches: every position's output and the caches, bit for bit.
+fn positions_as_decode_steps(d: Dims, format: Format, lens: &[i32], length: i32) -> TestResult {
+    let layer = Layer::random(d, format, true)?;
+    let freqs = frequencies(d)?;
+    let shape = test_shape(d, format, true, &freqs);
+    let node = LayerNode::new(&layer.weights(), &shape)?;
+    let mut ours = fresh_caches(d, lens, 40)?;
+    let mut theirs = ours.iter().map(deep_copy).collect::<TestResult<Vec<_>>>()?;
+    let x = normal(&[lens.len() as i32, length, d.hidden], 1.0)?;
+    let all = by_layer(&node, &x, &mut ours)?;
+    let what = format!("{d:?} {format:?} rows {lens:?} length {length}");
+    for j in 0..length {
+        let one = by_layer(&node, &x.index((.., j..j + 1, ..)), &mut theirs)?;
+        let mine = all
+            .index((.., j..j + 1, ..))
+            .multiply(Array::from_f32(1.0))?;
+        assert_eq!(bits(&mine)?, bits(&one)?, "position {j}, {what}");
+    }
+    for (o, t) in ours.iter().zip(&theirs) {
+        assert_eq!(o.len, t.len);
+        assert_eq!(bits(&o.keys)?, bits(&t.keys)?, "keys, {what}");
+        assert_eq!(bits(&o.values)?, bits(&t.values)?, "values, {what}");
+    }
+    Ok(())
+}
+
+#[test]
+fn several_positions_have_the_bits_of_as_many_decode_steps() -> TestResult {
+    random::seed(16)?;
+    let smol = Dims::new(192, 6, 2, 32, 320);
+    positions_as_decode_steps(smol, Format::new(4, 64)?, &[7], 5)?;
+    positions_as_decode_steps(smol, Format::new(4, 64)?, &[0, 12, 3], 3)?;
+    let square = Dims::new(128, 4, 4, 32, 256);
+    positions_as_decode_steps(square, Format::new(8, 32)?, &[2, 9], 16)?;
     Ok(())
 }
 
@@ -366,6 +415,18 @@ fn operands_the_layer_does_not_take_are_errors_that_say_why() -> TestResult {
     let e = decode_layer(&x, &layer.weights(), &shape, &[row(&full[0])]).err();
     let e = e.ok_or("a write past the capacity accepted")?.to_string();
     assert!(e.contains("writes position 8 of a cache of 8"), "{e}");
+    let three = normal(&[1, 3, 128], 1.0)?;
+    let e = decode_layer(
+        &three,
+        &layer.weights(),
+        &shape,
+        &[row(&fresh_caches(d, &[6], 8)?[0])],
+    );
+    let e = e
+        .err()
+        .ok_or("positions past the capacity accepted")?
+        .to_string();
+    assert!(e.contains("writes positions 6..8 of a cache of 8"), "{e}");
     let wide = fresh_caches(Dims { head_dim: 16, ..d }, &[0], 8)?;
     let e = decode_layer(&x, &layer.weights(), &shape, &[row(&wide[0])]).err();
     let e = e.ok_or("a cache of the wrong width accepted")?.to_string();

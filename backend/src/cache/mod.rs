@@ -173,12 +173,13 @@ impl KvCache {
         Ok(())
     }
 
-    /// The whole key and value buffers, with room for one more position of `kv_heads` heads
-    /// (keys `k_width` wide, values `v_width`), for a step that writes that position itself
-    /// (`quant_cpu::layer`; plain caches only), and whether it may write them in place (no
-    /// other cache writes them); hand the written buffers to [`Self::advance`].
-    pub fn buffers_for_one(
+    /// The whole key and value buffers, with room for `positions` more positions of
+    /// `kv_heads` heads (keys `k_width` wide, values `v_width`), for a step that writes them
+    /// itself (`quant_cpu::layer`; plain caches only), and whether it may write them in place
+    /// (no other cache writes them); hand the written buffers to [`Self::advance`].
+    pub fn buffers_for(
         &mut self,
+        positions: i32,
         kv_heads: i32,
         (k_width, v_width): (i32, i32),
         dtype: Dtype,
@@ -189,8 +190,8 @@ impl KvCache {
             ));
         }
         self.reserve(
-            &[(vec![1, kv_heads, 1, k_width], dtype)],
-            &[(vec![1, kv_heads, 1, v_width], dtype)],
+            &[(vec![1, kv_heads, positions, k_width], dtype)],
+            &[(vec![1, kv_heads, positions, v_width], dtype)],
         )?;
         self.computed = Some(dtype);
         let exclusive = Arc::strong_count(&self.writers) == 1;
@@ -200,12 +201,13 @@ impl KvCache {
         }
     }
 
-    /// Takes the buffers a step wrote position `offset` into (from [`Self::buffers_for_one`]):
-    /// its own copy where the old ones were shared, so this cache is their one writer.
-    pub fn advance(&mut self, keys: Array, values: Array) {
+    /// Takes the buffers a step wrote `positions` positions from `offset` into (from
+    /// [`Self::buffers_for`]): its own copy where the old ones were shared, so this cache is
+    /// their one writer.
+    pub fn advance(&mut self, positions: i32, keys: Array, values: Array) {
         self.keys = vec![keys];
         self.values = vec![values];
-        self.offset += 1;
+        self.offset += positions;
         if Arc::strong_count(&self.writers) > 1 {
             self.writers = Arc::new(());
         }

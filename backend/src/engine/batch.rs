@@ -411,7 +411,10 @@ fn host_step(
         width,
         before: &before,
     };
-    let outcome = sample_on_host(model, ready, &logprobs, tok, &step, cache_ops)?;
+    let outcome = match ready.iter().all(|a| a.seq.device_greedy()) {
+        true => verify_on_device(model, ready, &logprobs, tok, &step, cache_ops)?,
+        false => sample_on_host(model, ready, &logprobs, tok, &step, cache_ops)?,
+    };
     stats.grammar.add(outcome.masks, started);
     stats.speculation.add(&drafts, &outcome.taken);
     Ok(())
@@ -467,27 +470,71 @@ fn sample_on_host(
             false => a.seq.choose_drafted(row, vocab, drafts),
         };
         taken.push(chosen.len().saturating_sub(1));
-        let valid = step.before[b] + chosen.len().max(1);
-        for (id, logprob) in chosen {
-            if a.seq.ended() {
-                break;
-            }
-            a.push(tok, id, logprob)?;
-        }
-        if step.width > 1 {
-            if let Some(len) = a.seq.keep_positions(valid) {
-                ops.push(CacheOp::Trim {
-                    slot: a.seq.slot,
-                    len,
-                });
-            }
-        }
+        take(a, tok, chosen, (step, b), ops)?;
         spent += a.seq.take_grammar_time();
     }
     Ok(HostOutcome {
         masks: ready.iter().any(|a| a.seq.has_grammar()).then_some(spent),
         taken,
     })
+}
+
+/// A step whose rows are all greedy (`Sequence::device_greedy`): each position's token is
+/// the device's argmax of its log-probabilities, the sampler's greedy choice as a plain
+/// greedy step takes it, so only [B, width] ids come to the host. A row takes its proposals
+/// while they equal the argmax before them, then the argmax after the last one taken.
+fn verify_on_device(
+    model: &dyn LanguageModel,
+    ready: &mut [&mut Active],
+    logprobs: &Array,
+    tok: &Tokenizer,
+    step: &HostStep,
+    ops: &mut Vec<CacheOp>,
+) -> Result<HostOutcome> {
+    let ids = argmax_axis(logprobs, -1, false)?;
+    model.queueing().start(&ids)?;
+    model.await_output()?;
+    ids.eval()?;
+    let all = ids.as_slice::<u32>();
+    let mut taken = Vec::with_capacity(ready.len());
+    for (b, a) in ready.iter_mut().enumerate() {
+        let row = &all[b * step.width..(b + 1) * step.width];
+        let drafts = &step.drafts[b];
+        let kept = drafts.iter().zip(row).take_while(|(d, id)| d == id).count();
+        taken.push(kept);
+        let chosen = row[..=kept].iter().map(|&id| (id, None)).collect();
+        take(a, tok, chosen, (step, b), ops)?;
+    }
+    Ok(HostOutcome { masks: None, taken })
+}
+
+/// Row `b` of a host step takes its chosen tokens in order (until it ends), and drops the
+/// positions past them, here and (through `ops`) on the other ranks.
+fn take(
+    a: &mut Active,
+    tok: &Tokenizer,
+    chosen: Vec<(u32, Option<TokenLogprob>)>,
+    (step, b): (&HostStep, usize),
+    ops: &mut Vec<CacheOp>,
+) -> Result<()> {
+    let valid = step.before[b] + chosen.len().max(1);
+    a.seq
+        .drafted(step.drafts[b].len(), chosen.len().saturating_sub(1));
+    for (id, logprob) in chosen {
+        if a.seq.ended() {
+            break;
+        }
+        a.push(tok, id, logprob)?;
+    }
+    if step.width > 1 {
+        if let Some(len) = a.seq.keep_positions(valid) {
+            ops.push(CacheOp::Trim {
+                slot: a.seq.slot,
+                len,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Log-probabilities of every position of `logits` ([B, L, vocab], the same shape out).

@@ -191,13 +191,13 @@ fn host_sampled_rows_mixed_with_greedy_rows_change_no_token() {
     }
 }
 
-/// A prompt whose last token starts over a run of the fake's own greedy chain, so prompt
-/// lookup proposes what the model will say next.
+/// A prompt whose last two tokens start over a run of the fake's own greedy chain, so prompt
+/// lookup (which matches two tokens or more) proposes what the model will say next.
 fn echoing_prompt(seed: u32, run: usize) -> Vec<u32> {
     let mut p = prompt(seed, 3);
-    let start = p[2];
+    let start = [p[1], p[2]];
     p.extend(expected(&p, run));
-    p.push(start);
+    p.extend(start);
     p
 }
 

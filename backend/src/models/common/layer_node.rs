@@ -1,5 +1,6 @@
 //! A dense layer's decode step as one CPU node (`quant_cpu::layer`), where the layer takes it:
-//! f32 on the CPU, one new position per row, every product packed in one format, no tensor
+//! f32 on the CPU, at most [`NODE_POSITIONS`] new positions per row (one when decoding; a
+//! speculative step's input and proposals), every product packed in one format, no tensor
 //! cut, no o or MLP biases, no YaRN input scale, one epsilon for every norm. The node has the
 //! bits of the step built op by op (`DecoderLayer::forward`'s other path), in about one
 //! twentieth of the nodes: a small model's decode step costs per node, not per flop.
@@ -16,6 +17,12 @@ use super::decoder::{AttentionBlock, DecoderLayer, FeedForward, Mlp};
 use super::layers::{cpu_f32, packed_alike};
 use crate::cache::KvCache;
 use crate::error::Result;
+
+/// The most new positions a row may take through the node. Each attends as a decode step
+/// does (one query against its keys), which has the bits of the op-by-op causal attention
+/// only while skinny-gemm computes its scores row by row (up to 16 rows); longer chunks are
+/// prefill, whose blocked causal attention is faster too.
+pub const NODE_POSITIONS: i32 = 16;
 
 /// Whether decode steps may take the one-node layer (`MLX_DISTRIBUTED_LAYER_NODE`, default on).
 fn enabled() -> bool {
@@ -35,17 +42,18 @@ struct OneNode {
 }
 
 impl DecoderLayer {
-    /// The layer's step over `x` ([B, 1, D]) as one node, appending each row's position to its
-    /// cache; `None` where the layer is built op by op.
+    /// The layer's step over `x` ([B, L, D]) as one node, appending each row's positions to
+    /// its cache; `None` where the layer is built op by op.
     pub(super) fn decode_as_one_node(
         &self,
         x: &Array,
         caches: &mut [&mut KvCache],
     ) -> Result<Option<Array>> {
-        let one_position =
-            x.ndim() == 3 && x.shape()[1] == 1 && x.shape()[0] == caches.len() as i32;
+        let few_positions = x.ndim() == 3
+            && (1..=NODE_POSITIONS).contains(&x.shape()[1])
+            && x.shape()[0] == caches.len() as i32;
         let plain = caches.iter().all(|c| c.is_plain());
-        if !(enabled() && one_position && plain && cpu_f32(x)) {
+        if !(enabled() && few_positions && plain && cpu_f32(x)) {
             return Ok(None);
         }
         let Some(one) = self.one_node()? else {
@@ -131,10 +139,10 @@ fn shape<'a>(a: &AttentionParts<'a>, eps: f32) -> LayerShape<'a> {
 /// Builds the node and hands each row's written buffers back to its cache: the same buffers,
 /// written in place, where the cache was their one writer; else a copy.
 fn step(x: &Array, one: &OneNode, caches: &mut [&mut KvCache]) -> Result<Array> {
-    let width = (one.head_dim, one.head_dim);
+    let (width, positions) = ((one.head_dim, one.head_dim), x.shape()[1]);
     let buffers = caches
         .iter_mut()
-        .map(|c| c.buffers_for_one(one.kv_heads, width, Dtype::Float32))
+        .map(|c| c.buffers_for(positions, one.kv_heads, width, Dtype::Float32))
         .collect::<Result<Vec<_>>>()?;
     let rows: Vec<RowCache> = buffers
         .iter()
@@ -150,7 +158,7 @@ fn step(x: &Array, one: &OneNode, caches: &mut [&mut KvCache]) -> Result<Array> 
     drop(rows);
     drop(buffers);
     for (cache, (keys, values)) in caches.iter_mut().zip(written) {
-        cache.advance(keys, values);
+        cache.advance(positions, keys, values);
     }
     Ok(h)
 }
