@@ -139,7 +139,6 @@ unsafe fn blocks<const BITS: u32, P: Stored>(
             1 => rows::<BITS, 1, 1, P>(ops.x, sums, 0, shape, &b, out),
             2 if left >= PAIR => rows::<BITS, 2, PAIR, P>(ops.x, sums, 0, shape, &b, out),
             2 => rows::<BITS, 2, 1, P>(ops.x, sums, 0, shape, &b, out),
-            m if m >= 4 => quads::<BITS, P>(ops.x, m, sums, shape, &b, out),
             m => stacked::<BITS, P>(ops.x, m, sums, shape, &b, left.min(PAIR), out),
         };
     }
@@ -174,34 +173,6 @@ unsafe fn stacked<const BITS: u32, P: Stored>(
         };
     }
     c
-}
-
-/// Every row of x (`m` of them, at least four), four at a time, against the block's first
-/// column; returns 1. Four rows take each step's codes unpacked once, where two rows of two
-/// columns unpack once per two rows: a verifying step's 5-9 rows are bound by these FMAs and
-/// unpacks, and a column's packed row stays in L1 between the passes.
-#[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
-unsafe fn quads<const BITS: u32, P: Stored>(
-    x: &[f32],
-    m: usize,
-    sums: &[f32],
-    shape: &Shape,
-    block: &Block<P>,
-    out: Out,
-) -> usize {
-    let mut m0 = 0;
-    while m0 + 4 <= m {
-        rows::<BITS, 4, 1, P>(x, sums, m0, shape, block, out);
-        m0 += 4;
-    }
-    if m0 + 2 <= m {
-        rows::<BITS, 2, 1, P>(x, sums, m0, shape, block, out);
-        m0 += 2;
-    }
-    if m0 < m {
-        rows::<BITS, 1, 1, P>(x, sums, m0, shape, block, out);
-    }
-    1
 }
 
 /// The step's 32 codes at `at` as two 16-lane f32 vectors: AVX2 vectors 0|1 and 2|3.
