@@ -1,10 +1,12 @@
-//! Every example in `model-configs/` is one LocalAI would accept and we would load: its
+//! Every example in `model-configs/` is one LocalAI would accept and we would load: it parses
+//! with the real model-YAML parser, maps to a LoadModel request through the real mapping, its
 //! options parse, and the hostfile it names (kept in `model-configs/hosts/`) is valid.
 
 use std::path::Path;
 
 use backend::distributed::Hostfile;
-use backend::options::{Env, LoadConfig, LoadRequest};
+use backend::model_yaml::ModelYaml;
+use backend::options::{Env, LoadConfig};
 use integration_tests::TestResult;
 
 struct NoEnv;
@@ -13,27 +15,6 @@ impl Env for NoEnv {
     fn var(&self, _: &str) -> Option<String> {
         None
     }
-}
-
-/// The YAML's `options:` entries and `parameters.model`, read line by line (our files only).
-fn request_of(yaml: &str) -> LoadRequest {
-    let mut req = LoadRequest::default();
-    let mut in_options = false;
-    for line in yaml.lines() {
-        let trimmed = line.trim();
-        if let Some(model) = trimmed.strip_prefix("model:") {
-            req.model = model.trim().to_string();
-        }
-        if !line.starts_with(' ') {
-            in_options = trimmed == "options:";
-            continue;
-        }
-        if let (true, Some(entry)) = (in_options, trimmed.strip_prefix("- ")) {
-            let entry = entry.split(" #").next().unwrap_or_default().trim();
-            req.options.push(entry.trim_matches('"').to_string());
-        }
-    }
-    req
 }
 
 #[test]
@@ -45,10 +26,12 @@ fn every_example_config_loads_and_names_a_valid_hostfile() -> TestResult {
         if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
             continue;
         }
-        let yaml = std::fs::read_to_string(&path)?;
         let name = path.display();
-        assert!(yaml.contains("backend: mlx-distributed"), "{name}");
-        let config = LoadConfig::from_request(&request_of(&yaml), &NoEnv)
+        let yaml = ModelYaml::parse(&std::fs::read_to_string(&path)?)
+            .map_err(|e| format!("{name}: {e}"))?;
+        assert_eq!(yaml.backend, "mlx-distributed", "{name}");
+        assert!(!yaml.parameters.model.is_empty(), "{name}");
+        let config = LoadConfig::from_request(&yaml.load_request(""), &NoEnv)
             .map_err(|e| format!("{name}: {e}"))?;
         if let Some(hostfile) = &config.hostfile {
             let file = hostfile.file_name().ok_or("a hostfile path")?;
