@@ -58,10 +58,15 @@ pub struct P2pArgs {
 
 #[derive(Args)]
 pub struct CheckArgs {
+    /// A LocalAI model YAML: its options' hostfile, backend, coordinator and control port and
+    /// its `parameters.model`, as LoadModel will read them (flags and variables win).
+    #[arg(long, env = "MLX_DISTRIBUTED_CONFIG")]
+    pub config: Option<PathBuf>,
     #[arg(long, env = "MLX_DISTRIBUTED_HOSTFILE")]
-    pub hostfile: PathBuf,
-    #[arg(long, env = "MLX_DISTRIBUTED_BACKEND", default_value = "ring", value_parser = ["ring", "jaccl"])]
-    pub backend: String,
+    pub hostfile: Option<PathBuf>,
+    /// ring (default) or jaccl.
+    #[arg(long, env = "MLX_DISTRIBUTED_BACKEND", value_parser = ["ring", "jaccl"])]
+    pub backend: Option<String>,
     /// A model folder or repo id every rank should have (never downloaded by the check).
     #[arg(long)]
     pub model: Option<String>,
@@ -123,14 +128,19 @@ pub struct DemoArgs {
 
 #[derive(Args)]
 pub struct DistributedArgs {
+    /// A LocalAI model YAML: its options' hostfile, backend, coordinator and control port
+    /// (flags and variables win), so the same file starts every rank.
+    #[arg(long, env = "MLX_DISTRIBUTED_CONFIG")]
+    pub config: Option<PathBuf>,
     /// The hostfile every rank shares (LocalAI ring/JACCL or mlx.launch format).
     #[arg(long, env = "MLX_DISTRIBUTED_HOSTFILE")]
-    pub hostfile: PathBuf,
+    pub hostfile: Option<PathBuf>,
     /// This machine's rank in the hostfile.
     #[arg(long, env = "MLX_RANK")]
     pub rank: usize,
-    #[arg(long, env = "MLX_DISTRIBUTED_BACKEND", default_value = "ring", value_parser = ["ring", "jaccl"])]
-    pub backend: String,
+    /// ring (default) or jaccl.
+    #[arg(long, env = "MLX_DISTRIBUTED_BACKEND", value_parser = ["ring", "jaccl"])]
+    pub backend: Option<String>,
     /// Rank 0 only: where to serve the gRPC backend.
     #[arg(long, env = "MLX_DISTRIBUTED_ADDR", default_value = "localhost:50051")]
     pub addr: String,

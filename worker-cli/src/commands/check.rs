@@ -40,7 +40,39 @@ impl Report {
     }
 }
 
+/// What the check checks: the flags, over the `--config` YAML where they say nothing.
+struct Preflight {
+    hostfile: std::path::PathBuf,
+    backend: String,
+    model: Option<String>,
+    model_path: Option<std::path::PathBuf>,
+    coordinator: Option<String>,
+    control_port: Option<u16>,
+    join_timeout: u64,
+    token: Option<String>,
+}
+
+impl Preflight {
+    fn of(args: CheckArgs) -> CliResult<Preflight> {
+        let yaml = super::config::read(args.config.as_deref())?;
+        Ok(Preflight {
+            hostfile: super::config::required(args.hostfile, yaml.hostfile, "--hostfile")?,
+            backend: args
+                .backend
+                .or(yaml.backend)
+                .unwrap_or_else(|| "ring".into()),
+            model: args.model.or(yaml.model),
+            model_path: args.model_path,
+            coordinator: args.coordinator.or(yaml.coordinator),
+            control_port: args.control_port.or(yaml.control_port),
+            join_timeout: args.join_timeout,
+            token: args.token,
+        })
+    }
+}
+
 pub fn run(args: CheckArgs) -> CliResult {
+    let args = Preflight::of(args)?;
     let mut report = Report::default();
     let hostfile = match Hostfile::read(&args.hostfile, super::transport(&args.backend)) {
         Ok(h) => {
@@ -170,7 +202,7 @@ fn check_jaccl(report: &mut Report, devices: &[Vec<Option<String>>]) -> bool {
 
 /// Rank 0's side: the workers join (same build, MLX and protocol, checked by the handshake),
 /// then each reports whether it has the model and how much memory is free.
-fn check_cluster(report: &mut Report, args: &CheckArgs, hostfile: &Hostfile) {
+fn check_cluster(report: &mut Report, args: &Preflight, hostfile: &Hostfile) {
     let control = match hostfile.control_address(args.coordinator.as_deref(), args.control_port) {
         Ok(c) => c,
         Err(e) => return report.fail(e, "set --control-port or --coordinator"),

@@ -8,13 +8,17 @@ use backend::server::ServerOptions;
 use crate::args::DistributedArgs;
 
 pub fn run(args: DistributedArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let yaml = super::config::read(args.config.as_deref())?;
     run_rank(RankOptions {
-        hostfile: args.hostfile,
+        hostfile: super::config::required(args.hostfile, yaml.hostfile, "--hostfile")?,
         rank: args.rank,
-        backend: args.backend,
+        backend: args
+            .backend
+            .or(yaml.backend)
+            .unwrap_or_else(|| "ring".into()),
         addr: args.addr,
-        coordinator: args.coordinator,
-        control_port: args.control_port,
+        coordinator: args.coordinator.or(yaml.coordinator),
+        control_port: args.control_port.or(yaml.control_port),
         token: args.token,
     })
 }

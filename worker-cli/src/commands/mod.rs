@@ -2,6 +2,7 @@ mod bandwidth;
 mod bench;
 mod bench_link;
 mod check;
+mod config;
 mod demo;
 mod distributed;
 mod generate;

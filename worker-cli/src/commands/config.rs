@@ -1,0 +1,65 @@
+//! `--config model.yaml`: the cluster and model a LocalAI model YAML names, read the way
+//! LoadModel reads it (`backend::model_yaml`'s parser and mapping, then the load options' own
+//! checks), so that the same file copied to every machine starts every rank. A flag, or the
+//! environment variable standing for it, wins over the YAML.
+
+use std::path::{Path, PathBuf};
+
+use backend::distributed::Transport;
+use backend::model_yaml::ModelYaml;
+use backend::options::{Env, LoadConfig};
+
+use super::CliResult;
+
+/// What the YAML says; `None` where it says nothing (or there is no YAML).
+#[derive(Default)]
+pub struct FromYaml {
+    pub hostfile: Option<PathBuf>,
+    /// `ring` or `jaccl`, where the options name one.
+    pub backend: Option<String>,
+    pub coordinator: Option<String>,
+    pub control_port: Option<u16>,
+    pub model: Option<String>,
+}
+
+/// The YAML alone: no variable stands in for what it does not say (flags and variables are
+/// weighed by the caller, and win).
+struct YamlOnly;
+
+impl Env for YamlOnly {
+    fn var(&self, _: &str) -> Option<String> {
+        None
+    }
+}
+
+/// The YAML at `path`, checked as LoadModel checks it; nothing when no `--config` was given.
+pub fn read(path: Option<&Path>) -> CliResult<FromYaml> {
+    let Some(path) = path else {
+        return Ok(FromYaml::default());
+    };
+    let named = |e: String| format!("--config {}: {e}", path.display());
+    let text = std::fs::read_to_string(path).map_err(|e| named(e.to_string()))?;
+    let yaml = ModelYaml::parse(&text).map_err(named)?;
+    let config = LoadConfig::from_request(&yaml.load_request(""), &YamlOnly).map_err(named)?;
+    let names_backend = backend::options::parse_options(&yaml.options)
+        .iter()
+        .any(|(key, _)| key == "distributed_backend");
+    let backend = match config.transport {
+        Transport::Jaccl => "jaccl",
+        Transport::Ring | Transport::Any => "ring",
+    };
+    Ok(FromYaml {
+        hostfile: config.hostfile,
+        backend: names_backend.then(|| backend.to_string()),
+        coordinator: config.coordinator,
+        control_port: config.control_port,
+        model: Some(yaml.parameters.model).filter(|m| !m.is_empty()),
+    })
+}
+
+/// The flag's value, else the YAML's, else an error saying where it may come from.
+pub fn required<T>(flag: Option<T>, yaml: Option<T>, what: &str) -> CliResult<T> {
+    flag.or(yaml).ok_or_else(|| {
+        format!("{what} is required: give it, or a --config whose options name it").into()
+    })
+}
