@@ -249,6 +249,53 @@ options:
         Ok(())
     }
 
+    /// What LocalAI's `grpcModelOpts` (core/backend/options.go, read at mudler/LocalAI
+    /// 82c191a) puts in `ModelOptions` for this YAML, field by field, for the fields we read:
+    /// `Model` is `parameters.model`; `ContextSize` is `EffectiveContextSize` (`context_size`
+    /// when above 0, else 4096); `Options` is `options` as written; `TrustRemoteCode`;
+    /// `GrammarTriggers` one `{Word}` per `function.grammar.triggers[].word`;
+    /// `CacheTypeKey`/`CacheTypeValue` are `cache_type_k`/`cache_type_v`; `DraftModel` is
+    /// `filepath.Join(modelPath, draft_model)` when set; `LoraAdapter`, `LoraScale`,
+    /// `LoraAdapters`, `LoraScales` and `LoraBase` are the same-named keys.
+    #[test]
+    fn every_field_is_what_grpc_model_opts_sends() -> Result<(), String> {
+        let text = "\
+parameters:
+  model: qwen3-moe
+context_size: 0
+trust_remote_code: true
+cache_type_k: q8_0
+cache_type_v: f16
+draft_model: /drafts/small
+lora_adapter: a
+lora_scale: 0.5
+lora_adapters: [b, c]
+lora_scales: [1.0, 0.25]
+lora_base: base
+options: [\"parallelism:expert\"]
+";
+        let req = ModelYaml::parse(text)?.load_request("/models/");
+        assert_eq!(req.model, "qwen3-moe");
+        assert_eq!(req.model_path, "/models/");
+        assert_eq!(req.context_size, 4096, "0 is LocalAI's default too");
+        assert!(req.trust_remote_code);
+        assert_eq!(
+            (req.cache_type_key.as_str(), req.cache_type_value.as_str()),
+            ("q8_0", "f16")
+        );
+        assert_eq!(
+            req.draft_model, "/models/drafts/small",
+            "joined, as filepath.Join does"
+        );
+        assert_eq!((req.lora_adapter.as_str(), req.lora_scale), ("a", 0.5));
+        assert_eq!(req.lora_adapters, ["b", "c"]);
+        assert_eq!(req.lora_scales, [1.0, 0.25]);
+        assert_eq!(req.lora_base, "base");
+        assert_eq!(req.options, ["parallelism:expert"]);
+        assert!(req.grammar_triggers.is_empty());
+        Ok(())
+    }
+
     #[test]
     fn malformed_yaml_names_the_field_and_the_line() {
         let cases = [
