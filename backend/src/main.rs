@@ -25,6 +25,7 @@ fn main() -> std::process::ExitCode {
     let opts = backend::server::ServerOptions {
         addr: args.addr,
         settings: backend::options::Settings::default(),
+        preload: None,
     };
     let code = match backend::server::run(opts) {
         Ok(()) => 0,

@@ -7,9 +7,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::engine::Engine;
 use crate::engine::EngineHandle;
 use crate::lifecycle;
-use crate::options::Settings;
+use crate::options::{LoadConfig, LoadRequest, Settings};
 
 /// How long open connections may take to close once the requests have ended.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
@@ -22,6 +23,9 @@ pub struct ServerOptions {
     pub addr: String,
     /// The command line's settings over the environment (LoadModel's defaults, tokens).
     pub settings: Settings,
+    /// A model to load before serving (`worker serve --config`: what a host's LoadModel
+    /// would ask); serving starts once it is loaded, and its failure ends the process.
+    pub preload: Option<LoadRequest>,
 }
 
 /// Serves with a fresh engine; blocks until shut down.
@@ -34,7 +38,13 @@ pub fn run(opts: ServerOptions) -> Result<(), Box<dyn std::error::Error>> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let served = runtime.block_on(serve(addr, engine.clone(), opts.settings));
+    let served = runtime.block_on(async {
+        if let Some(req) = &opts.preload {
+            preload(&engine, req, &opts.settings).await?;
+        }
+        serve(addr, engine.clone(), opts.settings).await?;
+        Ok::<(), Box<dyn std::error::Error>>(())
+    });
     // However serving ended (a stop, or the port was taken), everything else stops too.
     lifecycle::request_stop();
     if let Err(e) = engine.join(ENGINE_LIMIT) {
@@ -48,6 +58,22 @@ pub fn run(opts: ServerOptions) -> Result<(), Box<dyn std::error::Error>> {
     if orphaned {
         return Err("the parent process exited without stopping this backend".into());
     }
+    Ok(())
+}
+
+/// Loads `req` as LoadModel would, before anything is served.
+async fn preload(
+    engine: &EngineHandle,
+    req: &LoadRequest,
+    settings: &Settings,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let config = LoadConfig::from_request(req, settings)?;
+    tracing::info!(model = %req.model, "loading before serving");
+    engine
+        .load(config)
+        .await
+        .map_err(|_| "the engine stopped while loading")?
+        .map_err(|e| format!("loading {}: {e}", req.model))?;
     Ok(())
 }
 

@@ -56,6 +56,28 @@ impl BackendProcess {
         Ok(process)
     }
 
+    /// `worker serve --config yaml`: waits until Health answers, which it does once the
+    /// YAML's model is loaded (up to `limit`).
+    pub async fn serve_config(
+        yaml: &std::path::Path,
+        limit: Duration,
+    ) -> TestResult<BackendProcess> {
+        let addr = format!("127.0.0.1:{}", free_port()?);
+        let mut cmd = Command::new(workspace_binary("worker")?);
+        cmd.args(["serve", "--addr", &addr, "--config"])
+            .arg(yaml)
+            .env_remove("LOCALAI_GRPC_AUTH_TOKEN")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        let process = BackendProcess {
+            child: cmd.spawn()?,
+            addr,
+        };
+        process.wait_healthy(limit).await?;
+        Ok(process)
+    }
+
     async fn wait_healthy(&self, limit: Duration) -> TestResult {
         let start = Instant::now();
         loop {

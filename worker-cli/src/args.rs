@@ -29,6 +29,22 @@ pub enum Command {
     /// Find the other nodes on the LAN over mDNS (no hostfile), agree on ranks and join.
     #[command(name = "p2p-mlx")]
     P2pMlx(P2pArgs),
+    /// Rank 0 for users without a host: load a model YAML's model, then serve gRPC.
+    Serve(ServeArgs),
+}
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// A LocalAI model YAML: the model is loaded at start-up as LoadModel would load it from
+    /// this file (its options name the cluster, if any).
+    #[arg(long, env = "MLX_DISTRIBUTED_CONFIG")]
+    pub config: PathBuf,
+    /// Where to serve the gRPC backend.
+    #[arg(long, env = "MLX_DISTRIBUTED_ADDR", default_value = "localhost:50051")]
+    pub addr: String,
+    /// LocalAI's models folder, where a relative `parameters.model` is looked for.
+    #[arg(long)]
+    pub model_path: Option<PathBuf>,
 }
 
 #[derive(Args)]

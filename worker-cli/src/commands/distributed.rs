@@ -43,6 +43,7 @@ pub fn run_rank(args: RankOptions) -> Result<(), Box<dyn std::error::Error>> {
         return backend::server::run(ServerOptions {
             settings: rank0_settings(&args),
             addr: args.addr,
+            preload: None,
         });
     }
     let span = tracing::info_span!("rank", n = args.rank);

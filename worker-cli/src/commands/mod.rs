@@ -7,6 +7,7 @@ mod demo;
 mod distributed;
 mod generate;
 mod p2p;
+mod serve;
 
 use crate::args::Command;
 
@@ -42,5 +43,6 @@ pub fn run(command: Command) -> CliResult {
         Command::BenchLink(args) => bench_link::run(args),
         Command::Check(args) => check::run(args),
         Command::P2pMlx(args) => p2p::run(args),
+        Command::Serve(args) => serve::run(args),
     }
 }
