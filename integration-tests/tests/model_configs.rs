@@ -1,13 +1,17 @@
 //! Every example in `model-configs/` is one LocalAI would accept and we would load: it parses
 //! with the real model-YAML parser, maps to a LoadModel request through the real mapping, its
-//! options parse, and the hostfile it names (kept in `model-configs/hosts/`) is valid.
+//! options parse, and the hostfile it names (kept in `model-configs/hosts/`) is valid. The
+//! demo loads the 2-rank pipeline's YAML over two loopback ranks, as `scripts/demo` does.
 
 use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use backend::distributed::Hostfile;
 use backend::model_yaml::ModelYaml;
 use backend::options::{Env, LoadConfig};
-use integration_tests::TestResult;
+use integration_tests::server::workspace_binary;
+use integration_tests::{fixture, wait_bounded, TestResult};
 
 struct NoEnv;
 
@@ -45,5 +49,28 @@ fn every_example_config_loads_and_names_a_valid_hostfile() -> TestResult {
         seen >= 4,
         "single node, 2-rank pipeline, 3-rank tensor and JACCL"
     );
+    Ok(())
+}
+
+#[test]
+fn the_demo_loads_the_pipeline_yaml_over_two_ranks() -> TestResult {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../model-configs");
+    let child = Command::new(workspace_binary("worker")?)
+        .args(["demo", "--ranks", "2", "--max-tokens", "8", "--config"])
+        .arg(dir.join("smollm2-pipeline-2.yaml"))
+        .arg("--model")
+        .arg(fixture("smollm2-135m-8bit")?)
+        .env_remove("MLX_DISTRIBUTED_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let out = wait_bounded(child, Duration::from_secs(120))?;
+    let (text, log) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{text}\n{log}");
+    assert!(log.contains("smollm2-pipeline-2.yaml says"), "{log}");
+    assert!(text.contains("Paris"), "{text}");
     Ok(())
 }

@@ -127,9 +127,13 @@ pub struct BenchLinkArgs {
 
 #[derive(Args)]
 pub struct DemoArgs {
-    /// A model folder or a Hugging Face repo id.
+    /// A LocalAI model YAML to load as a host would (`model-configs/smollm2-pipeline-2.yaml`):
+    /// its options, with the hostfile the demo writes for its loopback ranks.
     #[arg(long)]
-    pub model: String,
+    pub config: Option<PathBuf>,
+    /// A model folder or a Hugging Face repo id (default: the YAML's `parameters.model`).
+    #[arg(long)]
+    pub model: Option<String>,
     #[arg(long, default_value = "What is the capital of France?")]
     pub prompt: String,
     /// Ranks on this machine (rank 0 plus workers).

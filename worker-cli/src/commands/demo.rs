@@ -5,10 +5,13 @@
 
 use std::io::{IsTerminal, Write};
 use std::net::TcpListener;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use backend::grpc::pb::{self, backend_client::BackendClient};
+use backend::model_yaml::ModelYaml;
+use backend::options::LoadRequest;
 
 use super::CliResult;
 use crate::args::DemoArgs;
@@ -87,7 +90,8 @@ pub fn run(args: DemoArgs) -> CliResult {
         .enable_all()
         .build()?;
     let limit = Duration::from_secs(args.timeout_secs);
-    let result = rt.block_on(async { tokio::time::timeout(limit, demo(&args, &grpc)).await });
+    let result =
+        rt.block_on(async { tokio::time::timeout(limit, demo(&args, &grpc, &hostfile)).await });
     let _ = std::fs::remove_dir_all(&dir);
     drop(ranks);
     result.map_err(|_| format!("the demo did not finish within {limit:?}"))?
@@ -107,24 +111,72 @@ async fn connect(grpc: &str) -> CliResult<BackendClient<tonic::transport::Channe
     }
 }
 
-async fn demo(args: &DemoArgs, grpc: &str) -> CliResult {
+/// The LoadModel a host would send: the `--config` YAML's (through the one mapping, its
+/// `hostfile:` option pointed at the demo's loopback hostfile), `--model` winning.
+fn load_request(args: &DemoArgs, hostfile: &Path) -> CliResult<pb::ModelOptions> {
+    let mut req = match &args.config {
+        Some(path) => {
+            let named = |e: String| format!("--config {}: {e}", path.display());
+            let text = std::fs::read_to_string(path).map_err(|e| named(e.to_string()))?;
+            ModelYaml::parse(&text).map_err(named)?.load_request("")
+        }
+        None => LoadRequest::default(),
+    };
+    if let Some(model) = &args.model {
+        req.model = std::fs::canonicalize(model)
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| model.clone());
+    }
+    if req.model.is_empty() {
+        return Err("--model (or a --config with parameters.model) is required".into());
+    }
+    let here = format!("hostfile:{}", hostfile.display());
+    for option in req
+        .options
+        .iter_mut()
+        .filter(|o| o.starts_with("hostfile:"))
+    {
+        *option = here.clone();
+    }
+    Ok(pb::ModelOptions {
+        model: req.model,
+        model_path: req.model_path,
+        options: req.options,
+        context_size: req.context_size,
+        trust_remote_code: req.trust_remote_code,
+        grammar_triggers: req
+            .grammar_triggers
+            .into_iter()
+            .map(|word| pb::GrammarTrigger { word })
+            .collect(),
+        cache_type_key: req.cache_type_key,
+        cache_type_value: req.cache_type_value,
+        draft_model: req.draft_model,
+        lora_adapter: req.lora_adapter,
+        lora_scale: req.lora_scale,
+        lora_adapters: req.lora_adapters,
+        lora_scales: req.lora_scales,
+        lora_base: req.lora_base,
+        ..Default::default()
+    })
+}
+
+async fn demo(args: &DemoArgs, grpc: &str, hostfile: &Path) -> CliResult {
     let start = Instant::now();
     let mut client = connect(grpc).await?;
-    let model = std::fs::canonicalize(&args.model)
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| args.model.clone());
     let loaded = client
-        .load_model(pb::ModelOptions {
-            model,
-            ..Default::default()
-        })
+        .load_model(load_request(args, hostfile)?)
         .await?
         .into_inner();
     if !loaded.success {
         return Err(format!("LoadModel failed: {}", loaded.message).into());
     }
+    let from = args
+        .config
+        .as_ref()
+        .map_or(String::new(), |c| format!(" as {} says", c.display()));
     eprintln!(
-        "loaded over {} ranks in {:.1} s",
+        "loaded over {} ranks in {:.1} s{from}",
         args.ranks,
         start.elapsed().as_secs_f64()
     );
