@@ -56,17 +56,17 @@ impl BackendProcess {
         Ok(process)
     }
 
-    /// `worker serve --config yaml`: waits until Health answers, which it does once the
-    /// YAML's model is loaded (up to `limit`).
-    pub async fn serve_config(
-        yaml: &std::path::Path,
-        limit: Duration,
-    ) -> TestResult<BackendProcess> {
+    /// `worker ARGS --addr A` serving gRPC (`serve --config`, `mlx-distributed --rank 0
+    /// --config`): waits until Health answers, which it does once a preloaded model is loaded
+    /// (up to `limit`).
+    pub async fn worker(args: &[&str], limit: Duration) -> TestResult<BackendProcess> {
         let addr = format!("127.0.0.1:{}", free_port()?);
         let mut cmd = Command::new(workspace_binary("worker")?);
-        cmd.args(["serve", "--addr", &addr, "--config"])
-            .arg(yaml)
+        cmd.args(args)
+            .args(["--addr", &addr])
             .env_remove("LOCALAI_GRPC_AUTH_TOKEN")
+            .env_remove("MLX_DISTRIBUTED_TOKEN")
+            .env_remove("MLX_DISTRIBUTED_HOSTFILE")
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());

@@ -1,7 +1,9 @@
 //! `worker p2p-mlx` across network namespaces this test creates (a bridge in a hub namespace,
 //! one namespace per node): two nodes with the same token find each other over mDNS, agree
 //! on ranks and serve a real model; a node with another token is never let in. The gRPC client
-//! runs inside the first node's namespace (this test binary, re-run there).
+//! runs inside the first node's namespace (this test binary, re-run there). With one model
+//! YAML (`--config`) on every node, the serving node loads its model over the cluster it
+//! forms, and the client sends no LoadModel.
 
 use std::process::{Child, Stdio};
 use std::time::Duration;
@@ -17,6 +19,13 @@ use tonic::transport::Channel;
 const MODEL: &str = "smollm2-135m-4bit";
 const GOLDENS: &str = "smollm2-135m-4bit-f32";
 const TOKEN: &str = "p2p-test-token";
+
+/// One LAN at a time: a LAN's namespaces are named after this process.
+static LAN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_lan_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    LAN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Kills the nodes when the test ends, however it ends.
 struct Nodes(Vec<Child>);
@@ -50,6 +59,7 @@ fn p2p_node(lan: &Lan, node: &str, i: usize, token: &str, extra: &[&str]) -> Tes
 
 #[test]
 fn two_nodes_find_each_other_and_serve_and_a_stranger_stays_out() -> TestResult {
+    let _one = one_lan_at_a_time();
     let lan = Lan::new()?;
     let grpc = format!("{}:50551", Lan::addr(0));
     let stranger = p2p_node(&lan, "c", 2, "another-token", &["--timeout", "20"])?;
@@ -74,8 +84,46 @@ fn two_nodes_find_each_other_and_serve_and_a_stranger_stays_out() -> TestResult 
     Ok(())
 }
 
-/// Run by the test above inside node a's namespace: rank 0 comes up, loads the model with
-/// the discovered hostfile and answers the golden.
+#[test]
+fn one_model_yaml_on_every_node_is_served_without_a_load_model() -> TestResult {
+    let _one = one_lan_at_a_time();
+    let lan = Lan::new()?;
+    let grpc = format!("{}:50552", Lan::addr(0));
+    let dir = integration_tests::cluster::TempDir::new("p2p-yaml")?;
+    let yaml = dir.0.join("smol.yaml");
+    let model = integration_tests::fixture(MODEL)?.display().to_string();
+    std::fs::write(
+        &yaml,
+        format!("backend: mlx-distributed\nparameters:\n  model: {model}\noptions: []\n"),
+    )?;
+    let config = yaml.to_str().ok_or("a UTF-8 path")?;
+    let _nodes = Nodes(vec![
+        p2p_node(
+            &lan,
+            "b",
+            1,
+            TOKEN,
+            &["--timeout", "60", "--config", config],
+        )?,
+        p2p_node(
+            &lan,
+            "a",
+            0,
+            TOKEN,
+            &["--timeout", "60", "--serve", &grpc, "--config", config],
+        )?,
+    ]);
+    lan.run_test_in(
+        "a",
+        "client_in_the_first_namespace",
+        &[("P2P_GRPC", &grpc), ("P2P_PRELOADED", "1")],
+        Duration::from_secs(180),
+    )
+}
+
+/// Run by the tests above inside node a's namespace: rank 0 comes up, loads the model with
+/// the discovered hostfile (unless its YAML preloaded it: then it is READY at once) and
+/// answers the golden.
 #[tokio::test]
 #[ignore = "run inside a namespace by two_nodes_find_each_other_and_serve_and_a_stranger_stays_out"]
 async fn client_in_the_first_namespace() -> TestResult {
@@ -87,9 +135,14 @@ async fn client_in_the_first_namespace() -> TestResult {
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     };
-    let loaded =
-        tokio::time::timeout(Duration::from_secs(120), load_fixture(&mut c, MODEL, &[])).await??;
-    assert!(loaded.success, "{loaded:?}");
+    if std::env::var("P2P_PRELOADED").is_ok() {
+        let status = c.status(pb::HealthMessage {}).await?.into_inner();
+        assert_eq!(status.state, pb::status_response::State::Ready as i32);
+    } else {
+        let load = load_fixture(&mut c, MODEL, &[]);
+        let loaded = tokio::time::timeout(Duration::from_secs(120), load).await??;
+        assert!(loaded.success, "{loaded:?}");
+    }
     let g = goldens::load(GOLDENS)?;
     let reply = c
         .predict(golden_request(&g.cases[0], g.max_tokens))

@@ -1,6 +1,7 @@
 //! `worker serve --config model.yaml`: the YAML's model is loaded before gRPC is served, and
 //! it answers as the backend does after the LoadModel a host would send for that YAML; a
 //! YAML whose model cannot load ends the process with the error, and SIGTERM ends it with 0.
+//! The same file starts a 2-rank pipeline's worker and rank 0, which serves its model.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -31,7 +32,9 @@ async fn a_model_yaml_is_served_as_after_the_hosts_load_model() -> TestResult {
     let dir = TempDir::new("serve-config")?;
     let path = dir.0.join("smol.yaml");
     std::fs::write(&path, yaml(&fixture(MODEL)?.display().to_string()))?;
-    let mut served = BackendProcess::serve_config(&path, Duration::from_secs(120)).await?;
+    let config = path.to_str().ok_or("a UTF-8 path")?;
+    let limit = Duration::from_secs(120);
+    let mut served = BackendProcess::worker(&["serve", "--config", config], limit).await?;
     let status = served.client().await?.status(pb::HealthMessage {}).await?;
     let ready = pb::status_response::State::Ready as i32;
     assert_eq!(status.into_inner().state, ready, "loaded before serving");
@@ -63,5 +66,43 @@ fn a_model_that_cannot_load_ends_the_process_naming_it() -> TestResult {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains("/no/such/model"), "{stderr}");
+    Ok(())
+}
+
+/// One YAML, its options naming the hostfile: `worker mlx-distributed --rank 1 --config` and
+/// `--rank 0 --config`, and rank 0 serves the model over both ranks with no LoadModel.
+#[tokio::test]
+async fn one_yaml_starts_both_ranks_and_rank_0_serves_its_model() -> TestResult {
+    let cluster = integration_tests::cluster::Cluster::without_workers(2, "serve-ranks")?;
+    let path = cluster.hostfile.with_file_name("pipeline.yaml");
+    // The 8-bit model knows the answer (the 4-bit one rambles).
+    let model = fixture("smollm2-135m-8bit")?.display().to_string();
+    let text = yaml(&model).replace(
+        "options:\n",
+        &format!(
+            "options:\n  - \"hostfile:{}\"\n  - \"parallelism:pipeline\"\n",
+            cluster.hostfile.display()
+        ),
+    );
+    std::fs::write(&path, text)?;
+    let config = path.to_str().ok_or("a UTF-8 path")?;
+    let mut worker = Command::new(workspace_binary("worker")?)
+        .args(["mlx-distributed", "--rank", "1", "--config", config])
+        .env_remove("MLX_DISTRIBUTED_HOSTFILE")
+        .env_remove("MLX_DISTRIBUTED_TOKEN")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let args = ["mlx-distributed", "--rank", "0", "--config", config];
+    let served = BackendProcess::worker(&args, Duration::from_secs(120)).await;
+    let answered = match served {
+        Ok(rank0) => answer(&rank0).await,
+        Err(e) => Err(e),
+    };
+    let _ = worker.kill();
+    let _ = worker.wait();
+    let answered = answered?;
+    assert!(answered.contains("Paris"), "{answered}");
     Ok(())
 }

@@ -49,6 +49,10 @@ pub struct ServeArgs {
 
 #[derive(Args)]
 pub struct P2pArgs {
+    /// A LocalAI model YAML, checked before discovery; the serving node loads its model over
+    /// the cluster it forms (its `hostfile:` option pointed at the agreed hostfile).
+    #[arg(long, env = "MLX_DISTRIBUTED_CONFIG")]
+    pub config: Option<PathBuf>,
     /// The shared secret: only nodes with the same token find and join each other.
     #[arg(long, env = "MLX_DISTRIBUTED_TOKEN", hide_env_values = true)]
     pub token: String,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use backend::distributed::Transport;
 use backend::model_yaml::ModelYaml;
-use backend::options::{Env, LoadConfig};
+use backend::options::{Env, LoadConfig, LoadRequest};
 
 use super::CliResult;
 
@@ -20,6 +20,25 @@ pub struct FromYaml {
     pub coordinator: Option<String>,
     pub control_port: Option<u16>,
     pub model: Option<String>,
+    /// The LoadModel request a host would send for the YAML.
+    pub request: Option<LoadRequest>,
+}
+
+impl FromYaml {
+    /// What rank 0 loads before serving: the YAML's request, its `hostfile:` option pointed
+    /// at the hostfile this rank runs with (a flag's, or the one p2p agreed on).
+    pub fn preload(&self, hostfile: &Path) -> Option<LoadRequest> {
+        let mut req = self.request.clone()?;
+        let here = format!("hostfile:{}", hostfile.display());
+        for option in req
+            .options
+            .iter_mut()
+            .filter(|o| o.starts_with("hostfile:"))
+        {
+            *option = here.clone();
+        }
+        Some(req)
+    }
 }
 
 /// The YAML alone: no variable stands in for what it does not say (flags and variables are
@@ -40,7 +59,8 @@ pub fn read(path: Option<&Path>) -> CliResult<FromYaml> {
     let named = |e: String| format!("--config {}: {e}", path.display());
     let text = std::fs::read_to_string(path).map_err(|e| named(e.to_string()))?;
     let yaml = ModelYaml::parse(&text).map_err(named)?;
-    let config = LoadConfig::from_request(&yaml.load_request(""), &YamlOnly).map_err(named)?;
+    let request = yaml.load_request("");
+    let config = LoadConfig::from_request(&request, &YamlOnly).map_err(named)?;
     let names_backend = backend::options::parse_options(&yaml.options)
         .iter()
         .any(|(key, _)| key == "distributed_backend");
@@ -54,6 +74,7 @@ pub fn read(path: Option<&Path>) -> CliResult<FromYaml> {
         coordinator: config.coordinator,
         control_port: config.control_port,
         model: Some(yaml.parameters.model).filter(|m| !m.is_empty()),
+        request: Some(request),
     })
 }
 

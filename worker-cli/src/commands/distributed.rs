@@ -9,8 +9,10 @@ use crate::args::DistributedArgs;
 
 pub fn run(args: DistributedArgs) -> Result<(), Box<dyn std::error::Error>> {
     let yaml = super::config::read(args.config.as_deref())?;
+    let hostfile = super::config::required(args.hostfile, yaml.hostfile.clone(), "--hostfile")?;
     run_rank(RankOptions {
-        hostfile: super::config::required(args.hostfile, yaml.hostfile, "--hostfile")?,
+        preload: (args.rank == 0).then(|| yaml.preload(&hostfile)).flatten(),
+        hostfile,
         rank: args.rank,
         backend: args
             .backend
@@ -34,6 +36,8 @@ pub struct RankOptions {
     pub control_port: Option<u16>,
     /// The control channel's secret (else the hostfile's digest).
     pub token: Option<String>,
+    /// Rank 0: a model to load before serving (`--config`).
+    pub preload: Option<backend::options::LoadRequest>,
 }
 
 /// Rank 0 serves gRPC with the hostfile as its default; the others follow rank 0.
@@ -43,7 +47,7 @@ pub fn run_rank(args: RankOptions) -> Result<(), Box<dyn std::error::Error>> {
         return backend::server::run(ServerOptions {
             settings: rank0_settings(&args),
             addr: args.addr,
-            preload: None,
+            preload: args.preload,
         });
     }
     let span = tracing::info_span!("rank", n = args.rank);

@@ -38,6 +38,7 @@ pub fn run(args: P2pArgs) -> CliResult {
     if args.ranks < 2 {
         return Err("--ranks must be at least 2".into());
     }
+    let yaml = super::config::read(args.config.as_deref())?;
     let secret = Secret::new(Some(&args.token), "");
     let group = secret.proof("p2p-group", "")[..16].to_string();
     let ip = match &args.ip {
@@ -77,6 +78,7 @@ pub fn run(args: P2pArgs) -> CliResult {
         hostfile.display()
     );
     run_rank(RankOptions {
+        preload: (rank == 0).then(|| yaml.preload(&hostfile)).flatten(),
         hostfile,
         rank,
         backend: "ring".into(),
