@@ -10,8 +10,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use backend::grpc::pb::{self, backend_client::BackendClient};
-use backend::model_yaml::ModelYaml;
-use backend::options::LoadRequest;
 
 use super::CliResult;
 use crate::args::DemoArgs;
@@ -114,14 +112,8 @@ async fn connect(grpc: &str) -> CliResult<BackendClient<tonic::transport::Channe
 /// The LoadModel a host would send: the `--config` YAML's (through the one mapping, its
 /// `hostfile:` option pointed at the demo's loopback hostfile), `--model` winning.
 fn load_request(args: &DemoArgs, hostfile: &Path) -> CliResult<pb::ModelOptions> {
-    let mut req = match &args.config {
-        Some(path) => {
-            let named = |e: String| format!("--config {}: {e}", path.display());
-            let text = std::fs::read_to_string(path).map_err(|e| named(e.to_string()))?;
-            ModelYaml::parse(&text).map_err(named)?.load_request("")
-        }
-        None => LoadRequest::default(),
-    };
+    let yaml = super::config::read(args.config.as_deref())?;
+    let mut req = yaml.preload(hostfile).unwrap_or_default();
     if let Some(model) = &args.model {
         req.model = std::fs::canonicalize(model)
             .map(|p| p.display().to_string())
@@ -129,14 +121,6 @@ fn load_request(args: &DemoArgs, hostfile: &Path) -> CliResult<pb::ModelOptions>
     }
     if req.model.is_empty() {
         return Err("--model (or a --config with parameters.model) is required".into());
-    }
-    let here = format!("hostfile:{}", hostfile.display());
-    for option in req
-        .options
-        .iter_mut()
-        .filter(|o| o.starts_with("hostfile:"))
-    {
-        *option = here.clone();
     }
     Ok(pb::ModelOptions {
         model: req.model,
