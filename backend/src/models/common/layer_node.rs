@@ -18,10 +18,10 @@ use super::layers::{cpu_f32, packed_alike};
 use crate::cache::KvCache;
 use crate::error::Result;
 
-/// The most new positions a row may take through the node. Each attends as a decode step
-/// does (one query against its keys), which has the bits of the op-by-op causal attention
-/// only while skinny-gemm computes its scores row by row (up to 16 rows); longer chunks are
-/// prefill, whose blocked causal attention is faster too.
+/// The most new positions a row may take through the node: a speculative step's input and
+/// proposals, or a short prefill chunk (a prefix-cache hit's remainder). Each position
+/// attends as a decode step there does (one query against its keys), which costs per query;
+/// longer chunks take the op-by-op step, whose blocked causal attention is faster.
 pub const NODE_POSITIONS: i32 = 16;
 
 /// Whether decode steps may take the one-node layer (`MLX_DISTRIBUTED_LAYER_NODE`, default on).
