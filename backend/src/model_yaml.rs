@@ -173,6 +173,39 @@ impl ModelYaml {
     }
 }
 
+impl ModelYaml {
+    /// The keys set here that LocalAI sends with each request, not in `ModelOptions`: the
+    /// `parameters` sampling defaults, `n_draft` (`PredictOptions.NDraft`) and
+    /// `template.use_tokenizer_template`. A host applies them per request; without one
+    /// (`worker serve`) each request carries its own, so a caller names them as unapplied.
+    pub fn request_time_keys(&self) -> Vec<&'static str> {
+        let p = &self.parameters;
+        let set = [
+            ("parameters.temperature", p.temperature.is_some()),
+            ("parameters.top_k", p.top_k.is_some()),
+            ("parameters.top_p", p.top_p.is_some()),
+            ("parameters.min_p", p.min_p.is_some()),
+            ("parameters.max_tokens", p.max_tokens.is_some()),
+            ("parameters.seed", p.seed.is_some()),
+            ("parameters.repeat_penalty", p.repeat_penalty.is_some()),
+            (
+                "parameters.frequency_penalty",
+                p.frequency_penalty.is_some(),
+            ),
+            ("parameters.presence_penalty", p.presence_penalty.is_some()),
+            ("n_draft", self.n_draft != 0),
+            (
+                "template.use_tokenizer_template",
+                self.template.use_tokenizer_template,
+            ),
+        ];
+        set.into_iter()
+            .filter(|(_, on)| *on)
+            .map(|(k, _)| k)
+            .collect()
+    }
+}
+
 /// `filepath.Join(dir, name)` as LocalAI joins the draft model to the models folder: one `/`
 /// between (an absolute `name` too), `dir` empty giving `name` (Go also cleans `..` away).
 fn join(dir: &str, name: &str) -> String {
@@ -244,6 +277,8 @@ options:
         assert_eq!(req.grammar_triggers, ["<tool_call>"]);
         assert_eq!(yaml.other.get("gpu_layers"), Some(&Value::from(99)), "kept");
         assert_eq!(yaml.other.len(), 1);
+        let per_request = ["parameters.temperature", "template.use_tokenizer_template"];
+        assert_eq!(yaml.request_time_keys(), per_request);
         let bare = ModelYaml::parse("parameters:\n  model: m\n")?.load_request("");
         assert_eq!((bare.context_size, bare.draft_model.as_str()), (4096, ""));
         Ok(())

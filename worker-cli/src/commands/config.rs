@@ -22,13 +22,15 @@ pub struct FromYaml {
     pub model: Option<String>,
     /// The LoadModel request a host would send for the YAML.
     pub request: Option<LoadRequest>,
+    /// Keys a host sends with each request instead (`ModelYaml::request_time_keys`).
+    pub per_request: Vec<&'static str>,
 }
 
 impl FromYaml {
     /// What rank 0 loads before serving: the YAML's request, its `hostfile:` option pointed
     /// at the hostfile this rank runs with (a flag's, or the one p2p agreed on).
     pub fn preload(&self, hostfile: &Path) -> Option<LoadRequest> {
-        let mut req = self.request.clone()?;
+        let mut req = self.load()?;
         let here = format!("hostfile:{}", hostfile.display());
         for option in req
             .options
@@ -38,6 +40,19 @@ impl FromYaml {
             *option = here.clone();
         }
         Some(req)
+    }
+
+    /// The YAML's LoadModel request for a rank that loads it itself, saying which keys no
+    /// host will apply to its requests (they carry their own sampling and template flag).
+    pub fn load(&self) -> Option<LoadRequest> {
+        if !self.per_request.is_empty() {
+            tracing::warn!(
+                keys = self.per_request.join(", "),
+                "a host sends these with each request; loaded without one, they are not \
+                 applied (each request carries its own)"
+            );
+        }
+        self.request.clone()
     }
 }
 
@@ -53,13 +68,19 @@ impl Env for YamlOnly {
 
 /// The YAML at `path`, checked as LoadModel checks it; nothing when no `--config` was given.
 pub fn read(path: Option<&Path>) -> CliResult<FromYaml> {
+    read_in(path, None)
+}
+
+/// As [`read`], with LocalAI's models folder, where a relative model is looked for.
+pub fn read_in(path: Option<&Path>, model_path: Option<&Path>) -> CliResult<FromYaml> {
     let Some(path) = path else {
         return Ok(FromYaml::default());
     };
     let named = |e: String| format!("--config {}: {e}", path.display());
     let text = std::fs::read_to_string(path).map_err(|e| named(e.to_string()))?;
     let yaml = ModelYaml::parse(&text).map_err(named)?;
-    let request = yaml.load_request("");
+    let models = model_path.map_or(String::new(), |p| p.display().to_string());
+    let request = yaml.load_request(&models);
     let config = LoadConfig::from_request(&request, &YamlOnly).map_err(named)?;
     let names_backend = backend::options::parse_options(&yaml.options)
         .iter()
@@ -73,8 +94,9 @@ pub fn read(path: Option<&Path>) -> CliResult<FromYaml> {
         backend: names_backend.then(|| backend.to_string()),
         coordinator: config.coordinator,
         control_port: config.control_port,
-        model: Some(yaml.parameters.model).filter(|m| !m.is_empty()),
+        model: Some(request.model.clone()).filter(|m| !m.is_empty()),
         request: Some(request),
+        per_request: yaml.request_time_keys(),
     })
 }
 
