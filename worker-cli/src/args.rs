@@ -31,6 +31,74 @@ pub enum Command {
     P2pMlx(P2pArgs),
     /// Rank 0 for users without a host: load a model YAML's model, then serve gRPC.
     Serve(ServeArgs),
+    /// Start every rank of a hostfile from this machine over SSH, with their logs here.
+    Launch(LaunchArgs),
+}
+
+#[derive(Args)]
+pub struct LaunchArgs {
+    /// A LocalAI model YAML: its options give the hostfile, backend, coordinator and control
+    /// port (flags win), and rank 0 loads its model before serving.
+    #[arg(long, env = "MLX_DISTRIBUTED_CONFIG")]
+    pub config: Option<PathBuf>,
+    #[arg(long, env = "MLX_DISTRIBUTED_HOSTFILE")]
+    pub hostfile: Option<PathBuf>,
+    /// ring (default) or jaccl.
+    #[arg(long, env = "MLX_DISTRIBUTED_BACKEND", value_parser = ["ring", "jaccl"])]
+    pub backend: Option<String>,
+    /// A model folder or repo id: checked on every rank, and loaded by rank 0 before serving.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// LocalAI's models folder on the ranks, where a relative --model is looked for.
+    #[arg(long)]
+    pub model_path: Option<PathBuf>,
+    /// Where rank 0 serves gRPC (on rank 0's host).
+    #[arg(long, default_value = "localhost:50051")]
+    pub addr: String,
+    /// Start ranks 1 and up only: rank 0 is the host's (LocalAI's) to start.
+    #[arg(long)]
+    pub workers_only: bool,
+    /// Skip `worker check` (run on rank 0's host against the started workers).
+    #[arg(long)]
+    pub no_check: bool,
+    /// Seconds `worker check` waits for the workers to join.
+    #[arg(long, default_value_t = 20)]
+    pub join_timeout: u64,
+    /// JACCL: rank 0's coordinator `ip:port`.
+    #[arg(long, env = "MLX_JACCL_COORDINATOR")]
+    pub coordinator: Option<String>,
+    #[arg(long, env = "MLX_DISTRIBUTED_CONTROL_PORT")]
+    pub control_port: Option<u16>,
+    /// The control channel's secret (sent to the ranks on their stdin, not their command line).
+    #[arg(long, env = "MLX_DISTRIBUTED_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// The user to log in as on every host.
+    #[arg(long)]
+    pub ssh_user: Option<String>,
+    /// The SSH port on every host.
+    #[arg(long)]
+    pub ssh_port: Option<u16>,
+    /// A private key to log in with (only it is offered).
+    #[arg(long)]
+    pub ssh_identity: Option<PathBuf>,
+    /// An ssh option `KEY=VALUE` (`-o`), repeatable.
+    #[arg(long = "ssh-option")]
+    pub ssh_options: Vec<String>,
+    /// Seconds to wait for an SSH connection.
+    #[arg(long, default_value_t = 10)]
+    pub connect_timeout: u64,
+    /// The worker binary on the hosts (default: this binary's path).
+    #[arg(long)]
+    pub remote_worker: Option<String>,
+    /// Where the hostfile is written on the hosts (default: its absolute path here).
+    #[arg(long)]
+    pub remote_hostfile: Option<String>,
+    /// Where the --config YAML is written on rank 0's host (default: its absolute path here).
+    #[arg(long)]
+    pub remote_config: Option<String>,
+    /// Flags added to every rank's `worker mlx-distributed` command line.
+    #[arg(last = true)]
+    pub worker_args: Vec<String>,
 }
 
 #[derive(Args)]
@@ -178,6 +246,13 @@ pub struct DistributedArgs {
     /// the hostfile).
     #[arg(long, env = "MLX_DISTRIBUTED_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Rank 0 only: a model folder or repo id to load before serving (over the YAML's
+    /// `parameters.model`).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Rank 0 only: LocalAI's models folder, where a relative --model is looked for.
+    #[arg(long)]
+    pub model_path: Option<PathBuf>,
 }
 
 #[derive(Args)]

@@ -9,9 +9,10 @@ fn main() -> std::process::ExitCode {
     let cli = args::Cli::parse();
     // A rank is a long-running service whose log says what it does; the tools stay quiet.
     let default = match cli.command {
-        args::Command::MlxDistributed(_) | args::Command::P2pMlx(_) | args::Command::Serve(_) => {
-            "info"
-        }
+        args::Command::MlxDistributed(_)
+        | args::Command::P2pMlx(_)
+        | args::Command::Serve(_)
+        | args::Command::Launch(_) => "info",
         _ => "warn",
     };
     tracing_subscriber::fmt()

@@ -163,6 +163,49 @@ impl Hostfile {
     }
 }
 
+/// Each rank's host for `ssh`, read from hostfile JSON: `mlx.launch`'s `"ssh"` entry (else its
+/// first IP), or the host of a ring rank's first address. LocalAI's JACCL matrix names no host.
+pub fn ssh_hosts(text: &str) -> Result<Vec<String>, String> {
+    let json: Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
+    let hosts = match &json {
+        Value::Object(o) if o.contains_key("hosts") => o["hosts"].as_array(),
+        Value::Array(items) if items.iter().all(Value::is_object) => Some(items),
+        _ => None,
+    };
+    match hosts {
+        Some(hosts) => hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| mlx_launch_host(i, h))
+            .collect(),
+        None => match Hostfile::parse(text, Transport::Ring)? {
+            Hostfile::Ring { ranks } => ranks.iter().map(|a| address_host(&a[0])).collect(),
+            Hostfile::Jaccl { .. } => Err("a ring hostfile parses as ring".into()),
+        },
+    }
+}
+
+/// An `mlx.launch` host's `"ssh"` name, else its first IP.
+fn mlx_launch_host(i: usize, host: &Value) -> Result<String, String> {
+    let first_ip = host["ips"].as_array().and_then(|ips| ips.first());
+    host["ssh"]
+        .as_str()
+        .or_else(|| first_ip.and_then(Value::as_str))
+        .filter(|h| !h.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| format!("host {i} has neither \"ssh\" nor \"ips\" to reach it by"))
+}
+
+/// The host of `host:port`, without IPv6 brackets.
+fn address_host(a: &str) -> Result<String, String> {
+    check_address(a)?;
+    let (host, _) = a.rsplit_once(':').ok_or("no port")?;
+    Ok(host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string())
+}
+
 /// One ring rank: `"ip:port"` or a list of them.
 fn ring_rank(rank: usize, v: &Value) -> Result<Vec<String>, String> {
     let addrs = match v {
@@ -327,6 +370,23 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        Ok(())
+    }
+
+    #[test]
+    fn ssh_hosts_of_each_format() -> Result<(), String> {
+        assert_eq!(
+            ssh_hosts(r#"["10.0.0.1:5555", ["10.0.0.2:5556", "10.1.0.2:5557"]]"#)?,
+            ["10.0.0.1", "10.0.0.2"]
+        );
+        let launch = r#"[{"ssh": "mac1", "ips": ["10.0.0.1"]}, {"ips": ["10.0.0.2"]}]"#;
+        assert_eq!(ssh_hosts(launch)?, ["mac1", "10.0.0.2"]);
+        let wrapped = format!(r#"{{"backend": "ring", "hosts": {launch}}}"#);
+        assert_eq!(ssh_hosts(&wrapped)?, ["mac1", "10.0.0.2"]);
+        assert!(ssh_hosts(r#"[{"rdma": []}]"#)
+            .unwrap_err()
+            .contains("host 0"));
+        assert!(ssh_hosts(r#"[[null, "a"], ["a", null]]"#).is_err());
         Ok(())
     }
 

@@ -19,7 +19,7 @@ pub(crate) use cluster::loopback;
 pub use cluster::Cluster;
 pub use fault::Fault;
 pub use group::{clear_groups, Group, GroupError, Transport};
-pub use hostfile::{Hostfile, HostfileError, MLX_LAUNCH_STARTING_PORT};
+pub use hostfile::{ssh_hosts, Hostfile, HostfileError, MLX_LAUNCH_STARTING_PORT};
 pub use join::{ClusterOptions, LinkError, LinkOptions};
 
 /// Bytes of memory this machine can still give a model (for `layer_split:auto`).

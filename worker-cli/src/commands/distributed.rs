@@ -11,7 +11,10 @@ pub fn run(args: DistributedArgs) -> Result<(), Box<dyn std::error::Error>> {
     let yaml = super::config::read(args.config.as_deref())?;
     let hostfile = super::config::required(args.hostfile, yaml.hostfile.clone(), "--hostfile")?;
     run_rank(RankOptions {
-        preload: (args.rank == 0).then(|| yaml.preload(&hostfile)).flatten(),
+        preload: match args.rank {
+            0 => preload(&yaml, &hostfile, args.model, args.model_path),
+            _ => None,
+        },
         hostfile,
         rank: args.rank,
         backend: args
@@ -23,6 +26,28 @@ pub fn run(args: DistributedArgs) -> Result<(), Box<dyn std::error::Error>> {
         control_port: args.control_port.or(yaml.control_port),
         token: args.token,
     })
+}
+
+/// What rank 0 loads before serving: the YAML's request, its model replaced by `--model`
+/// (alone, a request with the model and the rank's flags as its defaults).
+fn preload(
+    yaml: &super::config::FromYaml,
+    hostfile: &std::path::Path,
+    model: Option<String>,
+    model_path: Option<std::path::PathBuf>,
+) -> Option<backend::options::LoadRequest> {
+    let mut req = match (yaml.preload(hostfile), &model) {
+        (Some(req), _) => req,
+        (None, Some(_)) => backend::options::LoadRequest::default(),
+        (None, None) => return None,
+    };
+    if let Some(m) = model {
+        req.model = m;
+    }
+    if let Some(p) = model_path {
+        req.model_path = p.display().to_string();
+    }
+    Some(req)
 }
 
 /// One rank of a cluster, however its hostfile and rank were found.

@@ -6,6 +6,7 @@ mod config;
 mod demo;
 mod distributed;
 mod generate;
+mod launch;
 mod p2p;
 mod serve;
 
@@ -44,5 +45,6 @@ pub fn run(command: Command) -> CliResult {
         Command::Check(args) => check::run(args),
         Command::P2pMlx(args) => p2p::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Launch(args) => launch::run(args),
     }
 }

@@ -1,0 +1,160 @@
+//! The system `ssh` client: it already knows the user's keys, agent, `~/.ssh/config` and
+//! known hosts, so the launcher reuses it instead of speaking SSH itself. Every call runs
+//! without a terminal and never prompts (`BatchMode`), with a bounded connect time.
+
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use super::LaunchError;
+
+/// How to reach every host: the same user, port, key and options for all of them.
+pub struct Ssh {
+    pub user: Option<String>,
+    pub port: Option<u16>,
+    pub identity: Option<PathBuf>,
+    /// `KEY=VALUE` pairs, each passed as `-o KEY=VALUE`.
+    pub options: Vec<String>,
+    pub connect_timeout: u64,
+}
+
+/// The remote side of every process the launcher starts. It reads the control token from
+/// the first line of stdin (so it is on no command line), runs the program, and sends it
+/// SIGTERM when stdin closes: the launcher closes it to stop the rank, and a dropped
+/// connection closes it too, so nothing outlives the launcher. (A rank ends itself at most
+/// 4.5 s after SIGTERM.) Stdin is kept on fd 3 because a background job's stdin is
+/// `/dev/null`; the watcher is killed once the program has ended.
+const WRAPPER: &str = r#"IFS= read -r t || exit 0
+[ -n "$t" ] && export MLX_DISTRIBUTED_TOKEN="$t"
+[ -x "$0" ] || { echo "no executable worker at $0" >&2; exit 127; }
+exec 3<&0
+"$0" "$@" </dev/null 3<&- &
+w=$!
+{ cat <&3 >/dev/null; kill -TERM $w; } >/dev/null 2>&1 &
+g=$!
+exec 3<&-
+wait $w
+s=$?
+kill $g 2>/dev/null
+exit $s"#;
+
+/// The shell command line that runs `program args...` under [`WRAPPER`], with `RUST_LOG`
+/// passed on when it is set here.
+pub fn wrapped(program: &str, args: &[String]) -> Result<String, LaunchError> {
+    let mut words = vec!["sh".to_string(), "-c".into(), WRAPPER.into()];
+    words.push(program.into());
+    words.extend(args.iter().cloned());
+    let line = shlex::try_join(words.iter().map(String::as_str))
+        .map_err(|e| LaunchError::Quote(e.to_string()))?;
+    Ok(match std::env::var("RUST_LOG") {
+        Ok(level) => {
+            let level = shlex::try_quote(&level).map_err(|e| LaunchError::Quote(e.to_string()))?;
+            format!("RUST_LOG={level} {line}")
+        }
+        Err(_) => line,
+    })
+}
+
+impl Ssh {
+    /// `ssh [options] -- host remote`, in its own process group: a Ctrl-C at the terminal
+    /// reaches only the launcher, which then stops every rank in order.
+    pub fn command(&self, host: &str, remote: &str) -> Command {
+        let mut cmd = Command::new("ssh");
+        cmd.args(["-T", "-o", "BatchMode=yes"])
+            .arg("-o")
+            .arg(format!("ConnectTimeout={}", self.connect_timeout));
+        if let Some(user) = &self.user {
+            cmd.arg("-l").arg(user);
+        }
+        if let Some(port) = self.port {
+            cmd.arg("-p").arg(port.to_string());
+        }
+        if let Some(key) = &self.identity {
+            cmd.arg("-i").arg(key).args(["-o", "IdentitiesOnly=yes"]);
+        }
+        for option in &self.options {
+            cmd.arg("-o").arg(option);
+        }
+        cmd.arg("--").arg(host).arg(remote).process_group(0);
+        cmd
+    }
+
+    /// Writes `bytes` to `path` on `host` (its folder made if missing). This is also the
+    /// first connection to each host, so a host without SSH access fails here, before any
+    /// rank has started.
+    pub fn upload(&self, host: &str, path: &str, bytes: &[u8]) -> Result<(), LaunchError> {
+        let quoted = shlex::try_quote(path).map_err(|e| LaunchError::Quote(e.to_string()))?;
+        let remote = format!("mkdir -p \"$(dirname {quoted})\" && cat > {quoted}");
+        let mut child = self
+            .command(host, &remote)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(LaunchError::Spawn)?;
+        if let Some(mut stdin) = child.stdin.take() {
+            // A refused connection closes the pipe early; the exit status says why.
+            let _ = stdin.write_all(bytes);
+        }
+        let out = child.wait_with_output().map_err(LaunchError::Spawn)?;
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        match out.status.code() {
+            Some(0) => Ok(()),
+            Some(255) | None => Err(LaunchError::Ssh {
+                host: host.into(),
+                message: stderr,
+            }),
+            Some(_) => Err(LaunchError::Upload {
+                host: host.into(),
+                path: path.into(),
+                message: stderr,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_lines_quote_every_word() -> Result<(), LaunchError> {
+        let line = wrapped(
+            "/opt/my worker",
+            &["--hostfile".into(), "/a b/h.json".into()],
+        )?;
+        assert!(line.contains("'/opt/my worker'"), "{line}");
+        assert!(line.contains("'/a b/h.json'"), "{line}");
+        assert!(line.contains("sh -c '"), "{line}");
+        Ok(())
+    }
+
+    #[test]
+    fn ssh_never_prompts_and_passes_the_options() {
+        let ssh = Ssh {
+            user: Some("me".into()),
+            port: Some(2222),
+            identity: Some("/k".into()),
+            options: vec!["UserKnownHostsFile=/dev/null".into()],
+            connect_timeout: 5,
+        };
+        let cmd = ssh.command("10.0.0.2", "true");
+        let args: Vec<String> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let joined = args.join(" ");
+        for needle in [
+            "-o BatchMode=yes",
+            "-o ConnectTimeout=5",
+            "-l me",
+            "-p 2222",
+            "-i /k",
+            "-o UserKnownHostsFile=/dev/null",
+            "-- 10.0.0.2 true",
+        ] {
+            assert!(joined.contains(needle), "{joined}");
+        }
+    }
+}
