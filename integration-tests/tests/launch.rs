@@ -143,10 +143,14 @@ fn setup(name: &str, hosts: &[usize], with_sshd: &[usize]) -> TestResult<Setup> 
 impl Setup {
     /// `worker launch` in namespace a with this setup's hostfile and keys, its output in files.
     fn launch(&self, extra: &[&str]) -> TestResult<Child> {
+        let hostfile = self.hostfile.display().to_string();
+        self.launch_without_hostfile(&[&["--hostfile", &hostfile], extra].concat())
+    }
+
+    /// As `launch`, the hostfile left to `extra` (a `--config` YAML's).
+    fn launch_without_hostfile(&self, extra: &[&str]) -> TestResult<Child> {
         let mut cmd = self.lan.command("a", &workspace_binary("worker")?);
         cmd.arg("launch")
-            .arg("--hostfile")
-            .arg(&self.hostfile)
             .args(["--ssh-port", SSH_PORT, "--ssh-identity"])
             .arg(&self.keys.client)
             .args(["--connect-timeout", "5"])
@@ -169,22 +173,31 @@ impl Setup {
             .collect()
     }
 
-    /// The processes of this cluster still running: command lines holding this test's
-    /// hostfile (every rank and check has it), and sshd's sessions. A session ends with its
-    /// connection, which the server tears down just after the client sees its end: it gets a
-    /// second to do so.
-    fn leftovers(&self) -> TestResult<String> {
+    /// The processes of this cluster still running after at most `grace`: command lines
+    /// holding this test's hostfile (every rank and check has it), and sshd's sessions.
+    fn left_after(&self, grace: Duration) -> TestResult<String> {
         let start = Instant::now();
         loop {
-            let mut left = pgrep(&["-a", "-f", &self.hostfile.display().to_string()])?;
-            for sshd in &self.sshd {
-                left += &pgrep(&["-a", "-P", &sshd.0.id().to_string()])?;
-            }
-            if left.is_empty() || start.elapsed() > Duration::from_secs(1) {
+            let left = self.running()?;
+            if left.is_empty() || start.elapsed() > grace {
                 return Ok(left);
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// After the launcher has ended: a session ends with its connection, which the server
+    /// tears down just after the client sees its end, so it gets a second to do so.
+    fn leftovers(&self) -> TestResult<String> {
+        self.left_after(Duration::from_secs(1))
+    }
+
+    fn running(&self) -> TestResult<String> {
+        let mut left = pgrep(&["-a", "-f", &self.hostfile.display().to_string()])?;
+        for sshd in &self.sshd {
+            left += &pgrep(&["-a", "-P", &sshd.0.id().to_string()])?;
+        }
+        Ok(left)
     }
 }
 
@@ -208,6 +221,7 @@ fn launch_serves_the_golden_and_ctrl_c_stops_every_rank() -> TestResult {
         Duration::from_secs(240),
     );
     let running = launcher.try_wait()?.is_none();
+    let during = s.running()?;
     signal(launcher.id(), "INT")?;
     let (status, _) = wait_exit(&mut launcher, Duration::from_secs(30))?;
     let log = s.log();
@@ -222,8 +236,83 @@ fn launch_serves_the_golden_and_ctrl_c_stops_every_rank() -> TestResult {
     ] {
         assert!(log.contains(needle), "no {needle:?} in:\n{log}");
     }
+    // The marker sees the cluster while it runs, so its absence afterwards means something.
+    assert!(during.contains("mlx-distributed --rank 1"), "{during}");
+    assert!(during.contains("mlx-distributed --rank 0"), "{during}");
+    assert!(during.contains("sshd"), "{during}");
     assert_eq!(s.leftovers()?, "", "left running after the launcher ended");
     eprintln!("launcher:\n{log}\nlaunch test took {:?}", started.elapsed());
+    Ok(())
+}
+
+#[test]
+fn launch_with_the_model_yaml_serves_it_and_sigterm_stops_every_rank() -> TestResult {
+    let _one = one_lan_at_a_time();
+    let s = setup("launch-yaml", &[0, 1], &[0, 1])?;
+    let grpc = format!("{}:50562", Lan::addr(0));
+    let yaml = s.dir.0.join("smol.yaml");
+    std::fs::write(
+        &yaml,
+        format!(
+            "backend: mlx-distributed\nparameters:\n  model: {}\noptions:\n  - hostfile:{}\n",
+            integration_tests::fixture(MODEL)?.display(),
+            s.hostfile.display()
+        ),
+    )?;
+    let config = yaml.display().to_string();
+    let mut launcher = s.launch_without_hostfile(&["--config", &config, "--addr", &grpc])?;
+    let client = s.lan.run_test_in(
+        "a",
+        "client_in_namespace_a",
+        &[("LAUNCH_GRPC", &grpc)],
+        Duration::from_secs(240),
+    );
+    let running = launcher.try_wait()?.is_none();
+    signal(launcher.id(), "TERM")?;
+    let (status, _) = wait_exit(&mut launcher, Duration::from_secs(30))?;
+    let log = s.log();
+    client.map_err(|e| format!("{e}\nlauncher:\n{log}"))?;
+    assert!(running, "the launcher ended before the stop:\n{log}");
+    assert!(status.success(), "{status}:\n{log}");
+    assert!(
+        log.contains("[rank 0 10.77.0.11]") && log.contains("check passed"),
+        "{log}"
+    );
+    assert_eq!(s.leftovers()?, "", "left running after the launcher ended");
+    Ok(())
+}
+
+#[test]
+fn a_launcher_killed_outright_leaves_nothing_running() -> TestResult {
+    let _one = one_lan_at_a_time();
+    let s = setup("launch-sigkill", &[0, 1], &[0, 1])?;
+    let grpc = format!("{}:50563", Lan::addr(0));
+    let mut launcher = s.launch(&["--no-check", "--addr", &grpc])?;
+    let start = Instant::now();
+    while !s.running()?.contains("mlx-distributed --rank 0") {
+        assert!(
+            launcher.try_wait()?.is_none(),
+            "the launcher ended:\n{}",
+            s.log()
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "rank 0 did not start:\n{}",
+            s.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // No orderly stop: the ssh clients see their stdin close, and the remote wrappers stop
+    // the ranks (4.5 s at most for a rank to end after SIGTERM).
+    launcher.kill()?;
+    launcher.wait()?;
+    let left = s.left_after(Duration::from_secs(10))?;
+    assert_eq!(
+        left,
+        "",
+        "left running after the launcher was killed:\n{}",
+        s.log()
+    );
     Ok(())
 }
 
@@ -262,6 +351,23 @@ fn a_rank_that_fails_to_start_is_named_and_the_others_stopped() -> TestResult {
     );
     assert!(took < Duration::from_secs(20), "{took:?}");
     assert_eq!(s.leftovers()?, "");
+    Ok(())
+}
+
+#[test]
+fn a_rank_0_that_cannot_serve_is_named_and_the_running_worker_stopped() -> TestResult {
+    let _one = one_lan_at_a_time();
+    let s = setup("launch-badaddr", &[0, 1], &[0, 1])?;
+    // No interface of namespace a has this address: rank 0 cannot listen on it.
+    let mut launcher = s.launch(&["--addr", "10.77.0.99:50564"])?;
+    let (status, took) = wait_exit(&mut launcher, Duration::from_secs(60))?;
+    let err = s.log();
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("check passed"), "{err}");
+    assert!(err.contains("error: rank 0 10.77.0.11 ended"), "{err}");
+    assert!(err.contains("10.77.0.99:50564"), "{err}");
+    assert!(took < Duration::from_secs(40), "{took:?}");
+    assert_eq!(s.leftovers()?, "", "rank 1 was not stopped");
     Ok(())
 }
 
