@@ -42,7 +42,9 @@ pub fn run(opts: ServerOptions) -> Result<(), Box<dyn std::error::Error>> {
         if let Some(req) = &opts.preload {
             preload(&engine, req, &opts.settings).await?;
         }
-        serve(addr, engine.clone(), opts.settings).await?;
+        serve(addr, engine.clone(), opts.settings)
+            .await
+            .map_err(|e| serve_error(addr, &e))?;
         Ok::<(), Box<dyn std::error::Error>>(())
     });
     // However serving ended (a stop, or the port was taken), everything else stops too.
@@ -102,6 +104,18 @@ async fn serve(
             Ok(())
         }
     }
+}
+
+/// tonic's error says only "transport error"; its sources say why (the port is taken, the
+/// address is not this machine's).
+fn serve_error(addr: SocketAddr, e: &tonic::transport::Error) -> String {
+    let mut message = format!("serving gRPC on {addr}: {e}");
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        message += &format!(": {s}");
+        source = s.source();
+    }
+    message
 }
 
 fn resolve(addr: &str) -> Result<SocketAddr, String> {
