@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use backend::grpc::pb;
 use integration_tests::cluster::TempDir;
 use integration_tests::netns::Lan;
-use integration_tests::rpc::golden_request;
+use integration_tests::rpc::{golden_request, load_fixture};
 use integration_tests::server::workspace_binary;
 use integration_tests::{goldens, signal, wait_exit, TestResult};
 use tonic::transport::Channel;
@@ -57,10 +57,10 @@ fn keys(dir: &Path) -> TestResult<Keys> {
     Ok(keys)
 }
 
-/// `sshd -D -e` in one namespace; killed on drop.
-struct Sshd(Child);
+/// A process the test started (`sshd -D -e`, a host's rank 0); killed on drop.
+struct Killed(Child);
 
-impl Drop for Sshd {
+impl Drop for Killed {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
@@ -68,7 +68,7 @@ impl Drop for Sshd {
 }
 
 /// Starts sshd on `Lan::addr(i)` in namespace `node` and waits until it listens.
-fn sshd(lan: &Lan, node: &str, i: usize, dir: &Path, keys: &Keys) -> TestResult<Sshd> {
+fn sshd(lan: &Lan, node: &str, i: usize, dir: &Path, keys: &Keys) -> TestResult<Killed> {
     std::fs::create_dir_all("/run/sshd")?;
     let config = dir.join(format!("sshd_config_{node}"));
     std::fs::write(
@@ -91,7 +91,7 @@ fn sshd(lan: &Lan, node: &str, i: usize, dir: &Path, keys: &Keys) -> TestResult<
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log)?)
         .spawn()?;
-    let sshd = Sshd(child);
+    let sshd = Killed(child);
     let start = Instant::now();
     while !std::fs::read_to_string(&log)?.contains("Server listening") {
         if start.elapsed() > Duration::from_secs(10) {
@@ -109,7 +109,7 @@ fn sshd(lan: &Lan, node: &str, i: usize, dir: &Path, keys: &Keys) -> TestResult<
 /// A LAN, keys, a ring hostfile over `hosts` (Lan indices) and sshd on `with_sshd`.
 /// Dropped in order: the servers, the namespaces, then the folder.
 struct Setup {
-    sshd: Vec<Sshd>,
+    sshd: Vec<Killed>,
     lan: Lan,
     dir: TempDir,
     keys: Keys,
@@ -375,8 +375,65 @@ fn a_rank_0_that_cannot_serve_is_named_and_the_running_worker_stopped() -> TestR
     Ok(())
 }
 
-/// Run by the first test inside namespace a: rank 0 loaded `--model` before serving, so it
-/// is READY once it answers, and it answers the golden.
+#[test]
+fn workers_only_leaves_rank_0_to_the_host() -> TestResult {
+    let _one = one_lan_at_a_time();
+    let s = setup("launch-workers", &[0, 1], &[0, 1])?;
+    let model = integration_tests::fixture(MODEL)?.display().to_string();
+    let mut launcher = s.launch(&["--workers-only", "--model", &model])?;
+    let start = Instant::now();
+    while !s
+        .log()
+        .contains("[launch] ranks 1..1 running; rank 0 is the host's to start")
+    {
+        assert!(
+            launcher.try_wait()?.is_none(),
+            "the launcher ended:\n{}",
+            s.log()
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no workers:\n{}",
+            s.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !s.running()?.contains("--rank 0"),
+        "rank 0 started:\n{}",
+        s.running()?
+    );
+    // The host's rank 0: the backend binary with the hostfile, as LocalAI starts it.
+    let grpc = format!("{}:50565", Lan::addr(0));
+    let rank0 = Killed(
+        s.lan
+            .command("a", &workspace_binary("mlx-distributed-backend")?)
+            .args(["--addr", &grpc])
+            .env("MLX_DISTRIBUTED_HOSTFILE", &s.hostfile)
+            .env_remove("MLX_DISTRIBUTED_TOKEN")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()?,
+    );
+    let client = s.lan.run_test_in(
+        "a",
+        "client_in_namespace_a",
+        &[("LAUNCH_GRPC", &grpc), ("LAUNCH_LOAD", "1")],
+        Duration::from_secs(240),
+    );
+    drop(rank0);
+    signal(launcher.id(), "INT")?;
+    let (status, _) = wait_exit(&mut launcher, Duration::from_secs(30))?;
+    let log = s.log();
+    client.map_err(|e| format!("{e}\nlauncher:\n{log}"))?;
+    assert!(status.success(), "{status}:\n{log}");
+    assert_eq!(s.leftovers()?, "", "left running after the launcher ended");
+    Ok(())
+}
+
+/// Run by the tests above inside namespace a: rank 0 loaded `--model` before serving, so it
+/// is READY once it answers (or, with `LAUNCH_LOAD`, the client loads it, as a host does),
+/// and it answers the golden.
 #[tokio::test]
 #[ignore = "run inside a namespace by launch_serves_the_golden_and_ctrl_c_stops_every_rank"]
 async fn client_in_namespace_a() -> TestResult {
@@ -388,6 +445,11 @@ async fn client_in_namespace_a() -> TestResult {
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     };
+    if std::env::var("LAUNCH_LOAD").is_ok() {
+        let load = load_fixture(&mut c, MODEL, &[]);
+        let loaded = tokio::time::timeout(Duration::from_secs(120), load).await??;
+        assert!(loaded.success, "{loaded:?}");
+    }
     let status = c.status(pb::HealthMessage {}).await?.into_inner();
     assert_eq!(status.state, pb::status_response::State::Ready as i32);
     let g = goldens::load(GOLDENS)?;

@@ -61,10 +61,11 @@ pub fn run(args: LaunchArgs) -> CliResult {
     }
 }
 
-/// SIGINT and SIGTERM set a flag the launcher polls.
+/// SIGINT, SIGTERM and SIGHUP (the terminal closed) set a flag the launcher polls.
 fn stop_on_signals() -> std::io::Result<Arc<AtomicBool>> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    for signal in [SIGINT, SIGTERM, SIGHUP] {
         signal_hook::flag::register(signal, Arc::clone(&stop))?;
     }
     Ok(stop)
@@ -72,6 +73,9 @@ fn stop_on_signals() -> std::io::Result<Arc<AtomicBool>> {
 
 /// Workers, the check, rank 0, then wait for a stop or a rank ending.
 fn run_cluster(plan: &Plan, fleet: &mut Fleet, stop: &AtomicBool) -> Result<(), LaunchError> {
+    if stop.load(Ordering::Relaxed) {
+        return Ok(());
+    }
     for rank in 1..plan.hosts.len() {
         fleet.0.push(Remote::start(&plan.ssh, plan.rank(rank)?)?);
     }
@@ -85,7 +89,7 @@ fn run_cluster(plan: &Plan, fleet: &mut Fleet, stop: &AtomicBool) -> Result<(), 
     match plan.workers_only {
         true => eprintln!(
             "[launch] ranks 1..{} running; rank 0 is the host's to start",
-            plan.hosts.len()
+            plan.hosts.len() - 1
         ),
         false => {
             fleet.0.push(Remote::start(&plan.ssh, plan.rank(0)?)?);
