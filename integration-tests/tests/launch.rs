@@ -337,16 +337,15 @@ fn a_host_without_ssh_is_named_with_the_ssh_error() -> TestResult {
 }
 
 #[test]
-fn a_rank_that_fails_to_start_is_named_and_the_others_stopped() -> TestResult {
+fn a_missing_worker_binary_is_named_by_rank_and_host_before_anything_starts() -> TestResult {
     let _one = one_lan_at_a_time();
     let s = setup("launch-nobinary", &[0, 1], &[0, 1])?;
     let mut launcher = s.launch(&["--remote-worker", "/nonexistent/worker"])?;
     let (status, took) = wait_exit(&mut launcher, Duration::from_secs(40))?;
     let err = s.log();
     assert!(!status.success(), "{err}");
-    assert!(err.contains("error: rank 1 10.77.0.12 ended"), "{err}");
     assert!(
-        err.contains("no executable worker at /nonexistent/worker"),
+        err.contains("error: rank 0 on 10.77.0.11: no executable worker at /nonexistent/worker"),
         "{err}"
     );
     assert!(took < Duration::from_secs(20), "{took:?}");

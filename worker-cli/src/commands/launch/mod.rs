@@ -23,6 +23,12 @@ use remote::{Fleet, Remote};
 pub enum LaunchError {
     #[error("cannot ssh to {host}: {message}")]
     Ssh { host: String, message: String },
+    #[error("{ranks} on {host}: no executable worker at {path} (install it there, or name it with --remote-worker)")]
+    NoWorker {
+        ranks: String,
+        host: String,
+        path: String,
+    },
     #[error("could not write {path} on {host}: {message}")]
     Upload {
         host: String,
@@ -146,7 +152,6 @@ fn checked(
     if status.success() {
         return Ok(Watch::Checked);
     }
-    std::thread::sleep(Duration::from_millis(500));
     if let Some((i, rank_status)) = fleet.first_exit()? {
         return Err(fleet.0[i].failure(rank_status));
     }

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::remote::Start;
-use super::ssh::{self, Ssh};
+use super::ssh::{self, Ssh, Upload};
 use super::LaunchError;
 use crate::args::LaunchArgs;
 use crate::commands::{config, transport, CliResult};
@@ -78,23 +78,46 @@ impl Plan {
         })
     }
 
-    /// Writes the hostfile to every host and the YAML to rank 0's.
+    /// Writes the hostfile to every host (finding the worker binary there) and the YAML to
+    /// rank 0's.
     pub fn upload(&self) -> Result<(), LaunchError> {
         let mut done: Vec<&str> = Vec::new();
         for host in &self.hosts {
-            if !done.contains(&host.as_str()) {
-                self.ssh
-                    .upload(host, &self.remote_hostfile, &self.hostfile)?;
-                done.push(host);
+            if done.contains(&host.as_str()) {
+                continue;
             }
+            self.ssh.upload(Upload {
+                host,
+                path: &self.remote_hostfile,
+                bytes: &self.hostfile,
+                worker: Some((&self.worker, self.ranks_on(host))),
+            })?;
+            done.push(host);
         }
         match (&self.config, self.workers_only) {
             (Some((local, remote)), false) => {
                 let bytes = std::fs::read(local)
                     .map_err(|e| LaunchError::Plan(format!("--config {}: {e}", local.display())))?;
-                self.ssh.upload(&self.hosts[0], remote, &bytes)
+                self.ssh.upload(Upload {
+                    host: &self.hosts[0],
+                    path: remote,
+                    bytes: &bytes,
+                    worker: None,
+                })
             }
             _ => Ok(()),
+        }
+    }
+
+    /// `rank 1` or `ranks 0, 2`: the ranks `host` runs.
+    fn ranks_on(&self, host: &str) -> String {
+        let ranks: Vec<String> = (0..self.hosts.len())
+            .filter(|&r| self.hosts[r] == host)
+            .map(|r| r.to_string())
+            .collect();
+        match ranks.len() {
+            1 => format!("rank {}", ranks[0]),
+            _ => format!("ranks {}", ranks.join(", ")),
         }
     }
 

@@ -80,14 +80,47 @@ impl Ssh {
         cmd
     }
 
-    /// Writes `bytes` to `path` on `host` (its folder made if missing). This is also the
-    /// first connection to each host, so a host without SSH access fails here, before any
-    /// rank has started.
-    pub fn upload(&self, host: &str, path: &str, bytes: &[u8]) -> Result<(), LaunchError> {
-        let quoted = shlex::try_quote(path).map_err(|e| LaunchError::Quote(e.to_string()))?;
-        let remote = format!("mkdir -p \"$(dirname {quoted})\" && cat > {quoted}");
+    /// Writes the file to its host (its folder made if missing) and finds the worker binary
+    /// there. This is also the first connection to each host, so a host without SSH access
+    /// or without the binary fails here, before any rank has started.
+    pub fn upload(&self, up: Upload) -> Result<(), LaunchError> {
+        let quote = |s: &str| shlex::try_quote(s).map(|q| q.into_owned());
+        let path = quote(up.path).map_err(|e| LaunchError::Quote(e.to_string()))?;
+        let mut remote = format!("mkdir -p \"$(dirname {path})\" && cat > {path}");
+        if let Some((worker, _)) = &up.worker {
+            let worker = quote(worker).map_err(|e| LaunchError::Quote(e.to_string()))?;
+            remote += &format!(" && {{ [ -x {worker} ] || exit {NO_WORKER}; }}");
+        }
+        let out = self.run_with_input(up.host, &remote, up.bytes)?;
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        match (out.status.code(), up.worker) {
+            (Some(0), _) => Ok(()),
+            (Some(255) | None, _) => Err(LaunchError::Ssh {
+                host: up.host.into(),
+                message: stderr,
+            }),
+            (Some(NO_WORKER), Some((worker, ranks))) => Err(LaunchError::NoWorker {
+                ranks,
+                host: up.host.into(),
+                path: worker.into(),
+            }),
+            _ => Err(LaunchError::Upload {
+                host: up.host.into(),
+                path: up.path.into(),
+                message: stderr,
+            }),
+        }
+    }
+
+    /// Runs `remote` on `host` with `input` on its stdin; its stderr and status.
+    fn run_with_input(
+        &self,
+        host: &str,
+        remote: &str,
+        input: &[u8],
+    ) -> Result<std::process::Output, LaunchError> {
         let mut child = self
-            .command(host, &remote)
+            .command(host, remote)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -95,23 +128,21 @@ impl Ssh {
             .map_err(LaunchError::Spawn)?;
         if let Some(mut stdin) = child.stdin.take() {
             // A refused connection closes the pipe early; the exit status says why.
-            let _ = stdin.write_all(bytes);
+            let _ = stdin.write_all(input);
         }
-        let out = child.wait_with_output().map_err(LaunchError::Spawn)?;
-        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        match out.status.code() {
-            Some(0) => Ok(()),
-            Some(255) | None => Err(LaunchError::Ssh {
-                host: host.into(),
-                message: stderr,
-            }),
-            Some(_) => Err(LaunchError::Upload {
-                host: host.into(),
-                path: path.into(),
-                message: stderr,
-            }),
-        }
+        child.wait_with_output().map_err(LaunchError::Spawn)
     }
+}
+
+/// The exit status of an upload whose host lacks the worker binary.
+const NO_WORKER: i32 = 3;
+
+/// A file for a host, and the worker binary to find there with the ranks it is for.
+pub struct Upload<'a> {
+    pub host: &'a str,
+    pub path: &'a str,
+    pub bytes: &'a [u8],
+    pub worker: Option<(&'a str, String)>,
 }
 
 #[cfg(test)]
