@@ -161,6 +161,37 @@ mod tests {
         Ok(())
     }
 
+    /// The wrapper itself, run by a local `sh`: the token line is read, and closing stdin
+    /// ends the program with SIGTERM (the wrapper then exits with its status, 143).
+    #[test]
+    fn closing_stdin_stops_the_wrapped_program() -> Result<(), Box<dyn std::error::Error>> {
+        let mut child = Command::new("sh")
+            .args(["-c", WRAPPER, "/bin/sleep", "30"])
+            .stdin(Stdio::piped())
+            .spawn()?;
+        let mut stdin = child.stdin.take().ok_or("no stdin")?;
+        writeln!(stdin, "a-token")?;
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(
+            child.try_wait()?.is_none(),
+            "the program ended before the stop"
+        );
+        let start = std::time::Instant::now();
+        drop(stdin);
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break status;
+            }
+            if start.elapsed() > std::time::Duration::from_secs(5) {
+                child.kill()?;
+                return Err("the wrapper did not stop its program".into());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        assert_eq!(status.code(), Some(143), "{status}");
+        Ok(())
+    }
+
     #[test]
     fn ssh_never_prompts_and_passes_the_options() {
         let ssh = Ssh {
