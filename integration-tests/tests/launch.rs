@@ -165,6 +165,17 @@ impl Setup {
         Ok(cmd.spawn()?)
     }
 
+    /// Replaces the hostfile with the mlx.launch format over the same hosts: `"ssh"` names
+    /// the host, ring ports are mlx.launch's (32323 up).
+    fn use_mlx_launch_hostfile(&self, hosts: &[usize]) -> TestResult {
+        let entries: Vec<serde_json::Value> = hosts
+            .iter()
+            .map(|&i| serde_json::json!({"ssh": Lan::addr(i), "ips": [Lan::addr(i)]}))
+            .collect();
+        std::fs::write(&self.hostfile, serde_json::to_string(&entries)?)?;
+        Ok(())
+    }
+
     /// What the launcher wrote to its stdout and stderr.
     fn log(&self) -> String {
         ["launcher.out", "launcher.err"]
@@ -246,9 +257,11 @@ fn launch_serves_the_golden_and_ctrl_c_stops_every_rank() -> TestResult {
 }
 
 #[test]
-fn launch_with_the_model_yaml_serves_it_and_sigterm_stops_every_rank() -> TestResult {
+fn launch_with_the_model_yaml_and_an_mlx_launch_hostfile_serves_it_and_sigterm_stops_every_rank(
+) -> TestResult {
     let _one = one_lan_at_a_time();
     let s = setup("launch-yaml", &[0, 1], &[0, 1])?;
+    s.use_mlx_launch_hostfile(&[0, 1])?;
     let grpc = format!("{}:50562", Lan::addr(0));
     let yaml = s.dir.0.join("smol.yaml");
     std::fs::write(
