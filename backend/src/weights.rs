@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::error::{read_json, Error, Result};
 use crate::lora::{LowRank, Merge, Updates};
+use crate::safetensors::{tensor_index, Stored};
 
 /// How stored weights become the arrays the model computes with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -62,6 +63,9 @@ pub fn safetensors_files(dir: &Path) -> Result<Vec<PathBuf>> {
 /// The checkpoint's arrays (lazy until evaluated), taken one by one by the model builder.
 pub struct Weights {
     tensors: HashMap<String, Array>,
+    /// Where each tensor of the files lies, so a tensor split reads a rank's part alone
+    /// (the whole tensor's lazy array is then never evaluated, so never read).
+    stored: HashMap<String, Stored>,
     quant: QuantConfig,
     mode: WeightMode,
     /// Packed layers whose format has no vector kernel on this CPU (they run the portable one).
@@ -73,13 +77,16 @@ pub struct Weights {
 impl Weights {
     /// Opens every safetensors file of `dir`; `config` is its parsed config.json.
     pub fn open(dir: &Path, config: &Value, mode: WeightMode) -> Result<Weights> {
-        let mut tensors = HashMap::new();
+        let (mut tensors, mut stored) = (HashMap::new(), HashMap::new());
         for file in safetensors_files(dir)? {
             let part = Array::load_safetensors(&file)
                 .map_err(|e| Error::Weights(format!("{}: {e}", file.display())))?;
             tensors.extend(part);
+            stored.extend(tensor_index(&file)?);
         }
-        Weights::from_arrays(tensors, config, mode)
+        let mut weights = Weights::from_arrays(tensors, config, mode)?;
+        weights.stored = stored;
+        Ok(weights)
     }
 
     /// For tests: weights from arrays in memory.
@@ -90,6 +97,7 @@ impl Weights {
     ) -> Result<Weights> {
         Ok(Weights {
             tensors,
+            stored: HashMap::new(),
             quant: QuantConfig::from_config(config)?,
             mode,
             portable: Vec::new(),
@@ -184,6 +192,7 @@ impl Weights {
 
     /// Puts a converted tensor where the model builder will take it.
     pub fn insert(&mut self, key: &str, array: Array) {
+        self.stored.remove(key);
         self.tensors.insert(key.to_string(), array);
     }
 
@@ -299,12 +308,13 @@ impl Weights {
     /// dequantized and converted when the mode asks.
     fn take_matrix(&mut self, prefix: &str, shape: Shape, split: Cut) -> Result<MatrixWeight> {
         let lead = i32::from(shape.count.is_some());
-        let cut = |a: &Array| -> Result<Array> {
+        let cut = |w: &mut Weights, part: &str, a: Array| -> Result<Array> {
+            let key = format!("{prefix}.{part}");
             match split {
-                Cut::Whole => Ok(a.clone()),
-                Cut::Rows { rank, size } => shard(a, lead, rank, size, prefix),
-                Cut::Cols { rank, size } => shard(a, lead + 1, rank, size, prefix),
-                Cut::Stacked { rank, size } => shard(a, 0, rank, size, prefix),
+                Cut::Whole => Ok(a),
+                Cut::Rows { rank, size } => w.part_of(&key, a, (lead, rank, size)),
+                Cut::Cols { rank, size } => w.part_of(&key, a, (lead + 1, rank, size)),
+                Cut::Stacked { rank, size } => w.part_of(&key, a, (0, rank, size)),
             }
         };
         match self.take_quantized(prefix, shape)? {
@@ -318,16 +328,17 @@ impl Weights {
                     }
                 }
                 let stored = StoredQuantized {
-                    weight: cut(&stored.weight)?,
-                    scales: cut(&stored.scales)?,
-                    biases: cut(&stored.biases)?,
+                    weight: cut(self, "weight", stored.weight)?,
+                    scales: cut(self, "scales", stored.scales)?,
+                    biases: cut(self, "biases", stored.biases)?,
                     q: stored.q,
                 };
                 self.quantized_for_mode(prefix, stored)
             }
             None => {
                 let weight = self.take(&format!("{prefix}.weight"), &shape.dims())?;
-                Ok(MatrixWeight::Dense(self.to_compute_dtype(cut(&weight)?)?))
+                let weight = cut(self, "weight", weight)?;
+                Ok(MatrixWeight::Dense(self.to_compute_dtype(weight)?))
             }
         }
     }
@@ -411,16 +422,42 @@ impl Weights {
     }
 }
 
-/// Part `rank` of `size` equal parts of `a` along `axis`, copied out (a gather, so the
-/// full tensor's buffer is not kept alive by a view).
-fn shard(a: &Array, axis: i32, rank: usize, size: usize, prefix: &str) -> Result<Array> {
-    let n = a.shape()[axis as usize];
+impl Weights {
+    /// Part `rank` of `size` equal parts along `axis` of the tensor `key` (taken as `a`): read
+    /// from its file alone when it is a file's tensor as stored, so a rank never reads or
+    /// holds the other ranks' parts; else cut from `a` (a converted or stacked tensor).
+    fn part_of(
+        &mut self,
+        key: &str,
+        a: Array,
+        (axis, rank, size): (i32, usize, usize),
+    ) -> Result<Array> {
+        let stored = self.stored.remove(key);
+        match stored.filter(|s| s.shape == a.shape() && s.dtype == a.dtype()) {
+            Some(s) => {
+                divides(&s.shape, axis, size, key)?;
+                s.read_part(axis as usize, rank, size)
+            }
+            None => shard(&a, axis, rank, size, key),
+        }
+    }
+}
+
+/// Fails unless `shape` divides along `axis` over `size` ranks; the part's length.
+fn divides(shape: &[i32], axis: i32, size: usize, prefix: &str) -> Result<i32> {
+    let n = shape[axis as usize];
     if n % size as i32 != 0 {
         return Err(Error::Weights(format!(
             "`{prefix}`: {n} along axis {axis} does not divide over {size} ranks"
         )));
     }
-    let part = n / size as i32;
+    Ok(n / size as i32)
+}
+
+/// Part `rank` of `size` equal parts of `a` along `axis`, copied out (a gather, so the
+/// full tensor's buffer is not kept alive by a view).
+fn shard(a: &Array, axis: i32, rank: usize, size: usize, prefix: &str) -> Result<Array> {
+    let part = divides(a.shape(), axis, size, prefix)?;
     let start = part * rank as i32;
     let idx = Array::arange::<i32, i32>(start, start + part, None)?;
     Ok(a.take_axis(&idx, axis)?)

@@ -364,9 +364,21 @@ impl Decoder {
             true => Some(Embedding::load(w, keys::EMBED, s.vocab_size, hidden)?),
             false => None,
         };
-        let layers = (0..s.num_hidden_layers as usize)
+        let held: Vec<usize> = (0..s.num_hidden_layers as usize)
             .filter(|i| part.holds_layer(*i))
-            .map(|i| layer(w, &format!("{}.{i}", keys::LAYERS), i, &part.tensor))
+            .collect();
+        // A tensor split reads each rank's parts here, not when they are evaluated: the
+        // progress of a long load is shown here then.
+        let mut progress = (part.tensor.as_ref())
+            .map(|_| crate::progress::Progress::new("reading this rank's part", held.len()));
+        let layers = (held.into_iter())
+            .map(|i| {
+                let built = layer(w, &format!("{}.{i}", keys::LAYERS), i, &part.tensor);
+                progress
+                    .iter_mut()
+                    .for_each(crate::progress::Progress::tick);
+                built
+            })
             .collect::<Result<Vec<_>>>()?;
         let (norm, lm_head) = match part.ends {
             true => (
