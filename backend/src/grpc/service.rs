@@ -530,6 +530,10 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
             prompt_json_for_slot: serde_json::json!({
                 "prefix_cache": m.prefix_cache,
                 "kv_reserved_bytes": m.kv_reserved_bytes,
+                "kv_budget_bytes": m.kv_budget_bytes,
+                "queued": m.queued,
+                "running": m.running,
+                "throughput": m.throughput,
                 "grammar": m.grammar,
                 "speculation": m.speculation,
             })
