@@ -132,3 +132,45 @@ async fn close_opt(listener: Option<Listener>) {
     }
     tracing::info!(addr = %l.requested, "metrics listener closed");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::EngineHandle;
+
+    type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+    fn free_addr() -> std::io::Result<SocketAddr> {
+        std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()
+    }
+
+    fn bindable(addr: SocketAddr) -> bool {
+        std::net::TcpListener::bind(addr).is_ok()
+    }
+
+    /// The same address is kept (never bound twice), a failed load leaves the listener as it
+    /// was and frees the address it tried, a load without `metrics_addr` closes it.
+    #[tokio::test]
+    async fn a_listener_is_kept_moved_or_closed_by_loads() -> TestResult {
+        let engine = Arc::new(EngineHandle::spawn()?);
+        let exporter = Exporter::new(engine.clone());
+        let (a, b) = (free_addr()?, free_addr()?);
+        exporter.around_load(Some(a), async { ((), true) }).await?;
+        assert!(!bindable(a));
+        exporter.around_load(Some(a), async { ((), true) }).await?;
+        assert!(!bindable(a));
+        exporter.around_load(Some(b), async { ((), false) }).await?;
+        assert!(!bindable(a) && bindable(b));
+        exporter.around_load(Some(b), async { ((), true) }).await?;
+        assert!(bindable(a) && !bindable(b));
+        let taken = std::net::TcpListener::bind(a)?;
+        let err = exporter.around_load(Some(a), async { ((), true) }).await;
+        assert!(matches!(&err, Err(MetricsError::Bind { addr, .. }) if *addr == a));
+        drop(taken);
+        assert!(!bindable(b), "a refused address leaves the listener");
+        exporter.around_load(None, async { ((), true) }).await?;
+        assert!(bindable(b));
+        engine.join(Duration::from_secs(3))?;
+        Ok(())
+    }
+}
