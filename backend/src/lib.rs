@@ -12,6 +12,7 @@ pub mod lifecycle;
 pub mod loader;
 pub mod lora;
 pub mod memory;
+pub mod metrics;
 pub mod model_yaml;
 pub mod models;
 pub mod options;

@@ -130,6 +130,8 @@ pub struct LoadConfig {
     pub coordinator: Option<String>,
     /// The control channel's secret (`MLX_DISTRIBUTED_TOKEN`; else the hostfile's digest).
     pub token: Option<Token>,
+    /// Where rank 0 serves `/metrics` and the status page (option `metrics_addr`, `ip:port`).
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// The process environment the fallbacks come from (injectable for tests).
@@ -324,7 +326,8 @@ impl LoadConfig {
                 || c.set_kv(&key, &value, &bad)?
                 || c.set_speculation(&key, &value, &bad)?
                 || c.set_adapters(&key, &value, &bad)?
-                || c.set_cluster(&key, &value, &bad, &mut given)?;
+                || c.set_cluster(&key, &value, &bad, &mut given)?
+                || c.set_metrics(&key, &value, &bad)?;
             if !known {
                 tracing::warn!(option = %key, "unknown option ignored");
             }
@@ -338,6 +341,19 @@ impl LoadConfig {
                 .into());
         }
         Ok(c)
+    }
+
+    /// `metrics_addr`: an `ip:port` to serve the metrics and status page on.
+    fn set_metrics(&mut self, key: &str, value: &OptionValue, bad: &Bad) -> Result<bool, String> {
+        if key != "metrics_addr" {
+            return Ok(false);
+        }
+        let addr = match value {
+            OptionValue::Str(v) => v.parse().ok(),
+            _ => None,
+        };
+        self.metrics_addr = Some(addr.ok_or_else(|| bad("an ip:port such as 127.0.0.1:9090"))?);
+        Ok(true)
     }
 
     /// LoRA: `fuse` (true: into dense weights at load; false: at run time everywhere).
@@ -412,6 +428,7 @@ impl LoadConfig {
             control_port: None,
             coordinator: env.var("MLX_JACCL_COORDINATOR"),
             token: env.var("MLX_DISTRIBUTED_TOKEN").map(Token),
+            metrics_addr: None,
         }
     }
 
@@ -721,6 +738,23 @@ mod tests {
             ..Default::default()
         };
         LoadConfig::from_request(&req, &FakeEnv(env.iter().copied().collect()))
+    }
+
+    /// `metrics_addr` takes an ip:port; anything else is an error naming the option.
+    #[test]
+    fn metrics_addr_is_an_ip_and_port() -> Result<(), String> {
+        let c = load(&["metrics_addr:127.0.0.1:9090"], &[])?;
+        assert_eq!(c.metrics_addr, "127.0.0.1:9090".parse().ok());
+        assert_eq!(load(&[], &[])?.metrics_addr, None);
+        for bad in [
+            "metrics_addr:9090",
+            "metrics_addr:localhost",
+            "metrics_addr:true",
+        ] {
+            let e = load(&[bad], &[]).err().unwrap_or_default();
+            assert!(e.contains("`metrics_addr`") && e.contains("ip:port"), "{e}");
+        }
+        Ok(())
     }
 
     /// LocalAI's cache type fields, then options over them; bad names and sizes are errors

@@ -329,6 +329,11 @@ impl Sequence {
         Ok(())
     }
 
+    /// Tokens generated so far.
+    pub fn generated(&self) -> usize {
+        self.summary.generated_tokens
+    }
+
     /// Ends the sequence: the text held back and the counts.
     pub fn finish(mut self, tok: &Tokenizer) -> Result<Summary> {
         let total = self.start.elapsed().as_secs_f64();

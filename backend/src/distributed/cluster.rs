@@ -10,6 +10,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::board::RankBoard;
 use super::fault::Fault;
 use super::inbox::Inbox;
 use super::join::{self, ClusterOptions};
@@ -35,6 +36,8 @@ pub struct Cluster {
     /// Replies that came while rank 0 waited for something else.
     kept: RefCell<VecDeque<(usize, ToLeader)>>,
     fault: Arc<Fault>,
+    /// Each rank's part, health and step times, for the metrics.
+    board: Arc<RankBoard>,
     stop: Arc<AtomicBool>,
     /// Dropped to wake the heartbeat at once.
     stop_heartbeat: Option<mpsc::Sender<()>>,
@@ -59,14 +62,19 @@ impl Cluster {
                 })
             })
             .collect::<Result<_>>()?;
-        Ok(Cluster::watch(peers, opts.heartbeat))
+        let rank_0 = opts.rank_addresses.first().cloned().unwrap_or_default();
+        Ok(Cluster::watch(peers, opts.heartbeat, rank_0))
     }
 
     /// Starts a reader per worker and the heartbeat.
-    fn watch(peers: Vec<Peer>, heartbeat: Duration) -> Cluster {
+    fn watch(peers: Vec<Peer>, heartbeat: Duration, rank_0: String) -> Cluster {
+        let addresses: Vec<String> = std::iter::once(rank_0)
+            .chain(peers.iter().map(|p| p.address.clone()))
+            .collect();
         let peers = Arc::new(peers);
         let watch = Watch {
             fault: Arc::new(Fault::default()),
+            board: Arc::new(RankBoard::new(&addresses)),
             stop: Arc::new(AtomicBool::new(false)),
             last_seen: Arc::new(peers.iter().map(|_| Mutex::new(Instant::now())).collect()),
         };
@@ -83,6 +91,7 @@ impl Cluster {
             replies,
             kept: RefCell::new(VecDeque::new()),
             fault: watch.fault,
+            board: watch.board,
             stop: watch.stop,
             stop_heartbeat: Some(stop_heartbeat),
             threads,
@@ -100,6 +109,11 @@ impl Cluster {
 
     pub fn fault(&self) -> &Arc<Fault> {
         &self.fault
+    }
+
+    /// Each rank's part, health and step times.
+    pub fn board(&self) -> &Arc<RankBoard> {
+        &self.board
     }
 
     /// Free memory each rank reported (rank 0's own first).
@@ -123,10 +137,9 @@ impl Cluster {
         for peer in self.peers.iter() {
             let mut w = peer.writer.lock().unwrap_or_else(|e| e.into_inner());
             if let Err(e) = write_frame(&mut *w, msg) {
-                self.fault.raise(format!(
-                    "rank {} ({}) was lost: {e}",
-                    peer.rank, peer.address
-                ));
+                let why = format!("rank {} ({}) was lost: {e}", peer.rank, peer.address);
+                self.board.lost(peer.rank, &why);
+                self.fault.raise(why);
                 return self.check();
             }
         }
@@ -150,8 +163,9 @@ impl Cluster {
         let mut w = peer.writer.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = write_frame(&mut *w, msg) {
             drop(w);
-            self.fault
-                .raise(format!("rank {rank} ({}) was lost: {e}", peer.address));
+            let why = format!("rank {rank} ({}) was lost: {e}", peer.address);
+            self.board.lost(rank, &why);
+            self.fault.raise(why);
         }
         self.check()
     }
@@ -295,6 +309,7 @@ impl Cluster {
 /// What the readers and the heartbeat share.
 struct Watch {
     fault: Arc<Fault>,
+    board: Arc<RankBoard>,
     /// The cluster is being dropped: a closed connection is no fault.
     stop: Arc<AtomicBool>,
     /// When each worker was last heard from.
@@ -310,12 +325,18 @@ impl Watch {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .try_clone();
-        let (fault, stop, seen) = (
+        let (fault, stop, seen, board) = (
             self.fault.clone(),
             self.stop.clone(),
             self.last_seen.clone(),
+            self.board.clone(),
         );
         let (rank, address) = (peer.rank, peer.address.clone());
+        let (lost_on, lost_fault) = (board.clone(), fault.clone());
+        let lost = move |why: String| {
+            lost_on.lost(rank, &why);
+            lost_fault.raise(why);
+        };
         std::thread::spawn(move || {
             let Ok(mut reader) = reader else { return };
             loop {
@@ -323,19 +344,22 @@ impl Watch {
                     Ok(msg) => msg,
                     Err(e) => {
                         if !stop.load(Ordering::SeqCst) {
-                            fault.raise(format!("rank {rank} ({address}) was lost: {e}"));
+                            lost(format!("rank {rank} ({address}) was lost: {e}"));
                         }
                         return;
                     }
                 };
                 *seen[i].lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+                if let Some(times) = msg.times() {
+                    board.report(rank, times);
+                }
                 match msg {
                     ToLeader::StepFailed { error } => {
-                        fault.raise(format!("rank {rank} ({address}) failed a step: {error}"));
+                        lost(format!("rank {rank} ({address}) failed a step: {error}"));
                     }
-                    ToLeader::Output { seq, activations } => {
-                        fault.inbox().deliver(seq, activations.0)
-                    }
+                    ToLeader::Output {
+                        seq, activations, ..
+                    } => fault.inbox().deliver(seq, activations.0),
                     ToLeader::Pong => {}
                     msg => drop(tx.send((rank, msg))),
                 }
@@ -351,22 +375,25 @@ impl Watch {
         heartbeat: Duration,
         woken: mpsc::Receiver<()>,
     ) -> JoinHandle<()> {
-        let (fault, stop, seen) = (
+        let (fault, stop, seen, board) = (
             self.fault.clone(),
             self.stop.clone(),
             self.last_seen.clone(),
+            self.board.clone(),
         );
         std::thread::spawn(move || {
             while let Err(mpsc::RecvTimeoutError::Timeout) = woken.recv_timeout(heartbeat) {
                 for (i, peer) in peers.iter().enumerate() {
                     let silent = seen[i].lock().unwrap_or_else(|e| e.into_inner()).elapsed();
                     if silent > heartbeat * 3 && !stop.load(Ordering::SeqCst) {
-                        fault.raise(format!(
+                        let why = format!(
                             "rank {} ({}) stopped answering: silent for {:.1} s",
                             peer.rank,
                             peer.address,
                             silent.as_secs_f64()
-                        ));
+                        );
+                        board.lost(peer.rank, &why);
+                        fault.raise(why);
                     }
                     let mut w = peer.writer.lock().unwrap_or_else(|e| e.into_inner());
                     let _ = write_frame(&mut *w, &ToWorker::Ping);
@@ -399,7 +426,8 @@ pub(crate) fn loopback(workers: usize) -> std::io::Result<(Cluster, Vec<TcpStrea
             free_memory: 0,
         });
     }
-    Ok((Cluster::watch(peers, Duration::from_secs(30)), ends))
+    let watched = Cluster::watch(peers, Duration::from_secs(30), "host0:1".into());
+    Ok((watched, ends))
 }
 
 impl Drop for Cluster {
@@ -489,6 +517,7 @@ mod tests {
         ToLeader::Ready {
             seq,
             activations: None,
+            times: None,
         }
     }
 

@@ -33,6 +33,9 @@ struct Mail {
     closed: Option<String>,
     /// Why a receive read zeros instead of its value, until `check` reports it.
     failure: Option<String>,
+    /// How long receives blocked for their values since `take_waited` (a step's waiting,
+    /// which happens inside MLX's evaluation).
+    waited: Duration,
 }
 
 impl Inbox {
@@ -64,6 +67,11 @@ impl Inbox {
         }
     }
 
+    /// How long receives waited for their values since the last call.
+    pub fn take_waited(&self) -> Duration {
+        std::mem::take(&mut self.lock().waited)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Mail> {
         self.mail.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -71,11 +79,13 @@ impl Inbox {
     /// Waits for step `seq`'s value; older values are dropped (their steps' outputs were
     /// never read).
     fn take(&self, seq: u64) -> std::result::Result<Vec<u8>, String> {
-        let deadline = Instant::now() + RECEIVE_TIMEOUT;
+        let started = Instant::now();
+        let deadline = started + RECEIVE_TIMEOUT;
         let mut mail = self.lock();
         loop {
             mail.values = mail.values.split_off(&seq);
             if let Some(bytes) = mail.values.remove(&seq) {
+                mail.waited += started.elapsed();
                 return Ok(bytes);
             }
             if let Some(why) = &mail.closed {

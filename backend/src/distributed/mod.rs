@@ -2,6 +2,7 @@
 //! rank 0 and the workers, and the pipeline's activation hand-off (over the MLX group, or
 //! inside control messages into an inbox).
 
+pub mod board;
 mod cluster;
 mod fault;
 mod group;
@@ -14,6 +15,7 @@ pub mod protocol;
 pub mod split;
 pub mod wire;
 
+pub use board::{Health, Phase, RankBoard, RankState, StepTimes};
 #[cfg(test)]
 pub(crate) use cluster::loopback;
 pub use cluster::Cluster;

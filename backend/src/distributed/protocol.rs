@@ -3,8 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use super::board::StepTimes;
+
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL: u32 = 9;
+pub const PROTOCOL: u32 = 10;
 
 /// What must be equal on every rank for them to compute together.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,6 +71,17 @@ pub enum Part {
     Expert,
 }
 
+impl Part {
+    /// What rank `rank` of `size` holds, for people (the status page, the metrics' labels).
+    pub fn describe(&self, rank: usize, size: usize) -> String {
+        match self {
+            Part::Pipeline { start, end } => format!("layers {start}-{}", end.saturating_sub(1)),
+            Part::Tensor => format!("tensor shard {}/{size}", rank + 1),
+            Part::Expert => format!("expert shard {}/{size}", rank + 1),
+        }
+    }
+}
+
 /// A worker's messages to rank 0.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum ToLeader {
@@ -100,6 +113,9 @@ pub enum ToLeader {
     Check {
         seq: u64,
         state: String,
+        /// The rank's step times so far (`board::StepTimes`), for the metrics.
+        #[serde(default)]
+        times: Option<StepTimes>,
     },
     /// Pipeline: this rank computed step `seq`. Over the group, it is sending its activations
     /// on, so the next rank may post its receive now (a posted MLX ring receive busy-polls a
@@ -107,11 +123,16 @@ pub enum ToLeader {
     Ready {
         seq: u64,
         activations: Option<Payload>,
+        /// The rank's step times so far, up to this step's compute.
+        #[serde(default)]
+        times: Option<StepTimes>,
     },
     /// Pipeline, over control messages: the last rank's output of step `seq`, for rank 0's head.
     Output {
         seq: u64,
         activations: Payload,
+        #[serde(default)]
+        times: Option<StepTimes>,
     },
     /// The answer to a Probe: the model's fingerprint and weight bytes, or why it is not here.
     Probed {
@@ -121,6 +142,16 @@ pub enum ToLeader {
 }
 
 impl ToLeader {
+    /// The step times a reply carries, if any.
+    pub fn times(&self) -> Option<StepTimes> {
+        match self {
+            ToLeader::Check { times, .. }
+            | ToLeader::Ready { times, .. }
+            | ToLeader::Output { times, .. } => *times,
+            _ => None,
+        }
+    }
+
     /// The reply's kind, for errors (never its payload).
     pub fn kind(&self) -> &'static str {
         match self {

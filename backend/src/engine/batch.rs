@@ -47,6 +47,8 @@ struct Active {
     reserved: usize,
     /// Whether the prefix cache was asked for this row's prompt yet.
     looked_up: bool,
+    /// Its generated tokens already added to the batch's `Throughput`.
+    counted: usize,
 }
 
 /// How many rows a batch holds, how long a request may wait for one, and the KV memory the
@@ -77,6 +79,16 @@ pub struct Batch {
     host_stats: HostStats,
     /// The draft model rows propose with (`Drafting::Model`).
     drafter: Option<DraftModel>,
+    throughput: Throughput,
+}
+
+/// Tokens the batch has processed, counted as the steps run (not when requests end), so
+/// rates over a few seconds follow a long request live.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct Throughput {
+    /// Prompt tokens prefilled (a cached prefix is not counted).
+    pub prompt_tokens: u64,
+    pub generated_tokens: u64,
 }
 
 /// What the host steps' grammars and speculation came to.
@@ -138,6 +150,20 @@ impl Batch {
         self.host_stats.speculation
     }
 
+    pub fn throughput(&self) -> Throughput {
+        self.throughput
+    }
+
+    /// Requests waiting for a row.
+    pub fn queued(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Rows running (prefilling or generating).
+    pub fn running(&self) -> usize {
+        self.active.len()
+    }
+
     /// KV bytes held for running rows.
     pub fn reserved(&self) -> usize {
         self.active.iter().map(|a| a.reserved).sum()
@@ -190,6 +216,11 @@ impl Batch {
         self.admit(model, limits);
         self.prefill(model, limits.prefill_budget)?;
         self.decode(model, tok)?;
+        for a in &mut self.active {
+            let generated = a.seq.generated();
+            self.throughput.generated_tokens += generated.saturating_sub(a.counted) as u64;
+            a.counted = generated;
+        }
         self.retire(tok)
     }
 
@@ -238,6 +269,7 @@ impl Batch {
                     _in_flight: w._in_flight,
                     reserved: need,
                     looked_up: false,
+                    counted: 0,
                 }),
                 Err(e) => {
                     let _ = w.events.send(Err(e));
@@ -276,6 +308,7 @@ impl Batch {
             }
             spent += chunk;
             let done = a.seq.prefill_chunk(model, &mut self.cache_ops)?;
+            self.throughput.prompt_tokens += chunk as u64;
             if done && a.seq.cached_tokens().len() >= SNAPSHOT_MIN_TOKENS {
                 save(&mut self.cache, &mut self.cache_ops, &a.seq);
             }

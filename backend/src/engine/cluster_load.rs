@@ -77,6 +77,15 @@ pub fn load(
         Ok(_) => session.cluster.broadcast(&ToWorker::Commit),
         Err(_) => session.cluster.broadcast(&ToWorker::Abort),
     };
+    if outcome.is_ok() {
+        let size = parts.len();
+        let described: Vec<String> = parts
+            .iter()
+            .enumerate()
+            .map(|(rank, part)| part.describe(rank, size))
+            .collect();
+        session.cluster.board().set_parts(&described);
+    }
     outcome
 }
 

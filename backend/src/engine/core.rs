@@ -218,14 +218,27 @@ impl EngineThread {
         if self.batch.idle() && self.serving.loaded().is_some() {
             self.publish(|s| s.state = EngineState::Ready);
         }
+        self.publish_load();
+    }
+
+    /// The batch's queue, rows and KV held, however the round ended (a failed one emptied it).
+    fn publish_load(&self) {
+        let (queued, running) = (self.batch.queued(), self.batch.running());
+        let reserved = self.batch.reserved();
+        self.publish(|s| {
+            (s.metrics.queued, s.metrics.running) = (queued, running);
+            s.metrics.kv_reserved_bytes = reserved;
+        });
     }
 
     fn count(&self, done: &[Summary]) {
         let (cache, reserved) = (self.batch.cache_stats(), self.batch.reserved());
         let (grammar, speculation) = (self.batch.grammar_time(), self.batch.speculation());
+        let throughput = self.batch.throughput();
         self.publish(|s| {
             s.metrics.prefix_cache = cache;
             s.metrics.kv_reserved_bytes = reserved;
+            s.metrics.throughput = throughput;
             s.metrics.grammar = grammar;
             s.metrics.speculation = speculation;
             for summary in done {
@@ -252,6 +265,7 @@ impl EngineThread {
             s.model = None;
             s.last_error = Some(msg);
         });
+        self.publish_load();
     }
 
     /// A fault was posted: if it is the current cluster's, the model on it degrades (a fault
@@ -415,6 +429,8 @@ impl EngineThread {
         ));
         let kv_budget = kv_budget(&built.config);
         let cluster_fault = built.on_cluster.then(|| self.watch_cluster()).flatten();
+        let ranks = built.on_cluster.then_some(self.session.as_ref()).flatten();
+        let ranks = ranks.map(|s| s.cluster.board().clone());
         self.loads += 1;
         let serial = ModelSerial(self.loads);
         let info = ModelInfo {
@@ -430,6 +446,11 @@ impl EngineThread {
                 state: EngineState::Ready,
                 model: Some(info),
                 cluster_fault,
+                ranks,
+                metrics: super::shared::Metrics {
+                    kv_budget_bytes: kv_budget,
+                    ..Default::default()
+                },
                 ..Snapshot::default()
             }
         });

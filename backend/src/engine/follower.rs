@@ -2,8 +2,10 @@
 //! samples, never sees a prompt and never decides to stop; it outlives Free, LoadModel of
 //! another model, and rank 0 going away (it waits for rank 0 to come back).
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::time::Instant;
 
 use mlx_rs::Array;
 
@@ -14,7 +16,7 @@ use crate::distributed::link::Link;
 use crate::distributed::protocol::{
     state_fingerprint, CacheOp, LoadPlan, Part, PlanRow, StepPlan, ToLeader, ToWorker,
 };
-use crate::distributed::{clear_groups, Group, Hostfile, LinkError, LinkOptions};
+use crate::distributed::{clear_groups, Group, Hostfile, LinkError, LinkOptions, StepTimes};
 use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::loader;
@@ -59,6 +61,7 @@ pub fn run(opts: &FollowerOptions) -> Result<()> {
             model: None,
             pending: None,
             caches: RankCaches::default(),
+            times: Cell::default(),
         };
         follower.serve(&link);
         drop(follower);
@@ -88,6 +91,8 @@ struct Follower<'a> {
     /// A part loaded beside `model`, waiting for rank 0's `Commit` (every rank loaded).
     pending: Option<Worker>,
     caches: RankCaches,
+    /// This rank's step times since its model was committed, carried on its replies.
+    times: Cell<StepTimes>,
 }
 
 /// This rank's layers of every cache rank 0 names: exactly the changes rank 0 plans, so the
@@ -234,7 +239,7 @@ impl Follower<'_> {
         let mut taken = self
             .caches
             .take(&p.rows, m.transformer.num_layers(), m.kv)?;
-        let outcome = run_part(m, group, p, link, &mut taken);
+        let outcome = run_part(m, group, p, link, &mut taken, &self.times);
         let rows = self.caches.put_back(taken);
         outcome?;
         Ok(p.check.then(|| ToLeader::Check {
@@ -246,6 +251,7 @@ impl Follower<'_> {
                 &m.fingerprint,
                 &p.tokens,
             ),
+            times: Some(self.times.get()),
         }))
     }
 
@@ -255,6 +261,7 @@ impl Follower<'_> {
             Some(worker) => {
                 self.model = Some(worker);
                 self.caches = RankCaches::default();
+                self.times = Cell::default();
                 crate::memory::release();
             }
             None => tracing::warn!("rank 0 committed a load this rank does not hold"),
@@ -356,6 +363,7 @@ fn run_part(
     p: &StepPlan,
     link: &Link,
     taken: &mut [(u64, Vec<KvCache>)],
+    times: &Cell<StepTimes>,
 ) -> Result<()> {
     let (b, len) = (p.rows.len() as i32, p.len as i32);
     let mut caches: Vec<&mut [KvCache]> = taken.iter_mut().map(|(_, c)| c.as_mut_slice()).collect();
@@ -365,6 +373,7 @@ fn run_part(
                 link,
                 group,
                 shape: [b, len, m.hidden],
+                times,
             };
             stage.run(m.transformer.as_ref(), p, &mut caches)
         }
@@ -376,7 +385,12 @@ fn run_part(
             if p.output {
                 computed.push(h);
             }
+            let started = Instant::now();
             mlx_rs::transforms::eval(&computed)?;
+            let mut t = times.get();
+            t.steps += 1;
+            t.add(crate::distributed::Phase::Compute, started.elapsed());
+            times.set(t);
             Ok(())
         }
     }

@@ -12,5 +12,5 @@ mod relay;
 mod sharded;
 mod shared;
 
-pub use handle::{Engine, EngineHandle};
+pub use handle::{Engine, EngineHandle, EventStream};
 pub use shared::{EngineState, Metrics, ModelInfo, Snapshot};

@@ -6,9 +6,9 @@
 //! its part of the graph on the plan, evaluates when its input is due and hands its output on.
 //! Model code sees none of this: it runs layers over an array.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mlx_rs::Array;
 
@@ -17,7 +17,7 @@ use crate::distributed::inbox::bytes_of;
 use crate::distributed::link::Link;
 use crate::distributed::pipeline::{announce_and_send, receive};
 use crate::distributed::protocol::{Payload, Relay, StepPlan, ToLeader, ToWorker};
-use crate::distributed::{Cluster, Group};
+use crate::distributed::{Cluster, Group, Phase, StepTimes};
 use crate::error::{Error, Result};
 use crate::models::Transformer;
 
@@ -58,10 +58,19 @@ impl Leader {
             .handoff
             .ok_or_else(|| Error::Internal("a pipeline step without its hand-off".into()))?
             .relay;
+        self.cluster.board().step(0);
         match relay {
             Relay::Group => self.over_group(h, computed, plan),
             Relay::Control => self.over_control(h, computed, plan),
         }
+    }
+
+    /// Runs `f`, adding its time to rank 0's `phase`.
+    fn timed<T>(&self, phase: Phase, f: impl FnOnce() -> T) -> T {
+        let started = Instant::now();
+        let out = f();
+        self.cluster.board().add(0, phase, started.elapsed());
+        out
     }
 
     /// The last rank's output of step `seq` (shaped like `h`), lazily: it is received at
@@ -113,7 +122,9 @@ impl Leader {
     fn over_group(&self, h: &Array, mut computed: Vec<Array>, plan: StepPlan) -> Result<()> {
         let (cluster, group, seq) = (&self.cluster, &self.group, plan.seq);
         computed.push(h.clone());
-        cluster.broadcast(&ToWorker::Step(plan))?;
+        self.timed(Phase::Communication, || {
+            cluster.broadcast(&ToWorker::Step(plan))
+        })?;
         self.compute(&computed, seq)?;
         let go = |rank| {
             let msg = ToWorker::Go {
@@ -122,7 +133,9 @@ impl Leader {
             };
             cluster.send_to(rank, &msg)
         };
-        announce_and_send(group, h, || go(1))?;
+        self.timed(Phase::Communication, || {
+            announce_and_send(group, h, || go(1))
+        })?;
         for rank in 1..group.size() - 1 {
             self.await_ready(rank, seq)?;
             go(rank + 1)?;
@@ -137,7 +150,9 @@ impl Leader {
         let (cluster, seq) = (&self.cluster, plan.seq);
         let out = h.contiguous()?;
         computed.push(out.clone());
-        cluster.broadcast(&ToWorker::Step(plan))?;
+        self.timed(Phase::Communication, || {
+            cluster.broadcast(&ToWorker::Step(plan))
+        })?;
         self.compute(&computed, seq)?;
         let mut activations = Payload(bytes_of(&out)?);
         let last = self.group.size() - 1;
@@ -146,7 +161,7 @@ impl Leader {
                 seq,
                 activations: Some(activations),
             };
-            cluster.send_to(rank, &go)?;
+            self.timed(Phase::Communication, || cluster.send_to(rank, &go))?;
             activations = self.await_ready(rank, seq)?.ok_or_else(|| {
                 Error::Distributed(format!("rank {rank} sent no activations for step {seq}"))
             })?;
@@ -155,15 +170,21 @@ impl Leader {
             seq,
             activations: Some(activations),
         };
-        cluster.send_to(last, &go)
+        self.timed(Phase::Communication, || cluster.send_to(last, &go))
     }
 
     /// Evaluates rank 0's part of step `seq`; a failure fails the cluster, whose workers
     /// already have the plan.
     fn compute(&self, computed: &[Array], seq: u64) -> Result<()> {
+        let (board, inbox) = (self.cluster.board(), self.cluster.inbox());
+        let started = Instant::now();
         let done = mlx_rs::transforms::eval(computed)
             .map_err(Error::from)
-            .and_then(|()| self.cluster.inbox().check());
+            .and_then(|()| inbox.check());
+        // The last rank's previous output, received inside this evaluation, was waited for.
+        let waited = inbox.take_waited();
+        board.add(0, Phase::Waiting, waited);
+        board.add(0, Phase::Compute, started.elapsed().saturating_sub(waited));
         if let Err(e) = &done {
             let why = format!("rank 0 could not compute pipeline step {seq}: {e}");
             self.cluster.fail(why);
@@ -176,12 +197,15 @@ impl Leader {
     fn await_ready(&self, rank: usize, seq: u64) -> Result<Option<Payload>> {
         let cluster = &self.cluster;
         cluster.forget(|msg| matches!(msg, ToLeader::Ready { seq: s, .. } if *s < seq));
-        cluster.await_from(rank, "a pipeline step", STEP_TIMEOUT, |msg| match msg {
-            ToLeader::Ready {
-                seq: s,
-                activations,
-            } if *s == seq => Some(activations.clone()),
-            _ => None,
+        self.timed(Phase::Waiting, || {
+            cluster.await_from(rank, "a pipeline step", STEP_TIMEOUT, |msg| match msg {
+                ToLeader::Ready {
+                    seq: s,
+                    activations,
+                    ..
+                } if *s == seq => Some(activations.clone()),
+                _ => None,
+            })
         })
     }
 }
@@ -192,6 +216,8 @@ pub(super) struct Stage<'a> {
     pub group: &'a Group,
     /// `[rows, len, hidden]` of the activations it receives and sends.
     pub shape: [i32; 3],
+    /// This rank's step times so far, carried on its replies.
+    pub times: &'a Cell<StepTimes>,
 }
 
 impl Stage<'_> {
@@ -206,10 +232,28 @@ impl Stage<'_> {
             .handoff
             .ok_or_else(|| Error::Distributed("a pipeline step without its hand-off".into()))?;
         let dtype = handoff.dtype.mlx();
+        self.times.set(StepTimes {
+            steps: self.times.get().steps + 1,
+            ..self.times.get()
+        });
         match handoff.relay {
             Relay::Group => self.over_group(layers, p, caches, dtype),
             Relay::Control => self.over_control(layers, p, caches, dtype),
         }
+    }
+
+    /// Runs `f`, adding its time to this rank's `phase`.
+    fn timed<T>(&self, phase: Phase, f: impl FnOnce() -> T) -> T {
+        let started = Instant::now();
+        let out = f();
+        self.add(phase, started.elapsed());
+        out
+    }
+
+    fn add(&self, phase: Phase, took: Duration) {
+        let mut times = self.times.get();
+        times.add(phase, took);
+        self.times.set(times);
     }
 
     fn last(&self) -> bool {
@@ -234,17 +278,20 @@ impl Stage<'_> {
         let h = layers.run_layers(&h, caches)?;
         let mut computed = KvCache::states(caches);
         computed.push(h.clone());
-        self.await_go(p.seq)?;
-        mlx_rs::transforms::eval(&computed)?;
+        self.timed(Phase::Waiting, || self.await_go(p.seq))?;
+        self.timed(Phase::Compute, || mlx_rs::transforms::eval(&computed))?;
         if !self.sends(p) {
             return Ok(());
         }
-        announce_and_send(self.group, &h, || {
-            let ready = ToLeader::Ready {
-                seq: p.seq,
-                activations: None,
-            };
-            self.link.send(&ready).map_err(rank_0_gone)
+        self.timed(Phase::Communication, || {
+            announce_and_send(self.group, &h, || {
+                let ready = ToLeader::Ready {
+                    seq: p.seq,
+                    activations: None,
+                    times: Some(self.times.get()),
+                };
+                self.link.send(&ready).map_err(rank_0_gone)
+            })
         })
     }
 
@@ -262,23 +309,31 @@ impl Stage<'_> {
         let out = layers.run_layers(&h, caches)?.contiguous()?;
         let mut computed = KvCache::states(caches);
         computed.push(out.clone());
+        let started = Instant::now();
         mlx_rs::transforms::eval(&computed)?;
+        // The input came inside this evaluation: the time its receive blocked was waiting.
+        let waited = inbox.take_waited();
+        self.add(Phase::Waiting, waited);
+        self.add(Phase::Compute, started.elapsed().saturating_sub(waited));
         inbox.check()?;
         if !self.sends(p) {
             return Ok(());
         }
-        let activations = Payload(bytes_of(&out)?);
+        let (activations, times) = (Payload(bytes_of(&out)?), Some(self.times.get()));
         let msg = match self.last() {
             true => ToLeader::Output {
                 seq: p.seq,
                 activations,
+                times,
             },
             false => ToLeader::Ready {
                 seq: p.seq,
                 activations: Some(activations),
+                times,
             },
         };
-        self.link.send(&msg).map_err(rank_0_gone)
+        self.timed(Phase::Communication, || self.link.send(&msg))
+            .map_err(rank_0_gone)
     }
 
     /// Waits for rank 0's word that the previous rank is sending step `seq`'s activations:

@@ -215,7 +215,7 @@ const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 /// divergence error; other replies are not this wait's.
 fn state_check(rank: usize, msg: &ToLeader, seq: u64, expected: &str) -> Result<Option<()>> {
     match msg {
-        ToLeader::Check { seq: s, state } if *s == seq => match state == expected {
+        ToLeader::Check { seq: s, state, .. } if *s == seq => match state == expected {
             true => Ok(Some(())),
             false => Err(Error::Distributed(format!(
                 "rank {rank} diverged from rank 0 at step {seq}; the request was stopped and \
@@ -305,6 +305,7 @@ mod tests {
         ToLeader::Check {
             seq,
             state: state.into(),
+            times: None,
         }
     }
 

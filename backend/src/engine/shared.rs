@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::distributed::Fault;
+use crate::distributed::{Fault, RankBoard};
 use crate::error::{Error, Result};
 use crate::grammar::Grammars;
 use crate::options::LoadConfig;
@@ -115,6 +115,13 @@ pub struct Metrics {
     pub prefix_cache: CacheStats,
     /// KV bytes held for the requests running now.
     pub kv_reserved_bytes: usize,
+    /// KV bytes the running requests and the prefix cache may hold together.
+    pub kv_budget_bytes: usize,
+    /// Requests waiting for a batch row, and rows running, after the last round.
+    pub queued: usize,
+    pub running: usize,
+    /// Tokens prefilled and generated, counted step by step.
+    pub throughput: super::batch::Throughput,
     /// What grammars cost the steps they constrained.
     pub grammar: super::batch::GrammarTime,
     /// Proposals verified and taken.
@@ -130,6 +137,9 @@ pub struct Snapshot {
     /// The fault latch of the cluster the model is served on: a fault shows at once (see
     /// `settled`), before the engine thread has taken its `ClusterFault` command.
     pub cluster_fault: Option<Arc<Fault>>,
+    /// Each rank's part, health and step times, while the model is on a cluster (kept when a
+    /// rank is lost, so the loss shows).
+    pub ranks: Option<Arc<RankBoard>>,
 }
 
 impl Snapshot {
@@ -158,6 +168,7 @@ impl Default for Snapshot {
             metrics: Metrics::default(),
             last_error: None,
             cluster_fault: None,
+            ranks: None,
         }
     }
 }

@@ -13,6 +13,7 @@ pub use auth::AuthInterceptor;
 pub use service::Service;
 
 use crate::engine::Engine;
+use crate::metrics::Exporter;
 use crate::options::Settings;
 
 /// The generated protobuf and tonic code.
@@ -32,13 +33,17 @@ pub async fn serve<E: Engine>(
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), tonic::transport::Error> {
     let auth = AuthInterceptor::from_env(&settings);
-    let service = pb::backend_server::BackendServer::new(Service::new(engine, settings))
+    let exporter = Arc::new(Exporter::new(engine.clone()));
+    let service = Service::new(engine, settings, exporter.clone());
+    let service = pb::backend_server::BackendServer::new(service)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    tonic::transport::Server::builder()
+    let served = tonic::transport::Server::builder()
         .add_service(tonic::service::interceptor::InterceptedService::new(
             service, auth,
         ))
         .serve_with_shutdown(addr, shutdown)
-        .await
+        .await;
+    exporter.close().await;
+    served
 }

@@ -12,18 +12,47 @@ use super::status::to_status;
 use crate::chat_output::{parse_tool_calls, OutputFormat, ReasoningSplitter, Split};
 use crate::engine::{Engine, EngineState, ModelInfo};
 use crate::error::Error;
+use crate::metrics::{Exporter, Tally};
 use crate::options::{LoadConfig, LoadRequest, Settings};
-use crate::request::{Event, GenerateRequest, Summary, TokenEvent, TokenLogprob};
+use crate::request::{Event, FinishReason, GenerateRequest, Summary, TokenEvent, TokenLogprob};
 
 pub struct Service<E: Engine> {
     engine: Arc<E>,
     /// What LoadModel falls back on for options it was not given.
     settings: Settings,
+    /// The metrics listener (`metrics_addr`) and the requests' outcomes it reports.
+    exporter: Arc<Exporter>,
 }
 
 impl<E: Engine> Service<E> {
-    pub fn new(engine: Arc<E>, settings: Settings) -> Service<E> {
-        Service { engine, settings }
+    pub fn new(engine: Arc<E>, settings: Settings, exporter: Arc<Exporter>) -> Service<E> {
+        Service {
+            engine,
+            settings,
+            exporter,
+        }
+    }
+
+    /// LoadModel with its metrics listener: a `metrics_addr` that cannot be bound fails the
+    /// load before anything is loaded, naming the address.
+    async fn load_with_metrics(&self, config: LoadConfig) -> pb::Result {
+        let (model, addr) = (config.model.clone(), config.metrics_addr);
+        let load = async {
+            let result = outcome(
+                self.engine.load(config).await,
+                format!("model loaded: {model}"),
+                &format!("error loading model {model}"),
+            );
+            let loaded = result.success;
+            (result, loaded)
+        };
+        match self.exporter.around_load(addr, load).await {
+            Ok(result) => result,
+            Err(e) => pb::Result {
+                success: false,
+                message: format!("error loading model {model}: {e}"),
+            },
+        }
     }
 
     /// The model being served; a degraded engine answers UNAVAILABLE naming the lost rank.
@@ -57,6 +86,78 @@ impl<E: Engine> Service<E> {
             .map_err(|e| Status::internal(format!("tokenizing the prompt failed: {e}")))?
             .map_err(to_status)?;
         Ok((model, request, prompt))
+    }
+}
+
+impl<E: Engine> Service<E> {
+    /// Predict's answer and how the request finished.
+    async fn answer(
+        &self,
+        request: &pb::PredictOptions,
+    ) -> Result<(pb::Reply, FinishReason), Status> {
+        let (model, req, prompt) = self.prepare(request, false).await?;
+        let format = OutputFormat::detect(model.tokenizer.template_source());
+        let mut splitter = ReasoningSplitter::new(&format, &prompt);
+        let mut events = self.engine.generate(req).map_err(to_status)?;
+        let (mut text, mut split, mut logprobs) = (
+            String::new(),
+            Split::default(),
+            Vec::<(u32, TokenLogprob)>::new(),
+        );
+        let mut add = |delta: &str, split: &mut Split, text: &mut String| {
+            text.push_str(delta);
+            let s = splitter.push(delta);
+            split.content.push_str(&s.content);
+            split.reasoning.push_str(&s.reasoning);
+        };
+        while let Some(event) = events.recv().await {
+            match event.map_err(to_status)? {
+                Event::Token(t) => {
+                    add(&t.text, &mut split, &mut text);
+                    logprobs.extend(t.logprob.map(|l| (t.id, l)));
+                }
+                Event::Done(summary) => {
+                    add(&summary.tail, &mut split, &mut text);
+                    let rest = splitter.finish();
+                    split.content.push_str(&rest.content);
+                    split.reasoning.push_str(&rest.reasoning);
+                    let (calls, content) = parse_tool_calls(&format, &split.content);
+                    let reply = pb::Reply {
+                        message: content.clone().into_bytes(),
+                        logprobs: convert::logprobs_json(&model.tokenizer, &logprobs),
+                        chat_deltas: vec![pb::ChatDelta {
+                            content,
+                            reasoning_content: split.reasoning.clone(),
+                            tool_calls: tool_call_deltas(calls),
+                        }],
+                        ..Default::default()
+                    };
+                    return Ok((convert::with_summary(reply, &summary), summary.finish));
+                }
+            }
+        }
+        Err(Status::internal(
+            "the engine ended the request without a result",
+        ))
+    }
+
+    /// PredictStream's start: the reply shaping and the generation's events.
+    async fn start_stream(
+        &self,
+        request: &pb::PredictOptions,
+    ) -> Result<(StreamReplies, crate::engine::EventStream), Status> {
+        let (model, req, prompt) = self.prepare(request, true).await?;
+        let format = OutputFormat::detect(model.tokenizer.template_source());
+        let splitter = ReasoningSplitter::new(&format, &prompt);
+        let events = self.engine.generate(req).map_err(to_status)?;
+        let replies = StreamReplies {
+            tokenizer: model.tokenizer.clone(),
+            format,
+            splitter,
+            content: String::new(),
+            logprobs: Vec::new(),
+        };
+        Ok((replies, events))
     }
 }
 
@@ -163,6 +264,72 @@ fn outcome(
 
 type ReplyStream = Pin<Box<dyn Stream<Item = Result<pb::Reply, Status>> + Send>>;
 
+/// Streams a generation's replies; `tally` counts how it ends (dropped when the client
+/// leaves: cancelled).
+fn stream_replies(
+    mut replies: StreamReplies,
+    mut events: crate::engine::EventStream,
+    tally: Tally,
+) -> ReplyStream {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<pb::Reply, Status>>(64);
+    tokio::spawn(async move {
+        let mut tally = Some(tally);
+        while let Some(event) = events.recv().await {
+            let reply = match event {
+                Err(e) => {
+                    let status = to_status(e);
+                    if let Some(t) = tally.take() {
+                        failed(t, &status);
+                    }
+                    Err(status)
+                }
+                Ok(Event::Token(t)) => match replies.token(t) {
+                    Some(reply) => Ok(reply),
+                    None => continue,
+                },
+                Ok(Event::Done(summary)) => {
+                    let (tail, last) = replies.done(&summary);
+                    if let Some(tail) = tail {
+                        if tx.send(Ok(tail)).await.is_err() {
+                            return;
+                        }
+                    }
+                    if let Some(t) = tally.take() {
+                        t.finished(finish_label(summary.finish));
+                    }
+                    Ok(last)
+                }
+            };
+            if tx.send(reply).await.is_err() {
+                return; // the client left: dropping `events` cancels the generation
+            }
+        }
+    });
+    Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
+}
+
+/// A request's outcome label for a finish reason.
+fn finish_label(finish: FinishReason) -> &'static str {
+    match finish {
+        FinishReason::Stop => "stop",
+        FinishReason::Length => "length",
+        FinishReason::Cancelled => "cancelled",
+        FinishReason::Grammar => "grammar",
+    }
+}
+
+/// Counts a failed request under its status code's name (`invalid_argument`, ...).
+fn failed(tally: Tally, status: &Status) {
+    let mut label = String::new();
+    for (i, c) in format!("{:?}", status.code()).chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            label.push('_');
+        }
+        label.push(c.to_ascii_lowercase());
+    }
+    tally.failed(&label, status.message());
+}
+
 #[tonic::async_trait]
 impl<E: Engine> pb::backend_server::Backend for Service<E> {
     /// "OK", or "DEGRADED: ..." (a rank was lost), "STOPPED: ..." or "FAILED: ..." (the
@@ -219,11 +386,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
                 success: false,
                 message,
             },
-            Ok(config) => outcome(
-                self.engine.load(config).await,
-                format!("model loaded: {}", req.model),
-                &format!("error loading model {}", req.model),
-            ),
+            Ok(config) => self.load_with_metrics(config).await,
         };
         Ok(Response::new(result))
     }
@@ -232,50 +395,17 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
         &self,
         request: Request<pb::PredictOptions>,
     ) -> Result<Response<pb::Reply>, Status> {
-        let (model, req, prompt) = self.prepare(request.get_ref(), false).await?;
-        let format = OutputFormat::detect(model.tokenizer.template_source());
-        let mut splitter = ReasoningSplitter::new(&format, &prompt);
-        let mut events = self.engine.generate(req).map_err(to_status)?;
-        let (mut text, mut split, mut logprobs) = (
-            String::new(),
-            Split::default(),
-            Vec::<(u32, TokenLogprob)>::new(),
-        );
-        let mut add = |delta: &str, split: &mut Split, text: &mut String| {
-            text.push_str(delta);
-            let s = splitter.push(delta);
-            split.content.push_str(&s.content);
-            split.reasoning.push_str(&s.reasoning);
-        };
-        while let Some(event) = events.recv().await {
-            match event.map_err(to_status)? {
-                Event::Token(t) => {
-                    add(&t.text, &mut split, &mut text);
-                    logprobs.extend(t.logprob.map(|l| (t.id, l)));
-                }
-                Event::Done(summary) => {
-                    add(&summary.tail, &mut split, &mut text);
-                    let rest = splitter.finish();
-                    split.content.push_str(&rest.content);
-                    split.reasoning.push_str(&rest.reasoning);
-                    let (calls, content) = parse_tool_calls(&format, &split.content);
-                    let reply = pb::Reply {
-                        message: content.clone().into_bytes(),
-                        logprobs: convert::logprobs_json(&model.tokenizer, &logprobs),
-                        chat_deltas: vec![pb::ChatDelta {
-                            content,
-                            reasoning_content: split.reasoning.clone(),
-                            tool_calls: tool_call_deltas(calls),
-                        }],
-                        ..Default::default()
-                    };
-                    return Ok(Response::new(convert::with_summary(reply, &summary)));
-                }
+        let tally = self.exporter.outcomes().start();
+        match self.answer(request.get_ref()).await {
+            Ok((reply, finish)) => {
+                tally.finished(finish_label(finish));
+                Ok(Response::new(reply))
+            }
+            Err(status) => {
+                failed(tally, &status);
+                Err(status)
             }
         }
-        Err(Status::internal(
-            "the engine ended the request without a result",
-        ))
     }
 
     type PredictStreamStream = ReplyStream;
@@ -284,44 +414,14 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
         &self,
         request: Request<pb::PredictOptions>,
     ) -> Result<Response<ReplyStream>, Status> {
-        let (model, req, prompt) = self.prepare(request.get_ref(), true).await?;
-        let format = OutputFormat::detect(model.tokenizer.template_source());
-        let splitter = ReasoningSplitter::new(&format, &prompt);
-        let mut events = self.engine.generate(req).map_err(to_status)?;
-        let (tx, rx) = tokio::sync::mpsc::channel::<Result<pb::Reply, Status>>(64);
-        let mut replies = StreamReplies {
-            tokenizer: model.tokenizer.clone(),
-            format,
-            splitter,
-            content: String::new(),
-            logprobs: Vec::new(),
-        };
-        tokio::spawn(async move {
-            while let Some(event) = events.recv().await {
-                let reply = match event {
-                    Err(e) => Err(to_status(e)),
-                    Ok(Event::Token(t)) => match replies.token(t) {
-                        Some(reply) => Ok(reply),
-                        None => continue,
-                    },
-                    Ok(Event::Done(summary)) => {
-                        let (tail, last) = replies.done(&summary);
-                        if let Some(tail) = tail {
-                            if tx.send(Ok(tail)).await.is_err() {
-                                return;
-                            }
-                        }
-                        Ok(last)
-                    }
-                };
-                if tx.send(reply).await.is_err() {
-                    return; // the client left: dropping `events` cancels the generation
-                }
+        let tally = self.exporter.outcomes().start();
+        match self.start_stream(request.get_ref()).await {
+            Ok((replies, events)) => Ok(Response::new(stream_replies(replies, events, tally))),
+            Err(status) => {
+                failed(tally, &status);
+                Err(status)
             }
-        });
-        Ok(Response::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-        )))
+        }
     }
 
     async fn tokenize_string(
@@ -430,6 +530,10 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
             prompt_json_for_slot: serde_json::json!({
                 "prefix_cache": m.prefix_cache,
                 "kv_reserved_bytes": m.kv_reserved_bytes,
+                "kv_budget_bytes": m.kv_budget_bytes,
+                "queued": m.queued,
+                "running": m.running,
+                "throughput": m.throughput,
                 "grammar": m.grammar,
                 "speculation": m.speculation,
             })
