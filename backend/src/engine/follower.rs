@@ -12,13 +12,15 @@ use super::relay::Stage;
 use crate::cache::{KvCache, KvFormat};
 use crate::distributed::link::Link;
 use crate::distributed::protocol::{
-    state_fingerprint, CacheOp, LoadPlan, Part, PlanRow, StepPlan, ToLeader, ToWorker,
+    state_fingerprint, CacheOp, LoadPlan, Part, PlanRow, Shipment, StepPlan, ToLeader, ToWorker,
 };
+use crate::distributed::wire::Secret;
 use crate::distributed::{clear_groups, Group, Hostfile, LinkError, LinkOptions};
 use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::loader;
 use crate::models::Transformer;
+use crate::shipping::{self, ReceiveOptions};
 use crate::source;
 
 pub struct FollowerOptions {
@@ -201,7 +203,10 @@ impl Follower<'_> {
             model_path: plan.model_path.as_deref().map(std::path::Path::new),
             allow_outside: plan.allow_paths_outside_model_path,
         };
-        let dir = source::resolve_with(&plan.model, &lookup)?;
+        let dir = match &plan.ship {
+            Some(ship) => self.shipped(ship)?,
+            None => source::resolve_with(&plan.model, &lookup)?,
+        };
         let adapters = source::resolve_adapters(&plan.adapters, &lookup)?;
         let recipe = loader::Recipe {
             mode: plan.weight_mode,
@@ -221,6 +226,17 @@ impl Follower<'_> {
             fingerprint: loader::fingerprint_with(&dir, &adapters)?,
             kv: plan.kv_format,
         })
+    }
+
+    /// `ship_model`: the share rank 0 ships, in this machine's cache (received if missing).
+    fn shipped(&self, ship: &Shipment) -> Result<std::path::PathBuf> {
+        let secret = Secret::new(self.opts.token.as_deref(), &self.opts.hostfile.mlx_json());
+        let opts = ReceiveOptions {
+            rank: self.opts.rank,
+            secret: &secret,
+            cache: shipping::cache_root()?,
+        };
+        shipping::receive(ship, &opts)
     }
 
     /// Runs this rank's part of one forward pass over the plan's rows.
