@@ -44,7 +44,7 @@ fn worker_without_model(cluster: &Cluster, cache: &Path) -> TestResult<Child> {
 
 /// (MB/s of the worker's transfer, its bytes, shipping load's seconds, cached reload's).
 async fn ship_runs() -> TestResult<(f64, u64, f64, f64)> {
-    let cache = TempDir::new("bench-ship")?;
+    let cache = TempDir::new("bench-ship-cache")?;
     let mut cluster = Cluster::without_workers(2, "bench-ship")?;
     cluster
         .workers
@@ -68,6 +68,8 @@ async fn ship_runs() -> TestResult<(f64, u64, f64, f64)> {
             serde_json::from_slice(&std::fs::read(dir.join(".shipping/last-transfer.json"))?)?;
         bytes = record["received_bytes"].as_u64().ok_or("no bytes")?;
         let secs = record["secs"].as_f64().ok_or("no secs")?;
+        let sync = record["sync_secs"].as_f64().ok_or("no sync_secs")?;
+        println!("  run: {bytes} bytes in {secs:.3} s, of which fsync {sync:.3} s");
         best = best.max(bytes as f64 / secs / 1e6);
         let t = Instant::now();
         assert!(load_fixture(&mut c, MODEL, OPTIONS).await?.success);
@@ -106,6 +108,8 @@ fn sshd(dir: &Path) -> TestResult<(Child, Vec<String>)> {
         .args(["-o", &format!("HostKey={d}/host")])
         .args(["-o", &format!("AuthorizedKeysFile={d}/authorized_keys")])
         .args(["-o", "StrictModes=no", "-o", "PermitRootLogin=yes"])
+        // scp speaks SFTP by default; an sshd without a config has no subsystem for it.
+        .args(["-o", "Subsystem=sftp internal-sftp"])
         .args(["-o", &format!("PidFile={d}/sshd.pid")])
         .stderr(Stdio::null())
         .spawn()?;

@@ -131,6 +131,7 @@ fn serve(stream: TcpStream, shares: &Shares) -> std::io::Result<()> {
     let ask: Ask = read_frame(&mut &stream)?;
     let mut out = BufWriter::with_capacity(CHUNK, &stream);
     let mut files: HashMap<usize, File> = HashMap::new();
+    let mut buf = vec![0u8; CHUNK];
     for index in ask.items {
         let item = share
             .items
@@ -143,27 +144,28 @@ fn serve(stream: TcpStream, shares: &Shares) -> std::io::Result<()> {
                 v.insert(File::open(shares.dir.join(name.unwrap_or_default()))?)
             }
         };
-        send_item(&mut out, file, index, item, shares.corrupt.as_deref())?;
+        let corrupt = shares.corrupt.as_deref() == Some(item.name.as_str());
+        send_item(&mut out, file, (index, item), corrupt, &mut buf)?;
     }
     out.flush()
 }
 
 /// An item on the wire: its index and length (little-endian u64 each), then its bytes.
+/// `corrupt`: the test hook flips the item's first byte.
 fn send_item(
     out: &mut impl Write,
     file: &mut File,
-    index: usize,
-    item: &ShipItem,
-    corrupt: Option<&str>,
+    (index, item): (usize, &ShipItem),
+    corrupt: bool,
+    buf: &mut [u8],
 ) -> std::io::Result<()> {
     out.write_all(&(index as u64).to_le_bytes())?;
     out.write_all(&item.len.to_le_bytes())?;
     file.seek(SeekFrom::Start(item.offset))?;
     let mut left = item.len;
-    let mut buf = vec![0u8; CHUNK];
-    let mut first = corrupt == Some(item.name.as_str());
+    let mut first = corrupt;
     while left > 0 {
-        let n = (left as usize).min(CHUNK);
+        let n = (left as usize).min(buf.len());
         file.read_exact(&mut buf[..n])?;
         if std::mem::take(&mut first) {
             buf[0] ^= 0xff;
