@@ -1,9 +1,12 @@
 //! Rank 0's side of a share: which byte ranges of which files a worker needs, each hashed.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -128,9 +131,33 @@ fn name_in(dir: &Path, path: &Path) -> Result<String> {
         })
 }
 
-/// One range of `path`, hashed.
+/// A range of a file as it was when hashed: its path, size, modification time and range.
+type HashKey = (PathBuf, u64, SystemTime, u64, u64);
+
+/// The hashes this process computed: a reload of an unchanged model hashes nothing again
+/// (a 40 GB model takes about half a minute to hash).
+static HASHES: Mutex<BTreeMap<HashKey, String>> = Mutex::new(BTreeMap::new());
+
+/// One range of `path`, hashed (or its hash remembered).
 fn item(path: &Path, name: String, file: usize, range: Range<u64>) -> Result<ShipItem> {
-    let sha256 = hash_range(path, &range).map_err(Error::io(path))?;
+    let meta = std::fs::metadata(path).map_err(Error::io(path))?;
+    let modified = meta.modified().map_err(Error::io(path))?;
+    let key = (
+        path.to_owned(),
+        meta.len(),
+        modified,
+        range.start,
+        range.end,
+    );
+    let mut hashes = HASHES.lock().unwrap_or_else(|e| e.into_inner());
+    let sha256 = match hashes.get(&key) {
+        Some(known) => known.clone(),
+        None => {
+            let hash = hash_range(path, &range).map_err(Error::io(path))?;
+            hashes.insert(key, hash.clone());
+            hash
+        }
+    };
     Ok(ShipItem {
         name,
         file,

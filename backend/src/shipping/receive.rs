@@ -217,6 +217,8 @@ impl Cache {
         let state = dir.join(".shipping");
         std::fs::create_dir_all(&state).map_err(Error::io(&state))?;
         let mut files = Vec::new();
+        // Files made or resized now: whatever the record says of them is gone.
+        let mut remade = HashSet::new();
         for f in &ship.files {
             let safe = Path::new(&f.name)
                 .components()
@@ -237,12 +239,20 @@ impl Cache {
             let file = open.map_err(Error::io(&path))?;
             if file.metadata().map_err(Error::io(&path))?.len() != f.size {
                 file.set_len(f.size).map_err(Error::io(&path))?;
+                remade.insert(f.name.as_str());
             }
             files.push(file);
         }
         let record = state.join("received");
         let done = match std::fs::read_to_string(&record) {
-            Ok(text) => text.lines().map(str::to_owned).collect(),
+            Ok(text) => (text.lines())
+                .filter(|key| {
+                    key.splitn(4, ' ')
+                        .nth(3)
+                        .is_some_and(|f| !remade.contains(f))
+                })
+                .map(str::to_owned)
+                .collect(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => HashSet::new(),
             Err(e) => return Err(Error::io(&record)(e)),
         };

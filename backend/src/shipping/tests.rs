@@ -131,6 +131,12 @@ fn a_share_arrives_sparse_once_and_resumes() -> TestResult {
     std::fs::write(&record, kept.join("\n") + "\n")?;
     receive_into(&ship, &cache.0, "t")?;
     assert_eq!(transfer(&dir)?["items_received"].as_u64(), Some(1));
+
+    // A file removed from the cache is shipped again, whatever the record says.
+    std::fs::remove_file(dir.join("model.safetensors"))?;
+    receive_into(&ship, &cache.0, "t")?;
+    assert_eq!(transfer(&dir)?["items_received"].as_u64(), Some(3));
+    assert_eq!(std::fs::read(dir.join("model.safetensors"))?, ours);
     Ok(())
 }
 
