@@ -135,7 +135,7 @@ fn name_in(dir: &Path, path: &Path) -> Result<String> {
 type HashKey = (PathBuf, u64, SystemTime, u64, u64);
 
 /// The hashes this process computed: a reload of an unchanged model hashes nothing again
-/// (a 40 GB model takes about half a minute to hash).
+/// (hashing reads every byte of every worker's share).
 static HASHES: Mutex<BTreeMap<HashKey, String>> = Mutex::new(BTreeMap::new());
 
 /// One range of `path`, hashed (or its hash remembered).
