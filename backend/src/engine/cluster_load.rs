@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::sharded::{Session, ShardedModel};
 use crate::distributed::protocol::{LoadPlan, Part, Shipment, ToLeader, ToWorker};
 use crate::distributed::split::layer_ranges;
-use crate::distributed::wire::{digest, Secret};
+use crate::distributed::wire::digest;
 use crate::distributed::{clear_groups, Group, Hostfile};
 use crate::distributed::{Cluster, ClusterOptions};
 use crate::error::{read_json, Error, Result};
@@ -60,7 +60,7 @@ pub fn load(
     let parts = plan_parts(config, &dir, &session.cluster)?;
     tracing::info!(?parts, "loading over {} ranks", parts.len());
     let (mut ships, _shipper) = match config.ship_model {
-        true => start_shipping(config, hostfile, &dir, &parts)?,
+        true => start_shipping(&session, &dir, &parts)?,
         false => (HashMap::new(), None),
     };
     for (rank, part) in parts.iter().enumerate().skip(1) {
@@ -91,15 +91,11 @@ pub fn load(
 /// when the load is over). Pipeline shares only: a tensor or expert part is a slice of
 /// every tensor, which the worker's loader cannot take from a sparse copy yet.
 fn start_shipping(
-    config: &LoadConfig,
-    hostfile: &Hostfile,
+    session: &Session,
     dir: &std::path::Path,
     parts: &[Part],
 ) -> Result<(HashMap<usize, Shipment>, Option<Shipper>)> {
-    let control = hostfile
-        .control_address(config.coordinator.as_deref(), config.control_port)
-        .map_err(Error::Distributed)?;
-    let (listener, address) = shipping::listen(&control)?;
+    let (listener, address) = shipping::listen(&session.control)?;
     let fingerprint = loader::fingerprint(dir)?;
     let mut shares = HashMap::new();
     for (rank, part) in parts.iter().enumerate().skip(1) {
@@ -123,14 +119,12 @@ fn start_shipping(
         );
         shares.insert(rank, share);
     }
-    let token = config.token.as_ref().map(|t| t.0.as_str());
-    let secret = Secret::new(token, &hostfile.mlx_json());
     let shipper = Shipper::start(
         listener,
         Shares {
             dir: dir.to_owned(),
             by_rank: shares.clone(),
-            secret,
+            secret: session.secret.clone(),
             corrupt: shipping::corrupt_hook(),
         },
     )?;
@@ -296,6 +290,8 @@ fn form(config: &LoadConfig, hostfile: &Hostfile, digest: String) -> Result<Sess
         cluster: Rc::new(cluster),
         group: Rc::new(group),
         hostfile_digest: digest,
+        control: opts.control,
+        secret: opts.secret,
         seq: std::cell::Cell::new(0),
     })
 }

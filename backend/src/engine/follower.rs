@@ -57,6 +57,7 @@ pub fn run(opts: &FollowerOptions) -> Result<()> {
         tracing::info!(control = %link_opts.control, "joined rank 0");
         let mut follower = Follower {
             opts,
+            secret: link_opts.secret.clone(),
             group: None,
             model: None,
             pending: None,
@@ -85,6 +86,8 @@ struct Worker {
 
 struct Follower<'a> {
     opts: &'a FollowerOptions,
+    /// The control channel's secret, proven again to model shipping.
+    secret: Secret,
     group: Option<Rc<Group>>,
     model: Option<Worker>,
     /// A part loaded beside `model`, waiting for rank 0's `Commit` (every rank loaded).
@@ -230,10 +233,9 @@ impl Follower<'_> {
 
     /// `ship_model`: the share rank 0 ships, in this machine's cache (received if missing).
     fn shipped(&self, ship: &Shipment) -> Result<std::path::PathBuf> {
-        let secret = Secret::new(self.opts.token.as_deref(), &self.opts.hostfile.mlx_json());
         let opts = ReceiveOptions {
             rank: self.opts.rank,
-            secret: &secret,
+            secret: &self.secret,
             cache: shipping::cache_root()?,
         };
         shipping::receive(ship, &opts)
