@@ -7,7 +7,7 @@ use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -76,17 +76,27 @@ impl Drop for Shipper {
     }
 }
 
+/// Connections served at once; more are closed at once (a worker retries), so strangers
+/// cannot make rank 0 spawn threads without bound.
+const MAX_CONNECTIONS: usize = 64;
+
 /// Takes connections until told to stop; each is served on its own thread, bounded by its
 /// socket timeouts.
 fn accept(listener: &TcpListener, shares: &Arc<Shares>, stop: &AtomicBool) {
+    let active = Arc::new(AtomicUsize::new(0));
     while !stop.load(Ordering::SeqCst) {
         match listener.accept() {
+            Ok((_, from)) if active.load(Ordering::SeqCst) >= MAX_CONNECTIONS => {
+                tracing::warn!(%from, "shipping: {MAX_CONNECTIONS} connections already; closed");
+            }
             Ok((stream, from)) => {
-                let shares = shares.clone();
+                let (shares, active) = (shares.clone(), active.clone());
+                active.fetch_add(1, Ordering::SeqCst);
                 std::thread::spawn(move || {
                     if let Err(e) = serve(stream, &shares) {
                         tracing::warn!(%from, "shipping to a worker ended: {e}");
                     }
+                    active.fetch_sub(1, Ordering::SeqCst);
                 });
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
