@@ -46,7 +46,7 @@ pub fn receive(ship: &Shipment, opts: &ReceiveOptions) -> Result<PathBuf> {
     }
     let dir = opts.cache.join(&ship.fingerprint);
     let mut cache = Cache::open(&dir, ship)?;
-    let mut tries: HashMap<usize, u32> = HashMap::new();
+    let mut bad: HashMap<usize, u32> = HashMap::new();
     let mut link_failures = 0;
     let mut wire = Wire {
         started: std::time::Instant::now(),
@@ -61,22 +61,26 @@ pub fn receive(ship: &Shipment, opts: &ReceiveOptions) -> Result<PathBuf> {
         if missing.is_empty() {
             break;
         }
-        for i in &missing {
-            let n = tries.entry(*i).or_default();
-            *n += 1;
-            if *n > ATTEMPTS {
-                return Err(corrupted(ship, *i));
-            }
-        }
         let before = missing.len();
-        if let Err(e) = fetch(ship, &missing, &mut cache, opts, &mut wire) {
-            link_failures += 1;
-            tracing::warn!(
-                attempt = link_failures,
-                "shipping from rank 0 broke off: {e}"
-            );
-            if link_failures >= ATTEMPTS {
-                return Err(shipping(format!("from {}: {e}", ship.address)));
+        match fetch(ship, &missing, &mut cache, opts, &mut wire) {
+            Ok(failed) => {
+                for i in failed {
+                    let n = bad.entry(i).or_default();
+                    *n += 1;
+                    if *n >= ATTEMPTS {
+                        return Err(corrupted(ship, i));
+                    }
+                }
+            }
+            Err(e) => {
+                link_failures += 1;
+                tracing::warn!(
+                    attempt = link_failures,
+                    "shipping from rank 0 broke off: {e}"
+                );
+                if link_failures >= ATTEMPTS {
+                    return Err(shipping(format!("from {}: {e}", ship.address)));
+                }
             }
         }
         got += before - cache.missing(ship).len();
@@ -139,14 +143,15 @@ impl<R: Read> Read for Counted<'_, R> {
     }
 }
 
-/// One connection: the handshake, the ask, and each item as it comes.
+/// One connection: the handshake, the ask, and each item as it comes; the items whose bytes
+/// failed their sha256.
 fn fetch(
     ship: &Shipment,
     wanted: &[usize],
     cache: &mut Cache,
     opts: &ReceiveOptions,
     wire: &mut Wire,
-) -> std::io::Result<()> {
+) -> std::io::Result<Vec<usize>> {
     let addr = ship
         .address
         .to_socket_addrs()?
@@ -178,6 +183,7 @@ fn fetch(
     write_frame(&mut &stream, &Proof { proof })?;
     let items = wanted.to_vec();
     write_frame(&mut &stream, &Ask { items })?;
+    let mut failed = Vec::new();
     for _ in wanted {
         let index = read_u64(&mut r)? as usize;
         let len = read_u64(&mut r)?;
@@ -186,9 +192,11 @@ fn fetch(
             .get(index)
             .filter(|i| i.len == len && wanted.contains(&index))
             .ok_or_else(|| bad_data(format!("rank 0 sent item {index} of {len} bytes unasked")))?;
-        cache.write(ship, index, item, &mut r)?;
+        if !cache.write(ship, index, item, &mut r)? {
+            failed.push(index);
+        }
     }
-    Ok(())
+    Ok(failed)
 }
 
 fn read_u64(r: &mut impl Read) -> std::io::Result<u64> {
@@ -279,14 +287,15 @@ impl Cache {
             .collect()
     }
 
-    /// Writes an item from the stream in place; recorded only if its sha256 matches.
+    /// Writes an item from the stream in place; recorded (and true) only if its sha256
+    /// matches.
     fn write(
         &mut self,
         ship: &Shipment,
         index: usize,
         item: &ShipItem,
         r: &mut impl Read,
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<bool> {
         let file = self
             .files
             .get(item.file)
@@ -302,13 +311,13 @@ impl Cache {
             at += n as u64;
         }
         if hex(&hasher.finalize()) != item.sha256 {
-            tracing::warn!(item = %item.name, "shipped bytes fail their sha256: asking again");
-            return Ok(());
+            tracing::warn!(item = %item.name, "shipped bytes fail their sha256");
+            return Ok(false);
         }
         let key = Cache::key(ship, item);
         writeln!(self.progress, "{key}")?;
         self.done.insert(key);
-        Ok(())
+        Ok(true)
     }
 
     /// Syncs the files and records the transfer.
