@@ -24,6 +24,7 @@ pub mod safetensors;
 pub mod sampling;
 pub mod sequence;
 pub mod server;
+pub mod shipping;
 pub mod source;
 pub mod speculative;
 pub mod stopping;

@@ -93,6 +93,9 @@ pub struct LoadConfig {
     /// None: the transport's default (ring: pipeline, jaccl: tensor).
     pub parallelism: Option<Parallelism>,
     pub layer_split: Option<String>,
+    /// `ship_model:true`: rank 0 sends each worker its share of the model (pipeline mode),
+    /// which workers keep in their cache; no worker needs the model on its own disk.
+    pub ship_model: bool,
     pub trust_remote_code: bool,
     pub sampling: SamplingOverrides,
     pub max_kv_size: Option<usize>,
@@ -335,6 +338,7 @@ impl LoadConfig {
         c.set_cluster_fallbacks(given, env)?;
         c.settle_drafting(&req.draft_model, drafting_given)?;
         c.adapters.adapters = adapters_of(req)?;
+        c.check_shipping()?;
         if fuse_given && c.adapters.adapters.is_empty() {
             return Err("the option `fuse` applies to LoRA adapters, and \
                         ModelOptions.LoraAdapter(s) names none"
@@ -402,6 +406,7 @@ impl LoadConfig {
             transport: Transport::Ring,
             parallelism: None,
             layer_split: None,
+            ship_model: false,
             trust_remote_code: req.trust_remote_code,
             sampling: SamplingOverrides::default(),
             max_kv_size: None,
@@ -611,6 +616,7 @@ impl LoadConfig {
                     _ => return Err(bad("\"auto\" or comma-separated layer counts")),
                 })
             }
+            "ship_model" => c.ship_model = bool_of(value).ok_or_else(|| bad("true or false"))?,
             "join_timeout" => {
                 c.join_timeout_secs =
                     positive(value).ok_or_else(|| bad("a positive number of seconds"))? as u64
@@ -629,6 +635,28 @@ impl LoadConfig {
             _ => return Ok(false),
         }
         Ok(true)
+    }
+
+    /// `ship_model` needs workers to ship to, and ships the checkpoint alone.
+    fn check_shipping(&self) -> Result<(), String> {
+        if !self.ship_model {
+            return Ok(());
+        }
+        if self.hostfile.is_none() {
+            return Err(
+                "option `ship_model`: there is no cluster to ship to (no hostfile \
+                        option or MLX_DISTRIBUTED_HOSTFILE)"
+                    .into(),
+            );
+        }
+        if !self.adapters.adapters.is_empty() {
+            return Err(
+                "option `ship_model`: LoRA adapters are not shipped; give every \
+                        machine the adapters, or load without them"
+                    .into(),
+            );
+        }
+        Ok(())
     }
 
     /// The hostfile, transport and control port the options did not give, from `env`.
@@ -803,6 +831,36 @@ mod tests {
             ..base
         });
         assert!(nan.contains("LoraScale"), "{nan}");
+        Ok(())
+    }
+
+    /// `ship_model` needs a hostfile (option or environment) and no adapters.
+    #[test]
+    fn ship_model_needs_a_cluster_and_no_adapters() -> Result<(), String> {
+        assert!(!load(&[], &[])?.ship_model);
+        let hostfile = [("MLX_DISTRIBUTED_HOSTFILE", "/h.json")];
+        assert!(load(&["ship_model:true"], &hostfile)?.ship_model);
+        assert!(load(&["ship_model:true", "hostfile:/h.json"], &[])?.ship_model);
+        let alone = load(&["ship_model:true"], &[]).err().unwrap_or_default();
+        assert!(alone.contains("no cluster to ship to"), "{alone}");
+        let bad = load(&["ship_model:maybe"], &hostfile)
+            .err()
+            .unwrap_or_default();
+        assert!(bad.contains("option `ship_model`"), "{bad}");
+        let req = LoadRequest {
+            model: "m".into(),
+            options: vec!["ship_model:true".into()],
+            lora_adapter: "a".into(),
+            ..Default::default()
+        };
+        let env = FakeEnv(hostfile.into_iter().collect());
+        let adapters = LoadConfig::from_request(&req, &env)
+            .err()
+            .unwrap_or_default();
+        assert!(
+            adapters.contains("LoRA adapters are not shipped"),
+            "{adapters}"
+        );
         Ok(())
     }
 

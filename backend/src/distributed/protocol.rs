@@ -230,6 +230,44 @@ pub struct LoadPlan {
     /// The LoRA adapters every rank applies (each resolves them by the model's rule).
     #[serde(default)]
     pub adapters: crate::lora::AdapterPlan,
+    /// `ship_model:true`: the worker takes its share from rank 0 into its cache and loads
+    /// it from there, instead of reading `model` from its own disk.
+    #[serde(default)]
+    pub ship: Option<Shipment>,
+}
+
+/// A worker's share of a model, as rank 0 ships it: the files it lays out (their original
+/// names and sizes) and the byte ranges of them it sends, each with its sha256. It travels
+/// on the authenticated control channel, so the hashes come from rank 0.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shipment {
+    /// Where rank 0 serves the bytes (`ip:port`), on a connection of their own.
+    pub address: String,
+    /// The model's fingerprint (config.json and safetensors headers): the cache's key.
+    pub fingerprint: String,
+    pub files: Vec<ShippedFile>,
+    pub items: Vec<ShipItem>,
+}
+
+/// A file of the model folder, laid out at its original size (safetensors files sparse:
+/// only the share's tensors are written).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShippedFile {
+    pub name: String,
+    pub size: u64,
+}
+
+/// One range of one file: a whole small file, a safetensors header, or one tensor's bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShipItem {
+    /// What it is, for errors and progress: the file name, `<file> header`, or the tensor's.
+    pub name: String,
+    /// Index into `Shipment::files`.
+    pub file: usize,
+    pub offset: u64,
+    pub len: u64,
+    /// Hex sha256 of the bytes.
+    pub sha256: String,
 }
 
 /// The dtypes a pipeline hands activations on in (the models' compute dtypes).

@@ -1,12 +1,13 @@
 //! Rank 0's LoadModel over a hostfile: form (or reuse) the cluster, join the MLX group,
 //! tell every worker its part, load rank 0's own, and check they all loaded the same model.
 
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use super::sharded::{Session, ShardedModel};
-use crate::distributed::protocol::{LoadPlan, Part, ToLeader, ToWorker};
+use crate::distributed::protocol::{LoadPlan, Part, Shipment, ToLeader, ToWorker};
 use crate::distributed::split::layer_ranges;
 use crate::distributed::wire::digest;
 use crate::distributed::{clear_groups, Group, Hostfile};
@@ -15,6 +16,7 @@ use crate::error::{read_json, Error, Result};
 use crate::loader::{self, LoadedModel};
 use crate::models::common::{ExpertCut, RankPart, TensorCut};
 use crate::options::{LoadConfig, Parallelism};
+use crate::shipping::{self, Shares, Shipper};
 use crate::source;
 
 /// How long workers get to load their part.
@@ -57,6 +59,10 @@ pub fn load(
     let dir = source::resolve_with(&config.model, &source::Lookup::of(config))?;
     let parts = plan_parts(config, &dir, &session.cluster)?;
     tracing::info!(?parts, "loading over {} ranks", parts.len());
+    let (mut ships, _shipper) = match config.ship_model {
+        true => start_shipping(&session, &dir, &parts)?,
+        false => (HashMap::new(), None),
+    };
     for (rank, part) in parts.iter().enumerate().skip(1) {
         session.cluster.send_to(
             rank,
@@ -68,6 +74,7 @@ pub fn load(
                 kv_format: config.kv_format,
                 part: part.clone(),
                 adapters: config.adapters.clone(),
+                ship: ships.remove(&rank),
             }),
         )?;
     }
@@ -87,6 +94,50 @@ pub fn load(
         session.cluster.board().set_parts(&described);
     }
     outcome
+}
+
+/// `ship_model`: each worker's share, and the server that ships them for this load (dropped
+/// when the load is over). Pipeline shares only: a tensor or expert part is a slice of
+/// every tensor, which the worker's loader cannot take from a sparse copy yet.
+fn start_shipping(
+    session: &Session,
+    dir: &std::path::Path,
+    parts: &[Part],
+) -> Result<(HashMap<usize, Shipment>, Option<Shipper>)> {
+    let (listener, address) = shipping::listen(&session.control)?;
+    let fingerprint = loader::fingerprint(dir)?;
+    let mut shares = HashMap::new();
+    for (rank, part) in parts.iter().enumerate().skip(1) {
+        let Part::Pipeline { start, end } = part else {
+            let mode = match part {
+                Part::Expert => "expert",
+                _ => "tensor",
+            };
+            return Err(Error::InvalidRequest(format!(
+                "option `ship_model` ships pipeline shares only; this load runs in {mode} \
+                 mode, where every rank reads a slice of every tensor: load with \
+                 parallelism:pipeline, or without ship_model (every machine needs the model)"
+            )));
+        };
+        let share = shipping::share(dir, *start..*end, fingerprint.clone(), address.clone())?;
+        tracing::info!(
+            rank,
+            items = share.items.len(),
+            bytes = share.items.iter().map(|i| i.len).sum::<u64>(),
+            "shipping a share"
+        );
+        shares.insert(rank, share);
+    }
+    let shipper = Shipper::start(
+        listener,
+        Shares {
+            dir: dir.to_owned(),
+            by_rank: shares.clone(),
+            secret: session.secret.clone(),
+            corrupt: shipping::corrupt_hook(),
+        },
+    )?;
+    Ok((shares, Some(shipper)))
 }
 
 /// The parallel mode for this model (see [`LoadConfig::parallelism_for`]).
@@ -248,6 +299,8 @@ fn form(config: &LoadConfig, hostfile: &Hostfile, digest: String) -> Result<Sess
         cluster: Rc::new(cluster),
         group: Rc::new(group),
         hostfile_digest: digest,
+        control: opts.control,
+        secret: opts.secret,
         seq: std::cell::Cell::new(0),
     })
 }

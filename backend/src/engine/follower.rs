@@ -14,13 +14,15 @@ use super::relay::Stage;
 use crate::cache::{KvCache, KvFormat};
 use crate::distributed::link::Link;
 use crate::distributed::protocol::{
-    state_fingerprint, CacheOp, LoadPlan, Part, PlanRow, StepPlan, ToLeader, ToWorker,
+    state_fingerprint, CacheOp, LoadPlan, Part, PlanRow, Shipment, StepPlan, ToLeader, ToWorker,
 };
+use crate::distributed::wire::Secret;
 use crate::distributed::{clear_groups, Group, Hostfile, LinkError, LinkOptions, StepTimes};
 use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::loader;
 use crate::models::Transformer;
+use crate::shipping::{self, ReceiveOptions};
 use crate::source;
 
 pub struct FollowerOptions {
@@ -57,6 +59,7 @@ pub fn run(opts: &FollowerOptions) -> Result<()> {
         tracing::info!(control = %link_opts.control, "joined rank 0");
         let mut follower = Follower {
             opts,
+            secret: link_opts.secret.clone(),
             group: None,
             model: None,
             pending: None,
@@ -86,6 +89,8 @@ struct Worker {
 
 struct Follower<'a> {
     opts: &'a FollowerOptions,
+    /// The control channel's secret, proven again to model shipping.
+    secret: Secret,
     group: Option<Rc<Group>>,
     model: Option<Worker>,
     /// A part loaded beside `model`, waiting for rank 0's `Commit` (every rank loaded).
@@ -206,7 +211,10 @@ impl Follower<'_> {
             model_path: plan.model_path.as_deref().map(std::path::Path::new),
             allow_outside: plan.allow_paths_outside_model_path,
         };
-        let dir = source::resolve_with(&plan.model, &lookup)?;
+        let dir = match &plan.ship {
+            Some(ship) => self.shipped(ship)?,
+            None => source::resolve_with(&plan.model, &lookup)?,
+        };
         let adapters = source::resolve_adapters(&plan.adapters, &lookup)?;
         let recipe = loader::Recipe {
             mode: plan.weight_mode,
@@ -226,6 +234,16 @@ impl Follower<'_> {
             fingerprint: loader::fingerprint_with(&dir, &adapters)?,
             kv: plan.kv_format,
         })
+    }
+
+    /// `ship_model`: the share rank 0 ships, in this machine's cache (received if missing).
+    fn shipped(&self, ship: &Shipment) -> Result<std::path::PathBuf> {
+        let opts = ReceiveOptions {
+            rank: self.opts.rank,
+            secret: &self.secret,
+            cache: shipping::cache_root()?,
+        };
+        shipping::receive(ship, &opts)
     }
 
     /// Runs this rank's part of one forward pass over the plan's rows.

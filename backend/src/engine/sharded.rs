@@ -14,6 +14,7 @@ use crate::distributed::pipeline::handoff_for;
 use crate::distributed::protocol::{
     state_fingerprint, CacheOp, Part, PlanRow, StepPlan, ToLeader, ToWorker,
 };
+use crate::distributed::wire::Secret;
 use crate::distributed::Cluster;
 use crate::distributed::Group;
 use crate::error::{Error, Result};
@@ -27,6 +28,10 @@ pub struct Session {
     pub cluster: Rc<Cluster>,
     pub group: Rc<Group>,
     pub hostfile_digest: String,
+    /// Where workers reach rank 0's control channel, and the secret they proved: model
+    /// shipping listens on that host and asks for that proof again.
+    pub control: String,
+    pub secret: Secret,
     /// The last step's number: it grows across models, so a late reply or activations of
     /// one model's step can never pass for another's.
     pub seq: Cell<u64>,

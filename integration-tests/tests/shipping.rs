@@ -1,0 +1,224 @@
+//! `ship_model:true` on real two-rank clusters on loopback: the worker runs in a mount
+//! namespace of its own where the fixture's folder is an empty tmpfs, so it can only serve
+//! what rank 0 shipped into its cache.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use integration_tests::cluster::{Cluster, TempDir};
+use integration_tests::rpc::{golden_request, load_fixture};
+use integration_tests::server::workspace_binary;
+use integration_tests::{fixture, goldens, wait_bounded, TestResult};
+
+const GOLDENS: &str = "smollm2-135m-4bit-f32";
+const MODEL: &str = "smollm2-135m-4bit";
+/// Rank 1 holds layers 15..30.
+const SPLIT: &str = "layer_split:15,15";
+const WORKER_LAYERS: std::ops::Range<usize> = 15..30;
+
+/// One cluster test at a time: each runs several processes on a 2-core box (an async lock:
+/// it is held across awaits; a test that fails does not poison it).
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Rank 1 with `cache` as its shipping cache, the fixture hidden under an empty tmpfs.
+fn worker_without_model(
+    cluster: &Cluster,
+    cache: &Path,
+    env: &[(&str, &str)],
+) -> TestResult<Child> {
+    let hidden = fixture(MODEL)?;
+    let script = r#"mount -t tmpfs none "$HIDE" && exec "$@""#;
+    let mut cmd = Command::new("unshare");
+    cmd.args([
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        script,
+        "sh",
+    ])
+    .arg(workspace_binary("worker")?)
+    .args(["mlx-distributed", "--rank", "1", "--hostfile"])
+    .arg(&cluster.hostfile)
+    .env("HIDE", &hidden)
+    .env("MLX_DISTRIBUTED_SHIP_CACHE", cache)
+    .env(
+        "RUST_LOG",
+        std::env::var("CLUSTER_LOG").unwrap_or_else(|_| "warn".into()),
+    )
+    .env_remove("MLX_DISTRIBUTED_TOKEN")
+    .stdout(Stdio::null())
+    .stderr(Stdio::inherit());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    Ok(cmd.spawn()?)
+}
+
+/// Bytes of rank 1's share, from the fixture itself: its layers' tensors, the safetensors
+/// header, and the folder's other visible files.
+fn share_bytes() -> TestResult<u64> {
+    let dir = fixture(MODEL)?;
+    let mut total = 0;
+    for entry in std::fs::read_dir(&dir)? {
+        let path = entry?.path();
+        let name = path.file_name().ok_or("no name")?.to_string_lossy();
+        if !name.starts_with('.') && !name.ends_with(".safetensors") {
+            total += std::fs::metadata(&path)?.len();
+        }
+    }
+    let bytes = std::fs::read(dir.join("model.safetensors"))?;
+    let len = u64::from_le_bytes(bytes[..8].try_into()?) as usize;
+    total += 8 + len as u64;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + len])?;
+    for (key, entry) in header.as_object().ok_or("no header")? {
+        let layer = key
+            .strip_prefix("model.layers.")
+            .and_then(|r| r.split('.').next()?.parse::<usize>().ok());
+        if layer.is_some_and(|l| WORKER_LAYERS.contains(&l)) {
+            let o = &entry["data_offsets"];
+            total += o[1].as_u64().ok_or("offset")? - o[0].as_u64().ok_or("offset")?;
+        }
+    }
+    Ok(total)
+}
+
+/// The one model folder in the cache, and its last transfer's record.
+fn last_transfer(cache: &Path) -> TestResult<(PathBuf, serde_json::Value)> {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(cache)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()?;
+    let [dir] = dirs.as_slice() else {
+        return Err(format!("expected one shipped model in the cache, found {dirs:?}").into());
+    };
+    let record = std::fs::read(dir.join(".shipping/last-transfer.json"))?;
+    Ok((dir.clone(), serde_json::from_slice(&record)?))
+}
+
+async fn assert_golden(
+    c: &mut backend::grpc::pb::backend_client::BackendClient<tonic::transport::Channel>,
+    name: &str,
+) -> TestResult {
+    let g = goldens::load(GOLDENS)?;
+    let case = g.cases.iter().find(|c| c.name == name).ok_or("no case")?;
+    let reply = c
+        .predict(golden_request(case, g.max_tokens))
+        .await?
+        .into_inner();
+    assert_eq!(String::from_utf8(reply.message)?, case.text, "case {name}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_worker_without_the_model_serves_it_from_one_shipment() -> TestResult {
+    let _serial = SERIAL.lock().await;
+    let cache = TempDir::new("ship-cache")?;
+    let mut cluster = Cluster::without_workers(2, "ship")?;
+    cluster
+        .workers
+        .push(worker_without_model(&cluster, &cache.0, &[])?);
+    let rank0 = cluster.rank0(&[]).await?;
+    let mut c = rank0.client().await?;
+
+    // Without shipping, the worker has nothing to load.
+    let refused = load_fixture(&mut c, MODEL, &[SPLIT]).await?;
+    assert!(!refused.success, "{refused:?}");
+    // Tensor mode ships nothing yet, and says so.
+    let tensor = load_fixture(&mut c, MODEL, &["ship_model:true", "parallelism:tensor"]).await?;
+    assert!(!tensor.success);
+    for part in ["ship_model", "pipeline shares only", "tensor"] {
+        assert!(tensor.message.contains(part), "{part:?} not in {tensor:?}");
+    }
+
+    let loaded = load_fixture(&mut c, MODEL, &["ship_model:true", SPLIT]).await?;
+    assert!(loaded.success, "{loaded:?}");
+    assert_golden(&mut c, "capital-chat").await?;
+    assert_golden(&mut c, "haiku-plain").await?;
+    let share = share_bytes()?;
+    let (dir, first) = last_transfer(&cache.0)?;
+    let received = first["received_bytes"].as_u64().ok_or("no count")?;
+    assert_eq!(first["share_bytes"].as_u64(), Some(share), "{first}");
+    assert!(received >= share, "{received} < {share}");
+    assert!(
+        received * 100 <= share * 105,
+        "{received} > 105% of {share}"
+    );
+    // The safetensors file keeps its size but holds only the share (the rest is holes).
+    let weights = dir.join("model.safetensors");
+    let original = std::fs::metadata(fixture(MODEL)?.join("model.safetensors"))?.len();
+    assert_eq!(std::fs::metadata(&weights)?.len(), original);
+
+    let again = load_fixture(&mut c, MODEL, &["ship_model:true", SPLIT]).await?;
+    assert!(again.success, "{again:?}");
+    let (_, second) = last_transfer(&cache.0)?;
+    assert_eq!(second["received_bytes"].as_u64(), Some(0), "{second}");
+    assert_eq!(second["items_received"].as_u64(), Some(0), "{second}");
+    assert_golden(&mut c, "capital-chat").await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_transfer_killed_midway_resumes_where_it_stopped() -> TestResult {
+    let _serial = SERIAL.lock().await;
+    const CUT: u64 = 12_000_000;
+    let cache = TempDir::new("ship-resume-cache")?;
+    let cluster = Cluster::without_workers(2, "ship-resume")?;
+    let cut = CUT.to_string();
+    let dying = worker_without_model(
+        &cluster,
+        &cache.0,
+        &[("MLX_DISTRIBUTED_SHIP_EXIT_AFTER", cut.as_str())],
+    )?;
+    let rank0 = cluster.rank0(&[]).await?;
+    let mut c = rank0.client().await?;
+    let cut_off = load_fixture(&mut c, MODEL, &["ship_model:true", SPLIT]).await?;
+    assert!(!cut_off.success, "{cut_off:?}");
+    let died = wait_bounded(dying, Duration::from_secs(30))?;
+    assert_eq!(died.status.code(), Some(86), "the test hook's exit");
+
+    let mut cluster = cluster;
+    cluster
+        .workers
+        .push(worker_without_model(&cluster, &cache.0, &[])?);
+    let loaded = load_fixture(&mut c, MODEL, &["ship_model:true", SPLIT]).await?;
+    assert!(loaded.success, "{loaded:?}");
+    let (_, rest) = last_transfer(&cache.0)?;
+    let received = rest["received_bytes"].as_u64().ok_or("no count")?;
+    let share = share_bytes()?;
+    // Only what had not arrived: at most the item cut off (a layer tensor is under 2 MiB) more.
+    assert!(
+        received + CUT <= share + (2 << 20),
+        "{received} + {CUT} vs {share}"
+    );
+    assert!(received > 0);
+    assert_golden(&mut c, "capital-chat").await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_tensor_corrupted_on_every_try_fails_the_load_naming_it() -> TestResult {
+    let _serial = SERIAL.lock().await;
+    const TENSOR: &str = "model.layers.20.mlp.down_proj.weight";
+    let cache = TempDir::new("ship-corrupt-cache")?;
+    let mut cluster = Cluster::without_workers(2, "ship-corrupt")?;
+    cluster
+        .workers
+        .push(worker_without_model(&cluster, &cache.0, &[])?);
+    let rank0 = cluster
+        .rank0(&[("MLX_DISTRIBUTED_SHIP_CORRUPT", TENSOR)])
+        .await?;
+    let mut c = rank0.client().await?;
+    let failed = load_fixture(&mut c, MODEL, &["ship_model:true", SPLIT]).await?;
+    assert!(!failed.success, "{failed:?}");
+    for part in [TENSOR, "sha256", "3 times", "rank 1"] {
+        assert!(failed.message.contains(part), "{part:?} not in {failed:?}");
+    }
+    // The worker is still there, and the load it failed left it serving nothing.
+    assert!(
+        cluster.workers[0].try_wait()?.is_none(),
+        "the worker exited"
+    );
+    Ok(())
+}
