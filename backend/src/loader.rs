@@ -13,7 +13,7 @@ use crate::models::common::RankPart;
 use crate::models::{self, LanguageModel, LocalModel, Transformer};
 use crate::safetensors::{file_identity, safetensors_header};
 use crate::tokenizer::Tokenizer;
-use crate::weights::{safetensors_files, WeightMode, Weights};
+use crate::weights::{safetensors_files, PartReads, WeightMode, Weights};
 
 /// A model ready to serve.
 pub struct LoadedModel {
@@ -86,11 +86,24 @@ impl Recipe<'static> {
 
 /// Loads this rank's part of the model in `dir`.
 pub fn load_part(dir: &Path, recipe: Recipe, part: &RankPart) -> Result<LoadedPart> {
+    load_part_noting(dir, recipe, part, None)
+}
+
+/// [`load_part`], noting in `reads` the tensors read as parts (what tensor-mode shipping
+/// derives each worker's share from).
+pub fn load_part_noting(
+    dir: &Path,
+    recipe: Recipe,
+    part: &RankPart,
+    reads: Option<PartReads>,
+) -> Result<LoadedPart> {
     let start = Instant::now();
     let mode = recipe.mode;
     let config: Value = read_json(&dir.join("config.json"))?;
     let tokenizer = Arc::new(Tokenizer::load(dir)?);
-    let weights = Weights::open(dir, &config, mode)?.with_updates(recipe.adapters.read()?);
+    let weights = Weights::open(dir, &config, mode)?
+        .with_updates(recipe.adapters.read()?)
+        .with_part_reads(reads);
     let transformer = models::build(&config, weights, part)?;
     tracing::info!(
         dir = %dir.display(),

@@ -83,30 +83,59 @@ impl Stored {
         })
     }
 
+    /// Where part `rank` of `size` equal parts along `axis` lies in the file: the byte runs
+    /// [`Stored::read_part`] reads, so rank 0 can tell what a worker reads without reading it.
+    pub fn part_runs(&self, axis: usize, rank: usize, size: usize) -> Runs {
+        let dims: Vec<u64> = self.shape.iter().map(|&d| d as u64).collect();
+        let item = item_size(self.dtype) as u64;
+        let part = dims[axis] / size as u64;
+        let inner = dims[axis + 1..].iter().product::<u64>() * item;
+        let run = part * inner;
+        Runs {
+            start: self.offset + rank as u64 * run,
+            run,
+            stride: dims[axis] * inner,
+            count: dims[..axis].iter().product(),
+        }
+    }
+
     /// Part `rank` of `size` equal parts along `axis` (which must divide), read alone: one
-    /// read per contiguous run of its bytes, never the whole tensor. Tensor parallelism cuts
-    /// every matrix this way, so a rank reads (and ever holds) only its share.
+    /// read per contiguous run of its bytes ([`Stored::part_runs`]), never the whole tensor.
+    /// Tensor parallelism cuts every matrix this way, so a rank reads (and ever holds) only
+    /// its share.
     pub fn read_part(&self, axis: usize, rank: usize, size: usize) -> Result<Array> {
-        let dims: Vec<usize> = self.shape.iter().map(|&d| d as usize).collect();
-        let item = item_size(self.dtype);
-        let part = dims[axis] / size;
-        let outer: usize = dims[..axis].iter().product();
-        let inner = dims[axis + 1..].iter().product::<usize>() * item;
-        let (run, stride) = (part * inner, dims[axis] * inner);
-        let mut bytes = vec![0u8; outer * run];
+        let runs = self.part_runs(axis, rank, size);
+        let run = runs.run as usize;
+        let mut bytes = vec![0u8; runs.count as usize * run];
         let path = self.file.as_path();
         let f = std::fs::File::open(path).map_err(Error::io(path))?;
         if run > 0 {
-            for (o, chunk) in bytes.chunks_exact_mut(run).enumerate() {
-                let at = self.offset + (o * stride + rank * run) as u64;
+            for (chunk, at) in bytes.chunks_exact_mut(run).zip(runs.starts()) {
                 f.read_exact_at(chunk, at).map_err(Error::io(path))?;
             }
         }
         let mut shape = self.shape.clone();
-        shape[axis] = part as i32;
+        shape[axis] /= size as i32;
         // SAFETY: `bytes` holds exactly `shape`'s elements of `dtype`, little-endian as
         // safetensors stores them and this host reads them; MLX copies them.
         Ok(unsafe { Array::from_raw_data(bytes.as_ptr().cast(), &shape, self.dtype) })
+    }
+}
+
+/// Byte runs of a file: `count` runs of `run` bytes, the first at `start`, each `stride`
+/// bytes after the one before (a part of a tensor cut along one axis).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Runs {
+    pub start: u64,
+    pub run: u64,
+    pub stride: u64,
+    pub count: u64,
+}
+
+impl Runs {
+    /// Each run's first byte, from the file's start.
+    pub fn starts(self) -> impl Iterator<Item = u64> {
+        (0..self.count).map(move |o| self.start + o * self.stride)
     }
 }
 

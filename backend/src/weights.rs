@@ -1,8 +1,9 @@
 //! Strict checkpoint loading: every key is taken exactly once, with its shape checked;
 //! a missing, unexpected or misshapen key is an error that names it.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use mlx_rs::{Array, Dtype};
 use serde_json::Value;
@@ -72,6 +73,30 @@ pub struct Weights {
     portable: Vec<String>,
     /// LoRA updates still to be taken by their linear layers.
     updates: Updates,
+    /// Where the tensors read as parts are noted, when a caller asks.
+    part_reads: Option<PartReads>,
+}
+
+/// The tensors a load read as parts (`Stored::read_part`), by key: the axis and the part
+/// count. Every rank cuts a tensor the same way (only its part differs), so rank 0's own load
+/// tells which byte runs each worker will read (`Stored::part_runs`); every other tensor a
+/// load reads whole.
+#[derive(Debug, Clone, Default)]
+pub struct PartReads(Arc<Mutex<PartAxes>>);
+
+/// Each tensor read as parts, by key: the axis it was cut along and the part count.
+pub type PartAxes = BTreeMap<String, (usize, usize)>;
+
+impl PartReads {
+    fn note(&self, key: &str, axis: usize, size: usize) {
+        let mut reads = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        reads.insert(key.to_owned(), (axis, size));
+    }
+
+    /// What was noted so far.
+    pub fn taken(&self) -> PartAxes {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 impl Weights {
@@ -102,12 +127,19 @@ impl Weights {
             mode,
             portable: Vec::new(),
             updates: Updates::default(),
+            part_reads: None,
         })
     }
 
     /// The same weights with LoRA `updates` for their linear layers to take.
     pub fn with_updates(mut self, updates: Updates) -> Weights {
         self.updates = updates;
+        self
+    }
+
+    /// The same weights, noting each tensor read as a part in `reads`.
+    pub fn with_part_reads(mut self, reads: Option<PartReads>) -> Weights {
+        self.part_reads = reads;
         self
     }
 
@@ -436,6 +468,9 @@ impl Weights {
         match stored.filter(|s| s.shape == a.shape() && s.dtype == a.dtype()) {
             Some(s) => {
                 divides(&s.shape, axis, size, key)?;
+                if let Some(reads) = &self.part_reads {
+                    reads.note(key, axis as usize, size);
+                }
                 s.read_part(axis as usize, rank, size)
             }
             None => shard(&a, axis, rank, size, key),

@@ -21,10 +21,10 @@ const WORKER_LAYERS: std::ops::Range<usize> = 15..30;
 /// it is held across awaits; a test that fails does not poison it).
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Rank 1 with `cache` as its shipping cache, the fixture hidden under an empty tmpfs.
+/// Rank `rank` with `cache` as its shipping cache, the fixture hidden under an empty tmpfs.
 fn worker_without_model(
     cluster: &Cluster,
-    cache: &Path,
+    (rank, cache): (usize, &Path),
     env: &[(&str, &str)],
 ) -> TestResult<Child> {
     let hidden = fixture(MODEL)?;
@@ -40,7 +40,7 @@ fn worker_without_model(
         "sh",
     ])
     .arg(workspace_binary("worker")?)
-    .args(["mlx-distributed", "--rank", "1", "--hostfile"])
+    .args(["mlx-distributed", "--rank", &rank.to_string(), "--hostfile"])
     .arg(&cluster.hostfile)
     .env("HIDE", &hidden)
     .env("MLX_DISTRIBUTED_SHIP_CACHE", cache)
@@ -61,14 +61,7 @@ fn worker_without_model(
 /// header, and the folder's other visible files.
 fn share_bytes() -> TestResult<u64> {
     let dir = fixture(MODEL)?;
-    let mut total = 0;
-    for entry in std::fs::read_dir(&dir)? {
-        let path = entry?.path();
-        let name = path.file_name().ok_or("no name")?.to_string_lossy();
-        if !name.starts_with('.') && !name.ends_with(".safetensors") {
-            total += std::fs::metadata(&path)?.len();
-        }
-    }
+    let mut total = side_files(&dir)?;
     let bytes = std::fs::read(dir.join("model.safetensors"))?;
     let len = u64::from_le_bytes(bytes[..8].try_into()?) as usize;
     total += 8 + len as u64;
@@ -118,20 +111,13 @@ async fn a_worker_without_the_model_serves_it_from_one_shipment() -> TestResult 
     let mut cluster = Cluster::without_workers(2, "ship")?;
     cluster
         .workers
-        .push(worker_without_model(&cluster, &cache.0, &[])?);
+        .push(worker_without_model(&cluster, (1, &cache.0), &[])?);
     let rank0 = cluster.rank0(&[]).await?;
     let mut c = rank0.client().await?;
 
     // Without shipping, the worker has nothing to load.
     let refused = load_fixture(&mut c, MODEL, &[SPLIT]).await?;
     assert!(!refused.success, "{refused:?}");
-    // Tensor mode ships nothing yet, and says so.
-    let tensor = load_fixture(&mut c, MODEL, &["ship_model:true", "parallelism:tensor"]).await?;
-    assert!(!tensor.success);
-    for part in ["ship_model", "pipeline shares only", "tensor"] {
-        assert!(tensor.message.contains(part), "{part:?} not in {tensor:?}");
-    }
-
     let loaded = load_fixture(&mut c, MODEL, &["ship_model:true", SPLIT]).await?;
     assert!(loaded.success, "{loaded:?}");
     assert_golden(&mut c, "capital-chat").await?;
@@ -159,6 +145,89 @@ async fn a_worker_without_the_model_serves_it_from_one_shipment() -> TestResult 
     Ok(())
 }
 
+/// Bytes of a worker's share of 3 in tensor mode, from the fixture itself: the folder's
+/// other visible files, the safetensors header, a third of every projection matrix (each
+/// `*_proj` weight, scales and biases: attention's and the MLP's, cut by rows or columns
+/// into 3 equal parts), and every other tensor (embedding, norms) whole.
+fn tensor_share_bytes() -> TestResult<u64> {
+    let dir = fixture(MODEL)?;
+    let mut total = side_files(&dir)?;
+    let bytes = std::fs::read(dir.join("model.safetensors"))?;
+    let len = u64::from_le_bytes(bytes[..8].try_into()?) as usize;
+    total += 8 + len as u64;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + len])?;
+    for (key, entry) in header.as_object().ok_or("no header")? {
+        let o = &entry["data_offsets"];
+        let Some(size) = o[1].as_u64().zip(o[0].as_u64()).map(|(e, b)| e - b) else {
+            continue;
+        };
+        let split = key.starts_with("model.layers.") && key.contains("_proj.");
+        total += if split { size / 3 } else { size };
+    }
+    Ok(total)
+}
+
+/// Bytes of the folder's visible files other than the weights.
+fn side_files(dir: &Path) -> TestResult<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path.file_name().ok_or("no name")?.to_string_lossy();
+        if !name.starts_with('.') && !name.ends_with(".safetensors") {
+            total += std::fs::metadata(&path)?.len();
+        }
+    }
+    Ok(total)
+}
+
+/// SmolLM2's 9 heads and 3 KV heads split over 3 ranks (not 2): two workers without the
+/// model, each shipped its third of every projection matrix and the rest whole.
+#[tokio::test]
+async fn tensor_mode_workers_without_the_model_serve_it_from_their_slices() -> TestResult {
+    let _serial = SERIAL.lock().await;
+    const TENSOR: [&str; 2] = ["ship_model:true", "parallelism:tensor"];
+    let caches = [
+        TempDir::new("ship-tensor-1")?,
+        TempDir::new("ship-tensor-2")?,
+    ];
+    let mut cluster = Cluster::without_workers(3, "ship-tensor")?;
+    for (rank, cache) in (1..).zip(&caches) {
+        let worker = worker_without_model(&cluster, (rank, &cache.0), &[])?;
+        cluster.workers.push(worker);
+    }
+    let rank0 = cluster.rank0(&[]).await?;
+    let mut c = rank0.client().await?;
+
+    let loaded = load_fixture(&mut c, MODEL, &TENSOR).await?;
+    assert!(loaded.success, "{loaded:?}");
+    // One case: three tensor ranks on two cores decode at about 1 tok/s.
+    assert_golden(&mut c, "capital-chat").await?;
+    let share = tensor_share_bytes()?;
+    for cache in &caches {
+        let (_, first) = last_transfer(&cache.0)?;
+        let received = first["received_bytes"].as_u64().ok_or("no count")?;
+        assert_eq!(first["share_bytes"].as_u64(), Some(share), "{first}");
+        assert!(received >= share, "{received} < {share}");
+        // The embedding whole (a fifth of the file), a third of nearly all the rest.
+        let whole = std::fs::metadata(fixture(MODEL)?.join("model.safetensors"))?.len();
+        assert!(share * 10 < whole * 6, "{share} of {whole} bytes");
+        assert!(
+            received * 100 <= share * 105,
+            "{received} > 105% of {share}"
+        );
+    }
+
+    let again = load_fixture(&mut c, MODEL, &TENSOR).await?;
+    assert!(again.success, "{again:?}");
+    for cache in &caches {
+        let (_, second) = last_transfer(&cache.0)?;
+        assert_eq!(second["received_bytes"].as_u64(), Some(0), "{second}");
+        assert_eq!(second["items_received"].as_u64(), Some(0), "{second}");
+    }
+    assert_golden(&mut c, "capital-chat").await?;
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_transfer_killed_midway_resumes_where_it_stopped() -> TestResult {
     let _serial = SERIAL.lock().await;
@@ -168,7 +237,7 @@ async fn a_transfer_killed_midway_resumes_where_it_stopped() -> TestResult {
     let cut = CUT.to_string();
     let dying = worker_without_model(
         &cluster,
-        &cache.0,
+        (1, &cache.0),
         &[("MLX_DISTRIBUTED_SHIP_EXIT_AFTER", cut.as_str())],
     )?;
     let rank0 = cluster.rank0(&[]).await?;
@@ -181,7 +250,7 @@ async fn a_transfer_killed_midway_resumes_where_it_stopped() -> TestResult {
     let mut cluster = cluster;
     cluster
         .workers
-        .push(worker_without_model(&cluster, &cache.0, &[])?);
+        .push(worker_without_model(&cluster, (1, &cache.0), &[])?);
     let loaded = load_fixture(&mut c, MODEL, &["ship_model:true", SPLIT]).await?;
     assert!(loaded.success, "{loaded:?}");
     let (_, rest) = last_transfer(&cache.0)?;
@@ -205,7 +274,7 @@ async fn a_tensor_corrupted_on_every_try_fails_the_load_naming_it() -> TestResul
     let mut cluster = Cluster::without_workers(2, "ship-corrupt")?;
     cluster
         .workers
-        .push(worker_without_model(&cluster, &cache.0, &[])?);
+        .push(worker_without_model(&cluster, (1, &cache.0), &[])?);
     let rank0 = cluster
         .rank0(&[("MLX_DISTRIBUTED_SHIP_CORRUPT", TENSOR)])
         .await?;

@@ -265,9 +265,35 @@ pub struct ShipItem {
     /// Index into `Shipment::files`.
     pub file: usize,
     pub offset: u64,
+    /// Bytes in all (of every run, when strided).
     pub len: u64,
-    /// Hex sha256 of the bytes.
+    /// Hex sha256 of the bytes (its runs', in order, when strided).
     pub sha256: String,
+    /// A tensor-mode part: runs of bytes from `offset` on, not one range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strided: Option<Strided>,
+}
+
+/// An item's bytes as runs of `run` bytes, each `stride` bytes after the one before: a
+/// tensor's part cut along a later axis (its columns), one item and one sha256 per tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Strided {
+    pub run: u64,
+    pub stride: u64,
+}
+
+impl ShipItem {
+    /// Where the item's bytes lie in its file, in order: `(offset, len)` per run.
+    pub fn pieces(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let (run, stride) = match self.strided {
+            Some(s) => (s.run.max(1), s.stride),
+            None => (self.len.max(1), 0),
+        };
+        (0..self.len.div_ceil(run)).map(move |k| {
+            let done = k * run;
+            (self.offset + k * stride, run.min(self.len - done))
+        })
+    }
 }
 
 /// The dtypes a pipeline hands activations on in (the models' compute dtypes).

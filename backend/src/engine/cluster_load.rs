@@ -16,8 +16,9 @@ use crate::error::{read_json, Error, Result};
 use crate::loader::{self, LoadedModel};
 use crate::models::common::{ExpertCut, RankPart, TensorCut};
 use crate::options::{LoadConfig, Parallelism};
-use crate::shipping::{self, Shares, Shipper};
+use crate::shipping::{self, Portion, Shares, Shipper};
 use crate::source;
+use crate::weights::{PartAxes, PartReads};
 
 /// How long workers get to load their part.
 const LOAD_TIMEOUT: Duration = Duration::from_secs(900);
@@ -59,8 +60,9 @@ pub fn load(
     let dir = source::resolve_with(&config.model, &source::Lookup::of(config))?;
     let parts = plan_parts(config, &dir, &session.cluster)?;
     tracing::info!(?parts, "loading over {} ranks", parts.len());
+    let (own, reads) = noted_first(config, &dir, &parts, &session)?;
     let (mut ships, _shipper) = match config.ship_model {
-        true => start_shipping(&session, &dir, &parts)?,
+        true => start_shipping(&session, &dir, &parts, reads.as_ref())?,
         false => (HashMap::new(), None),
     };
     for (rank, part) in parts.iter().enumerate().skip(1) {
@@ -78,7 +80,7 @@ pub fn load(
             }),
         )?;
     }
-    let outcome = load_everywhere(config, &dir, &parts, &session);
+    let outcome = load_everywhere(config, &dir, &parts, &session, own);
     // Best effort: a worker that cannot hear Abort is lost, and the cluster is formed anew.
     let _ = match &outcome {
         Ok(_) => session.cluster.broadcast(&ToWorker::Commit),
@@ -96,30 +98,46 @@ pub fn load(
     outcome
 }
 
-/// `ship_model`: each worker's share, and the server that ships them for this load (dropped
-/// when the load is over). Pipeline shares only: a tensor or expert part is a slice of
-/// every tensor, which the worker's loader cannot take from a sparse copy yet.
+/// Tensor or expert mode with `ship_model`: rank 0 loads its own part first, noting the
+/// tensors it read as parts, since every rank cuts each tensor the same way: what rank 0 read
+/// as part 0, a worker reads as its part (one source of truth, the loader itself).
+fn noted_first(
+    config: &LoadConfig,
+    dir: &std::path::Path,
+    parts: &[Part],
+    session: &Session,
+) -> Result<(Option<loader::LoadedPart>, Option<PartAxes>)> {
+    if !config.ship_model || matches!(parts.first(), None | Some(Part::Pipeline { .. })) {
+        return Ok((None, None));
+    }
+    let reads = PartReads::default();
+    let own = load_part(config, dir, &parts[0], session, Some(reads.clone()))?;
+    Ok((Some(own), Some(reads.taken())))
+}
+
+/// `ship_model`: each worker's share (its layers in pipeline mode; its parts of the tensors
+/// rank 0 read as parts, as `reads` notes, and the others whole, in tensor or expert mode),
+/// and the server that ships them for this load (dropped when the load is over).
 fn start_shipping(
     session: &Session,
     dir: &std::path::Path,
     parts: &[Part],
+    reads: Option<&PartAxes>,
 ) -> Result<(HashMap<usize, Shipment>, Option<Shipper>)> {
     let (listener, address) = shipping::listen(&session.control)?;
     let fingerprint = loader::fingerprint(dir)?;
     let mut shares = HashMap::new();
     for (rank, part) in parts.iter().enumerate().skip(1) {
-        let Part::Pipeline { start, end } = part else {
-            let mode = match part {
-                Part::Expert => "expert",
-                _ => "tensor",
-            };
-            return Err(Error::InvalidRequest(format!(
-                "option `ship_model` ships pipeline shares only; this load runs in {mode} \
-                 mode, where every rank reads a slice of every tensor: load with \
-                 parallelism:pipeline, or without ship_model (every machine needs the model)"
-            )));
+        let portion = match (part, reads) {
+            (Part::Pipeline { start, end }, _) => Portion::Layers(*start..*end),
+            (_, Some(reads)) => Portion::Parts { rank, reads },
+            (_, None) => {
+                return Err(Error::Internal(
+                    "a tensor-mode share without rank 0's part reads".into(),
+                ))
+            }
         };
-        let share = shipping::share(dir, *start..*end, fingerprint.clone(), address.clone())?;
+        let share = shipping::share(dir, &portion, fingerprint.clone(), address.clone())?;
         tracing::info!(
             rank,
             items = share.items.len(),
@@ -182,14 +200,19 @@ fn plan_parts(config: &LoadConfig, dir: &std::path::Path, cluster: &Cluster) -> 
     })
 }
 
-/// Rank 0's part, then every worker's answer, checked to be the same model.
+/// Rank 0's part (unless `own` was loaded already), then every worker's answer, checked to
+/// be the same model.
 fn load_everywhere(
     config: &LoadConfig,
     dir: &std::path::Path,
     parts: &[Part],
     session: &Rc<Session>,
+    own: Option<loader::LoadedPart>,
 ) -> Result<LoadedModel> {
-    let own = load_part(config, dir, &parts[0], session);
+    let own = match own {
+        Some(own) => Ok(own),
+        None => load_part(config, dir, &parts[0], session, None),
+    };
     let theirs = session
         .cluster
         .collect("LoadModel", LOAD_TIMEOUT, |rank, msg| match msg {
@@ -224,13 +247,14 @@ fn load_part(
     dir: &std::path::Path,
     part: &Part,
     session: &Session,
+    reads: Option<PartReads>,
 ) -> Result<loader::LoadedPart> {
     let adapters = source::resolve_adapters(&config.adapters, &source::Lookup::of(config))?;
     let recipe = loader::Recipe {
         mode: config.weight_mode,
         adapters: &adapters,
     };
-    let own = loader::load_part(dir, recipe, &rank_part(part, 0, &session.group))?;
+    let own = loader::load_part_noting(dir, recipe, &rank_part(part, 0, &session.group), reads)?;
     own.transformer.check_kv_format(&config.kv_format)?;
     Ok(own)
 }

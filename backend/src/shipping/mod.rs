@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
-pub use manifest::share;
+pub use manifest::{share, Portion};
 pub use receive::{receive, ReceiveOptions};
 pub use serve::{corrupt_hook, listen, Shares, Shipper};
 

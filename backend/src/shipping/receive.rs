@@ -278,7 +278,11 @@ impl Cache {
     /// The record of an item: its hash, place and file.
     fn key(ship: &Shipment, item: &ShipItem) -> String {
         let file = ship.files.get(item.file).map_or("?", |f| f.name.as_str());
-        format!("{} {} {} {file}", item.sha256, item.offset, item.len)
+        let at = match item.strided {
+            Some(s) => format!("{}/{}x{}", item.offset, s.stride, s.run),
+            None => item.offset.to_string(),
+        };
+        format!("{} {at} {} {file}", item.sha256, item.len)
     }
 
     fn missing(&self, ship: &Shipment) -> Vec<usize> {
@@ -302,13 +306,15 @@ impl Cache {
             .ok_or_else(|| bad_data(format!("item {index} names file {}", item.file)))?;
         let mut hasher = Sha256::new();
         let buf = &mut self.buf;
-        let mut at = 0u64;
-        while at < item.len {
-            let n = ((item.len - at) as usize).min(CHUNK);
-            r.read_exact(&mut buf[..n])?;
-            file.write_all_at(&buf[..n], item.offset + at)?;
-            hasher.update(&buf[..n]);
-            at += n as u64;
+        for (offset, len) in item.pieces() {
+            let mut at = 0u64;
+            while at < len {
+                let n = ((len - at) as usize).min(CHUNK);
+                r.read_exact(&mut buf[..n])?;
+                file.write_all_at(&buf[..n], offset + at)?;
+                hasher.update(&buf[..n]);
+                at += n as u64;
+            }
         }
         if hex(&hasher.finalize()) != item.sha256 {
             tracing::warn!(item = %item.name, "shipped bytes fail their sha256");

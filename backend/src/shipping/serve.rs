@@ -171,17 +171,19 @@ fn send_item(
 ) -> std::io::Result<()> {
     out.write_all(&(index as u64).to_le_bytes())?;
     out.write_all(&item.len.to_le_bytes())?;
-    file.seek(SeekFrom::Start(item.offset))?;
-    let mut left = item.len;
     let mut first = corrupt;
-    while left > 0 {
-        let n = (left as usize).min(buf.len());
-        file.read_exact(&mut buf[..n])?;
-        if std::mem::take(&mut first) {
-            buf[0] ^= 0xff;
+    for (offset, len) in item.pieces() {
+        file.seek(SeekFrom::Start(offset))?;
+        let mut left = len;
+        while left > 0 {
+            let n = (left as usize).min(buf.len());
+            file.read_exact(&mut buf[..n])?;
+            if std::mem::take(&mut first) {
+                buf[0] ^= 0xff;
+            }
+            out.write_all(&buf[..n])?;
+            left -= n as u64;
         }
-        out.write_all(&buf[..n])?;
-        left -= n as u64;
     }
     Ok(())
 }

@@ -62,7 +62,7 @@ fn model(dir: &Path) -> std::io::Result<()> {
 fn serve(dir: &Path, corrupt: Option<&str>) -> Result<(Shipper, Shipment)> {
     let (listener, address) = listen("127.0.0.1:1")?;
     let fingerprint = crate::loader::fingerprint(dir)?;
-    let share = share(dir, 1..2, fingerprint, address)?;
+    let share = share(dir, &Portion::Layers(1..2), fingerprint, address)?;
     let shares = Shares {
         dir: dir.to_owned(),
         by_rank: HashMap::from([(1, share.clone())]),
