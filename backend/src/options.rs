@@ -93,7 +93,7 @@ pub struct LoadConfig {
     /// None: the transport's default (ring: pipeline, jaccl: tensor).
     pub parallelism: Option<Parallelism>,
     pub layer_split: Option<String>,
-    /// `ship_model:true`: rank 0 sends each worker its share of the model (pipeline mode),
+    /// `ship_model:true`: rank 0 sends each worker its share of the model (any mode),
     /// which workers keep in their cache; no worker needs the model on its own disk.
     pub ship_model: bool,
     pub trust_remote_code: bool,

@@ -21,13 +21,14 @@ const WORKER_LAYERS: std::ops::Range<usize> = 15..30;
 /// it is held across awaits; a test that fails does not poison it).
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Rank `rank` with `cache` as its shipping cache, the fixture hidden under an empty tmpfs.
+/// Rank `rank` with `cache` as its shipping cache, the fixture `model` hidden under an empty
+/// tmpfs.
 fn worker_without_model(
     cluster: &Cluster,
-    (rank, cache): (usize, &Path),
+    (rank, model, cache): (usize, &str, &Path),
     env: &[(&str, &str)],
 ) -> TestResult<Child> {
-    let hidden = fixture(MODEL)?;
+    let hidden = fixture(model)?;
     let script = r#"mount -t tmpfs none "$HIDE" && exec "$@""#;
     let mut cmd = Command::new("unshare");
     cmd.args([
@@ -111,7 +112,7 @@ async fn a_worker_without_the_model_serves_it_from_one_shipment() -> TestResult 
     let mut cluster = Cluster::without_workers(2, "ship")?;
     cluster
         .workers
-        .push(worker_without_model(&cluster, (1, &cache.0), &[])?);
+        .push(worker_without_model(&cluster, (1, MODEL, &cache.0), &[])?);
     let rank0 = cluster.rank0(&[]).await?;
     let mut c = rank0.client().await?;
 
@@ -145,12 +146,13 @@ async fn a_worker_without_the_model_serves_it_from_one_shipment() -> TestResult 
     Ok(())
 }
 
-/// Bytes of a worker's share of 3 in tensor mode, from the fixture itself: the folder's
-/// other visible files, the safetensors header, a third of every projection matrix (each
-/// `*_proj` weight, scales and biases: attention's and the MLP's, cut by rows or columns
-/// into 3 equal parts), and every other tensor (embedding, norms) whole.
-fn tensor_share_bytes() -> TestResult<u64> {
-    let dir = fixture(MODEL)?;
+/// Bytes of a worker's share of `parts` in tensor or expert mode, from the fixture itself:
+/// the folder's other visible files, the safetensors header, its part of every projection
+/// matrix (each layer's `*_proj` weight, scales and biases: attention's and the MLP's or the
+/// stacked experts', cut by rows, columns or experts into equal parts), and every other
+/// tensor (embedding, norms, router) whole.
+fn sliced_share_bytes(model: &str, parts: u64) -> TestResult<u64> {
+    let dir = fixture(model)?;
     let mut total = side_files(&dir)?;
     let bytes = std::fs::read(dir.join("model.safetensors"))?;
     let len = u64::from_le_bytes(bytes[..8].try_into()?) as usize;
@@ -162,7 +164,7 @@ fn tensor_share_bytes() -> TestResult<u64> {
             continue;
         };
         let split = key.starts_with("model.layers.") && key.contains("_proj.");
-        total += if split { size / 3 } else { size };
+        total += if split { size / parts } else { size };
     }
     Ok(total)
 }
@@ -192,7 +194,7 @@ async fn tensor_mode_workers_without_the_model_serve_it_from_their_slices() -> T
     ];
     let mut cluster = Cluster::without_workers(3, "ship-tensor")?;
     for (rank, cache) in (1..).zip(&caches) {
-        let worker = worker_without_model(&cluster, (rank, &cache.0), &[])?;
+        let worker = worker_without_model(&cluster, (rank, MODEL, &cache.0), &[])?;
         cluster.workers.push(worker);
     }
     let rank0 = cluster.rank0(&[]).await?;
@@ -202,7 +204,7 @@ async fn tensor_mode_workers_without_the_model_serve_it_from_their_slices() -> T
     assert!(loaded.success, "{loaded:?}");
     // One case: three tensor ranks on two cores decode at about 1 tok/s.
     assert_golden(&mut c, "capital-chat").await?;
-    let share = tensor_share_bytes()?;
+    let share = sliced_share_bytes(MODEL, 3)?;
     for cache in &caches {
         let (_, first) = last_transfer(&cache.0)?;
         let received = first["received_bytes"].as_u64().ok_or("no count")?;
@@ -228,6 +230,41 @@ async fn tensor_mode_workers_without_the_model_serve_it_from_their_slices() -> T
     Ok(())
 }
 
+/// Expert mode (whole experts per rank, attention cut as in tensor mode) on a tiny MoE: the
+/// worker without the model answers as one node with it does.
+#[tokio::test]
+async fn an_expert_mode_worker_without_the_model_serves_it() -> TestResult {
+    let _serial = SERIAL.lock().await;
+    const MOE: &str = "tiny-qwen3-moe-4bit";
+    let single = integration_tests::server::BackendProcess::start(&[]).await?;
+    let mut one = single.client().await?;
+    assert!(load_fixture(&mut one, MOE, &[]).await?.success);
+    let cache = TempDir::new("ship-expert-cache")?;
+    let mut cluster = Cluster::without_workers(2, "ship-expert")?;
+    let worker = worker_without_model(&cluster, (1, MOE, &cache.0), &[])?;
+    cluster.workers.push(worker);
+    let rank0 = cluster.rank0(&[]).await?;
+    let mut c = rank0.client().await?;
+    let options = ["ship_model:true", "parallelism:expert"];
+    let loaded = load_fixture(&mut c, MOE, &options).await?;
+    assert!(loaded.success, "{loaded:?}");
+    let req = backend::grpc::pb::PredictOptions {
+        prompt: "The quick brown fox".into(),
+        tokens: 16,
+        ignore_eos: true,
+        ..Default::default()
+    };
+    let want = one.predict(req.clone()).await?.into_inner();
+    let got = c.predict(req).await?.into_inner();
+    assert_eq!(got.message, want.message);
+    let (_, first) = last_transfer(&cache.0)?;
+    let received = first["received_bytes"].as_u64().ok_or("no count")?;
+    let share = sliced_share_bytes(MOE, 2)?;
+    assert_eq!(first["share_bytes"].as_u64(), Some(share), "{first}");
+    assert!(received * 100 <= share * 105, "{received} vs {share}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_transfer_killed_midway_resumes_where_it_stopped() -> TestResult {
     let _serial = SERIAL.lock().await;
@@ -237,7 +274,7 @@ async fn a_transfer_killed_midway_resumes_where_it_stopped() -> TestResult {
     let cut = CUT.to_string();
     let dying = worker_without_model(
         &cluster,
-        (1, &cache.0),
+        (1, MODEL, &cache.0),
         &[("MLX_DISTRIBUTED_SHIP_EXIT_AFTER", cut.as_str())],
     )?;
     let rank0 = cluster.rank0(&[]).await?;
@@ -250,7 +287,7 @@ async fn a_transfer_killed_midway_resumes_where_it_stopped() -> TestResult {
     let mut cluster = cluster;
     cluster
         .workers
-        .push(worker_without_model(&cluster, (1, &cache.0), &[])?);
+        .push(worker_without_model(&cluster, (1, MODEL, &cache.0), &[])?);
     let loaded = load_fixture(&mut c, MODEL, &["ship_model:true", SPLIT]).await?;
     assert!(loaded.success, "{loaded:?}");
     let (_, rest) = last_transfer(&cache.0)?;
@@ -274,7 +311,7 @@ async fn a_tensor_corrupted_on_every_try_fails_the_load_naming_it() -> TestResul
     let mut cluster = Cluster::without_workers(2, "ship-corrupt")?;
     cluster
         .workers
-        .push(worker_without_model(&cluster, (1, &cache.0), &[])?);
+        .push(worker_without_model(&cluster, (1, MODEL, &cache.0), &[])?);
     let rank0 = cluster
         .rank0(&[("MLX_DISTRIBUTED_SHIP_CORRUPT", TENSOR)])
         .await?;

@@ -1,9 +1,9 @@
 //! Model shipping (`ship_model:true`): rank 0 sends each worker exactly its share of the
-//! model (pipeline: its layers' tensors, each safetensors header, config and tokenizer
-//! files) over a connection of its own, authenticated like the control channel, and the
-//! worker keeps it in its cache under the model's fingerprint. Each item has a sha256 from
-//! the load plan; progress is kept per item, so an interrupted transfer resumes and a cached
-//! share is not sent again.
+//! model (pipeline: its layers' tensors; tensor or expert mode: its part of each split tensor,
+//! the rest whole; each safetensors header, config and tokenizer files) over a connection of
+//! its own, authenticated like the control channel, and the worker keeps it in its cache
+//! under the model's fingerprint. Each item has a sha256 from the load plan; progress is kept
+//! per item, so an interrupted transfer resumes and a cached share is not sent again.
 
 mod manifest;
 mod receive;
