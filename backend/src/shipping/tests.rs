@@ -1,5 +1,6 @@
-//! Shipping's protocol on loopback with a small hand-made model folder (no MLX): the share,
-//! the sparse copy, reuse, resume, a corrupted item and a wrong secret.
+//! Shipping's protocol on loopback with a small hand-made model folder (no MLX): the share
+//! (layers, or tensor parts as runs), the sparse copy, reuse, resume, a corrupted item and a
+//! wrong secret.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -36,7 +37,7 @@ const TENSORS: [(&str, u8); 4] = [
 ];
 
 /// config.json, tokenizer.json, a hidden file and a safetensors file of four 64-byte tensors
-/// (each byte its tensor's number).
+/// of 4 x 4 f32 (each byte its tensor's number).
 fn model(dir: &Path) -> std::io::Result<()> {
     std::fs::write(dir.join("config.json"), br#"{"num_hidden_layers": 2}"#)?;
     std::fs::write(dir.join("tokenizer.json"), b"{}")?;
@@ -48,7 +49,7 @@ fn model(dir: &Path) -> std::io::Result<()> {
         data.extend([byte; 64]);
         header.insert(
             name.into(),
-            serde_json::json!({"dtype": "F32", "shape": [16], "data_offsets": [start, data.len()]}),
+            serde_json::json!({"dtype": "F32", "shape": [4, 4], "data_offsets": [start, data.len()]}),
         );
     }
     let header = serde_json::to_vec(&header)?;
@@ -60,9 +61,18 @@ fn model(dir: &Path) -> std::io::Result<()> {
 
 /// Serves rank 1's share of layers 1..2 of the model in `dir`.
 fn serve(dir: &Path, corrupt: Option<&str>) -> Result<(Shipper, Shipment)> {
+    serve_portion(dir, &Portion::Layers(1..2), corrupt)
+}
+
+/// Serves rank 1's share as `portion` says.
+fn serve_portion(
+    dir: &Path,
+    portion: &Portion,
+    corrupt: Option<&str>,
+) -> Result<(Shipper, Shipment)> {
     let (listener, address) = listen("127.0.0.1:1")?;
     let fingerprint = crate::loader::fingerprint(dir)?;
-    let share = share(dir, &Portion::Layers(1..2), fingerprint, address)?;
+    let share = share(dir, portion, fingerprint, address)?;
     let shares = Shares {
         dir: dir.to_owned(),
         by_rank: HashMap::from([(1, share.clone())]),
@@ -170,5 +180,46 @@ fn a_worker_without_the_secret_gets_nothing() -> TestResult {
     assert!(err.contains("failed authentication"), "{err}");
     let record = cache.0.join(&ship.fingerprint).join(".shipping/received");
     assert_eq!(std::fs::read_to_string(record).unwrap_or_default(), "");
+    Ok(())
+}
+
+/// Tensor mode: a tensor read by columns arrives as rank 1's runs alone (one item, one
+/// sha256), one read by rows as its one run, the others whole.
+#[test]
+fn a_tensor_part_arrives_as_its_runs_alone() -> TestResult {
+    let (src, cache) = (Scratch::new("src-parts")?, Scratch::new("cache-parts")?);
+    model(&src.0)?;
+    let reads = std::collections::BTreeMap::from([
+        ("model.layers.0.a.weight".to_owned(), (0, 2)),
+        ("model.layers.1.a.weight".to_owned(), (1, 2)),
+    ]);
+    let portion = Portion::Parts {
+        rank: 1,
+        reads: &reads,
+    };
+    let (_shipper, ship) = serve_portion(&src.0, &portion, None)?;
+    let cols = (ship.items.iter())
+        .find(|i| i.name == "model.layers.1.a.weight")
+        .ok_or("no item")?;
+    let strided = cols.strided.ok_or("a column part is not strided")?;
+    assert_eq!((cols.len, strided.run, strided.stride), (32, 8, 16));
+    let dir = receive_into(&ship, &cache.0, "t")?;
+    let ours = std::fs::read(dir.join("model.safetensors"))?;
+    let data = ours.len() - 4 * 64;
+    // Rows: the second half of tensor 1. Columns: the second 8 bytes of each 16-byte row.
+    let rows = &ours[data + 64..data + 128];
+    assert!(rows[..32].iter().all(|b| *b == 0) && rows[32..].iter().all(|b| *b == 2));
+    for row in ours[data + 128..data + 192].chunks(16) {
+        assert!(row[..8].iter().all(|b| *b == 0) && row[8..].iter().all(|b| *b == 3));
+    }
+    for (i, byte) in [(0, 1), (3, 4)] {
+        assert!(ours[data + i * 64..data + (i + 1) * 64]
+            .iter()
+            .all(|b| *b == byte));
+    }
+    let share: u64 = ship.items.iter().map(|i| i.len).sum();
+    assert_eq!(transfer(&dir)?["share_bytes"].as_u64(), Some(share));
+    receive_into(&ship, &cache.0, "t")?;
+    assert_eq!(transfer(&dir)?["received_bytes"].as_u64(), Some(0));
     Ok(())
 }
