@@ -52,6 +52,10 @@ pub struct LaunchArgs {
     /// LocalAI's models folder on the ranks, where a relative --model is looked for.
     #[arg(long)]
     pub model_path: Option<PathBuf>,
+    /// Rank 0 ships each worker its share of the model (`ship_model:true`): only rank 0's
+    /// host needs the model; the check asks the workers for memory, not the model.
+    #[arg(long)]
+    pub ship_model: bool,
     /// Where rank 0 serves gRPC (on rank 0's host).
     #[arg(long, default_value = "localhost:50051")]
     pub addr: String,
@@ -158,6 +162,10 @@ pub struct CheckArgs {
     /// A model folder or repo id every rank should have (never downloaded by the check).
     #[arg(long)]
     pub model: Option<String>,
+    /// The model is shipped (`ship_model:true`): only rank 0 needs it; the workers are
+    /// checked for the memory of their share.
+    #[arg(long)]
+    pub ship_model: bool,
     /// LocalAI's models folder, where a relative --model is looked for.
     #[arg(long)]
     pub model_path: Option<PathBuf>,
@@ -253,6 +261,10 @@ pub struct DistributedArgs {
     /// Rank 0 only: LocalAI's models folder, where a relative --model is looked for.
     #[arg(long)]
     pub model_path: Option<PathBuf>,
+    /// Rank 0 only: the model it loads before serving is shipped to the workers
+    /// (`ship_model:true` added to its options).
+    #[arg(long)]
+    pub ship_model: bool,
 }
 
 #[derive(Args)]

@@ -20,6 +20,8 @@ pub struct FromYaml {
     pub coordinator: Option<String>,
     pub control_port: Option<u16>,
     pub model: Option<String>,
+    /// `ship_model:true`: rank 0 ships the workers their shares.
+    pub ship_model: bool,
     /// The LoadModel request a host would send for the YAML.
     pub request: Option<LoadRequest>,
     /// Keys a host sends with each request instead (`ModelYaml::request_time_keys`).
@@ -95,6 +97,7 @@ pub fn read_in(path: Option<&Path>, model_path: Option<&Path>) -> CliResult<From
         coordinator: config.coordinator,
         control_port: config.control_port,
         model: Some(request.model.clone()).filter(|m| !m.is_empty()),
+        ship_model: config.ship_model,
         request: Some(request),
         per_request: yaml.request_time_keys(),
     })
