@@ -350,7 +350,7 @@ impl EngineThread {
     fn build(&mut self, config: &LoadConfig) -> Result<Built> {
         let draft = load_draft(config)?;
         let hostfile = match &config.p2p {
-            Some(p2p) => Some(self.p2p_cluster(p2p)?),
+            Some(p2p) => Some(self.p2p_cluster(p2p, config.transport)?),
             None => cluster_load::read_hostfile(config)?.filter(|h| h.size() > 1),
         };
         let model = match &hostfile {
@@ -393,8 +393,12 @@ impl EngineThread {
 
     /// P2P: the workers found now. Unless they are the cluster already formed, the model it
     /// serves goes (MLX holds one group at a time) and each worker is given its new rank.
-    fn p2p_cluster(&mut self, p2p: &crate::options::P2pConfig) -> Result<Hostfile> {
-        let found = p2p_load::discover(p2p)?;
+    fn p2p_cluster(
+        &mut self,
+        p2p: &crate::options::P2pConfig,
+        transport: crate::distributed::Transport,
+    ) -> Result<Hostfile> {
+        let found = p2p_load::discover(p2p, transport)?;
         if !cluster_load::reusable(self.session.as_ref(), &found.hostfile) {
             if self.serving.on_cluster() {
                 self.unload(&Error::Aborted(

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::distributed::p2p::{self, Network, Node, Wanted};
+use crate::distributed::p2p::{self, Assignment, Network, Node, Wanted};
 use crate::distributed::{Hostfile, Transport};
 use crate::error::{Error, Result};
 use crate::options::P2pConfig;
@@ -14,16 +14,17 @@ pub struct Found {
     pub hostfile: Hostfile,
     net: Network,
     workers: Vec<Node>,
-    json: String,
-    control: String,
+    /// What every worker is told, but its rank.
+    cluster: Assignment,
 }
 
 fn p2p_error(e: p2p::P2pError) -> Error {
     Error::Distributed(e.to_string())
 }
 
-/// Browses for the workers `config` asks for and lays out the ring with this process first.
-pub fn discover(config: &P2pConfig) -> Result<Found> {
+/// Browses for the workers `config` asks for and lays out the cluster over `transport` with
+/// this process first.
+pub fn discover(config: &P2pConfig, transport: Transport) -> Result<Found> {
     let net = Network::new(&config.token.0, &config.network_id).map_err(p2p_error)?;
     let wanted = Wanted {
         ranks: config.ranks,
@@ -31,9 +32,17 @@ pub fn discover(config: &P2pConfig) -> Result<Found> {
     };
     let workers = p2p::browse(&net, wanted).map_err(p2p_error)?;
     let own = p2p::own_ring(config.ring.as_deref()).map_err(p2p_error)?;
-    let json = p2p::ring_hostfile(&own, &workers);
-    let hostfile = Hostfile::parse(&json, Transport::Ring)
+    let own_rdma = match transport {
+        Transport::Jaccl => p2p::rdma_devices(&config.rdma_devices),
+        _ => Vec::new(),
+    };
+    let layout = p2p::layout(transport, &own, &own_rdma, &workers).map_err(p2p_error)?;
+    let json = layout.json;
+    let mut hostfile = Hostfile::parse(&json, transport)
         .map_err(|e| Error::Distributed(format!("the discovered hostfile {json}: {e}")))?;
+    if let Hostfile::Jaccl { coordinator, .. } = &mut hostfile {
+        coordinator.clone_from(&layout.coordinator);
+    }
     let control = hostfile
         .control_address(None, None)
         .map_err(Error::Distributed)?;
@@ -47,14 +56,18 @@ pub fn discover(config: &P2pConfig) -> Result<Found> {
         hostfile,
         net,
         workers,
-        json,
-        control,
+        cluster: Assignment {
+            rank: 0,
+            hostfile: json,
+            control,
+            coordinator: layout.coordinator,
+        },
     })
 }
 
 impl Found {
     /// Gives each worker its rank, the hostfile and rank 0's control address.
     pub fn assign(&self) -> Result<()> {
-        p2p::assign(&self.net, &self.workers, &self.json, &self.control).map_err(p2p_error)
+        p2p::assign(&self.net, &self.workers, &self.cluster).map_err(p2p_error)
     }
 }

@@ -15,6 +15,9 @@ pub struct P2pConfig {
     pub wait_secs: u64,
     /// Rank 0's ring address (`MLX_P2P_RING`, set by `worker p2p-mlx --serve`); else chosen.
     pub ring: Option<String>,
+    /// JACCL: rank 0's RDMA devices in port order (`MLX_P2P_RDMA_DEVICES`, comma-separated;
+    /// else the kernel's list).
+    pub rdma_devices: Vec<String>,
 }
 
 /// Seconds browsed for workers when `p2p_wait` does not say: without `p2p_ranks` (whoever
@@ -117,6 +120,10 @@ impl P2pGiven {
             ranks,
             wait_secs,
             ring: env.var("MLX_P2P_RING"),
+            rdma_devices: env
+                .var("MLX_P2P_RDMA_DEVICES")
+                .map(|d| d.split(',').map(str::to_string).collect())
+                .unwrap_or_default(),
         }))
     }
 }

@@ -78,7 +78,11 @@ fn serve_settings(args: &P2pArgs, token: &str, network_id: &str, ip: IpAddr) -> 
         .with(
             "MLX_P2P_RING",
             SocketAddr::new(ip, args.mlx_listen_port).to_string(),
-        );
+        )
+        .with("MLX_DISTRIBUTED_BACKEND", args.mlx_backend.clone());
+    if !args.rdma_devices.is_empty() {
+        s = s.with("MLX_P2P_RDMA_DEVICES", args.rdma_devices.join(","));
+    }
     if let Some(n) = args.ranks {
         s = s.with("MLX_P2P_RANKS", n.to_string());
     }
@@ -101,7 +105,7 @@ fn work(args: &P2pArgs, net: &Network, token: &str, ip: IpAddr) -> CliResult {
         ring: SocketAddr::new(ip, args.mlx_listen_port).to_string(),
         assign: listener.local_addr()?.to_string(),
         rdma: match transport {
-            Transport::Jaccl => rdma_devices(&args.rdma_devices),
+            Transport::Jaccl => p2p::rdma_devices(&args.rdma_devices),
             _ => Vec::new(),
         },
     };
@@ -148,26 +152,10 @@ fn follow(args: &P2pArgs, a: &Assignment, transport: Transport, token: &str) -> 
     follower::run(&FollowerOptions {
         rank: a.rank,
         hostfile,
-        coordinator: None,
+        coordinator: a.coordinator.clone(),
         control_port: Some(control_port),
         token: Some(token.to_string()),
         membership: Membership::Assigned,
     })?;
     Ok(())
-}
-
-/// This node's RDMA devices: the flag's, else the kernel's list.
-fn rdma_devices(given: &[String]) -> Vec<String> {
-    if !given.is_empty() {
-        return given.to_vec();
-    }
-    let mut found: Vec<String> = std::fs::read_dir("/sys/class/infiniband")
-        .map(|dir| {
-            dir.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    found.sort();
-    found
 }

@@ -22,6 +22,8 @@ pub struct Assignment {
     pub hostfile: String,
     /// Rank 0's control address.
     pub control: String,
+    /// JACCL: rank 0's coordinator.
+    pub coordinator: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -38,16 +40,20 @@ enum Frame {
 }
 
 fn signed(nonce: &str, a: &Assignment) -> String {
-    format!("{nonce}|{}|{}|{}", a.rank, a.control, a.hostfile)
+    let coordinator = a.coordinator.as_deref().unwrap_or_default();
+    format!(
+        "{nonce}|{}|{}|{coordinator}|{}",
+        a.rank, a.control, a.hostfile
+    )
 }
 
-/// Tells each worker its rank (`workers[i]` is rank i + 1); the error names the rank and host.
-pub fn assign(net: &Network, workers: &[Node], hostfile: &str, control: &str) -> Result<()> {
+/// Tells each worker its rank (`workers[i]` is rank i + 1) in `cluster` (its rank field is
+/// set per worker); the error names the rank and host.
+pub fn assign(net: &Network, workers: &[Node], cluster: &Assignment) -> Result<()> {
     for (i, worker) in workers.iter().enumerate() {
         let assignment = Assignment {
             rank: i + 1,
-            hostfile: hostfile.to_string(),
-            control: control.to_string(),
+            ..cluster.clone()
         };
         assign_one(net, worker, &assignment).map_err(|e| {
             P2pError::Cluster(format!(
@@ -161,17 +167,18 @@ mod tests {
         let me = worker(&listener)?;
         let (n, m) = (net.clone(), me.clone());
         let waiting = std::thread::spawn(move || await_assignment(&listener, &n, &m));
-        let stranger = Network::new("the-token-2", "n")?;
-        assert!(assign(&stranger, std::slice::from_ref(&me), "[]", "c:1").is_err());
-        assign(&net, std::slice::from_ref(&me), "[\"a:1\",\"b:2\"]", "a:2")?;
-        let got = waiting
-            .join()
-            .map_err(|_| P2pError::Cluster("panicked".into()))??;
         let want = Assignment {
             rank: 1,
             hostfile: "[\"a:1\",\"b:2\"]".into(),
             control: "a:2".into(),
+            coordinator: None,
         };
+        let stranger = Network::new("the-token-2", "n")?;
+        assert!(assign(&stranger, std::slice::from_ref(&me), &want).is_err());
+        assign(&net, std::slice::from_ref(&me), &want)?;
+        let got = waiting
+            .join()
+            .map_err(|_| P2pError::Cluster("panicked".into()))??;
         assert_eq!(got, Some(want));
         Ok(())
     }

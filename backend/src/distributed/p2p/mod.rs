@@ -13,6 +13,7 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 
 use super::wire::Secret;
+use super::Transport;
 
 pub use assign::{assign, await_assignment, Assignment};
 pub use browse::{browse, Advert, Wanted};
@@ -105,6 +106,57 @@ pub fn ring_hostfile(own: &str, workers: &[Node]) -> String {
     serde_json::Value::from(ranks).to_string()
 }
 
+/// The cluster rank 0 lays out for the workers it found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layout {
+    /// The hostfile's JSON as every rank reads it (LocalAI's ring list or JACCL matrix).
+    pub json: String,
+    /// JACCL: rank 0's coordinator (its own address).
+    pub coordinator: Option<String>,
+}
+
+/// Rank 0 (at `own`, with RDMA devices `own_rdma`) and `workers` after it, for `transport`.
+pub fn layout(
+    transport: Transport,
+    own: &str,
+    own_rdma: &[String],
+    workers: &[Node],
+) -> Result<Layout> {
+    match transport {
+        Transport::Jaccl => {
+            let advertised: Vec<Vec<String>> = std::iter::once(own_rdma.to_vec())
+                .chain(workers.iter().map(|n| n.rdma.clone()))
+                .collect();
+            let matrix = device_matrix(&advertised)?;
+            Ok(Layout {
+                json: serde_json::to_string(&matrix)
+                    .map_err(|e| P2pError::Cluster(e.to_string()))?,
+                coordinator: Some(own.to_string()),
+            })
+        }
+        _ => Ok(Layout {
+            json: ring_hostfile(own, workers),
+            coordinator: None,
+        }),
+    }
+}
+
+/// This node's RDMA devices: `given`, else the kernel's list (none off RDMA hardware).
+pub fn rdma_devices(given: &[String]) -> Vec<String> {
+    if !given.is_empty() {
+        return given.to_vec();
+    }
+    let mut found: Vec<String> = std::fs::read_dir("/sys/class/infiniband")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
 /// The address other machines reach this one at: the source of a route to the mDNS group,
 /// else (no such route) the first IPv4 address off loopback.
 pub fn outward_ip() -> Result<IpAddr> {
@@ -176,6 +228,32 @@ mod tests {
         };
         assert!(!net.verify(&moved, &tag));
         assert!(Network::new("short", "").is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn jaccl_rank_0_writes_the_matrix_of_the_devices_found() -> Result<()> {
+        let worker = |id: &str, devs: &[&str]| Node {
+            rdma: devs.iter().map(|d| d.to_string()).collect(),
+            ..node(id)
+        };
+        let own = ["rdma_en1".to_string(), "rdma_en2".to_string()];
+        let workers = [
+            worker("a", &["rdma_en3", "rdma_en4"]),
+            worker("b", &["rdma_en5", "rdma_en6"]),
+        ];
+        let l = layout(Transport::Jaccl, "10.0.0.1:5000", &own, &workers)?;
+        assert_eq!(
+            l.json,
+            r#"[[null,"rdma_en1","rdma_en2"],["rdma_en3",null,"rdma_en4"],["rdma_en5","rdma_en6",null]]"#
+        );
+        assert_eq!(l.coordinator.as_deref(), Some("10.0.0.1:5000"));
+        let parsed = crate::distributed::Hostfile::parse(&l.json, Transport::Jaccl);
+        assert!(parsed.is_ok_and(|h| h.size() == 3));
+        let too_few = [worker("a", &["rdma_en3"]), worker("b", &["x", "y"])];
+        assert!(layout(Transport::Jaccl, "10.0.0.1:5000", &own, &too_few).is_err());
+        let ring = layout(Transport::Ring, "10.0.0.1:5000", &[], &workers)?;
+        assert_eq!(ring.coordinator, None);
         Ok(())
     }
 
