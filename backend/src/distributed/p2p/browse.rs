@@ -76,9 +76,9 @@ pub fn browse(net: &Network, wanted: Wanted) -> Result<Vec<Node>> {
     let secs = wanted.wait.as_secs();
     match wanted.ranks {
         Some(n) if found.len() + 1 < n => Err(P2pError::Cluster(format!(
-            "p2p_ranks is {n}, but only {} of them were found within {secs} s (rank 0 and \
-             workers: {}); start `worker p2p-mlx` with the same token and network id on the \
-             others, on the same LAN (mDNS, UDP 5353)",
+            "p2p_ranks is {n}, but only {} of them were found within {secs} s (this rank 0 \
+             and the workers at: {}); start `worker p2p-mlx` with the same token and network \
+             id on the others, on the same LAN (mDNS, UDP 5353)",
             found.len() + 1,
             names()
         ))),
