@@ -30,7 +30,7 @@ pub struct FromYaml {
 
 impl FromYaml {
     /// What rank 0 loads before serving: the YAML's request, its `hostfile:` option pointed
-    /// at the hostfile this rank runs with (a flag's, or the one p2p agreed on).
+    /// at the hostfile this rank runs with (a flag's).
     pub fn preload(&self, hostfile: &Path) -> Option<LoadRequest> {
         let mut req = self.load()?;
         let here = format!("hostfile:{}", hostfile.display());
@@ -41,6 +41,17 @@ impl FromYaml {
         {
             *option = here.clone();
         }
+        Some(req)
+    }
+
+    /// What a P2P rank 0 loads before serving: the YAML's request without a `hostfile:`
+    /// option (its workers are the ones it finds).
+    pub fn without_hostfile(&self) -> Option<LoadRequest> {
+        let mut req = self.load()?;
+        if req.options.iter().any(|o| o.starts_with("hostfile:")) {
+            tracing::warn!("the YAML's hostfile is not used: P2P finds the workers");
+        }
+        req.options.retain(|o| !o.starts_with("hostfile:"));
         Some(req)
     }
 

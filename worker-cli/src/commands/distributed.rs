@@ -103,6 +103,7 @@ pub fn run_rank(args: RankOptions) -> Result<(), Box<dyn std::error::Error>> {
         coordinator: args.coordinator,
         control_port: args.control_port,
         token: args.token,
+        membership: follower::Membership::Fixed,
     })?;
     Ok(())
 }
