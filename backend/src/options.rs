@@ -9,6 +9,11 @@ use crate::distributed::Transport;
 use crate::lora::{AdapterPlan, AdapterSpec, Merge};
 use crate::weights::WeightMode;
 
+mod p2p;
+
+pub use p2p::P2pConfig;
+use p2p::P2pGiven;
+
 /// An option's value, typed as LocalAI's `parse_options` types it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum OptionValue {
@@ -131,10 +136,13 @@ pub struct LoadConfig {
     pub control_port: Option<u16>,
     /// JACCL: rank 0's coordinator `ip:port` (`MLX_JACCL_COORDINATOR`).
     pub coordinator: Option<String>,
-    /// The control channel's secret (`MLX_DISTRIBUTED_TOKEN`; else the hostfile's digest).
+    /// The control channel's secret (`MLX_DISTRIBUTED_TOKEN`, or the P2P token; else the
+    /// hostfile's digest).
     pub token: Option<Token>,
     /// Where rank 0 serves `/metrics` and the status page (option `metrics_addr`, `ip:port`).
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// No hostfile and a P2P token: rank 0 finds its workers over mDNS.
+    pub p2p: Option<P2pConfig>,
 }
 
 /// The process environment the fallbacks come from (injectable for tests).
@@ -313,6 +321,7 @@ impl LoadConfig {
         c.kv_format.keys = cache_type("CacheTypeKey", &req.cache_type_key)?;
         c.kv_format.values = cache_type("CacheTypeValue", &req.cache_type_value)?;
         let mut given = ClusterGiven::default();
+        let mut p2p = P2pGiven::default();
         let options = parse_options(&req.options);
         let drafting_given = options.iter().any(|(k, _)| k == "speculative");
         let fuse_given = options.iter().any(|(k, _)| k == "fuse");
@@ -330,12 +339,17 @@ impl LoadConfig {
                 || c.set_speculation(&key, &value, &bad)?
                 || c.set_adapters(&key, &value, &bad)?
                 || c.set_cluster(&key, &value, &bad, &mut given)?
-                || c.set_metrics(&key, &value, &bad)?;
+                || c.set_metrics(&key, &value, &bad)?
+                || p2p.set(&key, &value, &bad)?;
             if !known {
                 tracing::warn!(option = %key, "unknown option ignored");
             }
         }
         c.set_cluster_fallbacks(given, env)?;
+        c.p2p = p2p.settle(c.hostfile.is_some(), env)?;
+        if let Some(p) = &c.p2p {
+            c.token = Some(p.token.clone());
+        }
         c.settle_drafting(&req.draft_model, drafting_given)?;
         c.adapters.adapters = adapters_of(req)?;
         c.check_shipping()?;
@@ -434,6 +448,7 @@ impl LoadConfig {
             coordinator: env.var("MLX_JACCL_COORDINATOR"),
             token: env.var("MLX_DISTRIBUTED_TOKEN").map(Token),
             metrics_addr: None,
+            p2p: None,
         }
     }
 
@@ -950,6 +965,35 @@ mod tests {
                 ("d".into(), OptionValue::Str("x:y".into())),
             ]
         );
+    }
+
+    #[test]
+    fn p2p_without_a_hostfile_from_options_or_localai_variables() -> Result<(), String> {
+        assert_eq!(load(&[], &[])?.p2p, None);
+        let c = load(&["p2p_ranks:3", "p2p_wait:5"], &[("TOKEN", "the-token")])?;
+        let p = c.p2p.ok_or("p2p")?;
+        assert_eq!(
+            (p.token.0.as_str(), p.ranks, p.wait_secs),
+            ("the-token", Some(3), 5)
+        );
+        assert_eq!(c.token, Some(Token("the-token".into())));
+        let c = load(
+            &["p2p_token:opt-token"],
+            &[("LOCALAI_P2P_NETWORK_ID", "n1")],
+        )?;
+        let p = c.p2p.ok_or("p2p")?;
+        assert_eq!(
+            (p.token.0.as_str(), p.network_id.as_str(), p.ranks),
+            ("opt-token", "n1", None)
+        );
+        // A hostfile wins over an ambient token; P2P options beside one are an error.
+        let c = load(&["hostfile:/h.json"], &[("TOKEN", "the-token")])?;
+        assert_eq!(c.p2p, None);
+        let err = |o: &[&str], e: &[(&'static str, &'static str)]| load(o, e).unwrap_err();
+        assert!(err(&["hostfile:/h.json", "p2p_ranks:2"], &[]).contains("no hostfile"));
+        assert!(err(&["p2p_ranks:2"], &[]).contains("need a token"));
+        assert!(err(&["p2p_ranks:1"], &[("TOKEN", "t")]).contains("p2p_ranks"));
+        Ok(())
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Network namespaces a test creates for itself: a bridge in a hub namespace and one
-//! namespace per node (10.77.0.11, .12, .13), so tests can use real LAN addresses, multicast
+//! namespace per node (a, b, c... at 10.77.0.11, .12, .13...), so tests can use real LAN addresses, multicast
 //! and link failures without touching the host's network. Removed on drop.
 
 use std::process::{Command, Stdio};
@@ -7,10 +7,15 @@ use std::time::Duration;
 
 use crate::{wait_bounded, TestResult};
 
-/// Namespaces `{p}hub` (a bridge) and `{p}a`, `{p}b`, `{p}c` on it (10.77.0.11-13), removed on drop.
+/// Namespaces `{p}hub` (a bridge) and `{p}a`, `{p}b`, ... on it (10.77.0.11 and up),
+/// removed on drop.
 pub struct Lan {
     prefix: String,
+    nodes: Vec<String>,
 }
+
+/// The most nodes a `Lan` has (named a, b, c...).
+pub const MAX_NODES: usize = 8;
 
 /// Runs `ip args...`, failing with its stderr.
 pub fn ip(args: &[&str]) -> TestResult {
@@ -27,15 +32,28 @@ pub fn ip(args: &[&str]) -> TestResult {
 }
 
 impl Lan {
+    /// Three nodes: a, b and c.
     pub fn new() -> TestResult<Lan> {
+        Lan::with_nodes(3)
+    }
+
+    /// `count` nodes (at most `MAX_NODES`): a, b, c, d...
+    pub fn with_nodes(count: usize) -> TestResult<Lan> {
+        if count > MAX_NODES {
+            return Err(format!("a Lan has at most {MAX_NODES} nodes").into());
+        }
         let lan = Lan {
             prefix: format!("mlxp{}", std::process::id() % 100_000),
+            nodes: (b'a'..)
+                .take(count)
+                .map(|c| (c as char).to_string())
+                .collect(),
         };
         let hub = lan.ns("hub");
         ip(&["netns", "add", &hub])?;
         ip(&["-n", &hub, "link", "add", "br0", "type", "bridge"])?;
         ip(&["-n", &hub, "link", "set", "br0", "up"])?;
-        for (i, node) in ["a", "b", "c"].iter().enumerate() {
+        for (i, node) in lan.nodes.iter().enumerate() {
             let ns = lan.ns(node);
             ip(&["netns", "add", &ns])?;
             let port = format!("v{node}");
@@ -98,7 +116,7 @@ impl Lan {
 
 impl Drop for Lan {
     fn drop(&mut self) {
-        for n in ["a", "b", "c", "hub"] {
+        for n in self.nodes.iter().map(String::as_str).chain(["hub"]) {
             let _ = ip(&["netns", "del", &self.ns(n)]);
         }
     }

@@ -443,6 +443,70 @@ fn workers_only_leaves_rank_0_to_the_host() -> TestResult {
     Ok(())
 }
 
+/// `--remote-worker` for `--ship-model`: rank 1 runs where the model's folder is an empty
+/// tmpfs (a mount namespace of its own) and ships into `cache`; rank 0 and the check run the
+/// worker as it is.
+fn hiding_worker(dir: &Path, cache: &Path) -> TestResult<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let script = dir.join("hiding-worker.sh");
+    let body = format!(
+        "#!/bin/sh\nif [ \"$1 $2 $3\" = \"mlx-distributed --rank 1\" ]; then\n  \
+         export MLX_DISTRIBUTED_SHIP_CACHE='{cache}'\n  \
+         exec unshare --mount --propagation private sh -c 'mount -t tmpfs none \"$0\" && exec \"$@\"' \
+         '{hidden}' '{worker}' \"$@\"\nfi\nexec '{worker}' \"$@\"\n",
+        cache = cache.display(),
+        hidden = integration_tests::fixture(MODEL)?.display(),
+        worker = workspace_binary("worker")?.display(),
+    );
+    std::fs::write(&script, body)?;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+    Ok(script)
+}
+
+#[test]
+fn ship_model_serves_a_worker_that_lacks_the_model() -> TestResult {
+    let _one = one_lan_at_a_time();
+    let s = setup("launch-ship", &[0, 1], &[0, 1])?;
+    let grpc = format!("{}:50566", Lan::addr(0));
+    let model = integration_tests::fixture(MODEL)?.display().to_string();
+    let cache = s.dir.0.join("ship-cache");
+    let worker = hiding_worker(&s.dir.0, &cache)?.display().to_string();
+    let mut launcher = s.launch(&[
+        "--ship-model",
+        "--model",
+        &model,
+        "--addr",
+        &grpc,
+        "--remote-worker",
+        &worker,
+    ])?;
+    let client = s.lan.run_test_in(
+        "a",
+        "client_in_namespace_a",
+        &[("LAUNCH_GRPC", &grpc)],
+        Duration::from_secs(240),
+    );
+    signal(launcher.id(), "INT")?;
+    let (status, _) = wait_exit(&mut launcher, Duration::from_secs(30))?;
+    let log = s.log();
+    client.map_err(|e| format!("{e}\nlauncher:\n{log}"))?;
+    assert!(status.success(), "{status}:\n{log}");
+    assert!(
+        log.contains("rank 0 ships its share") && log.contains("check passed"),
+        "{log}"
+    );
+    // What rank 1 served came from its cache: one transfer, recorded there.
+    let record = std::fs::read_dir(&cache)?
+        .map(|e| Ok(e?.path().join(".shipping/last-transfer.json")))
+        .collect::<TestResult<Vec<_>>>()?;
+    assert!(
+        record.iter().any(|r| r.is_file()),
+        "no shipment in {cache:?}:\n{log}"
+    );
+    assert_eq!(s.leftovers()?, "", "left running after the launcher ended");
+    Ok(())
+}
+
 /// Run by the tests above inside namespace a: rank 0 loaded `--model` before serving, so it
 /// is READY once it answers (or, with `LAUNCH_LOAD`, the client loads it, as a host does),
 /// and it answers the golden.

@@ -1,6 +1,6 @@
 //! `worker p2p-mlx` across network namespaces this test creates (a bridge in a hub namespace,
-//! one namespace per node): two nodes with the same token find each other over mDNS, agree
-//! on ranks and serve a real model; a node with another token is never let in. The gRPC client
+//! one namespace per node): the node started with `--serve` finds the worker with its token
+//! over mDNS, gives it a rank and serves a real model; a node with another token is never let in. The gRPC client
 //! runs inside the first node's namespace (this test binary, re-run there). With one model
 //! YAML (`--config`) on every node, the serving node loads its model over the cluster it
 //! forms, and the client sends no LoadModel.
@@ -13,7 +13,7 @@ use integration_tests::goldens;
 use integration_tests::netns::Lan;
 use integration_tests::rpc::{golden_request, load_fixture};
 use integration_tests::server::workspace_binary;
-use integration_tests::{wait_bounded, TestResult};
+use integration_tests::TestResult;
 use tonic::transport::Channel;
 
 const MODEL: &str = "smollm2-135m-4bit";
@@ -41,20 +41,23 @@ impl Drop for Nodes {
 
 fn p2p_node(lan: &Lan, node: &str, i: usize, token: &str, extra: &[&str]) -> TestResult<Child> {
     let mut cmd = lan.command(node, &workspace_binary("worker")?);
-    cmd.args([
-        "p2p-mlx",
-        "--token",
-        token,
-        "--ranks",
-        "2",
-        "--ip",
-        &Lan::addr(i),
-    ])
-    .args(extra)
-    .env("RUST_LOG", "warn")
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped());
+    cmd.args(["p2p-mlx", "--token", token, "--ip", &Lan::addr(i)])
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
     Ok(cmd.spawn()?)
+}
+
+/// What a node wrote to stderr, once stopped.
+fn stderr_of(mut child: Child) -> String {
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut text = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut text);
+    }
+    text
 }
 
 #[test]
@@ -62,10 +65,16 @@ fn two_nodes_find_each_other_and_serve_and_a_stranger_stays_out() -> TestResult 
     let _one = one_lan_at_a_time();
     let lan = Lan::new()?;
     let grpc = format!("{}:50551", Lan::addr(0));
-    let stranger = p2p_node(&lan, "c", 2, "another-token", &["--timeout", "20"])?;
+    let stranger = p2p_node(&lan, "c", 2, "another-token", &[])?;
     let mut nodes = Nodes(vec![
-        p2p_node(&lan, "b", 1, TOKEN, &["--timeout", "60"])?,
-        p2p_node(&lan, "a", 0, TOKEN, &["--timeout", "60", "--serve", &grpc])?,
+        p2p_node(&lan, "b", 1, TOKEN, &[])?,
+        p2p_node(
+            &lan,
+            "a",
+            0,
+            TOKEN,
+            &["--ranks", "2", "--timeout", "60", "--serve", &grpc],
+        )?,
     ]);
     // The client: this binary's ignored test, inside node a's namespace.
     lan.run_test_in(
@@ -74,13 +83,15 @@ fn two_nodes_find_each_other_and_serve_and_a_stranger_stays_out() -> TestResult 
         &[("P2P_GRPC", &grpc)],
         Duration::from_secs(180),
     )?;
-    let out = wait_bounded(stranger, Duration::from_secs(40))?;
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "the stranger must not join: {err}");
-    assert!(err.contains("found 1 of 2 nodes"), "{err}");
     for n in &mut nodes.0 {
         assert!(n.try_wait()?.is_none(), "a node exited");
     }
+    let err = stderr_of(stranger);
+    assert!(err.contains("waiting for a rank 0"), "{err}");
+    assert!(
+        !err.contains("p2p: rank"),
+        "the stranger must not join: {err}"
+    );
     Ok(())
 }
 
@@ -98,19 +109,22 @@ fn one_model_yaml_on_every_node_is_served_without_a_load_model() -> TestResult {
     )?;
     let config = yaml.to_str().ok_or("a UTF-8 path")?;
     let _nodes = Nodes(vec![
-        p2p_node(
-            &lan,
-            "b",
-            1,
-            TOKEN,
-            &["--timeout", "60", "--config", config],
-        )?,
+        p2p_node(&lan, "b", 1, TOKEN, &["--config", config])?,
         p2p_node(
             &lan,
             "a",
             0,
             TOKEN,
-            &["--timeout", "60", "--serve", &grpc, "--config", config],
+            &[
+                "--ranks",
+                "2",
+                "--timeout",
+                "60",
+                "--serve",
+                &grpc,
+                "--config",
+                config,
+            ],
         )?,
     ]);
     lan.run_test_in(

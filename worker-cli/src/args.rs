@@ -26,7 +26,8 @@ pub enum Command {
     BenchLink(BenchLinkArgs),
     /// Preflight: hostfile, this machine, ports, the workers' builds, the model and memory.
     Check(CheckArgs),
-    /// Find the other nodes on the LAN over mDNS (no hostfile), agree on ranks and join.
+    /// LocalAI-style P2P (no hostfile): a worker advertises itself over mDNS and waits for a
+    /// rank 0 with its token to give it a rank; with --serve, this node is that rank 0.
     #[command(name = "p2p-mlx")]
     P2pMlx(P2pArgs),
     /// Rank 0 for users without a host: load a model YAML's model, then serve gRPC.
@@ -52,6 +53,10 @@ pub struct LaunchArgs {
     /// LocalAI's models folder on the ranks, where a relative --model is looked for.
     #[arg(long)]
     pub model_path: Option<PathBuf>,
+    /// Rank 0 ships each worker its share of the model (`ship_model:true`): only rank 0's
+    /// host needs the model; the check asks the workers for memory, not the model.
+    #[arg(long)]
+    pub ship_model: bool,
     /// Where rank 0 serves gRPC (on rank 0's host).
     #[arg(long, default_value = "localhost:50051")]
     pub addr: String,
@@ -117,31 +122,44 @@ pub struct ServeArgs {
 
 #[derive(Args)]
 pub struct P2pArgs {
-    /// A LocalAI model YAML, checked before discovery; the serving node loads its model over
-    /// the cluster it forms (its `hostfile:` option pointed at the agreed hostfile).
+    /// A LocalAI model YAML, checked at start; the serving node loads its model over the
+    /// cluster it forms (with no hostfile: the workers it finds).
     #[arg(long, env = "MLX_DISTRIBUTED_CONFIG")]
     pub config: Option<PathBuf>,
-    /// The shared secret: only nodes with the same token find and join each other.
-    #[arg(long, env = "MLX_DISTRIBUTED_TOKEN", hide_env_values = true)]
-    pub token: String,
-    /// How many nodes form the cluster (this one included).
+    /// The shared secret: only nodes with the same token find and join each other (else
+    /// LOCALAI_TOKEN, LOCALAI_P2P_TOKEN or TOKEN, as LocalAI reads them, or MLX_DISTRIBUTED_TOKEN).
+    #[arg(long, hide_env_values = true)]
+    pub token: Option<String>,
+    /// LocalAI's network id: nodes of another id never join (else LOCALAI_P2P_NETWORK_ID or
+    /// P2P_NETWORK_ID).
     #[arg(long)]
-    pub ranks: usize,
-    /// Serve gRPC at this address: this node becomes rank 0 (exactly one node must).
+    pub p2p_network_id: Option<String>,
+    /// With --serve: how many ranks form the cluster (this one included); without it, the
+    /// workers found within --timeout.
+    #[arg(long, requires = "serve")]
+    pub ranks: Option<usize>,
+    /// Serve gRPC at this address: this node becomes rank 0 and gives the workers it finds
+    /// their ranks. Without it the node is a worker, waiting for any rank 0 of its network.
     #[arg(long)]
     pub serve: Option<String>,
     /// This node's address for the ring (default: the one that routes to the LAN).
     #[arg(long)]
     pub ip: Option<String>,
-    /// The ring port (default: a free one, with the next port free for rank 0's control channel).
-    #[arg(long)]
-    pub port: Option<u16>,
-    /// Where to write the agreed hostfile (default: a temporary file).
+    /// The MLX ring port (rank 0 also uses the next one, for its control channel).
+    #[arg(long, alias = "port", env = "MLX_LISTEN_PORT", default_value_t = 5555)]
+    pub mlx_listen_port: u16,
+    /// ring (default) or jaccl (the node advertises its RDMA devices).
+    #[arg(long, env = "MLX_DISTRIBUTED_BACKEND", value_parser = ["ring", "jaccl"], default_value = "ring")]
+    pub mlx_backend: String,
+    /// JACCL: this node's RDMA devices in port order (default: /sys/class/infiniband).
+    #[arg(long, value_delimiter = ',')]
+    pub rdma_devices: Vec<String>,
+    /// Where a worker writes the hostfile it is given (default: none is written).
     #[arg(long)]
     pub hostfile_out: Option<PathBuf>,
-    /// Seconds to wait for the other nodes.
-    #[arg(long, default_value_t = 120)]
-    pub timeout: u64,
+    /// With --serve: seconds to look for the workers at each LoadModel (`p2p_wait`).
+    #[arg(long, requires = "serve")]
+    pub timeout: Option<u64>,
 }
 
 #[derive(Args)]
@@ -158,6 +176,10 @@ pub struct CheckArgs {
     /// A model folder or repo id every rank should have (never downloaded by the check).
     #[arg(long)]
     pub model: Option<String>,
+    /// The model is shipped (`ship_model:true`): only rank 0 needs it; the workers are
+    /// checked for the memory of their share.
+    #[arg(long)]
+    pub ship_model: bool,
     /// LocalAI's models folder, where a relative --model is looked for.
     #[arg(long)]
     pub model_path: Option<PathBuf>,
@@ -253,6 +275,10 @@ pub struct DistributedArgs {
     /// Rank 0 only: LocalAI's models folder, where a relative --model is looked for.
     #[arg(long)]
     pub model_path: Option<PathBuf>,
+    /// Rank 0 only: the model it loads before serving is shipped to the workers
+    /// (`ship_model:true` added to its options).
+    #[arg(long)]
+    pub ship_model: bool,
 }
 
 #[derive(Args)]

@@ -28,12 +28,19 @@ pub struct Link {
 }
 
 impl Link {
-    /// Connects, retrying until rank 0 answers; logs while it waits.
-    pub fn wait_for_leader(opts: &LinkOptions) -> Result<Link, LinkError> {
+    /// Connects, retrying until rank 0 answers (or `until` passes: a `Retry` error); logs
+    /// while it waits.
+    pub fn wait_for_leader(opts: &LinkOptions, until: Option<Instant>) -> Result<Link, LinkError> {
         let mut last_log: Option<Instant> = None;
         loop {
             if lifecycle::stop_requested() {
                 return Err(LinkError::Stopped);
+            }
+            if until.is_some_and(|t| Instant::now() >= t) {
+                return Err(LinkError::Retry(format!(
+                    "rank 0 did not come at {} in time",
+                    opts.control
+                )));
             }
             match Link::connect(opts) {
                 Ok(link) => return Ok(link),

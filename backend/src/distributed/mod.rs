@@ -10,6 +10,7 @@ mod hostfile;
 pub mod inbox;
 mod join;
 pub mod link;
+pub mod p2p;
 pub mod pipeline;
 pub mod protocol;
 pub mod split;

@@ -10,12 +10,13 @@ use std::time::{Duration, Instant};
 
 use super::batch::{kv_reservation, Batch, BatchLimits, InFlight, Waiting};
 use super::cluster_load;
+use super::p2p_load;
 use super::sharded::Session;
 use super::shared::{degraded_message, EngineState, ModelInfo, Snapshot};
 use crate::cache::KvFormat;
 use crate::distributed::clear_groups;
 use crate::distributed::protocol::{ToLeader, ToWorker};
-use crate::distributed::{Cluster, Fault};
+use crate::distributed::{Cluster, Fault, Hostfile};
 use crate::error::{Error, Result};
 use crate::grammar::Grammars;
 use crate::loader::{self, LoadedModel};
@@ -362,7 +363,10 @@ impl EngineThread {
     /// another cluster: MLX holds one group at a time, so that one goes first).
     fn build(&mut self, config: &LoadConfig) -> Result<Built> {
         let draft = load_draft(config)?;
-        let hostfile = cluster_load::read_hostfile(config)?.filter(|h| h.size() > 1);
+        let hostfile = match &config.p2p {
+            Some(p2p) => Some(self.p2p_cluster(p2p, config.transport)?),
+            None => cluster_load::read_hostfile(config)?.filter(|h| h.size() > 1),
+        };
         let model = match &hostfile {
             Some(h) => {
                 if self.serving.on_cluster() && !cluster_load::reusable(self.session.as_ref(), h) {
@@ -399,6 +403,28 @@ impl EngineThread {
             on_cluster: hostfile.is_some(),
             draft,
         })
+    }
+
+    /// P2P: the workers found now. Unless they are the cluster already formed, the model it
+    /// serves goes (MLX holds one group at a time) and each worker is given its new rank.
+    fn p2p_cluster(
+        &mut self,
+        p2p: &crate::options::P2pConfig,
+        transport: crate::distributed::Transport,
+    ) -> Result<Hostfile> {
+        let found = p2p_load::discover(p2p, transport)?;
+        if !cluster_load::reusable(self.session.as_ref(), &found.hostfile) {
+            if self.serving.on_cluster() {
+                self.unload(&Error::Aborted(
+                    "the model was replaced by LoadModel over another cluster".into(),
+                ));
+            }
+            // Workers of the old cluster see it close and wait for a rank again.
+            self.session = None;
+            clear_groups();
+            found.assign()?;
+        }
+        Ok(found.hostfile)
     }
 
     /// Refuses a load that cannot fit beside the model being served, which stays resident

@@ -32,7 +32,21 @@ pub struct FollowerOptions {
     pub control_port: Option<u16>,
     /// The control channel's secret (else the hostfile's digest).
     pub token: Option<String>,
+    pub membership: Membership,
 }
+
+/// What a worker does when rank 0 goes away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Membership {
+    /// A hostfile's rank: wait for rank 0 to come back.
+    Fixed,
+    /// A rank given by a P2P rank 0 for one cluster: return, to be given a rank again. Rank 0
+    /// must come within `ASSIGNED_JOIN_WAIT` (else it gave up on this cluster).
+    Assigned,
+}
+
+/// How long an assigned worker waits for the rank 0 that assigned it.
+const ASSIGNED_JOIN_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Serves rank 0 until a stop is requested (`Ok`) or rank 0 refuses this worker.
 pub fn run(opts: &FollowerOptions) -> Result<()> {
@@ -49,8 +63,12 @@ pub fn run(opts: &FollowerOptions) -> Result<()> {
         .control_address(opts.coordinator.as_deref(), opts.control_port)
         .map_err(Error::Distributed)?;
     let link_opts = LinkOptions::new(&opts.hostfile, opts.rank, control, opts.token.as_deref());
+    let until = match opts.membership {
+        Membership::Fixed => None,
+        Membership::Assigned => Some(std::time::Instant::now() + ASSIGNED_JOIN_WAIT),
+    };
     loop {
-        let link = match Link::wait_for_leader(&link_opts) {
+        let link = match Link::wait_for_leader(&link_opts, until) {
             Ok(link) => link,
             Err(LinkError::Stopped) => return Ok(()),
             Err(LinkError::Rejected(reason)) => return Err(Error::Distributed(reason)),
@@ -72,6 +90,10 @@ pub fn run(opts: &FollowerOptions) -> Result<()> {
         clear_groups();
         if lifecycle::stop_requested() {
             tracing::info!("stopping");
+            return Ok(());
+        }
+        if opts.membership == Membership::Assigned {
+            tracing::info!("rank 0 closed the cluster");
             return Ok(());
         }
         tracing::info!("rank 0 went away; waiting for it to come back");

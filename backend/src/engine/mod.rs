@@ -8,6 +8,7 @@ mod core;
 pub(crate) mod fake;
 pub mod follower;
 mod handle;
+mod p2p_load;
 mod relay;
 mod sharded;
 mod shared;

@@ -46,6 +46,8 @@ struct Preflight {
     backend: String,
     model: Option<String>,
     model_path: Option<std::path::PathBuf>,
+    /// Only rank 0 needs the model: it ships the workers their shares.
+    ship_model: bool,
     coordinator: Option<String>,
     control_port: Option<u16>,
     join_timeout: u64,
@@ -63,6 +65,7 @@ impl Preflight {
                 .unwrap_or_else(|| "ring".into()),
             model: args.model.or(yaml.model),
             model_path: args.model_path,
+            ship_model: args.ship_model || yaml.ship_model,
             coordinator: args.coordinator.or(yaml.coordinator),
             control_port: args.control_port.or(yaml.control_port),
             join_timeout: args.join_timeout,
@@ -238,11 +241,24 @@ fn check_cluster(report: &mut Report, args: &Preflight, hostfile: &Hostfile) {
     let Some(model) = &args.model else {
         return report.note("no --model: the model and memory checks were skipped");
     };
-    probe_models(report, &cluster, model, args.model_path.as_deref());
+    let probe = Probe {
+        model,
+        model_path: args.model_path.as_deref(),
+        ship_model: args.ship_model,
+    };
+    probe_models(report, &cluster, &probe);
+}
+
+/// What the model probe asks about.
+struct Probe<'a> {
+    model: &'a str,
+    model_path: Option<&'a Path>,
+    ship_model: bool,
 }
 
 /// Asks every worker whether it has `model` and how much memory is free, and reports it.
-fn probe_models(report: &mut Report, cluster: &Cluster, model: &str, model_path: Option<&Path>) {
+fn probe_models(report: &mut Report, cluster: &Cluster, p: &Probe) {
+    let (model, model_path) = (p.model, p.model_path);
     let mine = loader::find_local(model, model_path);
     let probe = ToWorker::Probe {
         model: model.to_string(),
@@ -270,19 +286,22 @@ fn probe_models(report: &mut Report, cluster: &Cluster, model: &str, model_path:
         backend::distributed::free_memory(),
     )];
     all.extend(answers);
-    report_models(report, model, &all);
+    report_models(report, p, &all);
 }
 
 /// Every rank's copy of the model against rank 0's, and its memory against an even share.
-fn report_models(
-    report: &mut Report,
-    model: &str,
-    all: &[(usize, Result<ModelFound, String>, u64)],
-) {
+fn report_models(report: &mut Report, p: &Probe, all: &[(usize, Result<ModelFound, String>, u64)]) {
+    let model = p.model;
     let reference = all[0].1.as_ref().ok().cloned();
     let size = all.len() as u64;
     for (rank, found, free) in all {
         match (found, &reference) {
+            (_, Some(r)) if p.ship_model && *rank > 0 => {
+                report.ok(format!(
+                    "rank {rank}: rank 0 ships its share of {model} (ship_model)"
+                ));
+                report_memory(report, *rank, *free, r.weight_bytes / size);
+            }
             (Err(why), _) => report.fail(
                 format!("rank {rank}: {why}"),
                 format!("put {model} on rank {rank} (the same folder, or download it there first)"),
@@ -293,20 +312,28 @@ fn report_models(
             ),
             (Ok(m), _) => {
                 report.ok(format!("rank {rank}: has {model} ({})", gb(m.weight_bytes)));
-                let share = m.weight_bytes / size;
-                match *free >= share + share / 5 {
-                    true => report.ok(format!(
-                        "rank {rank}: {} free for an even share of {}",
-                        gb(*free),
-                        gb(share)
-                    )),
-                    false => report.fail(
-                        format!("rank {rank}: {} free, an even share is {}", gb(*free), gb(share)),
-                        "give it fewer layers (layer_split), add a rank, or use a smaller quantization",
-                    ),
-                }
+                report_memory(report, *rank, *free, m.weight_bytes / size);
             }
         }
+    }
+}
+
+/// A rank's free memory against an even share of the weights, with a fifth to spare.
+fn report_memory(report: &mut Report, rank: usize, free: u64, share: u64) {
+    match free >= share + share / 5 {
+        true => report.ok(format!(
+            "rank {rank}: {} free for an even share of {}",
+            gb(free),
+            gb(share)
+        )),
+        false => report.fail(
+            format!(
+                "rank {rank}: {} free, an even share is {}",
+                gb(free),
+                gb(share)
+            ),
+            "give it fewer layers (layer_split), add a rank, or use a smaller quantization",
+        ),
     }
 }
 

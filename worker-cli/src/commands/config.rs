@@ -20,6 +20,8 @@ pub struct FromYaml {
     pub coordinator: Option<String>,
     pub control_port: Option<u16>,
     pub model: Option<String>,
+    /// `ship_model:true`: rank 0 ships the workers their shares.
+    pub ship_model: bool,
     /// The LoadModel request a host would send for the YAML.
     pub request: Option<LoadRequest>,
     /// Keys a host sends with each request instead (`ModelYaml::request_time_keys`).
@@ -28,7 +30,7 @@ pub struct FromYaml {
 
 impl FromYaml {
     /// What rank 0 loads before serving: the YAML's request, its `hostfile:` option pointed
-    /// at the hostfile this rank runs with (a flag's, or the one p2p agreed on).
+    /// at the hostfile this rank runs with (a flag's).
     pub fn preload(&self, hostfile: &Path) -> Option<LoadRequest> {
         let mut req = self.load()?;
         let here = format!("hostfile:{}", hostfile.display());
@@ -39,6 +41,17 @@ impl FromYaml {
         {
             *option = here.clone();
         }
+        Some(req)
+    }
+
+    /// What a P2P rank 0 loads before serving: the YAML's request without a `hostfile:`
+    /// option (its workers are the ones it finds).
+    pub fn without_hostfile(&self) -> Option<LoadRequest> {
+        let mut req = self.load()?;
+        if req.options.iter().any(|o| o.starts_with("hostfile:")) {
+            tracing::warn!("the YAML's hostfile is not used: P2P finds the workers");
+        }
+        req.options.retain(|o| !o.starts_with("hostfile:"));
         Some(req)
     }
 
@@ -95,6 +108,7 @@ pub fn read_in(path: Option<&Path>, model_path: Option<&Path>) -> CliResult<From
         coordinator: config.coordinator,
         control_port: config.control_port,
         model: Some(request.model.clone()).filter(|m| !m.is_empty()),
+        ship_model: config.ship_model,
         request: Some(request),
         per_request: yaml.request_time_keys(),
     })

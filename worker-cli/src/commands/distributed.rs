@@ -12,7 +12,15 @@ pub fn run(args: DistributedArgs) -> Result<(), Box<dyn std::error::Error>> {
     let hostfile = super::config::required(args.hostfile, yaml.hostfile.clone(), "--hostfile")?;
     run_rank(RankOptions {
         preload: match args.rank {
-            0 => preload(&yaml, &hostfile, args.model, args.model_path),
+            0 => preload(
+                &yaml,
+                &hostfile,
+                Preload {
+                    model: args.model,
+                    model_path: args.model_path,
+                    ship_model: args.ship_model,
+                },
+            ),
             _ => None,
         },
         hostfile,
@@ -28,24 +36,34 @@ pub fn run(args: DistributedArgs) -> Result<(), Box<dyn std::error::Error>> {
     })
 }
 
+/// Rank 0's flags over the YAML's model.
+struct Preload {
+    model: Option<String>,
+    model_path: Option<std::path::PathBuf>,
+    ship_model: bool,
+}
+
 /// What rank 0 loads before serving: the YAML's request, its model replaced by `--model`
-/// (alone, a request with the model and the rank's flags as its defaults).
+/// (alone, a request with the model and the rank's flags as its defaults), shipped to the
+/// workers with `--ship-model`.
 fn preload(
     yaml: &super::config::FromYaml,
     hostfile: &std::path::Path,
-    model: Option<String>,
-    model_path: Option<std::path::PathBuf>,
+    flags: Preload,
 ) -> Option<backend::options::LoadRequest> {
-    let mut req = match (yaml.preload(hostfile), &model) {
+    let mut req = match (yaml.preload(hostfile), &flags.model) {
         (Some(req), _) => req,
         (None, Some(_)) => backend::options::LoadRequest::default(),
         (None, None) => return None,
     };
-    if let Some(m) = model {
+    if let Some(m) = flags.model {
         req.model = m;
     }
-    if let Some(p) = model_path {
+    if let Some(p) = flags.model_path {
         req.model_path = p.display().to_string();
+    }
+    if flags.ship_model {
+        req.options.push("ship_model:true".into());
     }
     Some(req)
 }
@@ -85,6 +103,7 @@ pub fn run_rank(args: RankOptions) -> Result<(), Box<dyn std::error::Error>> {
         coordinator: args.coordinator,
         control_port: args.control_port,
         token: args.token,
+        membership: follower::Membership::Fixed,
     })?;
     Ok(())
 }

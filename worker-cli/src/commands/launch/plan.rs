@@ -27,6 +27,8 @@ pub struct Plan {
     model: Option<String>,
     checked_model: Option<String>,
     model_path: Option<PathBuf>,
+    /// `--ship-model`: rank 0 ships the workers their shares.
+    ship_model: bool,
     coordinator: Option<String>,
     control_port: Option<u16>,
     token: Option<String>,
@@ -68,6 +70,7 @@ impl Plan {
             worker: remote_worker(args.remote_worker)?,
             backend,
             checked_model: args.model.clone().or(yaml.model),
+            ship_model: args.ship_model || yaml.ship_model,
             model: args.model,
             model_path: args.model_path,
             coordinator: args.coordinator.or(yaml.coordinator),
@@ -135,6 +138,9 @@ impl Plan {
                 "--model-path",
                 self.model_path.as_ref().map(|p| p.display().to_string()),
             );
+            if self.ship_model {
+                args.push("--ship-model".into());
+            }
         }
         args.extend(self.worker_args.iter().cloned());
         Ok(Start {
@@ -151,6 +157,9 @@ impl Plan {
         args.extend(self.cluster_flags());
         args.extend(["--join-timeout".into(), self.join_timeout.to_string()]);
         add(&mut args, "--model", self.checked_model.clone());
+        if self.ship_model {
+            args.push("--ship-model".into());
+        }
         add(
             &mut args,
             "--model-path",

@@ -1,0 +1,185 @@
+//! Rank 0 gives each worker its rank: the worker opens with a fresh nonce, rank 0 answers
+//! with the rank, the hostfile and its control address, signed with the token over that
+//! nonce (so an assignment can be neither forged nor replayed), and the worker acknowledges.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Network, Node, P2pError, Result};
+use crate::distributed::wire::{nonce, read_frame, write_frame};
+
+/// Every step of an assignment ends within this (a worker leaving the cluster rank 0 just
+/// closed takes a moment before it answers).
+const STEP: Duration = Duration::from_secs(10);
+
+/// What a worker is told.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Assignment {
+    pub rank: usize,
+    /// The hostfile's JSON, as every rank reads it.
+    pub hostfile: String,
+    /// Rank 0's control address.
+    pub control: String,
+    /// JACCL: rank 0's coordinator.
+    pub coordinator: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+enum Frame {
+    Hello {
+        node: String,
+        nonce: String,
+    },
+    Assign {
+        assignment: Assignment,
+        proof: String,
+    },
+    Taken,
+}
+
+fn signed(nonce: &str, a: &Assignment) -> String {
+    let coordinator = a.coordinator.as_deref().unwrap_or_default();
+    format!(
+        "{nonce}|{}|{}|{coordinator}|{}",
+        a.rank, a.control, a.hostfile
+    )
+}
+
+/// Tells each worker its rank (`workers[i]` is rank i + 1) in `cluster` (its rank field is
+/// set per worker); the error names the rank and host.
+pub fn assign(net: &Network, workers: &[Node], cluster: &Assignment) -> Result<()> {
+    for (i, worker) in workers.iter().enumerate() {
+        let assignment = Assignment {
+            rank: i + 1,
+            ..cluster.clone()
+        };
+        assign_one(net, worker, &assignment).map_err(|e| {
+            P2pError::Cluster(format!(
+                "rank {} ({}) could not be given its rank: {e}",
+                i + 1,
+                worker.host()
+            ))
+        })?;
+    }
+    Ok(())
+}
+
+fn assign_one(net: &Network, worker: &Node, assignment: &Assignment) -> Result<()> {
+    let addr: SocketAddr = worker
+        .assign
+        .parse()
+        .map_err(|_| P2pError::Cluster(format!("bad address {}", worker.assign)))?;
+    let mut s = TcpStream::connect_timeout(&addr, STEP)?;
+    s.set_read_timeout(Some(STEP))?;
+    s.set_write_timeout(Some(STEP))?;
+    let Frame::Hello { node, nonce } = read_frame(&mut s)? else {
+        return Err(P2pError::Cluster("it did not say hello".into()));
+    };
+    if node != worker.id {
+        return Err(P2pError::Cluster(format!(
+            "another node ({node}) answers at {}",
+            worker.assign
+        )));
+    }
+    let proof = net.secret.proof("p2p-assign", &signed(&nonce, assignment));
+    let assignment = assignment.clone();
+    write_frame(&mut s, &Frame::Assign { assignment, proof })?;
+    match read_frame(&mut s)? {
+        Frame::Taken => Ok(()),
+        _ => Err(P2pError::Cluster("it did not take the rank".into())),
+    }
+}
+
+/// A worker waits for a rank 0 of its network to give it a rank (until a stop is requested:
+/// then `None`). Connections without a valid proof are logged and ignored.
+pub fn await_assignment(
+    listener: &TcpListener,
+    net: &Network,
+    me: &Node,
+) -> Result<Option<Assignment>> {
+    listener.set_nonblocking(true)?;
+    loop {
+        if crate::lifecycle::stop_requested() {
+            return Ok(None);
+        }
+        let (stream, from) = match listener.accept() {
+            Ok(accepted) => accepted,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        match take(stream, net, me) {
+            Ok(a) => return Ok(Some(a)),
+            Err(e) => tracing::warn!(%from, "ignored an assignment: {e}"),
+        }
+    }
+}
+
+/// One assignment attempt from a connecting rank 0.
+fn take(mut s: TcpStream, net: &Network, me: &Node) -> Result<Assignment> {
+    s.set_nonblocking(false)?;
+    s.set_read_timeout(Some(STEP))?;
+    s.set_write_timeout(Some(STEP))?;
+    let ours = nonce();
+    write_frame(
+        &mut s,
+        &Frame::Hello {
+            node: me.id.clone(),
+            nonce: ours.clone(),
+        },
+    )?;
+    let Frame::Assign { assignment, proof } = read_frame(&mut s)? else {
+        return Err(P2pError::Cluster("the peer sent no assignment".into()));
+    };
+    if !net
+        .secret
+        .verify("p2p-assign", &signed(&ours, &assignment), &proof)
+    {
+        return Err(P2pError::Cluster(
+            "its proof does not match the token (another token or network?)".into(),
+        ));
+    }
+    write_frame(&mut s, &Frame::Taken)?;
+    Ok(assignment)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn worker(listener: &TcpListener) -> Result<Node> {
+        Ok(Node {
+            id: "w1".into(),
+            ring: "127.0.0.1:5555".into(),
+            assign: listener.local_addr()?.to_string(),
+            rdma: vec![],
+        })
+    }
+
+    #[test]
+    fn a_worker_takes_a_rank_only_from_its_own_network() -> Result<()> {
+        let net = Network::new("the-token-1", "n")?;
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let me = worker(&listener)?;
+        let (n, m) = (net.clone(), me.clone());
+        let waiting = std::thread::spawn(move || await_assignment(&listener, &n, &m));
+        let want = Assignment {
+            rank: 1,
+            hostfile: "[\"a:1\",\"b:2\"]".into(),
+            control: "a:2".into(),
+            coordinator: None,
+        };
+        let stranger = Network::new("the-token-2", "n")?;
+        assert!(assign(&stranger, std::slice::from_ref(&me), &want).is_err());
+        assign(&net, std::slice::from_ref(&me), &want)?;
+        let got = waiting
+            .join()
+            .map_err(|_| P2pError::Cluster("panicked".into()))??;
+        assert_eq!(got, Some(want));
+        Ok(())
+    }
+}
