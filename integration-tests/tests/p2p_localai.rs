@@ -84,7 +84,8 @@ fn phase(lan: &Lan, name: &str) -> TestResult {
 #[test]
 fn the_localai_backend_finds_its_workers_at_load_model() -> TestResult {
     let lan = Lan::with_nodes(4)?;
-    let stranger = worker(&lan, "d", "another-token")?;
+    // Killed however the test ends (a `Procs`), read once it is over.
+    let mut stranger = Procs(vec![worker(&lan, "d", "another-token")?]);
     let mut procs = Procs(vec![
         backend(&lan)?,
         worker(&lan, "b", TOKEN)?,
@@ -98,7 +99,7 @@ fn the_localai_backend_finds_its_workers_at_load_model() -> TestResult {
     procs.0.push(worker(&lan, "c", TOKEN)?);
     phase(&lan, "load")?;
     phase(&lan, "too_few")?;
-    let stranger_log = stderr_of(stranger);
+    let stranger_log = stderr_of(stranger.0.remove(0));
     assert!(!stranger_log.contains("p2p: rank"), "{stranger_log}");
     assert!(killed_log.contains("of 3"), "{killed_log}");
     let backend_log = stderr_of(procs.0.remove(0));
@@ -140,6 +141,27 @@ async fn client_in_node_a() -> TestResult {
                 .await?
                 .into_inner();
             assert_eq!(String::from_utf8(reply.message)?, g.cases[0].text);
+            // Status names every rank's host (`rank N host:port`, 1 while it is up); rank 0 is
+            // the backend's, the workers' ranks follow their node ids.
+            let status = c.status(pb::HealthMessage {}).await?.into_inner();
+            let breakdown = status.memory.ok_or("no memory in Status")?.breakdown;
+            let ranks: Vec<&String> = breakdown
+                .keys()
+                .filter(|k| k.starts_with("rank "))
+                .collect();
+            assert_eq!(ranks.len(), 3, "{breakdown:?}");
+            assert!(
+                breakdown
+                    .iter()
+                    .any(|(k, _)| k.starts_with(&format!("rank 0 {}:", Lan::addr(0)))),
+                "{breakdown:?}"
+            );
+            for host in [Lan::addr(0), Lan::addr(1), Lan::addr(2)] {
+                let up = ranks
+                    .iter()
+                    .any(|k| k.contains(&format!(" {host}:")) && breakdown[*k] == 1);
+                assert!(up, "Status names {host}, up: {breakdown:?}");
+            }
         }
         "lost" => {
             let start = Instant::now();

@@ -502,6 +502,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
                 ("prefix_cache_misses".to_string(), prefix.misses),
             ]
             .into_iter()
+            .chain(rank_entries(&snapshot))
             .collect(),
         };
         Ok(Response::new(pb::StatusResponse {
@@ -582,6 +583,24 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
             media_marker: String::new(),
         }))
     }
+}
+
+/// A cluster's ranks in Status's map, which holds numbers only: `rank 1 10.0.0.2:5000` is 1
+/// while rank 0 hears from it and 0 once it is lost, so Status names every rank's host.
+fn rank_entries(snapshot: &crate::engine::Snapshot) -> Vec<(String, u64)> {
+    use crate::distributed::board::Health;
+    let ranks = snapshot
+        .ranks
+        .as_ref()
+        .map(|b| b.ranks())
+        .unwrap_or_default();
+    ranks
+        .into_iter()
+        .map(|r| {
+            let up = u64::from(r.health == Health::Up);
+            (format!("rank {} {}", r.rank, r.address), up)
+        })
+        .collect()
 }
 
 /// This process's resident memory, from /proc (0 where there is none).
