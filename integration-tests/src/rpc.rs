@@ -89,3 +89,34 @@ pub async fn stream_error(
     .map_err(|_| format!("no error within {limit:?}"))?;
     Ok(ended?)
 }
+
+/// A client of the backend at `addr` (`host:port`), once it listens; an error after `limit`.
+pub async fn connect_within(
+    addr: &str,
+    limit: std::time::Duration,
+) -> TestResult<BackendClient<Channel>> {
+    let start = std::time::Instant::now();
+    loop {
+        match Channel::from_shared(format!("http://{addr}"))?
+            .connect()
+            .await
+        {
+            Ok(ch) => return Ok(BackendClient::new(ch)),
+            Err(e) if start.elapsed() > limit => {
+                return Err(format!("{addr}: not listening after {limit:?}: {e}").into())
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+        }
+    }
+}
+
+/// Asserts that the backend answers the first case of the goldens `name` exactly.
+pub async fn answers_first_golden(c: &mut BackendClient<Channel>, name: &str) -> TestResult {
+    let g = crate::goldens::load(name)?;
+    let reply = c
+        .predict(golden_request(&g.cases[0], g.max_tokens))
+        .await?
+        .into_inner();
+    assert_eq!(String::from_utf8(reply.message)?, g.cases[0].text);
+    Ok(())
+}

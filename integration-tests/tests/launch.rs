@@ -12,10 +12,9 @@ use std::time::{Duration, Instant};
 use backend::grpc::pb;
 use integration_tests::cluster::TempDir;
 use integration_tests::netns::Lan;
-use integration_tests::rpc::{golden_request, load_fixture};
+use integration_tests::rpc::{answers_first_golden, connect_within, load_fixture};
 use integration_tests::server::workspace_binary;
-use integration_tests::{goldens, signal, wait_exit, TestResult};
-use tonic::transport::Channel;
+use integration_tests::{signal, wait_exit, TestResult};
 
 const MODEL: &str = "smollm2-135m-4bit";
 const GOLDENS: &str = "smollm2-135m-4bit-f32";
@@ -514,13 +513,7 @@ fn ship_model_serves_a_worker_that_lacks_the_model() -> TestResult {
 #[ignore = "run inside a namespace by launch_serves_the_golden_and_ctrl_c_stops_every_rank"]
 async fn client_in_namespace_a() -> TestResult {
     let addr = std::env::var("LAUNCH_GRPC")?;
-    let mut c = loop {
-        let channel = Channel::from_shared(format!("http://{addr}"))?;
-        match channel.connect().await {
-            Ok(ch) => break pb::backend_client::BackendClient::new(ch),
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    };
+    let mut c = connect_within(&addr, Duration::from_secs(120)).await?;
     if std::env::var("LAUNCH_LOAD").is_ok() {
         let load = load_fixture(&mut c, MODEL, &[]);
         let loaded = tokio::time::timeout(Duration::from_secs(120), load).await??;
@@ -528,11 +521,6 @@ async fn client_in_namespace_a() -> TestResult {
     }
     let status = c.status(pb::HealthMessage {}).await?.into_inner();
     assert_eq!(status.state, pb::status_response::State::Ready as i32);
-    let g = goldens::load(GOLDENS)?;
-    let reply = c
-        .predict(golden_request(&g.cases[0], g.max_tokens))
-        .await?
-        .into_inner();
-    assert_eq!(String::from_utf8(reply.message)?, g.cases[0].text);
+    answers_first_golden(&mut c, GOLDENS).await?;
     Ok(())
 }

@@ -9,12 +9,10 @@ use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use backend::grpc::pb;
-use integration_tests::goldens;
 use integration_tests::netns::Lan;
-use integration_tests::rpc::{golden_request, load_fixture};
+use integration_tests::rpc::{answers_first_golden, connect_within, load_fixture};
 use integration_tests::server::workspace_binary;
 use integration_tests::TestResult;
-use tonic::transport::Channel;
 
 const MODEL: &str = "smollm2-135m-4bit";
 const GOLDENS: &str = "smollm2-135m-4bit-f32";
@@ -142,13 +140,7 @@ fn one_model_yaml_on_every_node_is_served_without_a_load_model() -> TestResult {
 #[ignore = "run inside a namespace by two_nodes_find_each_other_and_serve_and_a_stranger_stays_out"]
 async fn client_in_the_first_namespace() -> TestResult {
     let addr = std::env::var("P2P_GRPC")?;
-    let mut c = loop {
-        let channel = Channel::from_shared(format!("http://{addr}"))?;
-        match channel.connect().await {
-            Ok(ch) => break pb::backend_client::BackendClient::new(ch),
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    };
+    let mut c = connect_within(&addr, Duration::from_secs(120)).await?;
     if std::env::var("P2P_PRELOADED").is_ok() {
         let status = c.status(pb::HealthMessage {}).await?.into_inner();
         assert_eq!(status.state, pb::status_response::State::Ready as i32);
@@ -157,11 +149,6 @@ async fn client_in_the_first_namespace() -> TestResult {
         let loaded = tokio::time::timeout(Duration::from_secs(120), load).await??;
         assert!(loaded.success, "{loaded:?}");
     }
-    let g = goldens::load(GOLDENS)?;
-    let reply = c
-        .predict(golden_request(&g.cases[0], g.max_tokens))
-        .await?
-        .into_inner();
-    assert_eq!(String::from_utf8(reply.message)?, g.cases[0].text);
+    answers_first_golden(&mut c, GOLDENS).await?;
     Ok(())
 }

@@ -11,12 +11,10 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use backend::grpc::pb;
-use integration_tests::goldens;
 use integration_tests::netns::Lan;
-use integration_tests::rpc::{golden_request, load_fixture};
+use integration_tests::rpc::{answers_first_golden, connect_within, load_fixture};
 use integration_tests::server::workspace_binary;
 use integration_tests::TestResult;
-use tonic::transport::Channel;
 
 const MODEL: &str = "smollm2-135m-4bit";
 const GOLDENS: &str = "smollm2-135m-4bit-f32";
@@ -113,34 +111,18 @@ fn the_localai_backend_finds_its_workers_at_load_model() -> TestResult {
     Ok(())
 }
 
-async fn connect() -> TestResult<pb::backend_client::BackendClient<Channel>> {
-    let addr = format!("http://{}:{GRPC_PORT}", Lan::addr(0));
-    let start = Instant::now();
-    loop {
-        match Channel::from_shared(addr.clone())?.connect().await {
-            Ok(ch) => return Ok(pb::backend_client::BackendClient::new(ch)),
-            Err(e) if start.elapsed() > Duration::from_secs(60) => return Err(e.into()),
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-        }
-    }
-}
-
 /// Run by the test above inside node a's namespace, one phase (`P2P_PHASE`) at a time.
 #[tokio::test]
 #[ignore = "run inside a namespace by the_localai_backend_finds_its_workers_at_load_model"]
 async fn client_in_node_a() -> TestResult {
-    let mut c = connect().await?;
+    let addr = format!("{}:{GRPC_PORT}", Lan::addr(0));
+    let mut c = connect_within(&addr, Duration::from_secs(60)).await?;
     match std::env::var("P2P_PHASE")?.as_str() {
         "load" => {
             let load = load_fixture(&mut c, MODEL, &["p2p_ranks:3", "p2p_wait:60"]);
             let loaded = tokio::time::timeout(Duration::from_secs(180), load).await??;
             assert!(loaded.success, "{loaded:?}");
-            let g = goldens::load(GOLDENS)?;
-            let reply = c
-                .predict(golden_request(&g.cases[0], g.max_tokens))
-                .await?
-                .into_inner();
-            assert_eq!(String::from_utf8(reply.message)?, g.cases[0].text);
+            answers_first_golden(&mut c, GOLDENS).await?;
             // Status names every rank's host (`rank N host:port`, 1 while it is up); rank 0 is
             // the backend's, the workers' ranks follow their node ids.
             let status = c.status(pb::HealthMessage {}).await?.into_inner();
