@@ -10,37 +10,13 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use integration_tests::cluster::{Cluster, TempDir};
+use integration_tests::cluster::{worker_without_model, Cluster, TempDir};
 use integration_tests::rpc::load_fixture;
-use integration_tests::server::workspace_binary;
 use integration_tests::{fixture, free_port, TestResult};
 
 const MODEL: &str = "smollm2-135m-4bit";
 const RUNS: usize = 3;
 const OPTIONS: &[&str] = &["ship_model:true", "layer_split:1,29"];
-
-fn worker_without_model(cluster: &Cluster, cache: &Path) -> TestResult<Child> {
-    let script = r#"mount -t tmpfs none "$HIDE" && exec "$@""#;
-    Ok(Command::new("unshare")
-        .args([
-            "--mount",
-            "--propagation",
-            "private",
-            "sh",
-            "-c",
-            script,
-            "sh",
-        ])
-        .arg(workspace_binary("worker")?)
-        .args(["mlx-distributed", "--rank", "1", "--hostfile"])
-        .arg(&cluster.hostfile)
-        .env("HIDE", fixture(MODEL)?)
-        .env("MLX_DISTRIBUTED_SHIP_CACHE", cache)
-        .env("RUST_LOG", "warn")
-        .env_remove("MLX_DISTRIBUTED_TOKEN")
-        .stdout(Stdio::null())
-        .spawn()?)
-}
 
 /// (MB/s of the worker's transfer, its bytes, shipping load's seconds, cached reload's).
 async fn ship_runs() -> TestResult<(f64, u64, f64, f64)> {
@@ -48,7 +24,7 @@ async fn ship_runs() -> TestResult<(f64, u64, f64, f64)> {
     let mut cluster = Cluster::without_workers(2, "bench-ship")?;
     cluster
         .workers
-        .push(worker_without_model(&cluster, &cache.0)?);
+        .push(worker_without_model(&cluster, (1, MODEL, &cache.0), &[])?);
     let rank0 = cluster.rank0(&[]).await?;
     let mut c = rank0.client().await?;
     let (mut best, mut bytes, mut load, mut cached) = (0.0f64, 0, f64::MAX, f64::MAX);

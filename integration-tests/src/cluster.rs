@@ -2,7 +2,7 @@
 //! ranks 1 and up, and rank 0 as the real backend binary; everything is killed on drop.
 
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use crate::server::{workspace_binary, BackendProcess};
@@ -134,4 +134,42 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// `worker mlx-distributed` as rank `rank` of `cluster`, in a mount namespace of its own where
+/// the fixture `model` is an empty tmpfs, with `cache` as its shipping cache: it can serve only
+/// what rank 0 ships it (`ship_model`).
+pub fn worker_without_model(
+    cluster: &Cluster,
+    (rank, model, cache): (usize, &str, &Path),
+    env: &[(&str, &str)],
+) -> TestResult<Child> {
+    let hidden = crate::fixture(model)?;
+    let script = r#"mount -t tmpfs none "$HIDE" && exec "$@""#;
+    let mut cmd = Command::new("unshare");
+    cmd.args([
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        script,
+        "sh",
+    ])
+    .arg(workspace_binary("worker")?)
+    .args(["mlx-distributed", "--rank", &rank.to_string(), "--hostfile"])
+    .arg(&cluster.hostfile)
+    .env("HIDE", &hidden)
+    .env("MLX_DISTRIBUTED_SHIP_CACHE", cache)
+    .env(
+        "RUST_LOG",
+        std::env::var("CLUSTER_LOG").unwrap_or_else(|_| "warn".into()),
+    )
+    .env_remove("MLX_DISTRIBUTED_TOKEN")
+    .stdout(Stdio::null())
+    .stderr(Stdio::inherit());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    Ok(cmd.spawn()?)
 }

@@ -3,12 +3,10 @@
 //! what rank 0 shipped into its cache.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use integration_tests::cluster::{Cluster, TempDir};
+use integration_tests::cluster::{worker_without_model, Cluster, TempDir};
 use integration_tests::rpc::{golden_request, load_fixture};
-use integration_tests::server::workspace_binary;
 use integration_tests::{fixture, goldens, wait_bounded, TestResult};
 
 const GOLDENS: &str = "smollm2-135m-4bit-f32";
@@ -20,43 +18,6 @@ const WORKER_LAYERS: std::ops::Range<usize> = 15..30;
 /// One cluster test at a time: each runs several processes on a 2-core box (an async lock:
 /// it is held across awaits; a test that fails does not poison it).
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Rank `rank` with `cache` as its shipping cache, the fixture `model` hidden under an empty
-/// tmpfs.
-fn worker_without_model(
-    cluster: &Cluster,
-    (rank, model, cache): (usize, &str, &Path),
-    env: &[(&str, &str)],
-) -> TestResult<Child> {
-    let hidden = fixture(model)?;
-    let script = r#"mount -t tmpfs none "$HIDE" && exec "$@""#;
-    let mut cmd = Command::new("unshare");
-    cmd.args([
-        "--mount",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
-        script,
-        "sh",
-    ])
-    .arg(workspace_binary("worker")?)
-    .args(["mlx-distributed", "--rank", &rank.to_string(), "--hostfile"])
-    .arg(&cluster.hostfile)
-    .env("HIDE", &hidden)
-    .env("MLX_DISTRIBUTED_SHIP_CACHE", cache)
-    .env(
-        "RUST_LOG",
-        std::env::var("CLUSTER_LOG").unwrap_or_else(|_| "warn".into()),
-    )
-    .env_remove("MLX_DISTRIBUTED_TOKEN")
-    .stdout(Stdio::null())
-    .stderr(Stdio::inherit());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    Ok(cmd.spawn()?)
-}
 
 /// Bytes of rank 1's share, from the fixture itself: its layers' tensors, the safetensors
 /// header, and the folder's other visible files.
