@@ -10,8 +10,10 @@ pub fn release() {
     trim_heap();
 }
 
+/// Returns the C heap's free pages to the system (after a grammar compile, whose freed
+/// automata would otherwise stay resident in its thread's arena).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn trim_heap() {
+pub fn trim_heap() {
     // SAFETY: malloc_trim takes no pointer; it only returns free pages of every arena.
     unsafe {
         libc::malloc_trim(0);
@@ -20,4 +22,4 @@ fn trim_heap() {
 
 /// Other C libraries (macOS's among them) return large frees to the system themselves.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn trim_heap() {}
+pub fn trim_heap() {}

@@ -51,7 +51,8 @@ impl ModelInfo {
     /// Validates and tokenizes a prompt for this model (the edge's half of a request; the
     /// engine thread adds the KV check, which needs the model): the prompt must be non-empty
     /// and leave room in the context, `max_tokens` is cut to the room left; a `grammar`
-    /// (GBNF, empty for none) is compiled here, off the engine thread.
+    /// (GBNF, empty for none) is compiled here, on a grammar thread of its own, without
+    /// the gate: the gRPC layer passes none and compiles through `Grammars::compile_gated`.
     pub fn request(
         &self,
         text: &str,

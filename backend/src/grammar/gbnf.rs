@@ -13,6 +13,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::bounds::{check_rules, check_text, LimitError};
 use super::lexemes::{terminals, Rules};
 
 /// A GBNF text that does not parse: where and why (1-based line and column).
@@ -22,6 +23,15 @@ pub struct GbnfError {
     pub line: usize,
     pub column: usize,
     pub message: String,
+}
+
+/// A grammar the translator refuses: it does not parse, or it is over one of the limits.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TranslateError {
+    #[error(transparent)]
+    Syntax(#[from] GbnfError),
+    #[error(transparent)]
+    Limit(#[from] LimitError),
 }
 
 /// One element of a sequence.
@@ -65,10 +75,12 @@ pub(super) enum TokenRef {
 /// Finds the id of the token whose text is exactly this, if there is one.
 pub type TokenLookup<'a> = &'a dyn Fn(&str) -> Option<u32>;
 
-/// The GBNF grammar `text` as Lark, or where it stops parsing; `tokens` resolves token
-/// references by text.
-pub fn to_lark(text: &str, tokens: TokenLookup) -> Result<String, GbnfError> {
+/// The GBNF grammar `text` as Lark, or where it stops parsing, or the limit it is over
+/// (checked before anything walks it deeply); `tokens` resolves token references by text.
+pub fn to_lark(text: &str, tokens: TokenLookup) -> Result<String, TranslateError> {
+    check_text(text)?;
     let rules = parse(text)?;
+    check_rules(&rules)?;
     let mut order: Vec<String> = rules.keys().cloned().collect();
     order.sort_by_key(|name| rules.get(name).map(|(at, _)| *at));
     let reader = Reader {
@@ -76,7 +88,7 @@ pub fn to_lark(text: &str, tokens: TokenLookup) -> Result<String, GbnfError> {
         pos: 0,
         depth: 0,
     };
-    Lark::new(&order, &terminals(&rules), tokens).write(&reader, &order, &rules)
+    Ok(Lark::new(&order, &terminals(&rules), tokens).write(&reader, &order, &rules)?)
 }
 
 /// The rules of a GBNF text, by name, each with where it is defined.
@@ -97,6 +109,7 @@ pub(super) fn parse(text: &str) -> Result<Rules, GbnfError> {
         let body = reader.alternates(false)?;
         reader.end_of_rule()?;
         if rules.insert(name.clone(), (at, body)).is_some() {
+            let name = shown(&name);
             return Err(reader.error_at(at, format!("rule `{name}` is defined twice")));
         }
         reader.skip_space(true);
@@ -249,11 +262,9 @@ impl Reader<'_> {
         let inside = &rest[..len];
         self.pos += len + 2;
         let token = match inside.strip_prefix('[').and_then(|s| s.strip_suffix(']')) {
-            Some(id) => TokenRef::Id(
-                id.trim()
-                    .parse()
-                    .map_err(|_| self.error_at(at, format!("`<[{id}]>` is not a token id")))?,
-            ),
+            Some(id) => TokenRef::Id(id.trim().parse().map_err(|_| {
+                self.error_at(at, format!("`<[{}]>` is not a token id", shown(id)))
+            })?),
             None if inside.is_empty() => {
                 return Err(self.error_at(at, "empty token reference".into()))
             }
@@ -483,6 +494,7 @@ impl<'t> Lark<'t> {
                 let id = match token {
                     TokenRef::Id(id) => *id,
                     TokenRef::Text(text, at) => (self.tokens)(text).ok_or_else(|| {
+                        let text = shown(text);
                         reader.error_at(*at, format!("`{text}` is not one token of this model"))
                     })?,
                 };
@@ -490,7 +502,10 @@ impl<'t> Lark<'t> {
             }
             Node::Ref(name, at) => match self.names.get(name) {
                 Some(lark) => lark.clone(),
-                None => return Err(reader.error_at(*at, format!("rule `{name}` is not defined"))),
+                None => {
+                    let name = shown(name);
+                    return Err(reader.error_at(*at, format!("rule `{name}` is not defined")));
+                }
             },
             Node::Group(alts) => format!("({})", self.alternates(reader, alts)?),
             Node::Repeat { node, min, max } => {
@@ -504,6 +519,14 @@ impl<'t> Lark<'t> {
                 }
             }
         })
+    }
+}
+
+/// A name or text from the grammar as an error quotes it: its first 64 characters.
+fn shown(text: &str) -> String {
+    match text.char_indices().nth(64) {
+        Some((end, _)) => format!("{}...", &text[..end]),
+        None => text.to_string(),
     }
 }
 
@@ -555,7 +578,7 @@ mod tests {
     use super::*;
 
     /// The grammar as Lark, with one named token: `<think>` is id 7.
-    fn lark(gbnf: &str) -> Result<String, GbnfError> {
+    fn lark(gbnf: &str) -> Result<String, TranslateError> {
         to_lark(gbnf, &|t| (t == "<think>").then_some(7))
     }
 

@@ -6,17 +6,23 @@
 //! Everything here runs on rank 0: workers compute forward passes only, so a constrained
 //! request runs the same on one node and across ranks.
 
+mod bounds;
+mod compile;
 mod gbnf;
 mod lexemes;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use llguidance::api::TopLevelGrammar;
+use llguidance::api::{ParserLimits, TopLevelGrammar};
 use llguidance::toktrie::{SimpleVob, TokEnv, TokTrie};
 use llguidance::{Matcher, ParserFactory};
 
-pub use gbnf::{to_lark, GbnfError};
+pub use bounds::{LimitError, MAX_BYTES, MAX_DEPTH, MAX_ELEMENTS, MAX_NESTING, MAX_RULES};
+pub use compile::{counts, slots, CompileCounts, STACK_BYTES};
+pub use gbnf::{to_lark, GbnfError, TranslateError};
+
+use compile::{short, Cancel};
 
 use crate::error::{Error, Result};
 
@@ -68,6 +74,7 @@ impl Grammars {
             let env = bytes.into_tok_env(Some(self.vocab))?;
             let mut factory = ParserFactory::new_simple(&env)?;
             factory.set_stderr_log_level(0);
+            *factory.limits_mut() = limits();
             Ok(Compiler { factory, env })
         };
         let built = self
@@ -78,15 +85,21 @@ impl Grammars {
         })
     }
 
-    /// Compiles a request's GBNF grammar: a bad grammar is an error naming its position.
-    pub fn compile(&self, gbnf: &str) -> Result<Constraint> {
+    /// Compiles a request's GBNF grammar on this thread, whose stack must be the compile
+    /// thread's (`compile.rs`); a bad grammar is an error naming its position or the limit
+    /// it is over. Between phases it stops if `cancel` says the caller left.
+    fn compile_here(&self, gbnf: &str, cancel: &Cancel) -> Result<Constraint> {
+        cancel.check()?;
         let compiler = self.compiler()?;
+        cancel.check()?;
         let lark = to_lark(gbnf, &|text| compiler.token_id(text))
-            .map_err(|e| Error::InvalidRequest(format!("Grammar: {e}")))?;
+            .map_err(|e| Error::InvalidRequest(short(format!("Grammar: {e}"))))?;
+        cancel.check()?;
         let parser = compiler
             .factory
             .create_parser(TopLevelGrammar::from_lark(lark))
-            .map_err(|e| Error::InvalidRequest(format!("Grammar: {e}")))?;
+            .map_err(|e| Error::InvalidRequest(short(format!("Grammar: {e}"))))?;
+        cancel.check()?;
         let matcher = Matcher::new(Ok(parser));
         let state = match self.triggers.is_empty() {
             true => State::Active(matcher),
@@ -100,6 +113,19 @@ impl Grammars {
             triggers: self.triggers.clone(),
             state,
         })
+    }
+}
+
+/// llguidance's limits for our grammars: its defaults, but fewer symbols than its compiled
+/// grammar's index holds (it asserts fewer than 65,525 rather than failing), a lexer of at
+/// most 50,000 states (each 1-2 kB, so under 100 MB a grammar), and errors that do not quote
+/// the grammar back (a request's message stays short).
+fn limits() -> ParserLimits {
+    ParserLimits {
+        max_grammar_size: 60_000,
+        max_lexer_states: 50_000,
+        verbose_errors: false,
+        ..ParserLimits::default()
     }
 }
 

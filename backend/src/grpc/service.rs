@@ -70,7 +70,9 @@ impl<E: Engine> Service<E> {
     }
 
     /// Checks identity, converts and tokenizes the request (on a blocking thread, as a long
-    /// prompt takes milliseconds); returns what the reply shaping needs too.
+    /// prompt takes milliseconds), then compiles its grammar behind the grammar gate (so a
+    /// request without one never waits behind grammars); returns what the reply shaping
+    /// needs too.
     async fn prepare(
         &self,
         req: &pb::PredictOptions,
@@ -80,11 +82,16 @@ impl<E: Engine> Service<E> {
         check_identity(&req.model_identity, &model)?;
         let prompt = convert::prompt_text(req, &model.tokenizer)?;
         let options = convert::generate_options(req, &model, stream)?;
-        let (info, text, grammar) = (model.clone(), prompt.clone(), req.grammar.clone());
-        let request = tokio::task::spawn_blocking(move || info.request(&text, options, &grammar))
+        let (info, text) = (model.clone(), prompt.clone());
+        let mut request = tokio::task::spawn_blocking(move || info.request(&text, options, ""))
             .await
             .map_err(|e| Status::internal(format!("tokenizing the prompt failed: {e}")))?
             .map_err(to_status)?;
+        if !req.grammar.trim().is_empty() {
+            let grammars = model.grammars.clone();
+            let constraint = grammars.compile_gated(req.grammar.clone()).await;
+            request.options.constraint = Some(Box::new(constraint.map_err(to_status)?));
+        }
         Ok((model, request, prompt))
     }
 }
@@ -478,6 +485,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
         let mlx = mlx_rs::memory::active_memory().unwrap_or(0) as u64;
         let cache = mlx_rs::memory::cache_memory().unwrap_or(0) as u64;
         let rss = resident_bytes();
+        let compiles = crate::grammar::counts();
         let (prefix, m) = (&snapshot.metrics.prefix_cache, &snapshot.metrics);
         let weights = snapshot
             .model
@@ -500,6 +508,8 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
                 ("prefix_cache_entries".to_string(), prefix.entries as u64),
                 ("prefix_cache_hits".to_string(), prefix.hits),
                 ("prefix_cache_misses".to_string(), prefix.misses),
+                ("grammar_compiles_queued".to_string(), compiles.queued as u64),
+                ("grammar_compiles_running".to_string(), compiles.running as u64),
             ]
             .into_iter()
             .chain(rank_entries(&snapshot))
@@ -536,6 +546,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
                 "running": m.running,
                 "throughput": m.throughput,
                 "grammar": m.grammar,
+                "grammar_compiles": crate::grammar::counts(),
                 "speculation": m.speculation,
             })
             .to_string(),
