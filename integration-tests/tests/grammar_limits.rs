@@ -16,6 +16,8 @@ use tonic::transport::Channel;
 use tonic::Code;
 
 const MODEL: &str = "smollm2-135m-4bit";
+/// The 4-bit model's goldens as the CPU computes it (in f32).
+const GOLDENS: &str = "smollm2-135m-4bit-f32";
 
 /// The tests measure a process's CPU time and latency: one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -61,7 +63,7 @@ async fn still_serving(
     let status = c.status(pb::HealthMessage {}).await?.into_inner();
     assert_eq!(status.state, pb::status_response::State::Ready as i32);
     let start = Instant::now();
-    tokio::time::timeout(limit, answers_first_golden(c, MODEL))
+    tokio::time::timeout(limit, answers_first_golden(c, GOLDENS))
         .await
         .map_err(|_| format!("the golden took over {limit:?}"))??;
     eprintln!("golden in {:?}", start.elapsed());
@@ -133,12 +135,13 @@ async fn quiet(pid: u32, limit: Duration) -> TestResult<Duration> {
     }
 }
 
-/// A 1 MB grammar within every limit that takes llguidance long to compile: 8,000
-/// alternatives of distinct 120-byte literals, one lexer of 8,000 strings.
+/// A 1 MB grammar within every limit, among the slowest to compile: 9,000 alternatives of
+/// distinct 100-byte literals, one lexeme of 9,000 strings (0.2 s here; 1.2 s, four at once,
+/// before the limits and the gate).
 fn heavy(seed: usize) -> String {
     let mut g = String::from("root ::= item\nitem ::= ");
-    for i in 0..8_000 {
-        let word: String = (0..120)
+    for i in 0..9_000 {
+        let word: String = (0..100)
             .map(|k| char::from(b'a' + ((i * 7 + k * 13 + seed) % 26) as u8))
             .collect();
         g.push_str(&format!("{}\"{word}{i}\"", if i == 0 { "" } else { " | " }));
@@ -159,6 +162,17 @@ async fn plain(c: &mut BackendClient<Channel>) -> TestResult<Duration> {
     Ok(start.elapsed())
 }
 
+/// Status's count of grammar compiles: (queued, running).
+async fn compiles(c: &mut BackendClient<Channel>) -> TestResult<(u64, u64)> {
+    let status = c.status(pb::HealthMessage {}).await?.into_inner();
+    let breakdown = status.memory.ok_or("no memory in Status")?.breakdown;
+    let count = |key: &str| breakdown.get(key).copied().ok_or(format!("no {key}"));
+    Ok((
+        count("grammar_compiles_queued")?,
+        count("grammar_compiles_running")?,
+    ))
+}
+
 /// Defect 4: four 1 MB grammars whose clients give up after 0.5 s stop compiling; the
 /// process goes quiet, its memory comes back to within 64 MB, and a plain request beside
 /// them stays fast.
@@ -168,6 +182,9 @@ async fn abandoned_grammar_compiles_stop_and_give_their_memory_back() -> TestRes
     let (mut server, mut c) = loaded().await?;
     let pid = server.pid();
     let base = plain(&mut c).await?;
+    // The model's grammar compiler (its token trie) is built on its first grammar and kept.
+    let warm = c.predict(with_grammar("root ::= \"a\"".into())).await?;
+    assert_eq!(warm.into_inner().message, b"a");
     quiet(pid, Duration::from_secs(10)).await?;
     let (_, rss_before) = usage(pid)?;
     let calls: Vec<_> = (0..4)
@@ -178,30 +195,41 @@ async fn abandoned_grammar_compiles_stop_and_give_their_memory_back() -> TestRes
             tokio::spawn(async move { c.predict(req).await })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let gate = compiles(&mut c).await?;
     let beside = plain(&mut c).await?;
+    let mut answered = 0;
     for call in calls {
-        let err = call.await?.expect_err("a 0.5 s deadline passes first");
-        assert!(
-            matches!(err.code(), Code::DeadlineExceeded | Code::Cancelled),
-            "{err:?}"
-        );
+        match call.await? {
+            Ok(_) => answered += 1,
+            Err(e) => assert!(
+                matches!(e.code(), Code::DeadlineExceeded | Code::Cancelled),
+                "{e:?}"
+            ),
+        }
     }
     let gone_quiet = quiet(pid, Duration::from_secs(15)).await?;
     let (_, rss_after) = usage(pid)?;
     eprintln!(
-        "plain {base:?} alone, {beside:?} beside the compiles; quiet {gone_quiet:?} after the \
-         deadlines; RSS {} -> {} MB",
+        "plain {base:?} alone, {beside:?} beside the compiles; (queued, running) {gate:?} at \
+         0.1 s; {answered} of 4 answered in time; quiet {gone_quiet:?} after the deadlines; \
+         RSS {} -> {} MB",
         rss_before >> 20,
         rss_after >> 20
     );
+    let cores = std::thread::available_parallelism()?.get() as u64;
+    assert!(gate.1 <= (cores / 2).max(1), "{gate:?} on {cores} cores");
+    assert!(
+        gate.0 + gate.1 >= 1,
+        "no compile queued or running at 0.1 s"
+    );
     assert!(beside < Duration::from_secs(1).max(base * 5), "{beside:?}");
-    assert!(gone_quiet < Duration::from_secs(5), "{gone_quiet:?}");
-    assert!(rss_after < rss_before + (64 << 20), "{rss_before} -> {rss_after}");
-    let status = c.status(pb::HealthMessage {}).await?.into_inner();
-    let breakdown = status.memory.ok_or("no memory in Status")?.breakdown;
-    assert_eq!(breakdown.get("grammar_compiles_queued"), Some(&0));
-    assert_eq!(breakdown.get("grammar_compiles_running"), Some(&0));
+    assert!(gone_quiet < Duration::from_secs(3), "{gone_quiet:?}");
+    assert!(
+        rss_after < rss_before + (64 << 20),
+        "{rss_before} -> {rss_after}"
+    );
+    assert_eq!(compiles(&mut c).await?, (0, 0));
     still_serving(&mut server, &mut c, Duration::from_secs(10)).await
 }
 
@@ -211,7 +239,7 @@ async fn abandoned_grammar_compiles_stop_and_give_their_memory_back() -> TestRes
 async fn a_grammar_of_100k_alternatives_is_refused_at_once() -> TestResult {
     let _one = SERIAL.lock().await;
     let (mut server, mut c) = loaded().await?;
-    let alternatives: Vec<String> = (0..100_000).map(|i| format!("\"w{i}\"")).collect();
+    let alternatives: Vec<String> = (0..100_000).map(|i| format!("\"{i}\"")).collect();
     let grammar = format!("root ::= {}\n", alternatives.join(" | "));
     let start = Instant::now();
     let call = c.predict(with_grammar(grammar));

@@ -37,9 +37,7 @@ pub enum LimitError {
          alternatives), over the limit of {MAX_ELEMENTS}"
     )]
     Elements(usize),
-    #[error(
-        "a rule nests groups and repetitions {0} deep, over the limit of {MAX_NESTING}"
-    )]
+    #[error("a rule nests groups and repetitions {0} deep, over the limit of {MAX_NESTING}")]
     Nesting(usize),
     #[error(
         "the grammar nests {0} levels deep (rules naming rules, with their groups and \
@@ -227,9 +225,15 @@ mod tests {
     #[test]
     fn depth_follows_chains_cycles_and_nesting() {
         assert_eq!(depth(&rules("root ::= a\na ::= b\nb ::= \"x\"")), 3);
-        assert_eq!(depth(&rules("root ::= a\na ::= \"(\" a? \")\" | b\nb ::= \"x\"")), 1 + 2 + 1);
+        assert_eq!(
+            depth(&rules("root ::= a\na ::= \"(\" a? \")\" | b\nb ::= \"x\"")),
+            1 + 2 + 1
+        );
         assert_eq!(depth(&rules("root ::= ((a))\na ::= \"x\"")), 3 + 1);
-        assert_eq!(depth(&rules("root ::= a b c\na ::= \"x\"\nb ::= a\nc ::= b")), 4);
+        assert_eq!(
+            depth(&rules("root ::= a b c\na ::= \"x\"\nb ::= a\nc ::= b")),
+            4
+        );
         let cycle = "root ::= a\na ::= b | \"x\"\nb ::= c\nc ::= a d\nd ::= \"y\"";
         assert_eq!(depth(&rules(cycle)), 1 + 3 + 1);
     }
@@ -244,7 +248,10 @@ mod tests {
         chain.push_str("r1100 ::= \"a\"\n");
         assert_eq!(check_rules(&rules(&chain)), Err(LimitError::Depth(1102)));
         let wide = format!("root ::= {}", vec!["\"a\""; 20_001].join(" "));
-        assert_eq!(check_rules(&rules(&wide)), Err(LimitError::Elements(20_002)));
+        assert_eq!(
+            check_rules(&rules(&wide)),
+            Err(LimitError::Elements(20_002))
+        );
         let many: String = (0..5000).map(|i| format!("r{i} ::= \"a\"\n")).collect();
         let many = format!("root ::= \"a\"\n{many}");
         assert_eq!(check_rules(&rules(&many)), Err(LimitError::Rules(5001)));

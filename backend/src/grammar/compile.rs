@@ -131,8 +131,9 @@ impl Grammars {
             drop((running, slot));
         };
         spawn(job)?;
-        rx.await
-            .map_err(|_| Error::Internal("the grammar compile thread ended without a result".into()))?
+        rx.await.map_err(|_| {
+            Error::Internal("the grammar compile thread ended without a result".into())
+        })?
     }
 
     /// Compiles a GBNF grammar on a thread of its own, waiting for it here, without the gate:
@@ -142,7 +143,9 @@ impl Grammars {
             let worker = std::thread::Builder::new()
                 .name("grammar".into())
                 .stack_size(STACK_BYTES)
-                .spawn_scoped(scope, || guarded(|| self.compile_here(gbnf, &Cancel::default())))
+                .spawn_scoped(scope, || {
+                    guarded(|| self.compile_here(gbnf, &Cancel::default()))
+                })
                 .map_err(|e| Error::Internal(format!("cannot start a grammar thread: {e}")))?;
             worker
                 .join()
@@ -171,8 +174,7 @@ fn guarded(compile: impl FnOnce() -> Result<Constraint>) -> Result<Constraint> {
         Err(payload) => {
             tracing::error!(panic = %panic_text(&*payload), "a grammar compile panicked");
             Err(Error::Internal(
-                "the grammar compiler failed on this grammar (details in the backend's log)"
-                    .into(),
+                "the grammar compiler failed on this grammar (details in the backend's log)".into(),
             ))
         }
     }
@@ -292,7 +294,11 @@ mod tests {
                     });
                 run.expect("a thread").join().expect("no panic")
             });
-            eprintln!("{shape}: compile {} KiB, mask {} KiB", used >> 10, mask_used >> 10);
+            eprintln!(
+                "{shape}: compile {} KiB, mask {} KiB",
+                used >> 10,
+                mask_used >> 10
+            );
             assert!(used < STACK_BYTES / 4, "{shape}: {used}");
             assert!(mask_used < 256 << 10, "{shape}: mask {mask_used}");
         }
@@ -304,7 +310,10 @@ mod tests {
         let err = guarded(|| panic!("grammar.symbols.len() < u16::MAX")).err();
         let text = err.map(|e| (matches!(e, Error::Internal(_)), e.to_string()));
         let (internal, text) = text.expect("an error");
-        assert!(internal && !text.contains("symbols") && text.len() < 200, "{text}");
+        assert!(
+            internal && !text.contains("symbols") && text.len() < 200,
+            "{text}"
+        );
     }
 
     /// A compile whose caller left stops at its next phase; long messages are cut.
@@ -317,6 +326,9 @@ mod tests {
         assert!(matches!(err, Some(Error::Aborted(_))), "{err:?}");
         let long = g.compile(&format!("root ::= {}", "x".repeat(5000))).err();
         let long = long.map(|e| e.to_string()).unwrap_or_default();
-        assert!(long.contains("is not defined") && long.len() < 600, "{long}");
+        assert!(
+            long.contains("is not defined") && long.len() < 600,
+            "{long}"
+        );
     }
 }

@@ -98,7 +98,7 @@ impl Grammars {
         let parser = compiler
             .factory
             .create_parser(TopLevelGrammar::from_lark(lark))
-            .map_err(|e| Error::InvalidRequest(short(format!("Grammar: {e}"))))?;
+            .map_err(|e| Error::InvalidRequest(short(format!("Grammar: {}", first_line(&e)))))?;
         cancel.check()?;
         let matcher = Matcher::new(Ok(parser));
         let state = match self.triggers.is_empty() {
@@ -116,13 +116,19 @@ impl Grammars {
     }
 }
 
+/// llguidance's error without the lines of Lark it quotes after it.
+fn first_line(e: &anyhow::Error) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_string()
+}
+
 /// llguidance's limits for our grammars: its defaults, but fewer symbols than its compiled
-/// grammar's index holds (it asserts fewer than 65,525 rather than failing), a lexer of at
-/// most 50,000 states (each 1-2 kB, so under 100 MB a grammar), and errors that do not quote
-/// the grammar back (a request's message stays short).
+/// grammar's index holds (it asserts fewer than 65,525 rather than failing; it checks its
+/// limit between expansions, and `bounds::MAX_ELEMENTS` more can come after the last check),
+/// a lexer of at most 50,000 states (each 1-2 kB, so under 100 MB a grammar), and errors
+/// that do not quote the grammar back (a request's message stays short).
 fn limits() -> ParserLimits {
     ParserLimits {
-        max_grammar_size: 60_000,
+        max_grammar_size: 40_000,
         max_lexer_states: 50_000,
         verbose_errors: false,
         ..ParserLimits::default()

@@ -508,8 +508,14 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
                 ("prefix_cache_entries".to_string(), prefix.entries as u64),
                 ("prefix_cache_hits".to_string(), prefix.hits),
                 ("prefix_cache_misses".to_string(), prefix.misses),
-                ("grammar_compiles_queued".to_string(), compiles.queued as u64),
-                ("grammar_compiles_running".to_string(), compiles.running as u64),
+                (
+                    "grammar_compiles_queued".to_string(),
+                    compiles.queued as u64,
+                ),
+                (
+                    "grammar_compiles_running".to_string(),
+                    compiles.running as u64,
+                ),
             ]
             .into_iter()
             .chain(rank_entries(&snapshot))
