@@ -104,10 +104,11 @@ impl Drop for CancelOnDrop {
 }
 
 impl Grammars {
-    /// Compiles a request's GBNF grammar behind the gate, on a thread of its own; dropping
-    /// the future (the client left) skips a compile still waiting for a slot and stops a
-    /// running one at its next phase.
+    /// Compiles a request's GBNF grammar behind the gate, on a thread of its own, once it
+    /// parses within the limits; dropping the future (the client left) skips a compile
+    /// still waiting for a slot and stops a running one at its next phase.
     pub async fn compile_gated(self: Arc<Self>, gbnf: String) -> Result<Constraint> {
+        let gbnf = checked(gbnf).await?;
         let gate = gate();
         let queued = Counted::new(&gate.queued);
         let permit = gate
@@ -152,6 +153,16 @@ impl Grammars {
                 .map_err(|_| Error::Internal("the grammar thread failed".into()))?
         })
     }
+}
+
+/// The grammar, once it parses within the limits (on a blocking thread: a megabyte takes
+/// milliseconds), so a grammar refused anyway never waits for the gate.
+async fn checked(gbnf: String) -> Result<String> {
+    let check = move || super::gbnf::check(&gbnf).map(|()| gbnf);
+    tokio::task::spawn_blocking(check)
+        .await
+        .map_err(|e| Error::Internal(format!("checking the grammar failed: {e}")))?
+        .map_err(|e| Error::InvalidRequest(short(format!("Grammar: {e}"))))
 }
 
 /// Starts `job` on a thread with the compile stack.

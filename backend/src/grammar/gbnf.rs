@@ -91,6 +91,14 @@ pub fn to_lark(text: &str, tokens: TokenLookup) -> Result<String, TranslateError
     Ok(Lark::new(&order, &terminals(&rules), tokens).write(&reader, &order, &rules)?)
 }
 
+/// Whether `text` parses and is within the limits, without translating it: a cheap first
+/// look (milliseconds for a megabyte) that refuses a grammar before it waits for a compile.
+pub fn check(text: &str) -> Result<(), TranslateError> {
+    check_text(text)?;
+    check_rules(&parse(text)?)?;
+    Ok(())
+}
+
 /// The rules of a GBNF text, by name, each with where it is defined.
 pub(super) fn parse(text: &str) -> Result<Rules, GbnfError> {
     let mut reader = Reader {
