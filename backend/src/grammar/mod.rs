@@ -98,7 +98,10 @@ impl Grammars {
         let parser = compiler
             .factory
             .create_parser(TopLevelGrammar::from_lark(lark))
-            .map_err(|e| Error::InvalidRequest(short(format!("Grammar: {}", first_line(&e)))))?;
+            .map_err(|e| match is_panic(&e) {
+                true => Error::Internal(reported(&e)),
+                false => Error::InvalidRequest(short(format!("Grammar: {}", reported(&e)))),
+            })?;
         cancel.check()?;
         let matcher = Matcher::new(Ok(parser));
         let state = match self.triggers.is_empty() {
@@ -116,9 +119,21 @@ impl Grammars {
     }
 }
 
-/// llguidance's error without the lines of Lark it quotes after it.
-fn first_line(e: &anyhow::Error) -> String {
-    e.to_string().lines().next().unwrap_or_default().to_string()
+/// Whether llguidance's error is a panic it caught (it returns the panic's text and
+/// backtrace as the error).
+fn is_panic(e: &impl std::fmt::Display) -> bool {
+    e.to_string().starts_with("panic:")
+}
+
+/// llguidance's error as a client reads it: its first line (the lines after it quote the
+/// Lark grammar), or, for a panic it caught, a short note; the panic's text goes to the log.
+fn reported(e: &impl std::fmt::Display) -> String {
+    let text = e.to_string();
+    if is_panic(&text) {
+        tracing::error!(panic = %text, "llguidance panicked");
+        return "llguidance failed on this grammar (details in the backend's log)".into();
+    }
+    text.lines().next().unwrap_or_default().to_string()
 }
 
 /// llguidance's limits for our grammars: its defaults, but fewer symbols than its compiled
@@ -202,7 +217,7 @@ impl Constraint {
             State::Active(matcher) => match matcher.compute_mask_or_eos() {
                 Ok(mask) if mask.is_zero() => Mask::Nothing("the grammar allows no token".into()),
                 Ok(mask) => Mask::Only(mask),
-                Err(e) => Mask::Nothing(format!("the grammar failed: {e}")),
+                Err(e) => Mask::Nothing(format!("the grammar failed: {}", reported(&e))),
             },
         }
     }
@@ -214,7 +229,9 @@ impl Constraint {
         self.state = match state {
             State::Active(mut matcher) => match matcher.consume_token(id) {
                 Ok(()) => State::Active(matcher),
-                Err(e) => State::Broken(format!("the grammar rejected the output: {e}")),
+                Err(e) => {
+                    State::Broken(format!("the grammar rejected the output: {}", reported(&e)))
+                }
             },
             State::Waiting { matcher, mut text } => {
                 let before = text.len();
@@ -243,7 +260,8 @@ impl Constraint {
         match matcher.consume_tokens(&tokens) {
             Ok(()) => State::Active(matcher),
             Err(e) => State::Broken(format!(
-                "the output after the trigger word does not fit the grammar: {e}"
+                "the output after the trigger word does not fit the grammar: {}",
+                reported(&e)
             )),
         }
     }
@@ -338,6 +356,20 @@ mod tests {
             .map(|e| e.to_string());
         assert!(err.is_some_and(|e| e.contains("is not one token of this model")));
         Ok(())
+    }
+
+    /// llguidance's caught panics reach no client: a short note instead, and only the
+    /// first line of its other errors.
+    #[test]
+    fn llguidance_panics_and_quoted_grammars_stay_out_of_messages() {
+        let panic = "panic: assertion failed: grammar.symbols.len() < u16::MAX\n<backtrace>";
+        assert!(is_panic(&panic));
+        let note = reported(&panic);
+        assert!(!note.contains("symbols") && note.contains("log"), "{note}");
+        assert_eq!(
+            reported(&"at 2(9): too big\n   1 | start: x"),
+            "at 2(9): too big"
+        );
     }
 
     /// Lazy: anything goes until the trigger word, then the grammar holds from the word on.
