@@ -179,6 +179,20 @@ async fn compiles(c: &mut BackendClient<Channel>) -> TestResult<(u64, u64)> {
     ))
 }
 
+/// Status's compile counts every 20 ms for `span`.
+async fn gate_samples(
+    mut c: BackendClient<Channel>,
+    span: Duration,
+) -> Result<Vec<(u64, u64)>, String> {
+    let start = Instant::now();
+    let mut samples = Vec::new();
+    while start.elapsed() < span {
+        samples.push(compiles(&mut c).await.map_err(|e| e.to_string())?);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(samples)
+}
+
 /// Defect 4: four 1 MB grammars whose clients give up after 0.5 s do not keep compiling:
 /// two over the element limit are refused at once, two within the limits wait for the gate
 /// or compile, and stop when their clients leave. The process goes quiet, its memory comes
@@ -206,8 +220,8 @@ async fn abandoned_grammar_compiles_stop_and_give_their_memory_back() -> TestRes
             tokio::spawn(async move { c.predict(req).await })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let gate = compiles(&mut c).await?;
+    let sampler = tokio::spawn(gate_samples(c.clone(), Duration::from_millis(700)));
+    tokio::time::sleep(Duration::from_millis(150)).await;
     let beside = plain(&mut c).await?;
     let mut answered = 0;
     for (seed, call) in calls.into_iter().enumerate() {
@@ -223,21 +237,22 @@ async fn abandoned_grammar_compiles_stop_and_give_their_memory_back() -> TestRes
             ),
         }
     }
+    let samples = sampler.await?.map_err(|e| e.to_string())?;
+    let gate = samples
+        .iter()
+        .fold((0, 0), |(q, r), &(sq, sr)| (q.max(sq), r.max(sr)));
     let gone_quiet = quiet(pid, Duration::from_secs(15)).await?;
     let (_, rss_after) = usage(pid)?;
     eprintln!(
-        "plain {base:?} alone, {beside:?} beside the compiles; (queued, running) {gate:?} at \
-         0.1 s; {answered} of 2 answered in time; quiet {gone_quiet:?} after the deadlines; \
+        "plain {base:?} alone, {beside:?} beside the compiles; most (queued, running) {gate:?} \
+         in the first 0.7 s; {answered} of 2 answered in time; quiet {gone_quiet:?} after the deadlines; \
          RSS {} -> {} MB",
         rss_before >> 20,
         rss_after >> 20
     );
     let cores = std::thread::available_parallelism()?.get() as u64;
     assert!(gate.1 <= (cores / 2).max(1), "{gate:?} on {cores} cores");
-    assert!(
-        gate.0 + gate.1 >= 1,
-        "no compile queued or running at 0.1 s"
-    );
+    assert!(gate.0 + gate.1 >= 1, "no compile seen queued or running");
     assert!(beside < Duration::from_secs(1).max(base * 5), "{beside:?}");
     assert!(gone_quiet < Duration::from_secs(3), "{gone_quiet:?}");
     assert!(
