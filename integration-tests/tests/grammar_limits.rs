@@ -1,9 +1,9 @@
 //! A request's grammar cannot take the backend down or freeze it (issue #47, defects 1 and
 //! 4), on a real backend process with the 4-bit SmolLM2: a chain of rules deeper than the
-//! limit is INVALID_ARGUMENT naming it (it used to overflow a stack and abort the process),
-//! grammar compiles whose clients left stop and give their memory back while a request
-//! without a grammar stays fast, and a grammar past llguidance's own symbol bound is refused
-//! at once with a short message. After each, the golden answer comes back unchanged and on
+//! limit is INVALID_ARGUMENT naming it (unbounded, llguidance's compile would overflow its
+//! stack, which aborts the process), grammar compiles whose clients left stop and give their
+//! memory back while a request without a grammar stays fast, and a grammar past llguidance's
+//! own symbol bound is refused at once with a short message. After each, the golden answer comes back unchanged and on
 //! time, and Health and Status tell the truth.
 
 use std::time::{Duration, Instant};
@@ -150,7 +150,7 @@ fn heavy(seed: usize) -> String {
 }
 
 /// A 1 MB grammar over the element limit: 70,000 alternatives of 8-character words (in one
-/// lexeme), the shape that kept a core busy for seconds a grammar before the limits.
+/// lexeme): without the element limit, seconds of a core each.
 fn wide(seed: usize) -> String {
     let words: Vec<String> = (0..70_000).map(|i| format!("\"{seed}w{i:06}\"")).collect();
     format!("root ::= item\nitem ::= {}\n", words.join(" | "))
