@@ -500,6 +500,11 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
                 ("prefix_cache_entries".to_string(), prefix.entries as u64),
                 ("prefix_cache_hits".to_string(), prefix.hits),
                 ("prefix_cache_misses".to_string(), prefix.misses),
+                // 1 while a LoadModel waits for its workers beside the model being served.
+                (
+                    "load_waiting".to_string(),
+                    u64::from(snapshot.load_wait.is_some()),
+                ),
             ]
             .into_iter()
             .chain(rank_entries(&snapshot))

@@ -60,10 +60,11 @@ pub struct Wanted {
     pub wait: Duration,
 }
 
-/// The workers of `net` on the LAN, in node-id order (the order of their ranks).
-pub fn browse(net: &Network, wanted: Wanted) -> Result<Vec<Node>> {
+/// The workers of `net` on the LAN, in node-id order (the order of their ranks). `give_up`
+/// (or a stop) ends the browse at its next tick with `P2pError::GaveUp`.
+pub fn browse(net: &Network, wanted: Wanted, give_up: &dyn Fn() -> bool) -> Result<Vec<Node>> {
     let daemon = ServiceDaemon::new()?;
-    let found = collect(&daemon, net, wanted);
+    let found = collect(&daemon, net, wanted, give_up);
     let _ = daemon.shutdown();
     let found = found?;
     let names = || {
@@ -90,11 +91,15 @@ pub fn browse(net: &Network, wanted: Wanted) -> Result<Vec<Node>> {
     }
 }
 
+/// How often the browse looks at its deadline, `give_up` and a stop between mDNS events.
+const BROWSE_TICK: Duration = Duration::from_millis(50);
+
 /// Browses until `wanted` is met or its wait is over: the verified workers by node id.
 fn collect(
     daemon: &ServiceDaemon,
     net: &Network,
     wanted: Wanted,
+    give_up: &dyn Fn() -> bool,
 ) -> Result<BTreeMap<String, Node>> {
     let events = daemon.browse(SERVICE)?;
     let deadline = Instant::now() + wanted.wait;
@@ -104,11 +109,14 @@ fn collect(
         if wanted.ranks.is_some_and(|n| found.len() + 1 >= n) {
             return Ok(found);
         }
+        if give_up() || crate::lifecycle::stop_requested() {
+            return Err(P2pError::GaveUp);
+        }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Ok(found);
         }
-        match events.recv_timeout(left.min(Duration::from_millis(200))) {
+        match events.recv_timeout(left.min(BROWSE_TICK)) {
             Ok(ServiceEvent::ServiceResolved(info)) => {
                 if let Some(node) = verified(net, &info) {
                     if found.insert(node.id.clone(), node.clone()).is_none() {

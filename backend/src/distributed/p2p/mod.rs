@@ -34,6 +34,9 @@ pub enum P2pError {
     /// The settings or what was found cannot form a cluster.
     #[error("{0}")]
     Cluster(String),
+    /// The browse was ended early (its caller left, or a stop): the caller knows why.
+    #[error("the browse for workers was given up")]
+    GaveUp,
 }
 
 pub type Result<T> = std::result::Result<T, P2pError>;
