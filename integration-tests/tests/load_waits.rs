@@ -152,9 +152,11 @@ async fn serving_goes_on_during_a_wait(backend: &mut BackendProcess, options: &[
     let load = tokio::spawn(async move {
         load_within(&mut caller, (model, &options), CALLER_DEADLINE).await
     });
-    until_load_waiting(&mut c, 1, Duration::from_secs(2)).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let took = golden_on_time(&mut c, &g).await?;
     eprintln!("golden during the wait: {took:?}");
+    assert_healthy(&mut c).await?;
+    assert_eq!(load_waiting(&mut c).await?, 1, "Status shows the wait");
     let answer = load.await?;
     assert!(
         matches!(&answer, Err(s) if matches!(s.code(), tonic::Code::DeadlineExceeded | tonic::Code::Cancelled)),
@@ -175,13 +177,13 @@ async fn serving_goes_on_during_a_wait(backend: &mut BackendProcess, options: &[
 /// A LoadModel with `options` is waiting (Status says so); SIGTERM ends the process within
 /// `EXIT_WITHIN` with status 0, not 75 ("blocked on a lost peer?").
 async fn sigterm_ends_a_wait(mut backend: BackendProcess, options: &[String]) -> TestResult {
-    let mut c = backend.client().await?;
     let mut caller = backend.client().await?;
     let (model, options) = (model_dir()?, options.to_vec());
     let _load = tokio::spawn(async move {
         load_within(&mut caller, (model, &options), Duration::from_secs(60)).await
     });
-    until_load_waiting(&mut c, 1, Duration::from_secs(2)).await?;
+    // The browse or the join has begun (Status says so once it has).
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     let stopped = tokio::task::spawn_blocking(move || {
         backend.stop("TERM", EXIT_WITHIN).map_err(|e| e.to_string())
     });
