@@ -1028,6 +1028,49 @@ mod tests {
         assert_eq!(served(&mut rx), 2);
     }
 
+    /// A load that waits for a worker runs beside serving: the fake model answers while the
+    /// wait runs, and the wait ends at its next tick once its caller is gone, the model still
+    /// served and Status's wait cleared.
+    #[test]
+    fn a_wait_for_workers_runs_beside_serving_and_ends_when_its_caller_leaves() {
+        let (post, posted) = mpsc::channel();
+        let mut engine = EngineThread { post, ..engine() };
+        install(&mut engine, FakeModel::new(Queueing::HostIds), &[]);
+        let free = || std::net::TcpListener::bind("127.0.0.1:0").map(|l| l.local_addr());
+        let mut ports: Vec<std::net::SocketAddr> = (0..3)
+            .map(|_| free().expect("a port").expect("an address"))
+            .collect();
+        let control = ports.pop().expect("three ports").port();
+        let hostfile = std::env::temp_dir().join(format!("wait-{}.json", std::process::id()));
+        std::fs::write(&hostfile, serde_json::json!(ports).to_string()).expect("written");
+        let request = LoadRequest {
+            model: "fake".into(),
+            options: vec![
+                format!("hostfile:{}", hostfile.display()),
+                format!("control_port:{control}"),
+            ],
+            ..LoadRequest::default()
+        };
+        let config = LoadConfig::from_request(&request, &NoEnv).expect("the options parse");
+        let (tx, rx) = oneshot::channel();
+        engine.on_load(Box::new(config), Reply::new(tx));
+        assert!(engine.pending.is_some());
+        let mut answer = generate(&mut engine, "Hello", 3);
+        run_rounds(&mut engine);
+        assert_eq!(served(&mut answer), 3);
+        drop(rx);
+        let waited = posted.recv_timeout(Duration::from_secs(2));
+        let _ = std::fs::remove_file(&hostfile);
+        let Ok(Command::Waited(outcome)) = waited else {
+            panic!("the wait did not end after its caller left");
+        };
+        assert!(matches!(&outcome.result, Err(Error::Aborted(m)) if m.contains("caller left")));
+        engine.on_waited(*outcome);
+        let snapshot = engine.shared.read().expect("readable").clone();
+        assert!(snapshot.load_wait.is_none() && snapshot.model.is_some());
+        assert!(snapshot.last_error.is_some_and(|e| e.contains("caller left")));
+    }
+
     /// A panic in a command becomes an error naming it, whether its message was a literal
     /// or formatted, so the engine thread can fail that command and go on.
     #[test]
