@@ -70,7 +70,9 @@ fn model_dir() -> TestResult<String> {
 async fn load_waiting(c: &mut Client) -> TestResult<u64> {
     let status = c.status(pb::HealthMessage {}).await?.into_inner();
     let breakdown = status.memory.ok_or("no memory in Status")?.breakdown;
-    Ok(*breakdown.get("load_waiting").ok_or("no load_waiting in Status")?)
+    Ok(*breakdown
+        .get("load_waiting")
+        .ok_or("no load_waiting in Status")?)
 }
 
 /// Polls Status until `load_waiting` is `want`, within `limit`.
@@ -92,7 +94,10 @@ async fn golden_on_time(c: &mut Client, g: &Goldens) -> TestResult<Duration> {
     let reply = tokio::time::timeout(ON_TIME, predict)
         .await
         .map_err(|_| format!("no golden answer within {ON_TIME:?}"))??;
-    assert_eq!(String::from_utf8(reply.into_inner().message)?, g.cases[0].text);
+    assert_eq!(
+        String::from_utf8(reply.into_inner().message)?,
+        g.cases[0].text
+    );
     Ok(start.elapsed())
 }
 
@@ -118,7 +123,10 @@ async fn running_stream(
     let times = seen.clone();
     let task = tokio::spawn(async move {
         while let Some(Ok(_)) = stream.next().await {
-            times.lock().unwrap_or_else(|e| e.into_inner()).push(Instant::now());
+            times
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Instant::now());
         }
     });
     Ok((task, seen))
@@ -140,7 +148,10 @@ fn longest_gap(seen: &Mutex<Vec<Instant>>, since: Instant) -> (Duration, usize) 
 /// workers that never come) is given up by its caller after `CALLER_DEADLINE`. Meanwhile the
 /// stream keeps its pace and the golden is answered on time; the wait ends soon after the
 /// deadline; Health says OK, the golden is answered again, and the process is alive.
-async fn serving_goes_on_during_a_wait(backend: &mut BackendProcess, options: &[String]) -> TestResult {
+async fn serving_goes_on_during_a_wait(
+    backend: &mut BackendProcess,
+    options: &[String],
+) -> TestResult {
     let g = goldens::load(GOLDENS)?;
     let mut c = backend.client().await?;
     let loaded = load_fixture(&mut c, MODEL, &[]).await?;
@@ -149,9 +160,10 @@ async fn serving_goes_on_during_a_wait(backend: &mut BackendProcess, options: &[
     let start = Instant::now();
     let mut caller = backend.client().await?;
     let (model, options) = (model_dir()?, options.to_vec());
-    let load = tokio::spawn(async move {
-        load_within(&mut caller, (model, &options), CALLER_DEADLINE).await
-    });
+    let load =
+        tokio::spawn(
+            async move { load_within(&mut caller, (model, &options), CALLER_DEADLINE).await },
+        );
     tokio::time::sleep(Duration::from_millis(500)).await;
     let took = golden_on_time(&mut c, &g).await?;
     eprintln!("golden during the wait: {took:?}");
@@ -163,11 +175,17 @@ async fn serving_goes_on_during_a_wait(backend: &mut BackendProcess, options: &[
         "the caller's LoadModel: {answer:?}"
     );
     until_load_waiting(&mut c, 0, WAIT_ENDS_WITHIN).await?;
-    eprintln!("the wait ended {:?} after the LoadModel began", start.elapsed());
+    eprintln!(
+        "the wait ended {:?} after the LoadModel began",
+        start.elapsed()
+    );
     let (gap, tokens) = longest_gap(&seen, start);
     stream.abort();
     eprintln!("the stream during the wait: {tokens} replies, longest gap {gap:?}");
-    assert!(tokens > 0 && gap < MAX_TOKEN_GAP, "{tokens} replies, gap {gap:?}");
+    assert!(
+        tokens > 0 && gap < MAX_TOKEN_GAP,
+        "{tokens} replies, gap {gap:?}"
+    );
     assert_healthy(&mut c).await?;
     golden_on_time(&mut c, &g).await?;
     assert!(backend.is_running());
@@ -225,7 +243,11 @@ async fn time_options_above_their_bounds_are_refused() -> TestResult {
     let loaded = load_fixture(&mut c, MODEL, &[]).await?;
     assert!(loaded.success, "{loaded:?}");
     let cases = [
-        (vec![hostfile, "join_timeout:3601".into()], "join_timeout", "3600"),
+        (
+            vec![hostfile, "join_timeout:3601".into()],
+            "join_timeout",
+            "3600",
+        ),
         (vec!["queue_timeout:3601".into()], "queue_timeout", "3600"),
     ];
     for (options, name, bound) in cases {
@@ -233,8 +255,15 @@ async fn time_options_above_their_bounds_are_refused() -> TestResult {
         let answer = load_within(&mut c, (model_dir()?, &options), Duration::from_secs(10)).await?;
         assert!(!answer.success, "{answer:?}");
         let m = &answer.message;
-        assert!(m.contains(name) && m.contains(bound) && m.len() < 1024, "{m}");
-        assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
+        assert!(
+            m.contains(name) && m.contains(bound) && m.len() < 1024,
+            "{m}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
     }
     assert_healthy(&mut c).await?;
     golden_on_time(&mut c, &goldens::load(GOLDENS)?).await?;
@@ -256,7 +285,12 @@ async fn sigterm_during_a_wait_for_a_worker_exits_zero() -> TestResult {
 fn a_p2p_wait_for_peers_never_freezes_serving() -> TestResult {
     let _serial = serial();
     let lan = Lan::with_nodes(1)?;
-    lan.run_test_in("a", "p2p_wait_inside_a_namespace", &[], Duration::from_secs(60))
+    lan.run_test_in(
+        "a",
+        "p2p_wait_inside_a_namespace",
+        &[],
+        Duration::from_secs(60),
+    )
 }
 
 /// Run inside node a's namespace by `a_p2p_wait_for_peers_never_freezes_serving`.
@@ -272,6 +306,9 @@ async fn p2p_wait_inside_a_namespace() -> TestResult {
     let mut c = backend.client().await?;
     let answer = load_within(&mut c, (model_dir()?, &p2p("601")), Duration::from_secs(10)).await?;
     let m = &answer.message;
-    assert!(!answer.success && m.contains("p2p_wait") && m.contains("600") && m.len() < 1024, "{m}");
+    assert!(
+        !answer.success && m.contains("p2p_wait") && m.contains("600") && m.len() < 1024,
+        "{m}"
+    );
     sigterm_ends_a_wait(backend, &p2p("300")).await
 }

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use super::batch::{kv_reservation, Batch, BatchLimits, InFlight, Waiting};
 use super::cluster_load::{self, Formed};
 use super::p2p_load;
-use super::wait::{self, Job, Outcome, Pending, Reply, Waited};
 use super::sharded::Session;
 use super::shared::{degraded_message, EngineState, ModelInfo, Snapshot};
+use super::wait::{self, Job, Outcome, Pending, Reply, Waited};
 use crate::cache::KvFormat;
 use crate::distributed::clear_groups;
 use crate::distributed::protocol::{ToLeader, ToWorker};
@@ -339,6 +339,7 @@ impl EngineThread {
             }
             self.winding = p.cancel("a newer LoadModel replaced it after its caller left");
             self.pending = None;
+            self.publish(|s| s.load_wait = None);
         }
         let job = check_waits(&config).and_then(|()| self.wait_job(&config));
         match job {
@@ -655,7 +656,8 @@ impl EngineThread {
     /// Free: the requests end ABORTED, the model and the workers' parts go.
     fn free(&mut self) {
         if let Some(mut p) = self.pending.take() {
-            self.winding = p.cancel("Free cancelled this LoadModel while it waited for its workers");
+            self.winding =
+                p.cancel("Free cancelled this LoadModel while it waited for its workers");
         }
         let session = self.session.clone().filter(|_| self.serving.on_cluster());
         self.unload(&Error::Aborted("the model was freed".into()));
@@ -1068,7 +1070,9 @@ mod tests {
         engine.on_waited(*outcome);
         let snapshot = engine.shared.read().expect("readable").clone();
         assert!(snapshot.load_wait.is_none() && snapshot.model.is_some());
-        assert!(snapshot.last_error.is_some_and(|e| e.contains("caller left")));
+        assert!(snapshot
+            .last_error
+            .is_some_and(|e| e.contains("caller left")));
     }
 
     /// A panic in a command becomes an error naming it, whether its message was a literal

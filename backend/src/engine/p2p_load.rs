@@ -47,9 +47,8 @@ pub fn discover(config: &P2pConfig, transport: Transport, give_up: GiveUp<'_>) -
     };
     let gave_up = std::cell::RefCell::new(None);
     let stop = || {
-        let why = give_up().or_else(|| {
-            crate::lifecycle::stop_requested().then_some(Error::ShuttingDown)
-        });
+        let why =
+            give_up().or_else(|| crate::lifecycle::stop_requested().then_some(Error::ShuttingDown));
         let stop = why.is_some();
         *gave_up.borrow_mut() = why;
         stop
