@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::distributed::p2p::{self, Assignment, Network, Node, Wanted};
+use crate::distributed::p2p::{self, Assignment, Network, Node, Wanted, MAX_P2P_WAIT_SECS};
 use crate::distributed::{GiveUp, Hostfile, Transport};
 use crate::error::{Error, Result};
 use crate::options::P2pConfig;
@@ -17,9 +17,6 @@ pub struct Found {
     /// What every worker is told, but its rank.
     cluster: Assignment,
 }
-
-/// The longest `p2p_wait`: a load browses for its workers at most ten minutes.
-pub const MAX_P2P_WAIT_SECS: u64 = 600;
 
 fn p2p_error(e: p2p::P2pError) -> Error {
     Error::Distributed(e.to_string())

@@ -51,6 +51,9 @@ fn port_of(addr: &str) -> Result<u16> {
         .ok_or_else(|| P2pError::Cluster(format!("{addr}: expected ip:port")))
 }
 
+/// The longest `p2p_wait`: a load browses for its workers at most ten minutes.
+pub const MAX_P2P_WAIT_SECS: u64 = 600;
+
 /// How many workers rank 0 waits for.
 #[derive(Debug, Clone, Copy)]
 pub struct Wanted {
@@ -63,6 +66,12 @@ pub struct Wanted {
 /// The workers of `net` on the LAN, in node-id order (the order of their ranks). `give_up`
 /// (or a stop) ends the browse at its next tick with `P2pError::GaveUp`.
 pub fn browse(net: &Network, wanted: Wanted, give_up: &dyn Fn() -> bool) -> Result<Vec<Node>> {
+    if wanted.wait.as_secs() > MAX_P2P_WAIT_SECS {
+        return Err(P2pError::Cluster(format!(
+            "p2p_wait is {} s, above its limit of {MAX_P2P_WAIT_SECS} s",
+            wanted.wait.as_secs()
+        )));
+    }
     let daemon = ServiceDaemon::new()?;
     let found = collect(&daemon, net, wanted, give_up);
     let _ = daemon.shutdown();

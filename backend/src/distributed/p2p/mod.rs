@@ -16,7 +16,7 @@ use super::wire::Secret;
 use super::Transport;
 
 pub use assign::{assign, await_assignment, Assignment};
-pub use browse::{browse, Advert, Wanted};
+pub use browse::{browse, Advert, Wanted, MAX_P2P_WAIT_SECS};
 pub use jaccl::device_matrix;
 
 /// The DNS-SD service every node advertises.
