@@ -50,7 +50,12 @@ impl Cluster {
     /// connection is handshaken on its own thread, so an idle or slow peer delays nobody, and
     /// `join_timeout` is a hard deadline.
     pub fn form(opts: &ClusterOptions) -> Result<Cluster> {
-        let members = join::join(opts)?;
+        Cluster::form_until(opts, &|| None)
+    }
+
+    /// `form`, ended early with `give_up`'s error when it has one (checked at every tick).
+    pub fn form_until(opts: &ClusterOptions, give_up: join::GiveUp<'_>) -> Result<Cluster> {
+        let members = join::join(opts, give_up)?;
         let peers: Vec<Peer> = members
             .into_iter()
             .map(|(rank, (stream, free_memory))| {

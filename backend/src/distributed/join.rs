@@ -94,10 +94,29 @@ pub enum LinkError {
 /// The workers that joined, by rank: each one's connection and free memory.
 pub(super) type Members = BTreeMap<usize, (TcpStream, u64)>;
 
+/// The longest `join_timeout`: a load waits for its workers at most an hour, so a typo cannot
+/// hold a LoadModel (and its cluster's port) for days.
+pub const MAX_JOIN_TIMEOUT_SECS: u64 = 3600;
+
+/// Why a wait for peers ends early (the caller left, Free, a stop): checked at every tick.
+pub type GiveUp<'a> = &'a dyn Fn() -> Option<Error>;
+
+/// `join_timeout` within `MAX_JOIN_TIMEOUT_SECS`, or an error naming both.
+pub fn check_join_timeout(join_timeout: Duration) -> Result<()> {
+    match join_timeout.as_secs() > MAX_JOIN_TIMEOUT_SECS {
+        true => Err(Error::InvalidRequest(format!(
+            "join_timeout is {} s, above its limit of {MAX_JOIN_TIMEOUT_SECS} s",
+            join_timeout.as_secs()
+        ))),
+        false => Ok(()),
+    }
+}
+
 /// Waits for every worker to join and pass its handshake (each on its own thread, so an idle
 /// or slow peer delays nobody; `join_timeout` is a hard deadline): the members by rank, each
-/// with its connection and free memory.
-pub(super) fn join(opts: &ClusterOptions) -> Result<Members> {
+/// with its connection and free memory. `give_up` (and a stop) ends the wait at its next tick.
+pub(super) fn join(opts: &ClusterOptions, give_up: GiveUp<'_>) -> Result<Members> {
+    check_join_timeout(opts.join_timeout)?;
     let listener = TcpListener::bind(&opts.control).map_err(|e| {
         Error::Distributed(format!(
             "rank 0 cannot listen for workers on {}: {e}",
@@ -112,6 +131,9 @@ pub(super) fn join(opts: &ClusterOptions) -> Result<Members> {
         joining.accept(&listener)?;
         if crate::lifecycle::stop_requested() {
             return Err(Error::ShuttingDown);
+        }
+        if let Some(e) = give_up() {
+            return Err(e);
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {

@@ -23,7 +23,9 @@ pub use cluster::Cluster;
 pub use fault::Fault;
 pub use group::{clear_groups, Group, GroupError, Transport};
 pub use hostfile::{ssh_hosts, Hostfile, HostfileError, MLX_LAUNCH_STARTING_PORT};
-pub use join::{ClusterOptions, LinkError, LinkOptions};
+pub use join::{
+    check_join_timeout, ClusterOptions, GiveUp, LinkError, LinkOptions, MAX_JOIN_TIMEOUT_SECS,
+};
 
 /// Bytes of memory this machine can still give a model (for `layer_split:auto`).
 pub fn free_memory() -> u64 {

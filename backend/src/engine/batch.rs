@@ -61,6 +61,19 @@ pub struct BatchLimits {
     pub prefill_budget: usize,
 }
 
+/// The longest `queue_timeout`: a request waits for a row at most an hour.
+pub const MAX_QUEUE_TIMEOUT_SECS: u64 = 3600;
+
+/// `queue_timeout` within `MAX_QUEUE_TIMEOUT_SECS`, or an error naming both.
+pub fn check_queue_timeout(secs: u64) -> Result<()> {
+    match secs > MAX_QUEUE_TIMEOUT_SECS {
+        true => Err(Error::InvalidRequest(format!(
+            "queue_timeout is {secs} s, above its limit of {MAX_QUEUE_TIMEOUT_SECS} s"
+        ))),
+        false => Ok(()),
+    }
+}
+
 /// A prompt at least this long is saved in the prefix cache as soon as it is prefilled, so
 /// requests right behind it that share it need not wait for it to finish.
 const SNAPSHOT_MIN_TOKENS: usize = 64;

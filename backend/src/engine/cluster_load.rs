@@ -11,7 +11,7 @@ use crate::distributed::protocol::{LoadPlan, Part, Shipment, ToLeader, ToWorker}
 use crate::distributed::split::layer_ranges;
 use crate::distributed::wire::digest;
 use crate::distributed::{clear_groups, Group, Hostfile};
-use crate::distributed::{Cluster, ClusterOptions};
+use crate::distributed::{Cluster, ClusterOptions, GiveUp};
 use crate::error::{read_json, Error, Result};
 use crate::loader::{self, LoadedModel};
 use crate::models::common::{ExpertCut, RankPart, TensorCut};
@@ -43,16 +43,22 @@ pub fn reusable(session: Option<&Rc<Session>>, hostfile: &Hostfile) -> bool {
 /// Loads `config`'s model over the cluster `hostfile` describes, reusing `session` when it
 /// is the same cluster and still whole. Workers build their part beside the old one and
 /// swap only on `Commit`, sent once every rank has loaded the same model.
+/// `formed` is the cluster the wait phase formed for it (`connect`), when `session` is not
+/// reusable.
 pub fn load(
     config: &LoadConfig,
     hostfile: &Hostfile,
     session: &mut Option<Rc<Session>>,
+    formed: Option<Box<Formed>>,
 ) -> Result<LoadedModel> {
-    if !reusable(session.as_ref(), hostfile) {
+    if let Some(formed) = formed {
         *session = None;
         clear_groups();
-        let digest = digest(hostfile.mlx_json().as_bytes());
-        *session = Some(Rc::new(form(config, hostfile, digest)?));
+        *session = Some(Rc::new(group_up(config, hostfile, *formed)?));
+    } else if !reusable(session.as_ref(), hostfile) {
+        return Err(Error::Internal(
+            "a load over a new cluster reached the engine without its workers".into(),
+        ));
     }
     let session = session
         .clone()
@@ -283,8 +289,17 @@ pub fn rank_part(part: &Part, rank: usize, group: &Rc<Group>) -> RankPart {
     }
 }
 
-/// Waits for the workers, then forms the MLX group with them.
-fn form(config: &LoadConfig, hostfile: &Hostfile, digest: String) -> Result<Session> {
+/// A cluster whose workers joined (the wait phase's result), its MLX group not yet formed.
+pub struct Formed {
+    cluster: Cluster,
+    digest: String,
+    control: String,
+    secret: crate::distributed::wire::Secret,
+}
+
+/// The wait phase over a hostfile: waits for the workers to join rank 0's control channel
+/// (network only, no MLX, so it runs off the engine thread); `give_up` ends it early.
+pub fn connect(config: &LoadConfig, hostfile: &Hostfile, give_up: GiveUp<'_>) -> Result<Formed> {
     let control = hostfile
         .control_address(config.coordinator.as_deref(), config.control_port)
         .map_err(|e| {
@@ -300,7 +315,24 @@ fn form(config: &LoadConfig, hostfile: &Hostfile, digest: String) -> Result<Sess
     let join_timeout = Duration::from_secs(config.join_timeout_secs);
     let token = config.token.as_ref().map(|t| t.0.as_str());
     let opts = ClusterOptions::new(hostfile, control, join_timeout, token);
-    let cluster = Cluster::form(&opts)?;
+    let cluster = Cluster::form_until(&opts, give_up)?;
+    Ok(Formed {
+        cluster,
+        digest: digest(hostfile.mlx_json().as_bytes()),
+        control: opts.control,
+        secret: opts.secret,
+    })
+}
+
+/// Forms the MLX group with the workers that joined (on the engine thread: MLX holds one
+/// group at a time, and the old one is cleared first).
+fn group_up(config: &LoadConfig, hostfile: &Hostfile, formed: Formed) -> Result<Session> {
+    let Formed {
+        cluster,
+        digest,
+        control,
+        secret,
+    } = formed;
     cluster.broadcast(&ToWorker::InitGroup)?;
     let (tx, rx) = mpsc::channel();
     let (h, coordinator) = (hostfile.clone(), config.coordinator.clone());
@@ -323,8 +355,8 @@ fn form(config: &LoadConfig, hostfile: &Hostfile, digest: String) -> Result<Sess
         cluster: Rc::new(cluster),
         group: Rc::new(group),
         hostfile_digest: digest,
-        control: opts.control,
-        secret: opts.secret,
+        control,
+        secret,
         seq: std::cell::Cell::new(0),
     })
 }

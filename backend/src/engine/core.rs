@@ -9,10 +9,11 @@ use tokio::sync::oneshot;
 use std::time::{Duration, Instant};
 
 use super::batch::{kv_reservation, Batch, BatchLimits, InFlight, Waiting};
-use super::cluster_load;
+use super::cluster_load::{self, Formed};
 use super::p2p_load;
 use super::sharded::Session;
 use super::shared::{degraded_message, EngineState, ModelInfo, Snapshot};
+use super::wait::{self, Job, Outcome, Pending, Reply, Waited};
 use crate::cache::KvFormat;
 use crate::distributed::clear_groups;
 use crate::distributed::protocol::{ToLeader, ToWorker};
@@ -42,6 +43,8 @@ pub enum Command {
     },
     /// The engine's cluster saw a fault (posted by `Fault`): degrade if a model is on it.
     ClusterFault,
+    /// A LoadModel's wait for its workers ended (posted by its thread, `wait.rs`).
+    Waited(Box<Outcome>),
     /// Fail every request, drop the model, wait for MLX, and end the thread.
     Shutdown,
 }
@@ -130,6 +133,9 @@ fn run(channel: Channel, shared: Arc<RwLock<Snapshot>>) {
         loads: 0,
         session: None,
         batch: Batch::default(),
+        pending: None,
+        winding: None,
+        waits: 0,
     };
     loop {
         // Between rounds, take every command that came; block only when there is no work.
@@ -144,9 +150,8 @@ fn run(channel: Channel, shared: Arc<RwLock<Snapshot>>) {
         match command {
             None if engine.batch.idle() => break, // cannot happen: the thread holds a sender
             None => engine.round(),
-            Some(Command::Load { config, reply }) => {
-                let _ = reply.send(engine.load(*config));
-            }
+            Some(Command::Load { config, reply }) => engine.on_load(config, Reply::new(reply)),
+            Some(Command::Waited(outcome)) => engine.on_waited(*outcome),
             Some(Command::Generate {
                 request,
                 events,
@@ -174,6 +179,13 @@ struct EngineThread {
     /// The cluster, kept across loads while no rank is lost; a model may be served on it or not.
     session: Option<Rc<Session>>,
     batch: Batch,
+    /// The LoadModel waiting for its workers on its own thread, while this one serves.
+    pending: Option<Pending>,
+    /// A cancelled wait's thread, joined before the next wait starts (it may hold the
+    /// control port until its next tick).
+    winding: Option<std::thread::JoinHandle<()>>,
+    /// Waits started so far (the next one's id).
+    waits: u64,
 }
 
 impl EngineThread {
@@ -302,10 +314,142 @@ impl EngineThread {
                 *s = Snapshot {
                     state: EngineState::Error,
                     last_error: Some(format!("{msg}; the model was dropped: LoadModel again")),
+                    load_wait: s.load_wait.take(),
                     ..Snapshot::default()
                 }
             });
         }
+    }
+}
+
+/// LoadModel in two phases: the wait for workers on its own thread (`wait.rs`), while this
+/// thread serves, then the load itself here.
+impl EngineThread {
+    /// A LoadModel: refused while another one waits for its workers (unless that one's
+    /// caller left: then it is cancelled), started as a wait when it needs workers or peers,
+    /// or run now.
+    fn on_load(&mut self, config: Box<LoadConfig>, reply: Arc<Reply>) {
+        if let Some(p) = &mut self.pending {
+            if p.abandoned().is_none() {
+                let model = crate::error::quote(&p.config.model);
+                return reply.send(Err(Error::Aborted(format!(
+                    "another LoadModel (`{model}`) is waiting for its workers; call LoadModel \
+                     again once it has ended, or cancel it (its caller leaving or Free ends it)"
+                ))));
+            }
+            self.winding = p.cancel("a newer LoadModel replaced it after its caller left");
+            self.pending = None;
+            self.publish(|s| s.load_wait = None);
+        }
+        let job = check_waits(&config).and_then(|()| self.wait_job(&config));
+        match job {
+            Err(e) => {
+                self.after_failed_load(&e);
+                reply.send(Err(e));
+            }
+            Ok(Some(job)) => self.start_wait(config, reply, job),
+            Ok(None) => reply.send(self.load(*config, Ready::Now)),
+        }
+    }
+
+    /// The wait `config` needs: P2P discovery, or the joins of a cluster other than the
+    /// engine's (whose old cluster is left first: its workers must leave it to join).
+    fn wait_job(&mut self, config: &LoadConfig) -> Result<Option<Job>> {
+        if config.p2p.is_some() {
+            return Ok(Some(Job::Discover));
+        }
+        let Some(hostfile) = cluster_load::read_hostfile(config)?.filter(|h| h.size() > 1) else {
+            return Ok(None);
+        };
+        if cluster_load::reusable(self.session.as_ref(), &hostfile) {
+            return Ok(None);
+        }
+        self.leave_cluster();
+        Ok(Some(Job::Form {
+            hostfile,
+            found: None,
+        }))
+    }
+
+    /// Starts `job` on its own thread; this thread serves until its outcome is posted.
+    fn start_wait(&mut self, config: Box<LoadConfig>, reply: Arc<Reply>, job: Job) {
+        wait::join_within(self.winding.take(), WAIT_END_LIMIT);
+        self.waits += 1;
+        let model = config.model.clone();
+        match Pending::start(self.waits, config, reply.clone(), job, self.post.clone()) {
+            Ok(p) => self.pending = Some(p),
+            Err(e) => {
+                self.after_failed_load(&e);
+                return reply.send(Err(e));
+            }
+        }
+        tracing::info!(%model, "LoadModel waits for its workers; serving goes on meanwhile");
+        let serving = self.serving.loaded().is_some();
+        self.publish(|s| {
+            s.load_wait = Some(model);
+            s.last_error = None;
+            if !serving {
+                s.state = EngineState::Loading;
+            }
+        });
+    }
+
+    /// A wait ended: a late outcome of a cancelled wait is dropped (a cluster it formed
+    /// closes); otherwise the load goes on here, or waits again for the P2P workers' joins.
+    fn on_waited(&mut self, outcome: Outcome) {
+        let Some(mut p) = self.pending.take_if(|p| p.id == outcome.id) else {
+            return;
+        };
+        wait::join_within(p.thread(), WAIT_END_LIMIT);
+        self.publish(|s| s.load_wait = None);
+        let result = match p.abandoned() {
+            Some(left) => Err(left),
+            None => outcome.result,
+        };
+        let ready = match result {
+            Err(e) => {
+                tracing::warn!(model = %p.config.model, "LoadModel's wait ended: {e}");
+                self.after_failed_load(&e);
+                return p.reply.send(Err(e));
+            }
+            Ok(Waited::Formed { hostfile, formed }) => Ready::Cluster {
+                hostfile,
+                formed: Some(formed),
+            },
+            Ok(Waited::Found(found)) => {
+                if !cluster_load::reusable(self.session.as_ref(), &found.hostfile) {
+                    self.leave_cluster();
+                    let hostfile = found.hostfile.clone();
+                    let found = Some(found);
+                    return self.start_wait(p.config, p.reply, Job::Form { hostfile, found });
+                }
+                Ready::Cluster {
+                    hostfile: found.hostfile.clone(),
+                    formed: None,
+                }
+            }
+        };
+        let result = self.load(*p.config, ready);
+        p.reply.send(result);
+    }
+
+    /// A load needs another cluster: the engine's workers must leave theirs to join it, and
+    /// MLX holds one group at a time, so the model served on it (if any) ends now (ABORTED)
+    /// and the cluster closes (its workers wait to join again).
+    fn leave_cluster(&mut self) {
+        if self.serving.on_cluster() {
+            self.unload(&Error::Aborted(
+                "the model was replaced by LoadModel over another cluster".into(),
+            ));
+            self.publish(|s| {
+                s.model = None;
+                s.cluster_fault = None;
+                s.ranks = None;
+                s.state = EngineState::Loading;
+            });
+        }
+        self.session = None;
+        clear_groups();
     }
 }
 
@@ -336,12 +480,12 @@ impl EngineThread {
 
     /// LoadModel, all or nothing: the new model is built beside the one being served and
     /// replaces it only once complete; on failure the old one keeps serving.
-    fn load(&mut self, config: LoadConfig) -> Result<()> {
+    fn load(&mut self, config: LoadConfig, ready: Ready) -> Result<()> {
         self.publish(|s| {
             s.state = EngineState::Loading;
             s.last_error = None;
         });
-        let outcome = match guard(|| self.build(&config)) {
+        let outcome = match guard(|| self.build(&config, ready)) {
             Ok(outcome) => outcome,
             Err(panic) => Err(Error::Internal(format!("loading panicked: {panic}"))),
         };
@@ -360,21 +504,22 @@ impl EngineThread {
     }
 
     /// Loads `config`'s model, leaving the one being served in place (unless the load needs
-    /// another cluster: MLX holds one group at a time, so that one goes first).
-    fn build(&mut self, config: &LoadConfig) -> Result<Built> {
+    /// another cluster: its wait phase left the old one, see `leave_cluster`).
+    fn build(&mut self, config: &LoadConfig, ready: Ready) -> Result<Built> {
         let draft = load_draft(config)?;
-        let hostfile = match &config.p2p {
-            Some(p2p) => Some(self.p2p_cluster(p2p, config.transport)?),
-            None => cluster_load::read_hostfile(config)?.filter(|h| h.size() > 1),
+        let (hostfile, formed) = match ready {
+            Ready::Now => {
+                let h = cluster_load::read_hostfile(config)?.filter(|h| h.size() > 1);
+                (h, None)
+            }
+            Ready::Cluster { hostfile, formed } => (Some(hostfile), formed),
         };
         let model = match &hostfile {
             Some(h) => {
-                if self.serving.on_cluster() && !cluster_load::reusable(self.session.as_ref(), h) {
-                    self.unload(&Error::Aborted(
-                        "the model was replaced by LoadModel over another cluster".into(),
-                    ));
+                if formed.is_some() && self.serving.on_cluster() {
+                    self.leave_cluster();
                 }
-                cluster_load::load(config, h, &mut self.session)?
+                cluster_load::load(config, h, &mut self.session, formed)?
             }
             None => {
                 let lookup = source::Lookup::of(config);
@@ -403,28 +548,6 @@ impl EngineThread {
             on_cluster: hostfile.is_some(),
             draft,
         })
-    }
-
-    /// P2P: the workers found now. Unless they are the cluster already formed, the model it
-    /// serves goes (MLX holds one group at a time) and each worker is given its new rank.
-    fn p2p_cluster(
-        &mut self,
-        p2p: &crate::options::P2pConfig,
-        transport: crate::distributed::Transport,
-    ) -> Result<Hostfile> {
-        let found = p2p_load::discover(p2p, transport)?;
-        if !cluster_load::reusable(self.session.as_ref(), &found.hostfile) {
-            if self.serving.on_cluster() {
-                self.unload(&Error::Aborted(
-                    "the model was replaced by LoadModel over another cluster".into(),
-                ));
-            }
-            // Workers of the old cluster see it close and wait for a rank again.
-            self.session = None;
-            clear_groups();
-            found.assign()?;
-        }
-        Ok(found.hostfile)
     }
 
     /// Refuses a load that cannot fit beside the model being served, which stays resident
@@ -532,6 +655,10 @@ impl EngineThread {
 
     /// Free: the requests end ABORTED, the model and the workers' parts go.
     fn free(&mut self) {
+        if let Some(mut p) = self.pending.take() {
+            self.winding =
+                p.cancel("Free cancelled this LoadModel while it waited for its workers");
+        }
         let session = self.session.clone().filter(|_| self.serving.on_cluster());
         self.unload(&Error::Aborted("the model was freed".into()));
         if let Some(s) = session {
@@ -547,6 +674,10 @@ impl EngineThread {
     /// thread-locals) ends.
     fn finish(mut self) {
         self.fail_all(&Error::ShuttingDown);
+        if let Some(mut p) = self.pending.take() {
+            wait::join_within(p.cancel("the backend is shutting down"), WAIT_END_LIMIT);
+        }
+        wait::join_within(self.winding.take(), WAIT_END_LIMIT);
         let EngineThread {
             shared,
             serving,
@@ -566,6 +697,32 @@ impl EngineThread {
             tracing::error!("the engine thread ends with MLX work in flight: {e}");
         }
     }
+}
+
+/// What a load's wait phase left for the engine thread.
+enum Ready {
+    /// Nothing was waited for: a single node, or the engine's cluster reused (the hostfile
+    /// is read now).
+    Now,
+    /// Over `hostfile`'s cluster: the workers the wait formed it with (`formed`), or the
+    /// engine's own cluster when it is that one already.
+    Cluster {
+        hostfile: Hostfile,
+        formed: Option<Box<Formed>>,
+    },
+}
+
+/// How long a cancelled wait may take to end (it looks at its cancel every 20-50 ms).
+const WAIT_END_LIMIT: Duration = Duration::from_secs(2);
+
+/// The time options within the bounds their waits enforce, checked before anything is
+/// unloaded, so a LoadModel with a bad one changes nothing.
+fn check_waits(config: &LoadConfig) -> Result<()> {
+    crate::distributed::check_join_timeout(Duration::from_secs(config.join_timeout_secs))?;
+    if let Some(p2p) = &config.p2p {
+        p2p_load::check_wait(p2p)?;
+    }
+    super::batch::check_queue_timeout(config.queue_timeout_secs)
 }
 
 /// A model loaded beside the one being served, not yet installed.
@@ -706,6 +863,9 @@ mod tests {
             loads: 0,
             session: None,
             batch: Batch::default(),
+            pending: None,
+            winding: None,
+            waits: 0,
         }
     }
 
@@ -868,6 +1028,51 @@ mod tests {
         let mut rx = generate(&mut engine, "Hello", 2);
         run_rounds(&mut engine);
         assert_eq!(served(&mut rx), 2);
+    }
+
+    /// A load that waits for a worker runs beside serving: the fake model answers while the
+    /// wait runs, and the wait ends at its next tick once its caller is gone, the model still
+    /// served and Status's wait cleared.
+    #[test]
+    fn a_wait_for_workers_runs_beside_serving_and_ends_when_its_caller_leaves() {
+        let (post, posted) = mpsc::channel();
+        let mut engine = EngineThread { post, ..engine() };
+        install(&mut engine, FakeModel::new(Queueing::HostIds), &[]);
+        let free = || std::net::TcpListener::bind("127.0.0.1:0").map(|l| l.local_addr());
+        let mut ports: Vec<std::net::SocketAddr> = (0..3)
+            .map(|_| free().expect("a port").expect("an address"))
+            .collect();
+        let control = ports.pop().expect("three ports").port();
+        let hostfile = std::env::temp_dir().join(format!("wait-{}.json", std::process::id()));
+        std::fs::write(&hostfile, serde_json::json!(ports).to_string()).expect("written");
+        let request = LoadRequest {
+            model: "fake".into(),
+            options: vec![
+                format!("hostfile:{}", hostfile.display()),
+                format!("control_port:{control}"),
+            ],
+            ..LoadRequest::default()
+        };
+        let config = LoadConfig::from_request(&request, &NoEnv).expect("the options parse");
+        let (tx, rx) = oneshot::channel();
+        engine.on_load(Box::new(config), Reply::new(tx));
+        assert!(engine.pending.is_some());
+        let mut answer = generate(&mut engine, "Hello", 3);
+        run_rounds(&mut engine);
+        assert_eq!(served(&mut answer), 3);
+        drop(rx);
+        let waited = posted.recv_timeout(Duration::from_secs(2));
+        let _ = std::fs::remove_file(&hostfile);
+        let Ok(Command::Waited(outcome)) = waited else {
+            panic!("the wait did not end after its caller left");
+        };
+        assert!(matches!(&outcome.result, Err(Error::Aborted(m)) if m.contains("caller left")));
+        engine.on_waited(*outcome);
+        let snapshot = engine.shared.read().expect("readable").clone();
+        assert!(snapshot.load_wait.is_none() && snapshot.model.is_some());
+        assert!(snapshot
+            .last_error
+            .is_some_and(|e| e.contains("caller left")));
     }
 
     /// A panic in a command becomes an error naming it, whether its message was a literal

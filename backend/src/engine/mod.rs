@@ -12,6 +12,7 @@ mod p2p_load;
 mod relay;
 mod sharded;
 mod shared;
+mod wait;
 
 pub use handle::{Engine, EngineHandle, EventStream};
 pub use shared::{EngineState, Metrics, ModelInfo, Snapshot};

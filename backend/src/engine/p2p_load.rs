@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use crate::distributed::p2p::{self, Assignment, Network, Node, Wanted};
-use crate::distributed::{Hostfile, Transport};
+use crate::distributed::p2p::{self, Assignment, Network, Node, Wanted, MAX_P2P_WAIT_SECS};
+use crate::distributed::{GiveUp, Hostfile, Transport};
 use crate::error::{Error, Result};
 use crate::options::P2pConfig;
 
@@ -22,15 +22,40 @@ fn p2p_error(e: p2p::P2pError) -> Error {
     Error::Distributed(e.to_string())
 }
 
+/// `p2p_wait` within `MAX_P2P_WAIT_SECS`, or an error naming both.
+pub fn check_wait(config: &P2pConfig) -> Result<()> {
+    match config.wait_secs > MAX_P2P_WAIT_SECS {
+        true => Err(Error::InvalidRequest(format!(
+            "p2p_wait is {} s, above its limit of {MAX_P2P_WAIT_SECS} s",
+            config.wait_secs
+        ))),
+        false => Ok(()),
+    }
+}
+
 /// Browses for the workers `config` asks for and lays out the cluster over `transport` with
-/// this process first.
-pub fn discover(config: &P2pConfig, transport: Transport) -> Result<Found> {
+/// this process first; `give_up` (and a stop) ends the browse at its next tick.
+pub fn discover(config: &P2pConfig, transport: Transport, give_up: GiveUp<'_>) -> Result<Found> {
+    check_wait(config)?;
     let net = Network::new(&config.token.0, &config.network_id).map_err(p2p_error)?;
     let wanted = Wanted {
         ranks: config.ranks,
         wait: Duration::from_secs(config.wait_secs),
     };
-    let workers = p2p::browse(&net, wanted).map_err(p2p_error)?;
+    let gave_up = std::cell::RefCell::new(None);
+    let stop = || {
+        let why =
+            give_up().or_else(|| crate::lifecycle::stop_requested().then_some(Error::ShuttingDown));
+        let stop = why.is_some();
+        *gave_up.borrow_mut() = why;
+        stop
+    };
+    let workers = match p2p::browse(&net, wanted, &stop) {
+        Err(p2p::P2pError::GaveUp) => {
+            return Err(gave_up.take().unwrap_or(Error::ShuttingDown));
+        }
+        other => other.map_err(p2p_error)?,
+    };
     let own = p2p::own_ring(config.ring.as_deref()).map_err(p2p_error)?;
     let own_rdma = match transport {
         Transport::Jaccl => p2p::rdma_devices(&config.rdma_devices),

@@ -141,6 +141,9 @@ pub struct Snapshot {
     /// Each rank's part, health and step times, while the model is on a cluster (kept when a
     /// rank is lost, so the loss shows).
     pub ranks: Option<Arc<RankBoard>>,
+    /// The model a LoadModel is waiting for workers or peers for, while it waits (serving
+    /// goes on meanwhile): Status shows it as `load_waiting`.
+    pub load_wait: Option<String>,
 }
 
 impl Snapshot {
@@ -170,6 +173,7 @@ impl Default for Snapshot {
             last_error: None,
             cluster_fault: None,
             ranks: None,
+            load_wait: None,
         }
     }
 }

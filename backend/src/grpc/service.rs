@@ -516,6 +516,11 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
                     "grammar_compiles_running".to_string(),
                     compiles.running as u64,
                 ),
+                // 1 while a LoadModel waits for its workers beside the model being served.
+                (
+                    "load_waiting".to_string(),
+                    u64::from(snapshot.load_wait.is_some()),
+                ),
             ]
             .into_iter()
             .chain(rank_entries(&snapshot))

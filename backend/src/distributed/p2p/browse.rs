@@ -51,6 +51,9 @@ fn port_of(addr: &str) -> Result<u16> {
         .ok_or_else(|| P2pError::Cluster(format!("{addr}: expected ip:port")))
 }
 
+/// The longest `p2p_wait`: a load browses for its workers at most ten minutes.
+pub const MAX_P2P_WAIT_SECS: u64 = 600;
+
 /// How many workers rank 0 waits for.
 #[derive(Debug, Clone, Copy)]
 pub struct Wanted {
@@ -60,10 +63,17 @@ pub struct Wanted {
     pub wait: Duration,
 }
 
-/// The workers of `net` on the LAN, in node-id order (the order of their ranks).
-pub fn browse(net: &Network, wanted: Wanted) -> Result<Vec<Node>> {
+/// The workers of `net` on the LAN, in node-id order (the order of their ranks). `give_up`
+/// (or a stop) ends the browse at its next tick with `P2pError::GaveUp`.
+pub fn browse(net: &Network, wanted: Wanted, give_up: &dyn Fn() -> bool) -> Result<Vec<Node>> {
+    if wanted.wait.as_secs() > MAX_P2P_WAIT_SECS {
+        return Err(P2pError::Cluster(format!(
+            "p2p_wait is {} s, above its limit of {MAX_P2P_WAIT_SECS} s",
+            wanted.wait.as_secs()
+        )));
+    }
     let daemon = ServiceDaemon::new()?;
-    let found = collect(&daemon, net, wanted);
+    let found = collect(&daemon, net, wanted, give_up);
     let _ = daemon.shutdown();
     let found = found?;
     let names = || {
@@ -90,11 +100,15 @@ pub fn browse(net: &Network, wanted: Wanted) -> Result<Vec<Node>> {
     }
 }
 
+/// How often the browse looks at its deadline, `give_up` and a stop between mDNS events.
+const BROWSE_TICK: Duration = Duration::from_millis(50);
+
 /// Browses until `wanted` is met or its wait is over: the verified workers by node id.
 fn collect(
     daemon: &ServiceDaemon,
     net: &Network,
     wanted: Wanted,
+    give_up: &dyn Fn() -> bool,
 ) -> Result<BTreeMap<String, Node>> {
     let events = daemon.browse(SERVICE)?;
     let deadline = Instant::now() + wanted.wait;
@@ -104,11 +118,14 @@ fn collect(
         if wanted.ranks.is_some_and(|n| found.len() + 1 >= n) {
             return Ok(found);
         }
+        if give_up() || crate::lifecycle::stop_requested() {
+            return Err(P2pError::GaveUp);
+        }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Ok(found);
         }
-        match events.recv_timeout(left.min(Duration::from_millis(200))) {
+        match events.recv_timeout(left.min(BROWSE_TICK)) {
             Ok(ServiceEvent::ServiceResolved(info)) => {
                 if let Some(node) = verified(net, &info) {
                     if found.insert(node.id.clone(), node.clone()).is_none() {

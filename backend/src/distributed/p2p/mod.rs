@@ -16,7 +16,7 @@ use super::wire::Secret;
 use super::Transport;
 
 pub use assign::{assign, await_assignment, Assignment};
-pub use browse::{browse, Advert, Wanted};
+pub use browse::{browse, Advert, Wanted, MAX_P2P_WAIT_SECS};
 pub use jaccl::device_matrix;
 
 /// The DNS-SD service every node advertises.
@@ -34,6 +34,9 @@ pub enum P2pError {
     /// The settings or what was found cannot form a cluster.
     #[error("{0}")]
     Cluster(String),
+    /// The browse was ended early (its caller left, or a stop): the caller knows why.
+    #[error("the browse for workers was given up")]
+    GaveUp,
 }
 
 pub type Result<T> = std::result::Result<T, P2pError>;
