@@ -10,8 +10,9 @@ pub fn release() {
     trim_heap();
 }
 
+/// Returns the C heap's free pages to the system (glibc keeps freed memory in its arenas).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn trim_heap() {
+pub fn trim_heap() {
     // SAFETY: malloc_trim takes no pointer; it only returns free pages of every arena.
     unsafe {
         libc::malloc_trim(0);
@@ -20,4 +21,4 @@ fn trim_heap() {
 
 /// Other C libraries (macOS's among them) return large frees to the system themselves.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn trim_heap() {}
+pub fn trim_heap() {}

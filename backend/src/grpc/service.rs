@@ -8,7 +8,7 @@ use tonic::{Request, Response, Status};
 
 use super::convert::{self, check_identity};
 use super::pb;
-use super::status::to_status;
+use super::status::{bounded_status, client_text, to_status};
 use crate::chat_output::{parse_tool_calls, OutputFormat, ReasoningSplitter, Split};
 use crate::engine::{Engine, EngineState, ModelInfo};
 use crate::error::Error;
@@ -36,7 +36,7 @@ impl<E: Engine> Service<E> {
     /// LoadModel with its metrics listener: a `metrics_addr` that cannot be bound fails the
     /// load before anything is loaded, naming the address.
     async fn load_with_metrics(&self, config: LoadConfig) -> pb::Result {
-        let (model, addr) = (config.model.clone(), config.metrics_addr);
+        let (model, addr) = (crate::error::quote(&config.model), config.metrics_addr);
         let load = async {
             let result = outcome(
                 self.engine.load(config).await,
@@ -50,7 +50,7 @@ impl<E: Engine> Service<E> {
             Ok(result) => result,
             Err(e) => pb::Result {
                 success: false,
-                message: format!("error loading model {model}: {e}"),
+                message: client_text(&format!("error loading model {model}: {e}")),
             },
         }
     }
@@ -78,12 +78,15 @@ impl<E: Engine> Service<E> {
     ) -> Result<(ModelInfo, GenerateRequest, String), Status> {
         let model = self.loaded()?;
         check_identity(&req.model_identity, &model)?;
+        convert::refuse_media(req)?;
         let prompt = convert::prompt_text(req, &model.tokenizer)?;
         let options = convert::generate_options(req, &model, stream)?;
         let (info, text, grammar) = (model.clone(), prompt.clone(), req.grammar.clone());
         let request = tokio::task::spawn_blocking(move || info.request(&text, options, &grammar))
             .await
-            .map_err(|e| Status::internal(format!("tokenizing the prompt failed: {e}")))?
+            .map_err(|e| {
+                Status::internal(client_text(&format!("tokenizing the prompt failed: {e}")))
+            })?
             .map_err(to_status)?;
         Ok((model, request, prompt))
     }
@@ -253,7 +256,7 @@ fn outcome(
         },
         Ok(Err(e)) => pb::Result {
             success: false,
-            message: format!("{doing}: {e}"),
+            message: client_text(&format!("{doing}: {e}")),
         },
         Err(_) => pb::Result {
             success: false,
@@ -308,6 +311,21 @@ fn stream_replies(
     Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
 }
 
+/// A request this large (encoded) leaves its buffers in the C heap's arenas when dropped.
+const LARGE_REQUEST: usize = 1 << 20;
+
+fn is_large(request: &pb::PredictOptions) -> bool {
+    prost::Message::encoded_len(request) > LARGE_REQUEST
+}
+
+/// Gives the heap's free pages back after a large request was dropped (on a blocking
+/// thread: a trim walks every arena), so megabytes a client sent do not stay resident.
+fn trim_after(large: bool) {
+    if large {
+        drop(tokio::task::spawn_blocking(crate::memory::trim_heap));
+    }
+}
+
 /// A request's outcome label for a finish reason.
 fn finish_label(finish: FinishReason) -> &'static str {
     match finish {
@@ -349,7 +367,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
             _ => "OK".to_string(),
         };
         Ok(Response::new(pb::Reply {
-            message: message.into_bytes(),
+            message: client_text(&message).into_bytes(),
             ..Default::default()
         }))
     }
@@ -384,7 +402,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
         let result = match LoadConfig::from_request(&req, &self.settings) {
             Err(message) => pb::Result {
                 success: false,
-                message,
+                message: client_text(&message),
             },
             Ok(config) => self.load_with_metrics(config).await,
         };
@@ -396,16 +414,21 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
         request: Request<pb::PredictOptions>,
     ) -> Result<Response<pb::Reply>, Status> {
         let tally = self.exporter.outcomes().start();
-        match self.answer(request.get_ref()).await {
+        let large = is_large(request.get_ref());
+        let result = match self.answer(request.get_ref()).await {
             Ok((reply, finish)) => {
                 tally.finished(finish_label(finish));
                 Ok(Response::new(reply))
             }
             Err(status) => {
+                let status = bounded_status(status);
                 failed(tally, &status);
                 Err(status)
             }
-        }
+        };
+        drop(request);
+        trim_after(large);
+        result
     }
 
     type PredictStreamStream = ReplyStream;
@@ -415,13 +438,18 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
         request: Request<pb::PredictOptions>,
     ) -> Result<Response<ReplyStream>, Status> {
         let tally = self.exporter.outcomes().start();
-        match self.start_stream(request.get_ref()).await {
+        let large = is_large(request.get_ref());
+        let result = match self.start_stream(request.get_ref()).await {
             Ok((replies, events)) => Ok(Response::new(stream_replies(replies, events, tally))),
             Err(status) => {
+                let status = bounded_status(status);
                 failed(tally, &status);
                 Err(status)
             }
-        }
+        };
+        drop(request);
+        trim_after(large);
+        result
     }
 
     async fn tokenize_string(
@@ -430,9 +458,14 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
     ) -> Result<Response<pb::TokenizationResponse>, Status> {
         let model = self.loaded()?;
         let req = request.get_ref();
-        check_identity(&req.model_identity, &model)?;
-        let text = convert::prompt_text(req, &model.tokenizer)?;
-        let ids = model.tokenizer.encode(&text).map_err(to_status)?;
+        let ids = async {
+            check_identity(&req.model_identity, &model)?;
+            convert::refuse_media(req)?;
+            let text = convert::prompt_text(req, &model.tokenizer)?;
+            model.tokenizer.encode(&text).map_err(to_status)
+        }
+        .await
+        .map_err(bounded_status)?;
         Ok(Response::new(pb::TokenizationResponse {
             length: ids.len() as i32,
             tokens: ids.into_iter().map(|i| i as i32).collect(),

@@ -41,7 +41,13 @@ pub fn read(dir: &Path, user_scale: f32) -> Result<HashMap<String, Update>> {
 
 /// The weights file's arrays, by key.
 fn load(file: &Path) -> Result<HashMap<String, Array>> {
-    Array::load_safetensors(file).map_err(|e| Error::Adapter(format!("{}: {e}", file.display())))
+    Array::load_safetensors(file).map_err(|e| {
+        let why = match e {
+            mlx_rs::error::IoError::Exception(x) => crate::error::mlx_text(&x),
+            other => other.to_string(),
+        };
+        Error::Adapter(format!("{}: {why}", file.display()))
+    })
 }
 
 /// mlx-lm's format: `lora_parameters.scale` and keys `{layer}.lora_a` / `{layer}.lora_b`.
@@ -151,6 +157,8 @@ impl Pairs {
                     "`{layer}` has only one of its two LoRA factors"
                 )));
             };
+            check_factor(&layer, "A", &a).map_err(&what)?;
+            check_factor(&layer, "B", &b).map_err(&what)?;
             let (a, b) = match orientation {
                 Orientation::MlxLm => (a, b),
                 Orientation::Peft => (a.t(), b.t()),
@@ -163,10 +171,38 @@ impl Pairs {
                 )));
             }
             let s = scale((&layer, r)).map_err(&what)?;
+            if !s.is_finite() {
+                return Err(what(format!(
+                    "`{layer}`: the LoRA scale (the config's scale or alpha / r, times the \
+                     requested scale) is {s}, not a finite number"
+                )));
+            }
             let b = b.multiply(Array::from_f32(s).as_dtype(b.dtype())?)?;
             updates.insert(layer, Update { a, b });
         }
         Ok(updates)
+    }
+}
+
+/// A factor must be floating point with finite values: an integer tensor is no trained update,
+/// and one NaN makes every logit NaN (the model then answers empty text).
+fn check_factor(layer: &str, name: &str, x: &Array) -> Result<(), String> {
+    if !x.dtype().is_float() {
+        return Err(format!(
+            "`{layer}`: LoRA factor {name} has dtype {:?}; factors must be floating point",
+            x.dtype()
+        ));
+    }
+    let finite = x
+        .is_finite()
+        .and_then(|f| f.all(None))
+        .map_err(|e| crate::error::mlx_text(&e))?;
+    match finite.try_item_exact::<bool>() {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(format!(
+            "`{layer}`: LoRA factor {name} holds NaN or infinite values"
+        )),
+        Err(e) => Err(format!("`{layer}`: LoRA factor {name}: {e}")),
     }
 }
 
