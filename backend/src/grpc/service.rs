@@ -25,7 +25,10 @@ pub struct Service<E: Engine> {
 }
 
 impl<E: Engine> Service<E> {
+    /// The service; it receives messages of up to 50 MiB, so the C heap is set to give
+    /// large blocks back when they are freed (`memory::bound_heap`).
     pub fn new(engine: Arc<E>, settings: Settings, exporter: Arc<Exporter>) -> Service<E> {
+        crate::memory::bound_heap();
         Service {
             engine,
             settings,
@@ -311,21 +314,6 @@ fn stream_replies(
     Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
 }
 
-/// A request this large (encoded) leaves its buffers in the C heap's arenas when dropped.
-const LARGE_REQUEST: usize = 1 << 20;
-
-fn is_large(request: &pb::PredictOptions) -> bool {
-    prost::Message::encoded_len(request) > LARGE_REQUEST
-}
-
-/// Gives the heap's free pages back after a large request was dropped (on a blocking
-/// thread: a trim walks every arena), so megabytes a client sent do not stay resident.
-fn trim_after(large: bool) {
-    if large {
-        drop(tokio::task::spawn_blocking(crate::memory::trim_heap));
-    }
-}
-
 /// A request's outcome label for a finish reason.
 fn finish_label(finish: FinishReason) -> &'static str {
     match finish {
@@ -414,8 +402,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
         request: Request<pb::PredictOptions>,
     ) -> Result<Response<pb::Reply>, Status> {
         let tally = self.exporter.outcomes().start();
-        let large = is_large(request.get_ref());
-        let result = match self.answer(request.get_ref()).await {
+        match self.answer(request.get_ref()).await {
             Ok((reply, finish)) => {
                 tally.finished(finish_label(finish));
                 Ok(Response::new(reply))
@@ -425,10 +412,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
                 failed(tally, &status);
                 Err(status)
             }
-        };
-        drop(request);
-        trim_after(large);
-        result
+        }
     }
 
     type PredictStreamStream = ReplyStream;
@@ -438,18 +422,14 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
         request: Request<pb::PredictOptions>,
     ) -> Result<Response<ReplyStream>, Status> {
         let tally = self.exporter.outcomes().start();
-        let large = is_large(request.get_ref());
-        let result = match self.start_stream(request.get_ref()).await {
+        match self.start_stream(request.get_ref()).await {
             Ok((replies, events)) => Ok(Response::new(stream_replies(replies, events, tally))),
             Err(status) => {
                 let status = bounded_status(status);
                 failed(tally, &status);
                 Err(status)
             }
-        };
-        drop(request);
-        trim_after(large);
-        result
+        }
     }
 
     async fn tokenize_string(
