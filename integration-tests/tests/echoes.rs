@@ -330,7 +330,7 @@ fn deep_or_huge_yaml_is_refused_quickly() -> TestResult {
     let dir = TempDir::new("echoes-yaml")?;
     let deep = dir.0.join("deep.yaml");
     let nest = format!(
-        "name: x\noptions: {}{}\n",
+        "name: x\nextra: {}{}\n",
         "[".repeat(100_000),
         "]".repeat(100_000)
     );
