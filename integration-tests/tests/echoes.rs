@@ -362,4 +362,3 @@ fn deep_or_huge_yaml_is_refused_quickly() -> TestResult {
     }
     Ok(())
 }
-

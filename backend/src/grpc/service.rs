@@ -349,8 +349,10 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
             EngineState::Stopped => {
                 format!("STOPPED: {}", snapshot.last_error.unwrap_or_default())
             }
+            // Only a panic that escaped the engine thread fails it; its text is in the log.
             EngineState::Failed => {
-                format!("FAILED: {}", snapshot.last_error.unwrap_or_default())
+                "FAILED: the engine thread panicked (the panic's message is in the backend's log)"
+                    .to_string()
             }
             _ => "OK".to_string(),
         };

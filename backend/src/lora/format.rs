@@ -80,7 +80,8 @@ fn mlx_lm(dir: &Path, config: &Value, user_scale: f32) -> Result<HashMap<String,
             Some((layer, "lora_b")) => (layer, Part::B),
             _ => {
                 return Err(what(format!(
-                    "`{key}` is not a LoRA key (`...lora_a`, `...lora_b`)"
+                    "`{}` is not a LoRA key (`...lora_a`, `...lora_b`)",
+                    crate::error::quote(&key)
                 )))
             }
         };
@@ -103,8 +104,9 @@ fn peft(dir: &Path, config: &Value, user_scale: f32) -> Result<HashMap<String, U
             (layer, Part::B)
         } else {
             return Err(what(format!(
-                "`{key}` is not a LoRA key of a linear layer (`...lora_A.weight`, \
-                 `...lora_B.weight`); embedding adapters, biases and saved modules are not supported"
+                "`{}` is not a LoRA key of a linear layer (`...lora_A.weight`, \
+                 `...lora_B.weight`); embedding adapters, biases and saved modules are not supported",
+                crate::error::quote(&key)
             )));
         };
         pairs.put(layer, part, array);
