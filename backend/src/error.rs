@@ -96,10 +96,25 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Resu
 }
 
 /// What an MLX exception says: MLX's message alone. mlx-rs's `Display` adds where the Rust
-/// wrapper built the error (`/rustc/…/function.rs:250:5`), which tells a client nothing.
+/// wrapper built the error (`/rustc/…/function.rs:250:5`) and mlx-c ends its text with its
+/// own source line (` at …/mlx/c/io.cpp:76`); neither tells a client anything.
 pub fn mlx_text(e: &mlx_rs::error::Exception) -> String {
-    tracing::debug!(location = %e.location(), "MLX exception");
-    e.what().trim().to_string()
+    tracing::debug!(location = %e.location(), what = %e.what(), "MLX exception");
+    without_source_line(e.what().trim()).to_string()
+}
+
+/// `text` without a trailing ` at <file>:<line>`.
+fn without_source_line(text: &str) -> &str {
+    let Some((message, place)) = text.rsplit_once(" at ") else {
+        return text;
+    };
+    let line_number = place.rsplit_once(':').is_some_and(|(file, n)| {
+        file.contains('.') && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+    });
+    match line_number && !place.contains(' ') && !message.is_empty() {
+        true => message.trim_end(),
+        false => text,
+    }
 }
 
 /// An MLX I/O error's text, its exception (if any) without the location.
@@ -164,6 +179,14 @@ mod tests {
         let e = Error::from(mlx_rs::error::Exception::custom("[reshape] Cannot reshape"));
         let text = e.to_string();
         assert_eq!(text, "MLX: [reshape] Cannot reshape", "{text}");
+        let e = Error::from(mlx_rs::error::Exception::custom(
+            "[read] Unable to read 1 bytes from file. at /src/mlx-c/mlx/c/io.cpp:76",
+        ));
+        assert_eq!(
+            e.to_string(),
+            "MLX: [read] Unable to read 1 bytes from file."
+        );
+        assert_eq!(without_source_line("look at me"), "look at me");
     }
 
     #[test]
