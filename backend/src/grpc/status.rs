@@ -27,9 +27,14 @@ pub fn client_text(message: &str) -> String {
     match message.find(PANICKED) {
         Some(at) => {
             tracing::error!(detail = %bounded(message), "a panic failed a request");
+            // The head ends where the panic's own words begin: a colon, a quote, or tokio's
+            // "with message" (a blocking task's panic).
             let end = message[at..]
-                .find(':')
-                .map_or(at + PANICKED.len(), |colon| at + colon);
+                .find([':', '"'])
+                .into_iter()
+                .chain(message[at..].find(" with message"))
+                .min()
+                .map_or(at + PANICKED.len(), |cut| at + cut);
             let head = &message[..end];
             bounded(&format!(
                 "{head} (the panic's message is in the backend's log)"
@@ -65,6 +70,12 @@ mod tests {
         assert_eq!(
             panic.message(),
             "the engine panicked in a generation step (the panic's message is in the backend's log)"
+        );
+        let task =
+            client_text("tokenizing the prompt failed: task 9 panicked with message \"a: b\"");
+        assert!(
+            task.starts_with("tokenizing the prompt failed: task 9 panicked ("),
+            "{task}"
         );
         let capped = bounded_status(Status::not_found("y".repeat(5000)));
         assert_eq!(capped.code(), tonic::Code::NotFound);
