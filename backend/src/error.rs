@@ -6,9 +6,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("MLX: {0}")]
+    /// MLX's own message, without mlx-rs's Rust source location (which names no cause).
+    #[error("MLX: {}", mlx_text(.0))]
     Mlx(#[from] mlx_rs::error::Exception),
-    #[error("MLX I/O: {0}")]
+    #[error("MLX I/O: {}", mlx_io_text(.0))]
     MlxIo(#[from] mlx_rs::error::IoError),
     #[error("{path}: {source}")]
     Io {
@@ -94,6 +95,36 @@ pub fn read_json<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Resu
     })
 }
 
+/// What an MLX exception says: MLX's message alone. mlx-rs's `Display` adds where the Rust
+/// wrapper built the error (`/rustc/…/function.rs:250:5`) and mlx-c ends its text with its
+/// own source line (` at …/mlx/c/io.cpp:76`); neither tells a client anything.
+pub fn mlx_text(e: &mlx_rs::error::Exception) -> String {
+    tracing::debug!(location = %e.location(), what = %e.what(), "MLX exception");
+    without_source_line(e.what().trim()).to_string()
+}
+
+/// `text` without a trailing ` at <file>:<line>`.
+fn without_source_line(text: &str) -> &str {
+    let Some((message, place)) = text.rsplit_once(" at ") else {
+        return text;
+    };
+    let line_number = place.rsplit_once(':').is_some_and(|(file, n)| {
+        file.contains('.') && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+    });
+    match line_number && !place.contains(' ') && !message.is_empty() {
+        true => message.trim_end(),
+        false => text,
+    }
+}
+
+/// An MLX I/O error's text, its exception (if any) without the location.
+fn mlx_io_text(e: &mlx_rs::error::IoError) -> String {
+    match e {
+        mlx_rs::error::IoError::Exception(x) => mlx_text(x),
+        other => other.to_string(),
+    }
+}
+
 /// The most of a user's value an error message quotes.
 const QUOTE_LIMIT: usize = 200;
 
@@ -106,9 +137,57 @@ pub fn quote(value: &str) -> String {
     }
 }
 
+/// The most text a status message sent to a client carries.
+pub const MESSAGE_LIMIT: usize = 1024;
+
+/// `text` cut to [`MESSAGE_LIMIT`] bytes at a character boundary, ending "… (N bytes)": the
+/// last-resort bound at the gRPC edge, for any text a value reached unquoted.
+pub fn bounded(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() <= MESSAGE_LIMIT {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let tail = format!("… ({} bytes)", text.len());
+    let mut cut = MESSAGE_LIMIT - tail.len();
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}{tail}", &text[..cut]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bounded_texts_fit_the_limit() {
+        assert_eq!(bounded("short"), "short");
+        for text in [
+            "x".repeat(5000),
+            "é".repeat(3000),
+            "€".repeat(MESSAGE_LIMIT),
+        ] {
+            let b = bounded(&text);
+            assert!(b.len() <= MESSAGE_LIMIT, "{}", b.len());
+            assert!(b.ends_with(&format!("… ({} bytes)", text.len())), "{b}");
+        }
+        let exact = "y".repeat(MESSAGE_LIMIT);
+        assert_eq!(bounded(&exact), exact.as_str());
+    }
+
+    #[test]
+    fn mlx_errors_carry_no_rust_location() {
+        let e = Error::from(mlx_rs::error::Exception::custom("[reshape] Cannot reshape"));
+        let text = e.to_string();
+        assert_eq!(text, "MLX: [reshape] Cannot reshape", "{text}");
+        let e = Error::from(mlx_rs::error::Exception::custom(
+            "[read] Unable to read 1 bytes from file. at /src/mlx-c/mlx/c/io.cpp:76",
+        ));
+        assert_eq!(
+            e.to_string(),
+            "MLX: [read] Unable to read 1 bytes from file."
+        );
+        assert_eq!(without_source_line("look at me"), "look at me");
+    }
 
     #[test]
     fn quote_cuts_long_values_at_a_char_boundary() {

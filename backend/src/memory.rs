@@ -10,8 +10,34 @@ pub fn release() {
     trim_heap();
 }
 
-/// Returns the C heap's free pages to the system (after a grammar compile, whose freed
-/// automata would otherwise stay resident in its thread's arena).
+/// Blocks at least this large get their own mapping, returned to the system when freed.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const MMAP_THRESHOLD: libc::c_int = 4 << 20;
+/// Free memory at the top of an arena beyond this goes back to the system at once.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const TRIM_THRESHOLD: libc::c_int = 32 << 20;
+
+/// Fixes glibc's thresholds for large blocks. By default each large free raises them (up to
+/// 32 MiB mapped, 64 MiB kept at an arena's top), and `malloc_trim` never shrinks a thread
+/// arena's top: ten 20 MB request messages left 74 MiB resident for good. Fixed, a block of
+/// 4 MiB or more is mapped alone and unmapped when freed.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn bound_heap() {
+    // SAFETY: mallopt takes no pointer; it sets two of the allocator's global parameters.
+    let set = unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+            & libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+    };
+    if set != 1 {
+        tracing::warn!("setting the C heap's thresholds failed");
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn bound_heap() {}
+
+/// Returns the C heap's free pages to the system (glibc keeps freed memory in its arenas;
+/// a grammar compile's freed automata would otherwise stay in its thread's arena).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn trim_heap() {
     // SAFETY: malloc_trim takes no pointer; it only returns free pages of every arena.

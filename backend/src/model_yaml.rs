@@ -118,6 +118,7 @@ impl ModelYaml {
     /// Parses a model YAML; an error names the field and its line (serde_yaml's location),
     /// and an option that is not `key:value` is an error naming it and its line.
     pub fn parse(text: &str) -> Result<ModelYaml, String> {
+        check_shape(text)?;
         let mut yaml: ModelYaml = serde_yaml::from_str(text).map_err(|e| explain(e, text))?;
         if let Value::Mapping(all) = serde_yaml::from_str(text).map_err(|e| explain(e, text))? {
             yaml.other = all
@@ -129,7 +130,8 @@ impl ModelYaml {
             if !option.contains(':') {
                 let at = line_of(text, option).map_or(String::new(), |l| format!(" at line {l}"));
                 return Err(format!(
-                    "options: `{option}`{at} is not `key:value` (LocalAI passes each entry as is)"
+                    "options: `{}`{at} is not `key:value` (LocalAI passes each entry as is)",
+                    crate::error::quote(option)
                 ));
             }
         }
@@ -203,6 +205,75 @@ impl ModelYaml {
             .filter(|(_, on)| *on)
             .map(|(k, _)| k)
             .collect()
+    }
+}
+
+/// The largest model YAML read: a model's description is a few KiB, and the parser's time and
+/// memory grow with the text.
+pub const MAX_YAML_BYTES: usize = 1 << 20;
+
+/// The deepest nesting read (flow `[`/`{` and block indentation together): serde_yaml's
+/// parser takes quadratic time in the flow depth (100k levels took over 30 s).
+pub const MAX_YAML_DEPTH: usize = 64;
+
+/// Refuses, before serde_yaml reads it, a text over [`MAX_YAML_BYTES`] or nested deeper than
+/// [`MAX_YAML_DEPTH`] (naming the limit and the line), with one cheap pass over the text.
+fn check_shape(text: &str) -> Result<(), String> {
+    if text.len() > MAX_YAML_BYTES {
+        return Err(format!(
+            "the model YAML is {} bytes, over the limit of {MAX_YAML_BYTES}",
+            text.len()
+        ));
+    }
+    let mut depth = Depth::default();
+    for (i, line) in text.lines().enumerate() {
+        if depth.line(line) > MAX_YAML_DEPTH {
+            return Err(format!(
+                "the model YAML nests deeper than {MAX_YAML_DEPTH} levels at line {}",
+                i + 1
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The nesting a scan has seen: block indentations open, flow brackets open, and whether it
+/// is inside a quoted scalar (which may span lines).
+#[derive(Default)]
+struct Depth {
+    indents: Vec<usize>,
+    flow: usize,
+    quote: Option<char>,
+}
+
+impl Depth {
+    /// Takes one line; returns the deepest nesting on it.
+    fn line(&mut self, line: &str) -> usize {
+        let body = line.trim_start_matches(' ');
+        if self.quote.is_none() && self.flow == 0 && !body.is_empty() && !body.starts_with('#') {
+            let indent = line.len() - body.len();
+            while self.indents.last().is_some_and(|&top| top >= indent) {
+                self.indents.pop();
+            }
+            self.indents.push(indent);
+        }
+        let mut deepest = self.indents.len() + self.flow;
+        let mut prev = ' ';
+        for c in body.chars() {
+            match (self.quote, c) {
+                (Some(q), c) if c == q => self.quote = None,
+                (Some(_), _) => {}
+                (None, '#') if prev == ' ' => break,
+                (None, '\'' | '"') if " [{,:-".contains(prev) => self.quote = Some(c),
+                (None, '[' | '{') => self.flow += 1,
+                (None, ']' | '}') => self.flow = self.flow.saturating_sub(1),
+                (None, '-') if prev == ' ' => deepest += 1,
+                _ => {}
+            }
+            deepest = deepest.max(self.indents.len() + self.flow);
+            prev = c;
+        }
+        deepest
     }
 }
 
@@ -352,6 +423,37 @@ options: [\"parallelism:expert\"]
                 assert!(e.contains(w), "{text:?}: {e}");
             }
         }
+    }
+
+    /// Deep flow or block nesting and oversized texts are refused at once, naming the limit
+    /// and the line; the fixture's own shapes pass.
+    #[test]
+    fn nesting_and_size_are_bounded() {
+        let started = std::time::Instant::now();
+        let flow = format!(
+            "name: x\noptions: {}{}\n",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        let e = ModelYaml::parse(&flow).err().unwrap_or_default();
+        assert!(e.contains("64 levels") && e.contains("line 2"), "{e}");
+        let mut block = String::new();
+        for i in 0..100 {
+            block.push_str(&format!("{}k{i}:\n", " ".repeat(i)));
+        }
+        let e = ModelYaml::parse(&block).err().unwrap_or_default();
+        assert!(e.contains("64 levels"), "{e}");
+        let dashes = format!("options:\n{}x\n", "- ".repeat(200));
+        assert!(ModelYaml::parse(&dashes).is_err());
+        let big = format!("name: x\n# {}\n", "y".repeat(MAX_YAML_BYTES));
+        let e = ModelYaml::parse(&big).err().unwrap_or_default();
+        assert!(e.contains("over the limit"), "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        let quoted = "name: \"a [ { b\"\noptions: ['it''s:x', \"k:[v\"]\n";
+        assert!(
+            ModelYaml::parse(quoted).is_ok(),
+            "quoted brackets count for nothing"
+        );
     }
 
     #[test]

@@ -49,6 +49,56 @@ impl OptionValue {
     }
 }
 
+/// The value as written (a string quoted and cut by `error::quote`), for error messages.
+impl std::fmt::Display for OptionValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OptionValue::Bool(b) => write!(f, "{b}"),
+            OptionValue::Int(i) => write!(f, "{i}"),
+            OptionValue::Float(x) => write!(f, "{x}"),
+            OptionValue::Str(s) => write!(f, "\"{}\"", crate::error::quote(s)),
+        }
+    }
+}
+
+/// The ranges of the integer options: each refused beyond its bound with a message naming
+/// the option, the range and the value (`key:1e11` is no integer and no sensible size).
+pub mod bounds {
+    /// Seconds rank 0 waits for every worker to join (`join_timeout`).
+    pub const JOIN_TIMEOUT_SECS: (usize, usize) = (1, 3600);
+    /// Seconds a request may wait for a batch row (`queue_timeout`).
+    pub const QUEUE_TIMEOUT_SECS: (usize, usize) = (1, 3600);
+    /// Seconds rank 0 browses for P2P workers (`p2p_wait`, `MLX_P2P_WAIT`).
+    pub const P2P_WAIT_SECS: (usize, usize) = (1, 600);
+    /// Ranks of a P2P cluster, rank 0 included (`p2p_ranks`, `MLX_P2P_RANKS`).
+    pub const P2P_RANKS: (usize, usize) = (2, 1024);
+    /// Tokens: `max_tokens`, `max_kv_size`, `prefill_step_size`, `quantized_kv_start`.
+    pub const TOKENS: usize = 1 << 24;
+    pub const TOP_K: (usize, usize) = (0, 1 << 20);
+    pub const MAX_CACHE_ENTRIES: (usize, usize) = (0, 100_000);
+    /// MiB of KV memory (16 TiB).
+    pub const KV_MEMORY_MB: (usize, usize) = (1, 1 << 24);
+    pub const MAX_BATCH: (usize, usize) = (1, 1024);
+    pub const MAX_QUEUE: (usize, usize) = (0, 1_000_000);
+    pub const PORT: (usize, usize) = (1, 65535);
+}
+
+/// An integer in `[lo, hi]`.
+fn int_in(v: &OptionValue, (lo, hi): (usize, usize)) -> Option<usize> {
+    match v {
+        OptionValue::Int(i) => usize::try_from(*i).ok().filter(|n| (lo..=hi).contains(n)),
+        _ => None,
+    }
+}
+
+/// What an integer option expects: "an integer in [lo, hi]" and the unit, if any.
+fn range_text((lo, hi): (usize, usize), unit: &str) -> String {
+    match unit {
+        "" => format!("an integer in [{lo}, {hi}]"),
+        unit => format!("a whole number of {unit} in [{lo}, {hi}]"),
+    }
+}
+
 /// Splits each entry at its first ':' and trims both sides; entries without ':' are skipped.
 pub fn parse_options(options: &[String]) -> Vec<(String, OptionValue)> {
     options
@@ -245,8 +295,9 @@ struct ClusterGiven {
 fn adapters_of(req: &LoadRequest) -> Result<Vec<AdapterSpec>, String> {
     if !req.lora_base.trim().is_empty() {
         return Err(
-            "ModelOptions.LoraBase is not needed here: an adapter on a quantized model \
-                    is applied at run time over its own weights (remove `lora_base`)"
+            "ModelOptions.LoraBase is not read by this backend: it names llama.cpp's float \
+             base model for an adapter, and here every adapter is applied over the loaded \
+             model's own weights, whatever their dtype (remove `lora_base`)"
                 .into(),
         );
     }
@@ -294,6 +345,71 @@ fn adapters_of(req: &LoadRequest) -> Result<Vec<AdapterSpec>, String> {
         .collect()
 }
 
+/// `kv_bits` sets both sides of the KV cache; beside a `cache_type_*` option or a
+/// `CacheTypeKey`/`CacheTypeValue` field one of them would be dropped silently, so it is a
+/// conflict naming both.
+fn check_kv_conflict(req: &LoadRequest, options: &[(String, OptionValue)]) -> Result<(), String> {
+    if !options.iter().any(|(k, _)| k == "kv_bits") {
+        return Ok(());
+    }
+    let named = |key: &str| options.iter().any(|(k, _)| k == key);
+    let other = [
+        ("the option `cache_type_k`", named("cache_type_k")),
+        ("the option `cache_type_v`", named("cache_type_v")),
+        (
+            "ModelOptions.CacheTypeKey",
+            !req.cache_type_key.trim().is_empty(),
+        ),
+        (
+            "ModelOptions.CacheTypeValue",
+            !req.cache_type_value.trim().is_empty(),
+        ),
+    ]
+    .into_iter()
+    .find(|(_, set)| *set);
+    match other {
+        Some((what, _)) => Err(format!(
+            "the option `kv_bits` and {what} both set how the KV cache is stored: keep one"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Unknown option keys, each logged once: a YAML of millions of entries logs at most
+/// `UNKNOWN_LOGGED` lines and a count of the rest.
+#[derive(Default)]
+struct UnknownOptions {
+    keys: std::collections::BTreeSet<String>,
+    more: usize,
+}
+
+/// The most distinct unknown keys a load logs by name.
+const UNKNOWN_LOGGED: usize = 32;
+
+impl UnknownOptions {
+    fn note(&mut self, key: &str) {
+        if self.keys.contains(key) {
+            return;
+        }
+        match self.keys.len() < UNKNOWN_LOGGED {
+            true => drop(self.keys.insert(key.to_string())),
+            false => self.more += 1,
+        }
+    }
+
+    fn log(&self) {
+        for key in &self.keys {
+            tracing::warn!(option = %crate::error::quote(key), "unknown option ignored");
+        }
+        if self.more > 0 {
+            tracing::warn!(
+                more = self.more,
+                "more unknown option entries ignored (not named)"
+            );
+        }
+    }
+}
+
 /// The request's own fields, before any option.
 fn check_request(req: &LoadRequest) -> Result<(), String> {
     if req.model.trim().is_empty() {
@@ -311,8 +427,13 @@ fn check_request(req: &LoadRequest) -> Result<(), String> {
 }
 
 impl LoadConfig {
-    /// Parses and validates; a known option with a bad value is an error naming it.
+    /// Parses and validates; a known option with a bad value is an error naming it, at most
+    /// 1 KiB long (`error::bounded`) whatever the request quoted.
     pub fn from_request(req: &LoadRequest, env: &dyn Env) -> Result<LoadConfig, String> {
+        LoadConfig::parse_request(req, env).map_err(|e| crate::error::bounded(&e).into_owned())
+    }
+
+    fn parse_request(req: &LoadRequest, env: &dyn Env) -> Result<LoadConfig, String> {
         check_request(req)?;
         let mut c = LoadConfig::defaults(req, env);
         let cache_type = |field: &str, name: &str| {
@@ -325,13 +446,15 @@ impl LoadConfig {
         let options = parse_options(&req.options);
         let drafting_given = options.iter().any(|(k, _)| k == "speculative");
         let fuse_given = options.iter().any(|(k, _)| k == "fuse");
+        check_kv_conflict(req, &options)?;
+        let mut unknown = UnknownOptions::default();
         for (key, value) in options {
             let bad = |want: &str| {
-                format!(
-                    "option `{}`: expected {want}, got {}",
+                let text = format!(
+                    "option `{}`: expected {want}, got {value}",
                     crate::error::quote(&key),
-                    crate::error::quote(&format!("{value:?}"))
-                )
+                );
+                crate::error::bounded(&text).into_owned()
             };
             let known = c.set_sampling(&key, &value, &bad)?
                 || c.set_engine(&key, &value, &bad)?
@@ -342,9 +465,10 @@ impl LoadConfig {
                 || c.set_metrics(&key, &value, &bad)?
                 || p2p.set(&key, &value, &bad)?;
             if !known {
-                tracing::warn!(option = %key, "unknown option ignored");
+                unknown.note(&key);
             }
         }
+        unknown.log();
         c.set_cluster_fallbacks(given, env)?;
         c.p2p = p2p.settle(c.hostfile.is_some(), env)?;
         if let Some(p) = &c.p2p {
@@ -456,9 +580,7 @@ impl LoadConfig {
     fn set_sampling(&mut self, key: &str, value: &OptionValue, bad: &Bad) -> Result<bool, String> {
         let s = &mut self.sampling;
         match key {
-            "max_tokens" => {
-                s.max_tokens = Some(positive(value).ok_or_else(|| bad("a positive integer"))?)
-            }
+            "max_tokens" => s.max_tokens = Some(int_option(value, (1, bounds::TOKENS), "", bad)?),
             "temperature" | "temp" => {
                 s.temperature = Some(ranged(value, 0.0, 100.0).ok_or_else(|| bad("a number >= 0"))?)
             }
@@ -468,7 +590,7 @@ impl LoadConfig {
             "min_p" => {
                 s.min_p = Some(ranged(value, 0.0, 1.0).ok_or_else(|| bad("a number in [0, 1]"))?)
             }
-            "top_k" => s.top_k = Some(non_negative(value).ok_or_else(|| bad("an integer >= 0"))?),
+            "top_k" => s.top_k = Some(int_option(value, bounds::TOP_K, "", bad)?),
             "seed" => match *value {
                 OptionValue::Int(i) => s.seed = Some(i as u64),
                 _ => return Err(bad("an integer")),
@@ -510,27 +632,21 @@ impl LoadConfig {
                     false => WeightMode::default_for_device(),
                 }
             }
-            "max_kv_size" => {
-                c.max_kv_size = Some(positive(value).ok_or_else(|| bad("a positive integer"))?)
-            }
+            "max_kv_size" => c.max_kv_size = Some(int_option(value, (1, bounds::TOKENS), "", bad)?),
             "max_cache_entries" => {
-                c.max_cache_entries = non_negative(value).ok_or_else(|| bad("an integer >= 0"))?
+                c.max_cache_entries = int_option(value, bounds::MAX_CACHE_ENTRIES, "", bad)?
             }
             "kv_memory_mb" => {
-                c.kv_memory_mb = Some(positive(value).ok_or_else(|| bad("a positive integer"))?)
+                c.kv_memory_mb = Some(int_option(value, bounds::KV_MEMORY_MB, "MiB", bad)?)
             }
-            "max_batch" => {
-                c.max_batch = positive(value).ok_or_else(|| bad("a positive integer"))?
-            }
-            "max_queue" => {
-                c.max_queue = non_negative(value).ok_or_else(|| bad("an integer >= 0"))?
-            }
+            "max_batch" => c.max_batch = int_option(value, bounds::MAX_BATCH, "", bad)?,
+            "max_queue" => c.max_queue = int_option(value, bounds::MAX_QUEUE, "", bad)?,
             "queue_timeout" => {
                 c.queue_timeout_secs =
-                    positive(value).ok_or_else(|| bad("a positive number of seconds"))? as u64
+                    int_option(value, bounds::QUEUE_TIMEOUT_SECS, "seconds", bad)? as u64
             }
             "prefill_step_size" => {
-                c.prefill_step = positive(value).ok_or_else(|| bad("a positive integer"))?
+                c.prefill_step = int_option(value, (1, bounds::TOKENS), "", bad)?
             }
             _ => return Ok(false),
         }
@@ -556,9 +672,7 @@ impl LoadConfig {
                     Drafting::parse(name).ok_or_else(|| bad("`ngram`, `draft` or `off`"))?
             }
             "num_draft_tokens" => {
-                self.draft_tokens = positive(value)
-                    .filter(|n| *n <= MAX_DRAFT_TOKENS)
-                    .ok_or_else(|| bad(&format!("an integer in [1, {MAX_DRAFT_TOKENS}]")))?
+                self.draft_tokens = int_option(value, (1, MAX_DRAFT_TOKENS), "", bad)?
             }
             _ => return Ok(false),
         }
@@ -590,9 +704,9 @@ impl LoadConfig {
                 }
             }
             "quantized_kv_start" => {
-                f.quantized_start = non_negative(value)
-                    .and_then(|n| u32::try_from(n).ok())
-                    .ok_or_else(|| bad("an integer >= 0"))?
+                f.quantized_start = int_option(value, (0, bounds::TOKENS), "positions", bad)?
+                    .try_into()
+                    .map_err(|_| bad("a smaller integer"))?
             }
             _ => return Ok(false),
         }
@@ -634,13 +748,13 @@ impl LoadConfig {
             "ship_model" => c.ship_model = bool_of(value).ok_or_else(|| bad("true or false"))?,
             "join_timeout" => {
                 c.join_timeout_secs =
-                    positive(value).ok_or_else(|| bad("a positive number of seconds"))? as u64
+                    int_option(value, bounds::JOIN_TIMEOUT_SECS, "seconds", bad)? as u64
             }
             "control_port" => {
                 given.control_port = Some(
-                    positive(value)
-                        .and_then(|p| u16::try_from(p).ok())
-                        .ok_or_else(|| bad("a port number"))?,
+                    int_option(value, bounds::PORT, "", bad)?
+                        .try_into()
+                        .map_err(|_| bad("a port number"))?,
                 )
             }
             "coordinator" => match value {
@@ -741,18 +855,14 @@ fn bool_of(v: &OptionValue) -> Option<bool> {
     }
 }
 
-fn positive(v: &OptionValue) -> Option<usize> {
-    match v {
-        OptionValue::Int(i) if *i > 0 => usize::try_from(*i).ok(),
-        _ => None,
-    }
-}
-
-fn non_negative(v: &OptionValue) -> Option<usize> {
-    match v {
-        OptionValue::Int(i) if *i >= 0 => usize::try_from(*i).ok(),
-        _ => None,
-    }
+/// An integer option in its range, or the error naming the option, range and value.
+fn int_option(
+    v: &OptionValue,
+    range: (usize, usize),
+    unit: &str,
+    bad: &Bad,
+) -> Result<usize, String> {
+    int_in(v, range).ok_or_else(|| bad(&range_text(range, unit)))
 }
 
 fn ranged(v: &OptionValue, lo: f64, hi: f64) -> Option<f32> {
@@ -1066,5 +1176,243 @@ mod tests {
         }
         let err = load(&[], &[("MLX_DISTRIBUTED_BACKEND", "nccl")]).unwrap_err();
         assert!(err.contains("MLX_DISTRIBUTED_BACKEND"), "{err}");
+    }
+
+    /// A small seeded generator (xorshift64*), so the property tests need no crate and
+    /// replay the same cases on every run.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+
+        fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+            items[self.below(items.len())]
+        }
+
+        /// Text of up to `size` characters: ASCII, multibyte, separators and brackets.
+        fn text(&mut self, size: usize) -> String {
+            const PIECES: &[&str] = &[
+                "a", "Z", "9", ":", " ", "é", "€", "𝄞", "[", "{", "\"", "_", "-", ".", "\n",
+                "\u{0}",
+            ];
+            let len = self.below(size + 1);
+            (0..len).map(|_| self.pick(PIECES)).collect()
+        }
+
+        /// A value: numbers at and past every bound, floats, booleans, or text.
+        fn value(&mut self, size: usize) -> String {
+            const VALUES: &[&str] = &[
+                "0",
+                "1",
+                "-1",
+                "1.5",
+                "1e11",
+                "NaN",
+                "inf",
+                "-inf",
+                "true",
+                "false",
+                "8",
+                "600",
+                "601",
+                "3600",
+                "3601",
+                "65535",
+                "65536",
+                "16777216",
+                "16777217",
+                "9223372036854775807",
+                "-9223372036854775808",
+                "99999999999999999999",
+                "q4_0",
+                "ring",
+                "127.0.0.1:9090",
+                "auto",
+                "1_000",
+            ];
+            match self.below(3) {
+                0 => self.text(size),
+                _ => self.pick(VALUES).to_string(),
+            }
+        }
+    }
+
+    /// Every key the parser knows, and some it does not.
+    const KEYS: &[&str] = &[
+        "max_tokens",
+        "temperature",
+        "temp",
+        "top_p",
+        "min_p",
+        "top_k",
+        "seed",
+        "repetition_penalty",
+        "presence_penalty",
+        "frequency_penalty",
+        "allow_paths_outside_model_path",
+        "trust_remote_code",
+        "dequantize",
+        "max_kv_size",
+        "max_cache_entries",
+        "kv_memory_mb",
+        "max_batch",
+        "max_queue",
+        "queue_timeout",
+        "prefill_step_size",
+        "speculative",
+        "num_draft_tokens",
+        "cache_type_k",
+        "cache_type_v",
+        "kv_bits",
+        "kv_group_size",
+        "quantized_kv_start",
+        "fuse",
+        "hostfile",
+        "distributed_backend",
+        "parallelism",
+        "layer_split",
+        "ship_model",
+        "join_timeout",
+        "control_port",
+        "coordinator",
+        "metrics_addr",
+        "p2p_token",
+        "p2p_network_id",
+        "p2p_ranks",
+        "p2p_wait",
+        "gpu_layers",
+        "",
+    ];
+
+    /// Checks one parse: no panic, an error under 1 KiB.
+    fn parse_checked(req: &LoadRequest) -> Result<LoadConfig, String> {
+        let env = FakeEnv([("TOKEN", "t")].into_iter().collect());
+        let run = std::panic::catch_unwind(|| LoadConfig::from_request(req, &env));
+        let result = run
+            .map_err(|_| format!("panicked on {:?}", crate::error::quote(&format!("{req:?}"))))
+            .unwrap_or_else(|e| panic!("{e}"));
+        if let Err(e) = &result {
+            assert!(
+                e.len() < 1024,
+                "{} bytes: {}",
+                e.len(),
+                crate::error::quote(e)
+            );
+        }
+        result
+    }
+
+    /// One option at a time, its value of any size (up to 256 KiB): a refused known option's
+    /// error names it; an unknown one is ignored.
+    #[test]
+    fn one_option_of_any_value_never_panics_and_names_itself() {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        for case in 0..3000 {
+            let size = [0, 8, 300, 5000, 1 << 18][case % 5];
+            let key = rng.pick(KEYS);
+            let option = format!("{key}:{}", rng.value(size));
+            let req = LoadRequest {
+                model: "m".into(),
+                options: vec![option.clone()],
+                ..Default::default()
+            };
+            if let Err(e) = parse_checked(&req) {
+                assert!(
+                    !key.is_empty() && e.contains(key),
+                    "{}: {e}",
+                    crate::error::quote(&option)
+                );
+            }
+        }
+    }
+
+    /// Many options (up to 2,000), keys and values random with depth (`a:b:c:...`) and size as
+    /// the axes, and the request's own text fields long: never a panic, errors short.
+    #[test]
+    fn many_options_deep_and_long_never_panic() {
+        let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+        for case in 0..300 {
+            let count = [1, 10, 100, 2000][case % 4];
+            let depth = rng.below(50);
+            let size = [4, 100, 2000][case % 3];
+            let options = (0..count)
+                .map(|_| {
+                    let key = match rng.below(3) {
+                        0 => rng.text(size),
+                        _ => rng.pick(KEYS).to_string(),
+                    };
+                    let nested: Vec<String> = (0..depth).map(|_| rng.value(8)).collect();
+                    format!("{key}:{}{}", rng.value(size), nested.join(":"))
+                })
+                .collect();
+            let req = LoadRequest {
+                model: rng.text(size * 10).trim().to_string() + "m",
+                options,
+                cache_type_key: rng.text(size),
+                lora_adapters: vec![rng.text(size)],
+                draft_model: rng.text(size),
+                ..Default::default()
+            };
+            let _ = parse_checked(&req);
+        }
+    }
+
+    /// The bounds the issue named: fractional, huge and out-of-range values are refused with
+    /// the option, the range and the value; kv_bits beside a cache type is a conflict.
+    #[test]
+    fn ranges_are_named_with_the_value() {
+        let err = |o: &str| load(&[o], &[("TOKEN", "t")]).err().unwrap_or_default();
+        let e = err("p2p_wait:1.5");
+        assert!(
+            e.contains("`p2p_wait`") && e.contains("[1, 600]") && e.contains("got 1.5"),
+            "{e}"
+        );
+        let e = err("quantized_kv_start:1e11");
+        assert!(
+            e.contains("`quantized_kv_start`")
+                && e.contains("[0, 16777216]")
+                && e.contains("100000000000"),
+            "{e}"
+        );
+        for (o, range) in [
+            ("join_timeout:3601", "[1, 3600]"),
+            ("p2p_wait:601", "[1, 600]"),
+            ("queue_timeout:0", "[1, 3600]"),
+            ("max_batch:100000", "[1, 1024]"),
+            ("control_port:70000", "[1, 65535]"),
+            ("max_tokens:99999999999", "[1, 16777216]"),
+        ] {
+            let e = err(o);
+            let key = o.split(':').next().unwrap_or_default();
+            assert!(e.contains(key) && e.contains(range), "{o}: {e}");
+        }
+        assert!(load(&["join_timeout:3600", "queue_timeout:3600"], &[]).is_ok());
+        for (options, cache_key) in [
+            (&["cache_type_k:q4_0", "kv_bits:8"][..], ""),
+            (&["kv_bits:8"][..], "q8_0"),
+        ] {
+            let req = LoadRequest {
+                model: "m".into(),
+                options: options.iter().map(|s| s.to_string()).collect(),
+                cache_type_key: cache_key.into(),
+                ..Default::default()
+            };
+            let e = LoadConfig::from_request(&req, &NoEnv)
+                .err()
+                .unwrap_or_default();
+            assert!(
+                e.contains("kv_bits") && (e.contains("cache_type_k") || e.contains("CacheTypeKey")),
+                "{e}"
+            );
+        }
     }
 }

@@ -238,11 +238,15 @@ fn snapshot_of(repo_id: &str, config: &Path) -> Result<PathBuf> {
     })
 }
 
+/// The longest owner or name the Hugging Face hub accepts.
+const REPO_PART_LIMIT: usize = 96;
+
 fn looks_like_repo_id(s: &str) -> bool {
     let parts: Vec<&str> = s.split('/').collect();
     parts.len() == 2
         && parts.iter().all(|p| {
             !p.is_empty()
+                && p.len() <= REPO_PART_LIMIT
                 && !p.starts_with('.')
                 && p.chars()
                     .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))

@@ -57,7 +57,12 @@ impl KvEncoding {
             "q8_0" => KvEncoding::Affine { bits: 8 },
             "q5_0" | "q5_1" => KvEncoding::Affine { bits: 5 },
             "q4_0" | "q4_1" => KvEncoding::Affine { bits: 4 },
-            other => return Err(format!("cache type {other:?} is not one of {CACHE_TYPES}")),
+            other => {
+                return Err(format!(
+                    "cache type {} is not one of {CACHE_TYPES}",
+                    crate::error::quote(&format!("{other:?}"))
+                ))
+            }
         })
     }
 

@@ -35,7 +35,7 @@ pub enum GroupError {
     Unavailable(&'static str),
     #[error("cannot set up the MLX group: {0}")]
     Setup(String),
-    #[error("MLX distributed {op} failed: {source}")]
+    #[error("MLX distributed {op} failed: {}", crate::error::mlx_text(source))]
     Mlx {
         op: &'static str,
         #[source]

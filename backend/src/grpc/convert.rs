@@ -8,6 +8,7 @@ use tonic::Status;
 
 use super::pb;
 use crate::engine::ModelInfo;
+use crate::error::quote;
 use crate::request::{GenerateOptions, Summary, TokenLogprob};
 use crate::sampling::SamplingParams;
 use crate::tokenizer::{ChatMessage, TemplateInput, Tokenizer};
@@ -16,19 +17,41 @@ use crate::tokenizer::{ChatMessage, TemplateInput, Tokenizer};
 pub const DEFAULT_MAX_TOKENS_PREDICT: usize = 200;
 pub const DEFAULT_MAX_TOKENS_STREAM: usize = 512;
 
+/// INVALID_ARGUMENT, its text bounded (`error::bounded`) whatever value it quotes.
 fn invalid(msg: impl Into<String>) -> Status {
-    Status::invalid_argument(msg.into())
+    Status::invalid_argument(crate::error::bounded(&msg.into()).into_owned())
 }
 
-/// Fails with NOT_FOUND when the request names another model than the loaded one.
+/// Fails with NOT_FOUND when the request names another model than the loaded one; both
+/// names quoted (`error::quote`), so a 20 MB identity is not echoed back.
 pub fn check_identity(requested: &str, model: &ModelInfo) -> Result<(), Status> {
     if requested.is_empty() || requested == model.config.model {
         return Ok(());
     }
     Err(Status::not_found(format!(
-        "model identity mismatch: loaded '{}', requested '{requested}'",
-        model.config.model
+        "model identity mismatch: loaded '{}', requested '{}'",
+        quote(&model.config.model),
+        quote(requested)
     )))
+}
+
+/// Images, videos and audios are refused naming the field: no model this backend loads
+/// reads them, and answering without them would answer another question.
+pub fn refuse_media(req: &pb::PredictOptions) -> Result<(), Status> {
+    for (field, items) in [
+        ("Images", &req.images),
+        ("Videos", &req.videos),
+        ("Audios", &req.audios),
+    ] {
+        if !items.is_empty() {
+            return Err(invalid(format!(
+                "{field} has {} item(s), and this backend serves text models only: send the \
+                 request without {field}",
+                items.len()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The prompt text: `Prompt`, or `Messages` rendered through the chat template.
@@ -59,7 +82,8 @@ pub fn prompt_text(req: &pb::PredictOptions, tok: &Tokenizer) -> Result<String, 
         Some(v) if v == "false" => Some(false),
         Some(v) => {
             return Err(invalid(format!(
-                "Metadata enable_thinking must be true or false, got {v:?}"
+                "Metadata enable_thinking must be true or false, got {}",
+                quote(&format!("{v:?}"))
             )))
         }
     };

@@ -8,7 +8,7 @@ use tonic::{Request, Response, Status};
 
 use super::convert::{self, check_identity};
 use super::pb;
-use super::status::to_status;
+use super::status::{bounded_status, client_text, to_status};
 use crate::chat_output::{parse_tool_calls, OutputFormat, ReasoningSplitter, Split};
 use crate::engine::{Engine, EngineState, ModelInfo};
 use crate::error::Error;
@@ -25,7 +25,10 @@ pub struct Service<E: Engine> {
 }
 
 impl<E: Engine> Service<E> {
+    /// The service; it receives messages of up to 50 MiB, so the C heap is set to give
+    /// large blocks back when they are freed (`memory::bound_heap`).
     pub fn new(engine: Arc<E>, settings: Settings, exporter: Arc<Exporter>) -> Service<E> {
+        crate::memory::bound_heap();
         Service {
             engine,
             settings,
@@ -36,7 +39,7 @@ impl<E: Engine> Service<E> {
     /// LoadModel with its metrics listener: a `metrics_addr` that cannot be bound fails the
     /// load before anything is loaded, naming the address.
     async fn load_with_metrics(&self, config: LoadConfig) -> pb::Result {
-        let (model, addr) = (config.model.clone(), config.metrics_addr);
+        let (model, addr) = (crate::error::quote(&config.model), config.metrics_addr);
         let load = async {
             let result = outcome(
                 self.engine.load(config).await,
@@ -50,7 +53,7 @@ impl<E: Engine> Service<E> {
             Ok(result) => result,
             Err(e) => pb::Result {
                 success: false,
-                message: format!("error loading model {model}: {e}"),
+                message: client_text(&format!("error loading model {model}: {e}")),
             },
         }
     }
@@ -80,12 +83,15 @@ impl<E: Engine> Service<E> {
     ) -> Result<(ModelInfo, GenerateRequest, String), Status> {
         let model = self.loaded()?;
         check_identity(&req.model_identity, &model)?;
+        convert::refuse_media(req)?;
         let prompt = convert::prompt_text(req, &model.tokenizer)?;
         let options = convert::generate_options(req, &model, stream)?;
         let (info, text) = (model.clone(), prompt.clone());
         let mut request = tokio::task::spawn_blocking(move || info.request(&text, options, ""))
             .await
-            .map_err(|e| Status::internal(format!("tokenizing the prompt failed: {e}")))?
+            .map_err(|e| {
+                Status::internal(client_text(&format!("tokenizing the prompt failed: {e}")))
+            })?
             .map_err(to_status)?;
         if !req.grammar.trim().is_empty() {
             let grammars = model.grammars.clone();
@@ -260,7 +266,7 @@ fn outcome(
         },
         Ok(Err(e)) => pb::Result {
             success: false,
-            message: format!("{doing}: {e}"),
+            message: client_text(&format!("{doing}: {e}")),
         },
         Err(_) => pb::Result {
             success: false,
@@ -350,13 +356,15 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
             EngineState::Stopped => {
                 format!("STOPPED: {}", snapshot.last_error.unwrap_or_default())
             }
+            // Only a panic that escaped the engine thread fails it; its text is in the log.
             EngineState::Failed => {
-                format!("FAILED: {}", snapshot.last_error.unwrap_or_default())
+                "FAILED: the engine thread panicked (the panic's message is in the backend's log)"
+                    .to_string()
             }
             _ => "OK".to_string(),
         };
         Ok(Response::new(pb::Reply {
-            message: message.into_bytes(),
+            message: client_text(&message).into_bytes(),
             ..Default::default()
         }))
     }
@@ -391,7 +399,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
         let result = match LoadConfig::from_request(&req, &self.settings) {
             Err(message) => pb::Result {
                 success: false,
-                message,
+                message: client_text(&message),
             },
             Ok(config) => self.load_with_metrics(config).await,
         };
@@ -409,6 +417,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
                 Ok(Response::new(reply))
             }
             Err(status) => {
+                let status = bounded_status(status);
                 failed(tally, &status);
                 Err(status)
             }
@@ -425,6 +434,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
         match self.start_stream(request.get_ref()).await {
             Ok((replies, events)) => Ok(Response::new(stream_replies(replies, events, tally))),
             Err(status) => {
+                let status = bounded_status(status);
                 failed(tally, &status);
                 Err(status)
             }
@@ -437,9 +447,14 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
     ) -> Result<Response<pb::TokenizationResponse>, Status> {
         let model = self.loaded()?;
         let req = request.get_ref();
-        check_identity(&req.model_identity, &model)?;
-        let text = convert::prompt_text(req, &model.tokenizer)?;
-        let ids = model.tokenizer.encode(&text).map_err(to_status)?;
+        let ids = async {
+            check_identity(&req.model_identity, &model)?;
+            convert::refuse_media(req)?;
+            let text = convert::prompt_text(req, &model.tokenizer)?;
+            model.tokenizer.encode(&text).map_err(to_status)
+        }
+        .await
+        .map_err(bounded_status)?;
         Ok(Response::new(pb::TokenizationResponse {
             length: ids.len() as i32,
             tokens: ids.into_iter().map(|i| i as i32).collect(),

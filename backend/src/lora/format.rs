@@ -41,7 +41,13 @@ pub fn read(dir: &Path, user_scale: f32) -> Result<HashMap<String, Update>> {
 
 /// The weights file's arrays, by key.
 fn load(file: &Path) -> Result<HashMap<String, Array>> {
-    Array::load_safetensors(file).map_err(|e| Error::Adapter(format!("{}: {e}", file.display())))
+    Array::load_safetensors(file).map_err(|e| {
+        let why = match e {
+            mlx_rs::error::IoError::Exception(x) => crate::error::mlx_text(&x),
+            other => other.to_string(),
+        };
+        Error::Adapter(format!("{}: {why}", file.display()))
+    })
 }
 
 /// mlx-lm's format: `lora_parameters.scale` and keys `{layer}.lora_a` / `{layer}.lora_b`.
@@ -74,7 +80,8 @@ fn mlx_lm(dir: &Path, config: &Value, user_scale: f32) -> Result<HashMap<String,
             Some((layer, "lora_b")) => (layer, Part::B),
             _ => {
                 return Err(what(format!(
-                    "`{key}` is not a LoRA key (`...lora_a`, `...lora_b`)"
+                    "`{}` is not a LoRA key (`...lora_a`, `...lora_b`)",
+                    crate::error::quote(&key)
                 )))
             }
         };
@@ -97,8 +104,9 @@ fn peft(dir: &Path, config: &Value, user_scale: f32) -> Result<HashMap<String, U
             (layer, Part::B)
         } else {
             return Err(what(format!(
-                "`{key}` is not a LoRA key of a linear layer (`...lora_A.weight`, \
-                 `...lora_B.weight`); embedding adapters, biases and saved modules are not supported"
+                "`{}` is not a LoRA key of a linear layer (`...lora_A.weight`, \
+                 `...lora_B.weight`); embedding adapters, biases and saved modules are not supported",
+                crate::error::quote(&key)
             )));
         };
         pairs.put(layer, part, array);
@@ -151,6 +159,8 @@ impl Pairs {
                     "`{layer}` has only one of its two LoRA factors"
                 )));
             };
+            check_factor(&layer, "A", &a).map_err(&what)?;
+            check_factor(&layer, "B", &b).map_err(&what)?;
             let (a, b) = match orientation {
                 Orientation::MlxLm => (a, b),
                 Orientation::Peft => (a.t(), b.t()),
@@ -163,10 +173,38 @@ impl Pairs {
                 )));
             }
             let s = scale((&layer, r)).map_err(&what)?;
+            if !s.is_finite() {
+                return Err(what(format!(
+                    "`{layer}`: the LoRA scale (the config's scale or alpha / r, times the \
+                     requested scale) is {s}, not a finite number"
+                )));
+            }
             let b = b.multiply(Array::from_f32(s).as_dtype(b.dtype())?)?;
             updates.insert(layer, Update { a, b });
         }
         Ok(updates)
+    }
+}
+
+/// A factor must be floating point with finite values: an integer tensor is no trained update,
+/// and one NaN makes every logit NaN (the model then answers empty text).
+fn check_factor(layer: &str, name: &str, x: &Array) -> Result<(), String> {
+    if !x.dtype().is_float() {
+        return Err(format!(
+            "`{layer}`: LoRA factor {name} has dtype {:?}; factors must be floating point",
+            x.dtype()
+        ));
+    }
+    let finite = x
+        .is_finite()
+        .and_then(|f| f.all(None))
+        .map_err(|e| crate::error::mlx_text(&e))?;
+    match finite.try_item_exact::<bool>() {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(format!(
+            "`{layer}`: LoRA factor {name} holds NaN or infinite values"
+        )),
+        Err(e) => Err(format!("`{layer}`: LoRA factor {name}: {e}")),
     }
 }
 

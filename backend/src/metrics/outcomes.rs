@@ -7,7 +7,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-/// The last errors kept for the status page.
+/// The last errors kept for the status page: a fixed count, each text cut to
+/// `error::MESSAGE_LIMIT` bytes, so the page holds at most about 10 KiB of them.
 const RECENT: usize = 10;
 
 #[derive(Default)]
@@ -61,7 +62,7 @@ impl Outcomes {
                     .unwrap_or_default()
                     .as_secs_f64(),
                 outcome: outcome.to_string(),
-                message: message.to_string(),
+                message: crate::error::bounded(message).into_owned(),
             });
         }
     }
@@ -123,5 +124,20 @@ mod tests {
         let recent = outcomes.recent_errors();
         assert_eq!(recent.len(), 1);
         assert_eq!(recent[0].message, "the prompt is empty");
+    }
+
+    /// However many and however long the errors, the page keeps ten, each at most 1 KiB.
+    #[test]
+    fn recent_errors_are_bounded() {
+        let outcomes = Arc::new(Outcomes::default());
+        let long = "x".repeat(1 << 20);
+        for _ in 0..25 {
+            outcomes.start().failed("not_found", &long);
+        }
+        let recent = outcomes.recent_errors();
+        assert_eq!(recent.len(), RECENT);
+        assert!(recent
+            .iter()
+            .all(|e| e.message.len() <= crate::error::MESSAGE_LIMIT));
     }
 }

@@ -1,7 +1,7 @@
 //! LoadModel's P2P options: with no hostfile and a token (option `p2p_token`, or LocalAI's
 //! `LOCALAI_P2P_TOKEN` / `TOKEN`), rank 0 finds its workers over mDNS.
 
-use super::{positive, Bad, Env, OptionValue, Token};
+use super::{bounds, int_option, range_text, Bad, Env, OptionValue, Token};
 
 /// How rank 0 finds its workers when no hostfile says.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,16 +50,9 @@ impl P2pGiven {
         match key {
             "p2p_token" => self.token = Some(text()?),
             "p2p_network_id" => self.network_id = Some(text()?),
-            "p2p_ranks" => {
-                self.ranks = Some(
-                    positive(value)
-                        .filter(|n| *n >= 2)
-                        .ok_or_else(|| bad("a number of ranks, 2 or more"))?,
-                )
-            }
+            "p2p_ranks" => self.ranks = Some(int_option(value, bounds::P2P_RANKS, "ranks", bad)?),
             "p2p_wait" => {
-                self.wait =
-                    Some(positive(value).ok_or_else(|| bad("a positive number of seconds"))? as u64)
+                self.wait = Some(int_option(value, bounds::P2P_WAIT_SECS, "seconds", bad)? as u64)
             }
             _ => return Ok(false),
         }
@@ -98,7 +91,7 @@ impl P2pGiven {
         };
         let ranks = match self.ranks {
             Some(n) => Some(n),
-            None => env_number(env, "MLX_P2P_RANKS")?,
+            None => env_number(env, "MLX_P2P_RANKS", bounds::P2P_RANKS, "ranks")?,
         };
         let default_wait = if ranks.is_some() {
             WAIT_FOR_RANKS
@@ -107,7 +100,8 @@ impl P2pGiven {
         };
         let wait_secs = match self.wait {
             Some(w) => w,
-            None => env_number(env, "MLX_P2P_WAIT")?.map_or(default_wait, |w| w as u64),
+            None => env_number(env, "MLX_P2P_WAIT", bounds::P2P_WAIT_SECS, "seconds")?
+                .map_or(default_wait, |w| w as u64),
         };
         let network_id = self
             .network_id
@@ -128,12 +122,22 @@ impl P2pGiven {
     }
 }
 
-fn env_number(env: &dyn Env, key: &str) -> Result<Option<usize>, String> {
-    match env.var(key) {
-        Some(v) => v
-            .parse()
-            .map(Some)
-            .map_err(|_| format!("{key}: expected a number, got {v:?}")),
-        None => Ok(None),
+/// A variable's whole number in `range`, or an error naming the variable, range and value.
+fn env_number(
+    env: &dyn Env,
+    key: &str,
+    range: (usize, usize),
+    unit: &str,
+) -> Result<Option<usize>, String> {
+    let Some(v) = env.var(key) else {
+        return Ok(None);
+    };
+    match v.trim().parse::<usize>() {
+        Ok(n) if (range.0..=range.1).contains(&n) => Ok(Some(n)),
+        _ => Err(format!(
+            "{key}: expected {}, got {}",
+            range_text(range, unit),
+            crate::error::quote(&format!("{v:?}"))
+        )),
     }
 }
