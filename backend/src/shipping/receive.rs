@@ -221,7 +221,7 @@ fn fetch(
 
 /// Rank 0's next handshake frame; its refusal as an error that says why, and a connection
 /// it closed without one as an error that says where to look.
-fn leader_says(r: &mut impl Read) -> std::io::Result<Leader> {
+pub(super) fn leader_says(r: &mut impl Read) -> std::io::Result<Leader> {
     match read_frame(r) {
         Ok(Leader::Refused { reason, lasting }) => Err(std::io::Error::new(
             if lasting {

@@ -63,13 +63,29 @@ pub struct Shipper {
 }
 
 impl Shipper {
-    /// Serves `shares` on `listener`.
+    /// Serves `shares` on `listener`, with `MLX_DISTRIBUTED_SHIP_HANDSHAKES` (else 64)
+    /// handshakes at once.
     pub fn start(listener: TcpListener, shares: Shares) -> Result<Shipper> {
+        let max_handshakes = std::env::var(HANDSHAKES_ENV)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(MAX_HANDSHAKES);
+        Shipper::start_limited(listener, shares, max_handshakes)
+    }
+
+    /// Serves `shares` on `listener`, `max_handshakes` unauthenticated ones at once.
+    pub fn start_limited(
+        listener: TcpListener,
+        shares: Shares,
+        max_handshakes: usize,
+    ) -> Result<Shipper> {
         listener.set_nonblocking(true)?;
         let shares = Arc::new(shares);
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let thread = std::thread::spawn(move || accept(&listener, &shares, &flag));
+        let served = Arc::new(Served::new(max_handshakes));
+        let thread = std::thread::spawn(move || accept(&listener, &shares, &served, &flag));
         Ok(Shipper {
             stop,
             thread: Some(thread),
@@ -103,14 +119,9 @@ struct Served {
 }
 
 impl Served {
-    fn new() -> Served {
-        let max_handshakes = std::env::var(HANDSHAKES_ENV)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|n| *n > 0)
-            .unwrap_or(MAX_HANDSHAKES);
+    fn new(max_handshakes: usize) -> Served {
         Served {
-            max_handshakes,
+            max_handshakes: max_handshakes.max(1),
             pending: Mutex::new(VecDeque::new()),
             ranks: Mutex::new(HashMap::new()),
         }
@@ -168,8 +179,7 @@ static EVICTIONS: RateLimited = RateLimited::new();
 /// Takes connections until told to stop; each is served on its own thread. Threads are
 /// bounded: unauthenticated ones by `Served::max_handshakes` (each within
 /// `HANDSHAKE_LIMIT`), authenticated ones to one per rank of the load.
-fn accept(listener: &TcpListener, shares: &Arc<Shares>, stop: &AtomicBool) {
-    let served = Arc::new(Served::new());
+fn accept(listener: &TcpListener, shares: &Arc<Shares>, served: &Arc<Served>, stop: &AtomicBool) {
     let mut next_id = 0u64;
     while !stop.load(Ordering::SeqCst) {
         match listener.accept() {
@@ -219,7 +229,8 @@ fn connection(
             let lasting = e.kind() == std::io::ErrorKind::PermissionDenied;
             let reason = if pending.evicted.load(Ordering::SeqCst) {
                 format!(
-                    "rank 0 was handling {} unauthenticated connections at once and ended this,                      the oldest",
+                    "rank 0 was handling {} unauthenticated connections at once and ended this, the \
+                     oldest",
                     served.max_handshakes
                 )
             } else {
