@@ -157,7 +157,6 @@ async fn crowds_of_idle_connections_do_not_keep_a_client_out() -> TestResult {
     let loaded = load_fixture(&mut c, MODEL, &[&option]).await?;
     assert!(loaded.success, "{loaded:?}");
 
-    let started = Instant::now();
     let mut crowd = idle_connections(&addr, 150, b"")?;
     crowd.extend(idle_connections(&addr, 150, b"PRI * HTTP/2.0\r\n")?);
     crowd.extend(idle_connections(&metrics, 150, b"")?);
@@ -166,11 +165,6 @@ async fn crowds_of_idle_connections_do_not_keep_a_client_out() -> TestResult {
         150,
         b"GET /metrics HTTP/1.1\r\nHost: x\r\n",
     )?);
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "opening the crowd took {:?}",
-        started.elapsed()
-    );
 
     // A new client, while the crowd is there.
     let asked = Instant::now();
@@ -435,6 +429,7 @@ fn slow_stranger(lan: &Lan, addr: &str) -> TestResult<Killed> {
 /// does not keep it out: rank 0 forms the cluster, loads and answers the golden.
 #[test]
 fn a_slow_stranger_on_the_assignment_port_does_not_stop_the_cluster() -> TestResult {
+    let _serial = SERIAL.blocking_lock();
     let lan = Lan::new()?;
     let grpc = format!("{}:50561", Lan::addr(0));
     let _worker = p2p_node(&lan, "b", 1, &[])?;

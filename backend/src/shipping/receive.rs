@@ -74,18 +74,7 @@ pub fn receive(ship: &Shipment, opts: &ReceiveOptions) -> Result<PathBuf> {
             }
             Err(e) => {
                 link_failures += 1;
-                tracing::warn!(
-                    attempt = link_failures,
-                    "shipping from rank 0 broke off: {e}"
-                );
-                let lasting = e.kind() == std::io::ErrorKind::PermissionDenied;
-                if link_failures >= LINK_ATTEMPTS || lasting {
-                    return Err(shipping(format!(
-                        "from {} ({link_failures} tries): {e}",
-                        ship.address
-                    )));
-                }
-                std::thread::sleep(Duration::from_millis(100 << (link_failures - 1)));
+                broke_off(ship, link_failures, &e)?;
             }
         }
         got += before - cache.missing(ship).len();
@@ -100,6 +89,21 @@ pub fn receive(ship: &Shipment, opts: &ReceiveOptions) -> Result<PathBuf> {
         )));
     }
     Ok(dir)
+}
+
+/// A connection that failed (the `tries`th): the load's error once trying again cannot help
+/// or the tries are spent, else a wait that doubles each time.
+fn broke_off(ship: &Shipment, tries: u32, e: &std::io::Error) -> Result<()> {
+    tracing::warn!(attempt = tries, "shipping from rank 0 broke off: {e}");
+    let lasting = e.kind() == std::io::ErrorKind::PermissionDenied;
+    if tries >= LINK_ATTEMPTS || lasting {
+        return Err(shipping(format!(
+            "from {} ({tries} tries): {e}",
+            ship.address
+        )));
+    }
+    std::thread::sleep(Duration::from_millis(100 << (tries - 1)));
+    Ok(())
 }
 
 fn shipping(why: String) -> Error {
@@ -165,42 +169,11 @@ fn fetch(
     let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
     stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
-    let ours = nonce();
-    write_frame(
-        &mut &stream,
-        &Hello {
-            rank: opts.rank,
-            nonce: ours.clone(),
-        },
-    )?;
     let mut r = Counted {
         inner: BufReader::with_capacity(CHUNK, &stream),
         wire,
     };
-    let (theirs, challenge) = match leader_says(&mut r)? {
-        Leader::Challenge { proof, nonce } => (proof, nonce),
-        other => {
-            return Err(bad_data(format!(
-                "rank 0 sent {other:?} before its challenge"
-            )))
-        }
-    };
-    if !opts.secret.verify("ship-leader", &ours, &theirs) {
-        return Err(denied(format!(
-            "the peer at {} failed authentication (MLX_DISTRIBUTED_TOKEN differs?)",
-            ship.address
-        )));
-    }
-    let proof = opts.secret.proof("ship-worker", &challenge);
-    write_frame(&mut &stream, &Proof { proof })?;
-    match leader_says(&mut r)? {
-        Leader::Welcome => {}
-        other => {
-            return Err(bad_data(format!(
-                "rank 0 sent {other:?} instead of its welcome"
-            )))
-        }
-    }
+    handshake(&stream, &mut r, ship, opts)?;
     let items = wanted.to_vec();
     write_frame(&mut &stream, &Ask { items })?;
     let mut failed = Vec::new();
@@ -217,6 +190,43 @@ fn fetch(
         }
     }
     Ok(failed)
+}
+
+/// The proofs both ways, then rank 0's welcome.
+fn handshake(
+    stream: &TcpStream,
+    r: &mut impl Read,
+    ship: &Shipment,
+    opts: &ReceiveOptions,
+) -> std::io::Result<()> {
+    let ours = nonce();
+    let hello = Hello {
+        rank: opts.rank,
+        nonce: ours.clone(),
+    };
+    write_frame(&mut &*stream, &hello)?;
+    let (theirs, challenge) = match leader_says(r)? {
+        Leader::Challenge { proof, nonce } => (proof, nonce),
+        other => {
+            return Err(bad_data(format!(
+                "rank 0 sent {other:?} before its challenge"
+            )))
+        }
+    };
+    if !opts.secret.verify("ship-leader", &ours, &theirs) {
+        return Err(denied(format!(
+            "the peer at {} failed authentication (MLX_DISTRIBUTED_TOKEN differs?)",
+            ship.address
+        )));
+    }
+    let proof = opts.secret.proof("ship-worker", &challenge);
+    write_frame(&mut &*stream, &Proof { proof })?;
+    match leader_says(r)? {
+        Leader::Welcome => Ok(()),
+        other => Err(bad_data(format!(
+            "rank 0 sent {other:?} instead of its welcome"
+        ))),
+    }
 }
 
 /// Rank 0's next handshake frame; its refusal as an error that says why, and a connection
