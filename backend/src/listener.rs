@@ -457,3 +457,55 @@ impl tonic::transport::server::Connected for Conn {
         self.io.connect_info()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    struct Vars(HashMap<&'static str, &'static str>);
+
+    impl Env for Vars {
+        fn var(&self, key: &str) -> Option<String> {
+            self.0.get(key).map(|v| v.to_string())
+        }
+    }
+
+    #[test]
+    fn limits_are_read_checked_and_kept_under_the_descriptor_limit() {
+        let fds = fd_limit();
+        let defaults = Limits::grpc(&Vars(HashMap::new()));
+        let Ok(l) = defaults else {
+            panic!("defaults refused: {defaults:?}");
+        };
+        assert_eq!(l.idle, Duration::from_secs(IDLE_DEFAULT));
+        assert_eq!(l.handshake, Duration::from_secs(HANDSHAKE_DEFAULT));
+        assert!(l.max_open <= (fds / 4).max(4) && l.max_handshakes <= (fds / 8).max(4));
+        let m = Limits::metrics(l);
+        assert!(m.max_open <= l.max_open && m.max_handshakes <= l.max_handshakes);
+        let set = Vars(HashMap::from([
+            (IDLE_ENV, "2.5"),
+            (MAX_CONNECTIONS_ENV, "8"),
+        ]));
+        let Ok(l) = Limits::grpc(&set) else {
+            panic!("valid settings refused");
+        };
+        assert_eq!(l.idle, Duration::from_millis(2500));
+        assert_eq!((l.max_open, l.max_handshakes), (8, 4));
+        for (name, value) in [
+            (IDLE_ENV, "0"),
+            (HANDSHAKE_ENV, "soon"),
+            (MAX_CONNECTIONS_ENV, "3"),
+            (MAX_CONNECTIONS_ENV, "-1"),
+        ] {
+            let err = Limits::grpc(&Vars(HashMap::from([(name, value)])));
+            let Err(e) = err else {
+                panic!("{name}={value} accepted");
+            };
+            assert!(
+                e.to_string().starts_with(&format!("{name}=\"{value}\"")),
+                "{e}"
+            );
+        }
+    }
+}

@@ -190,6 +190,8 @@ fn accept(listener: &TcpListener, shares: &Arc<Shares>, served: &Arc<Served>, st
                     if let Err(e) = connection(&stream, &shares, &served, id) {
                         tracing::debug!(%from, "shipping connection ended: {e}");
                     }
+                    // Closed now, not when `Served`'s copy of the socket goes.
+                    let _ = stream.shutdown(Shutdown::Both);
                 });
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {

@@ -144,11 +144,16 @@ pub fn await_assignment(
             continue;
         };
         let (net, me, sender, claimed) = (net.clone(), me.clone(), sender.clone(), claimed.clone());
-        let thread = std::thread::spawn(move || match take(stream, &net, &me, &claimed) {
-            Ok(a) => {
-                let _ = sender.send(a);
+        let thread = std::thread::spawn(move || {
+            let taken = take(&stream, &net, &me, &claimed);
+            // Closed now, not when the listener's copy of the socket is dropped.
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            match taken {
+                Ok(a) => {
+                    let _ = sender.send(a);
+                }
+                Err(e) => tracing::warn!(%from, "ignored an assignment: {e}"),
             }
-            Err(e) => tracing::warn!(%from, "ignored an assignment: {e}"),
         });
         attempts.push((clone, thread));
     };
@@ -167,7 +172,7 @@ fn end_all(attempts: Attempts) {
 /// One assignment attempt from a connecting rank 0, within `STEP` in all; `claimed` makes
 /// sure only one attempt acknowledges.
 fn take(
-    mut s: TcpStream,
+    mut s: &TcpStream,
     net: &Network,
     me: &Node,
     claimed: &std::sync::atomic::AtomicBool,
@@ -182,7 +187,7 @@ fn take(
             nonce: ours.clone(),
         },
     )?;
-    let mut r = Deadline::new(&s, STEP);
+    let mut r = Deadline::new(s, STEP);
     let Frame::Assign { assignment, proof } = read_frame(&mut (&mut r).take(FRAME_MAX_BYTES))?
     else {
         return Err(P2pError::Cluster("the peer sent no assignment".into()));
