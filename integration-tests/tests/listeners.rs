@@ -24,6 +24,17 @@ const TOKEN: &str = "listeners-test-token";
 /// One process-heavy test at a time (2 cores); an async lock, held across awaits.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// `f`, or an error naming `what` once `secs` pass.
+async fn within<T>(
+    secs: u64,
+    what: &str,
+    f: impl std::future::Future<Output = TestResult<T>>,
+) -> TestResult<T> {
+    tokio::time::timeout(Duration::from_secs(secs), f)
+        .await
+        .map_err(|_| format!("{what}: not within {secs} s"))?
+}
+
 /// A child killed when the test ends, however it ends.
 struct Killed(Child);
 
@@ -154,7 +165,7 @@ async fn crowds_of_idle_connections_do_not_keep_a_client_out() -> TestResult {
     let metrics = format!("127.0.0.1:{}", free_port()?);
     let mut c = connect_within(&addr, Duration::from_secs(5)).await?;
     let option = format!("metrics_addr:{metrics}");
-    let loaded = load_fixture(&mut c, MODEL, &[&option]).await?;
+    let loaded = within(60, "LoadModel", load_fixture(&mut c, MODEL, &[&option])).await?;
     assert!(loaded.success, "{loaded:?}");
 
     let mut crowd = idle_connections(&addr, 150, b"")?;
@@ -213,7 +224,7 @@ async fn crowds_of_idle_connections_do_not_keep_a_client_out() -> TestResult {
     );
 
     // The first client's channel was quiet for over the 3 s idle time: still served.
-    answers_first_golden(&mut c, GOLDENS).await?;
+    within(30, "the golden", answers_first_golden(&mut c, GOLDENS)).await?;
     let health = c.health(pb::HealthMessage {}).await?.into_inner();
     assert_eq!(health.message, b"OK");
     assert!(child.0.try_wait()?.is_none(), "the backend exited");
@@ -248,8 +259,12 @@ async fn concurrent_status_pages_keep_memory_bounded() -> TestResult {
     let metrics = format!("127.0.0.1:{}", free_port()?);
     let mut c = connect_within(&addr, Duration::from_secs(5)).await?;
     let option = format!("metrics_addr:{metrics}");
-    assert!(load_fixture(&mut c, MODEL, &[&option]).await?.success);
-    answers_first_golden(&mut c, GOLDENS).await?;
+    assert!(
+        within(60, "LoadModel", load_fixture(&mut c, MODEL, &[&option]))
+            .await?
+            .success
+    );
+    within(30, "the golden", answers_first_golden(&mut c, GOLDENS)).await?;
     // Failed requests fill the page's list of errors: each quotes a 1 MB model identity
     // (unless the error texts are bounded), so the page is large.
     for _ in 0..10 {
@@ -289,7 +304,7 @@ async fn concurrent_status_pages_keep_memory_bounded() -> TestResult {
     }
     let grown = status_kb(pid, "VmHWM")?.saturating_sub(before);
     assert!(grown < 64 * 1024, "peak memory grew by {grown} kB");
-    answers_first_golden(&mut c, GOLDENS).await?;
+    within(30, "the golden", answers_first_golden(&mut c, GOLDENS)).await?;
     assert!(child.0.try_wait()?.is_none(), "the backend exited");
     Ok(())
 }
@@ -337,7 +352,12 @@ async fn strangers_on_the_shipping_port_do_not_fail_a_shipped_load() -> TestResu
         .await?;
     let mut c = rank0.client().await?;
     let crowd = crowd_when_listening(format!("127.0.0.1:{port}"), 100, Duration::from_secs(30));
-    let loaded = load_fixture(&mut c, MODEL, &["ship_model:true", "layer_split:15,15"]).await?;
+    let loaded = within(
+        60,
+        "LoadModel",
+        load_fixture(&mut c, MODEL, &["ship_model:true", "layer_split:15,15"]),
+    )
+    .await?;
     let strangers = crowd.join().map_err(|_| "the crowd panicked")?;
     assert!(loaded.success, "{loaded:?}");
     assert!(
@@ -345,7 +365,7 @@ async fn strangers_on_the_shipping_port_do_not_fail_a_shipped_load() -> TestResu
         "only {} strangers got in",
         strangers.len()
     );
-    answers_first_golden(&mut c, GOLDENS).await?;
+    within(30, "the golden", answers_first_golden(&mut c, GOLDENS)).await?;
     let status = c.status(pb::HealthMessage {}).await?.into_inner();
     assert_eq!(status.state, pb::status_response::State::Ready as i32);
     Ok(())
@@ -366,7 +386,11 @@ async fn a_link_planted_in_the_shipping_cache_is_refused() -> TestResult {
     let mut c = rank0.client().await?;
     // The model's fingerprint is its cache folder's name: ship once to learn it.
     let options = ["ship_model:true", "layer_split:15,15"];
-    assert!(load_fixture(&mut c, MODEL, &options).await?.success);
+    assert!(
+        within(60, "LoadModel", load_fixture(&mut c, MODEL, &options))
+            .await?
+            .success
+    );
     let dirs: Vec<_> = std::fs::read_dir(&cache.0)?.collect::<Result<_, _>>()?;
     let [dir] = dirs.as_slice() else {
         return Err(format!("expected one model in the cache: {dirs:?}").into());
@@ -377,7 +401,7 @@ async fn a_link_planted_in_the_shipping_cache_is_refused() -> TestResult {
     let config = dir.join("config.json");
     std::fs::remove_file(&config)?;
     std::os::unix::fs::symlink(&victim, &config)?;
-    let refused = load_fixture(&mut c, MODEL, &options).await?;
+    let refused = within(60, "LoadModel", load_fixture(&mut c, MODEL, &options)).await?;
     assert!(!refused.success, "{refused:?}");
     assert!(
         refused.message.contains("config.json") && refused.message.contains("symbolic link"),
@@ -388,8 +412,12 @@ async fn a_link_planted_in_the_shipping_cache_is_refused() -> TestResult {
 
     // Without the link, the next load ships the file again and serves.
     std::fs::remove_file(&config)?;
-    assert!(load_fixture(&mut c, MODEL, &options).await?.success);
-    answers_first_golden(&mut c, GOLDENS).await?;
+    assert!(
+        within(60, "LoadModel", load_fixture(&mut c, MODEL, &options))
+            .await?
+            .success
+    );
+    within(30, "the golden", answers_first_golden(&mut c, GOLDENS)).await?;
     let mode = |p: &Path| {
         std::fs::metadata(p)
             .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777)
@@ -495,6 +523,6 @@ async fn p2p_client_in_the_first_namespace() -> TestResult {
     let load = load_fixture(&mut c, MODEL, &[]);
     let loaded = tokio::time::timeout(Duration::from_secs(40), load).await??;
     assert!(loaded.success, "{loaded:?}");
-    answers_first_golden(&mut c, GOLDENS).await?;
+    within(30, "the golden", answers_first_golden(&mut c, GOLDENS)).await?;
     Ok(())
 }
