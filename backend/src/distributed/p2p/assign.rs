@@ -138,7 +138,9 @@ pub fn await_assignment(
         if attempts.len() >= MAX_ATTEMPTS {
             let (oldest, _) = attempts.remove(0);
             let _ = oldest.shutdown(std::net::Shutdown::Both);
-            tracing::warn!("{MAX_ATTEMPTS} assignment attempts at once; ended the oldest");
+            if warn_now() {
+                tracing::warn!("{MAX_ATTEMPTS} assignment attempts at once; ended the oldest");
+            }
         }
         let Ok(clone) = stream.try_clone() else {
             continue;
@@ -152,13 +154,28 @@ pub fn await_assignment(
                 Ok(a) => {
                     let _ = sender.send(a);
                 }
-                Err(e) => tracing::warn!(%from, "ignored an assignment: {e}"),
+                Err(e) if warn_now() => tracing::warn!(%from, "ignored an assignment: {e}"),
+                Err(e) => tracing::debug!(%from, "ignored an assignment: {e}"),
             }
         });
         attempts.push((clone, thread));
     };
     end_all(attempts);
     Ok(got)
+}
+
+/// Whether a warning may be logged now: at most one a second, so a flood of strangers does
+/// not flood the log.
+fn warn_now() -> bool {
+    static LAST: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+    let mut last = LAST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let now = last.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+    if now {
+        *last = Some(std::time::Instant::now());
+    }
+    now
 }
 
 /// Ends the attempts still running and waits for their threads.
