@@ -184,10 +184,14 @@ fn accept(listener: &TcpListener, shares: &Arc<Shares>, served: &Arc<Served>, st
     while !stop.load(Ordering::SeqCst) {
         match listener.accept() {
             Ok((stream, from)) => {
+                // Admitted here, in order, so the threads alive stay bounded.
+                let Ok(pending) = served.admit(&stream) else {
+                    continue;
+                };
                 next_id += 1;
                 let (shares, served, id) = (shares.clone(), served.clone(), next_id);
                 std::thread::spawn(move || {
-                    if let Err(e) = connection(&stream, &shares, &served, id) {
+                    if let Err(e) = connection(&stream, &pending, (&shares, &served), id) {
                         tracing::debug!(%from, "shipping connection ended: {e}");
                     }
                     // Closed now, not when `Served`'s copy of the socket goes.
@@ -215,14 +219,13 @@ fn refused(why: String) -> std::io::Error {
 /// refusal is told to the peer before the connection closes.
 fn connection(
     stream: &TcpStream,
-    shares: &Shares,
-    served: &Served,
+    pending: &Pending,
+    (shares, served): (&Shares, &Served),
     id: u64,
 ) -> std::io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_nodelay(true)?;
     stream.set_write_timeout(Some(HANDSHAKE_LIMIT))?;
-    let pending = served.admit(stream)?;
     let shaken = handshake(stream, shares);
     pending.done.store(true, Ordering::SeqCst);
     let (rank, ask) = match shaken {
