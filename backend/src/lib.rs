@@ -9,6 +9,7 @@ pub mod generate;
 pub mod grammar;
 pub mod grpc;
 pub mod lifecycle;
+pub mod listener;
 pub mod loader;
 pub mod lora;
 pub mod memory;

@@ -31,6 +31,7 @@ pub struct ServerOptions {
 /// Serves with a fresh engine; blocks until shut down.
 pub fn run(opts: ServerOptions) -> Result<(), Box<dyn std::error::Error>> {
     let addr = resolve(&opts.addr)?;
+    crate::listener::raise_fd_limit();
     lifecycle::watch_signals()?;
     let parent = crate::parent_watch::start_from_env();
     let engine = Arc::new(EngineHandle::spawn()?);
@@ -85,7 +86,7 @@ async fn serve(
     addr: SocketAddr,
     engine: Arc<EngineHandle>,
     settings: Settings,
-) -> Result<(), tonic::transport::Error> {
+) -> Result<(), crate::grpc::ServeError> {
     tracing::info!(%addr, "serving");
     let stopping = engine.clone();
     let on_stop = async move {
@@ -108,7 +109,7 @@ async fn serve(
 
 /// tonic's error says only "transport error"; its sources say why (the port is taken, the
 /// address is not this machine's).
-fn serve_error(addr: SocketAddr, e: &tonic::transport::Error) -> String {
+fn serve_error(addr: SocketAddr, e: &crate::grpc::ServeError) -> String {
     let mut message = format!("serving gRPC on {addr}: {e}");
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {

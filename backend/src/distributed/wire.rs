@@ -35,6 +35,39 @@ pub fn read_frame<T: DeserializeOwned>(r: &mut impl Read) -> io::Result<T> {
     serde_json::from_slice(&body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
+/// A socket whose reads all end by one instant: a handshake's whole deadline, so a peer that
+/// sends a byte just before each read's timeout cannot stretch it.
+pub struct Deadline<'a> {
+    stream: &'a std::net::TcpStream,
+    until: std::time::Instant,
+}
+
+impl<'a> Deadline<'a> {
+    pub fn new(stream: &'a std::net::TcpStream, within: std::time::Duration) -> Deadline<'a> {
+        Deadline {
+            stream,
+            until: std::time::Instant::now() + within,
+        }
+    }
+}
+
+impl Read for Deadline<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self
+            .until
+            .saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the handshake's deadline passed",
+            ));
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        let mut s = self.stream;
+        s.read(buf)
+    }
+}
+
 /// The shared secret that proves a peer belongs to this deployment.
 #[derive(Clone)]
 pub struct Secret(Vec<u8>);

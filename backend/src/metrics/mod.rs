@@ -17,6 +17,7 @@ use tokio::sync::{oneshot, Mutex};
 use tokio::task::JoinHandle;
 
 use crate::engine::Engine;
+use crate::listener::{Guarded, Limits};
 pub use history::{History, Sample};
 pub use outcomes::{Outcomes, RecentError, Tally};
 
@@ -36,6 +37,7 @@ pub enum MetricsError {
 pub struct Exporter {
     state: Arc<Sources>,
     listener: Mutex<Option<Listener>>,
+    limits: Limits,
 }
 
 /// What the handlers read.
@@ -43,6 +45,9 @@ pub(crate) struct Sources {
     pub engine: Arc<dyn Engine>,
     pub outcomes: Arc<Outcomes>,
     pub history: Arc<History>,
+    /// The pages as the sampler last rendered them: requests share these bytes, so any
+    /// number of them costs no more memory than one.
+    pub rendered: std::sync::RwLock<http::Rendered>,
 }
 
 /// A listener serving on its address until it is closed.
@@ -54,14 +59,17 @@ struct Listener {
 }
 
 impl Exporter {
-    pub fn new(engine: Arc<dyn Engine>) -> Exporter {
+    /// `limits`: the listener's connection bounds ([`Limits::metrics`]).
+    pub fn new(engine: Arc<dyn Engine>, limits: Limits) -> Exporter {
         Exporter {
             state: Arc::new(Sources {
                 engine,
                 outcomes: Arc::new(Outcomes::default()),
                 history: Arc::new(History::default()),
+                rendered: std::sync::RwLock::new(http::Rendered::default()),
             }),
             listener: Mutex::new(None),
+            limits,
         }
     }
 
@@ -102,6 +110,7 @@ impl Exporter {
             .map_err(|source| MetricsError::Bind { addr, source })?;
         let bound = socket.local_addr().unwrap_or(addr);
         tracing::info!(%bound, "serving metrics and the status page");
+        let socket = Guarded::new(socket, self.limits, "metrics");
         let (stop, stopped) = oneshot::channel();
         let task = tokio::spawn(http::serve(socket, self.state.clone(), stopped));
         Ok(Listener {
@@ -153,7 +162,13 @@ mod tests {
     #[tokio::test]
     async fn a_listener_is_kept_moved_or_closed_by_loads() -> TestResult {
         let engine = Arc::new(EngineHandle::spawn()?);
-        let exporter = Exporter::new(engine.clone());
+        let limits = Limits {
+            max_open: 8,
+            max_handshakes: 4,
+            handshake: Duration::from_secs(5),
+            idle: Duration::from_secs(5),
+        };
+        let exporter = Exporter::new(engine.clone(), limits);
         let (a, b) = (free_addr()?, free_addr()?);
         exporter.around_load(Some(a), async { ((), true) }).await?;
         assert!(!bindable(a));

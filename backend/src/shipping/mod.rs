@@ -25,6 +25,25 @@ const CHUNK: usize = 1 << 20;
 /// Times a worker asks for an item before its load fails naming it.
 const ATTEMPTS: u32 = 3;
 
+/// Connections a worker tries before its load fails; it waits 100 ms after the first
+/// failure and twice as long after each next one (1.5 s in all), so a moment's refusal
+/// (rank 0 flooded by strangers) passes.
+const LINK_ATTEMPTS: u32 = 5;
+
+/// The whole handshake (hello, proofs, ask) ends within this, however the peer paces its
+/// bytes.
+const HANDSHAKE_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Unauthenticated handshakes rank 0 runs at once; a newer one ends the oldest (which is
+/// told why). Authenticated workers do not count: each rank has its own slot.
+const MAX_HANDSHAKES: usize = 64;
+
+/// Rank 0's shipping port (default: a free one).
+pub const PORT_ENV: &str = "MLX_DISTRIBUTED_SHIP_PORT";
+
+/// Overrides [`MAX_HANDSHAKES`] (tests: a flood with few slots).
+pub const HANDSHAKES_ENV: &str = "MLX_DISTRIBUTED_SHIP_HANDSHAKES";
+
 /// Frames before the proofs are checked are read through this bound.
 const HANDSHAKE_MAX_BYTES: u64 = 64 << 10;
 
@@ -45,11 +64,21 @@ struct Hello {
     nonce: String,
 }
 
-/// Rank 0's proof of the secret, and its challenge for the worker.
+/// What rank 0 says during the handshake: its proof of the secret and its challenge for the
+/// worker; once the worker's proof is checked, `Welcome`; or, instead of either, why it
+/// closes the connection, so the worker's error names the cause rank 0 saw.
 #[derive(Debug, Serialize, Deserialize)]
-struct Challenge {
-    proof: String,
-    nonce: String,
+enum Leader {
+    Challenge {
+        proof: String,
+        nonce: String,
+    },
+    Welcome,
+    /// `lasting`: trying again cannot help (authentication failed, no share).
+    Refused {
+        reason: String,
+        lasting: bool,
+    },
 }
 
 /// The worker's answer to the challenge.

@@ -6,13 +6,13 @@ use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use super::{hex, Ask, Challenge, Hello, Proof, ATTEMPTS, CHUNK, EXIT_AFTER_ENV};
+use super::{hex, Ask, Hello, Leader, Proof, ATTEMPTS, CHUNK, EXIT_AFTER_ENV, LINK_ATTEMPTS};
 use crate::distributed::protocol::{ShipItem, Shipment};
 use crate::distributed::wire::{nonce, read_frame, write_frame, Secret};
 use crate::error::{Error, Result};
@@ -74,13 +74,7 @@ pub fn receive(ship: &Shipment, opts: &ReceiveOptions) -> Result<PathBuf> {
             }
             Err(e) => {
                 link_failures += 1;
-                tracing::warn!(
-                    attempt = link_failures,
-                    "shipping from rank 0 broke off: {e}"
-                );
-                if link_failures >= ATTEMPTS {
-                    return Err(shipping(format!("from {}: {e}", ship.address)));
-                }
+                broke_off(ship, link_failures, &e)?;
             }
         }
         got += before - cache.missing(ship).len();
@@ -95,6 +89,21 @@ pub fn receive(ship: &Shipment, opts: &ReceiveOptions) -> Result<PathBuf> {
         )));
     }
     Ok(dir)
+}
+
+/// A connection that failed (the `tries`th): the load's error once trying again cannot help
+/// or the tries are spent, else a wait that doubles each time.
+fn broke_off(ship: &Shipment, tries: u32, e: &std::io::Error) -> Result<()> {
+    tracing::warn!(attempt = tries, "shipping from rank 0 broke off: {e}");
+    let lasting = e.kind() == std::io::ErrorKind::PermissionDenied;
+    if tries >= LINK_ATTEMPTS || lasting {
+        return Err(shipping(format!(
+            "from {} ({tries} tries): {e}",
+            ship.address
+        )));
+    }
+    std::thread::sleep(Duration::from_millis(100 << (tries - 1)));
+    Ok(())
 }
 
 fn shipping(why: String) -> Error {
@@ -160,27 +169,11 @@ fn fetch(
     let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
     stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
-    let ours = nonce();
-    write_frame(
-        &mut &stream,
-        &Hello {
-            rank: opts.rank,
-            nonce: ours.clone(),
-        },
-    )?;
     let mut r = Counted {
         inner: BufReader::with_capacity(CHUNK, &stream),
         wire,
     };
-    let challenge: Challenge = read_frame(&mut r)?;
-    if !opts.secret.verify("ship-leader", &ours, &challenge.proof) {
-        return Err(bad_data(format!(
-            "the peer at {} failed authentication (MLX_DISTRIBUTED_TOKEN differs?)",
-            ship.address
-        )));
-    }
-    let proof = opts.secret.proof("ship-worker", &challenge.nonce);
-    write_frame(&mut &stream, &Proof { proof })?;
+    handshake(&stream, &mut r, ship, opts)?;
     let items = wanted.to_vec();
     write_frame(&mut &stream, &Ask { items })?;
     let mut failed = Vec::new();
@@ -199,10 +192,72 @@ fn fetch(
     Ok(failed)
 }
 
+/// The proofs both ways, then rank 0's welcome.
+fn handshake(
+    stream: &TcpStream,
+    r: &mut impl Read,
+    ship: &Shipment,
+    opts: &ReceiveOptions,
+) -> std::io::Result<()> {
+    let ours = nonce();
+    let hello = Hello {
+        rank: opts.rank,
+        nonce: ours.clone(),
+    };
+    write_frame(&mut &*stream, &hello)?;
+    let (theirs, challenge) = match leader_says(r)? {
+        Leader::Challenge { proof, nonce } => (proof, nonce),
+        other => {
+            return Err(bad_data(format!(
+                "rank 0 sent {other:?} before its challenge"
+            )))
+        }
+    };
+    if !opts.secret.verify("ship-leader", &ours, &theirs) {
+        return Err(denied(format!(
+            "the peer at {} failed authentication (MLX_DISTRIBUTED_TOKEN differs?)",
+            ship.address
+        )));
+    }
+    let proof = opts.secret.proof("ship-worker", &challenge);
+    write_frame(&mut &*stream, &Proof { proof })?;
+    match leader_says(r)? {
+        Leader::Welcome => Ok(()),
+        other => Err(bad_data(format!(
+            "rank 0 sent {other:?} instead of its welcome"
+        ))),
+    }
+}
+
+/// Rank 0's next handshake frame; its refusal as an error that says why, and a connection
+/// it closed without one as an error that says where to look.
+pub(super) fn leader_says(r: &mut impl Read) -> std::io::Result<Leader> {
+    match read_frame(r) {
+        Ok(Leader::Refused { reason, lasting }) => Err(std::io::Error::new(
+            if lasting {
+                std::io::ErrorKind::PermissionDenied
+            } else {
+                std::io::ErrorKind::ConnectionRefused
+            },
+            format!("rank 0 refused the connection: {reason}"),
+        )),
+        Ok(said) => Ok(said),
+        Err(e) => Err(std::io::Error::new(
+            e.kind(),
+            format!("{e} (during the handshake; rank 0's log says why it ended it)"),
+        )),
+    }
+}
+
 fn read_u64(r: &mut impl Read) -> std::io::Result<u64> {
     let mut b = [0u8; 8];
     r.read_exact(&mut b)?;
     Ok(u64::from_le_bytes(b))
+}
+
+/// A failure trying again cannot mend.
+fn denied(why: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::PermissionDenied, why)
 }
 
 fn bad_data(why: String) -> std::io::Error {
@@ -223,7 +278,7 @@ impl Cache {
     /// Opens (or lays out) `ship`'s files at their sizes and reads the progress record.
     fn open(dir: &Path, ship: &Shipment) -> Result<Cache> {
         let state = dir.join(".shipping");
-        std::fs::create_dir_all(&state).map_err(Error::io(&state))?;
+        private_dirs(dir, Path::new(".shipping"))?;
         let mut files = Vec::new();
         // Files made or resized now: whatever the record says of them is gone.
         let mut remade = HashSet::new();
@@ -235,16 +290,10 @@ impl Cache {
                 return Err(shipping(format!("rank 0 named a file {:?}", f.name)));
             }
             let path = dir.join(&f.name);
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(Error::io(parent))?;
+            if let Some(parent) = Path::new(&f.name).parent() {
+                private_dirs(dir, parent)?;
             }
-            let open = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path);
-            let file = open.map_err(Error::io(&path))?;
+            let file = open_private(&path, OpenOptions::new().read(true).write(true))?;
             if file.metadata().map_err(Error::io(&path))?.len() != f.size {
                 file.set_len(f.size).map_err(Error::io(&path))?;
                 remade.insert(f.name.as_str());
@@ -252,7 +301,7 @@ impl Cache {
             files.push(file);
         }
         let record = state.join("received");
-        let done = match std::fs::read_to_string(&record) {
+        let done = match read_private(&record) {
             Ok(text) => (text.lines())
                 .filter(|key| {
                     key.splitn(4, ' ')
@@ -261,11 +310,10 @@ impl Cache {
                 })
                 .map(str::to_owned)
                 .collect(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => HashSet::new(),
-            Err(e) => return Err(Error::io(&record)(e)),
+            Err(None) => HashSet::new(),
+            Err(Some(e)) => return Err(e),
         };
-        let progress = OpenOptions::new().create(true).append(true).open(&record);
-        let progress = progress.map_err(Error::io(&record))?;
+        let progress = open_private(&record, OpenOptions::new().append(true))?;
         Ok(Cache {
             dir: dir.to_owned(),
             files,
@@ -349,6 +397,100 @@ impl Cache {
         );
         let path = self.dir.join(".shipping/last-transfer.json");
         let json = serde_json::to_vec_pretty(&transfer).map_err(|e| shipping(e.to_string()))?;
-        std::fs::write(&path, json).map_err(Error::io(&path))
+        let mut file = open_private(&path, OpenOptions::new().write(true).truncate(true))?;
+        file.write_all(&json).map_err(Error::io(&path))
     }
+}
+
+/// Creates (or walks) `dir`, then each folder of `rel` inside it, as private folders (0700),
+/// refusing any that is a symbolic link or not a folder: the cache writes only inside its
+/// own tree.
+fn private_dirs(dir: &Path, rel: &Path) -> Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(Error::io(dir))?;
+    let mut at = dir.to_owned();
+    check_dir(&at)?;
+    for part in rel.components() {
+        let Component::Normal(name) = part else {
+            return Err(shipping(format!("{} leaves the cache", rel.display())));
+        };
+        at.push(name);
+        match std::fs::DirBuilder::new().mode(0o700).create(&at) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(Error::io(&at)(e)),
+        }
+        check_dir(&at)?;
+    }
+    Ok(())
+}
+
+/// A folder of the cache: a real folder (not a link to one), made private.
+fn check_dir(path: &Path) -> Result<()> {
+    let meta = std::fs::symlink_metadata(path).map_err(Error::io(path))?;
+    if meta.file_type().is_symlink() {
+        return Err(linked(path));
+    }
+    if !meta.is_dir() {
+        return Err(shipping(format!("{} is not a folder", path.display())));
+    }
+    if meta.permissions().mode() & 0o777 != 0o700 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+            .map_err(Error::io(path))?;
+    }
+    Ok(())
+}
+
+fn linked(path: &Path) -> Error {
+    shipping(format!(
+        "{} is a symbolic link; the shipping cache does not follow links (remove it)",
+        path.display()
+    ))
+}
+
+/// Opens (creating if missing) a file of the cache without following a link (`O_NOFOLLOW`),
+/// private (0600), refusing anything but a regular file.
+fn open_private(path: &Path, opts: &mut OpenOptions) -> Result<File> {
+    let file = opts
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => linked(path),
+            _ => Error::io(path)(e),
+        })?;
+    let meta = file.metadata().map_err(Error::io(path))?;
+    if !meta.is_file() {
+        return Err(shipping(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
+    }
+    if meta.permissions().mode() & 0o777 != 0o600 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(Error::io(path))?;
+    }
+    Ok(file)
+}
+
+/// A cache file's text; `Err(None)` when it does not exist.
+fn read_private(path: &Path) -> std::result::Result<String, Option<Error>> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path);
+    let mut file = match file {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(Some(linked(path))),
+        Err(e) => return Err(Some(Error::io(path)(e))),
+    };
+    let mut text = String::new();
+    file.read_to_string(&mut text)
+        .map_err(|e| Some(Error::io(path)(e)))?;
+    Ok(text)
 }

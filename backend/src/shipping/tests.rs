@@ -223,3 +223,51 @@ fn a_tensor_part_arrives_as_its_runs_alone() -> TestResult {
     assert_eq!(transfer(&dir)?["received_bytes"].as_u64(), Some(0));
     Ok(())
 }
+
+/// With one handshake slot, a newer connection ends a worker's unfinished handshake, and the
+/// worker is told why (its error names the cause, not a bare reset).
+#[test]
+fn a_handshake_ended_for_a_newer_one_is_told_why() -> TestResult {
+    use std::net::TcpStream;
+    use std::time::Duration;
+
+    let src = Scratch::new("src-evict")?;
+    model(&src.0)?;
+    let (listener, address) = listen("127.0.0.1:1")?;
+    let fingerprint = crate::loader::fingerprint(&src.0)?;
+    let ship = share(&src.0, &Portion::Layers(1..2), fingerprint, address.clone())?;
+    let shares = Shares {
+        dir: src.0.clone(),
+        by_rank: HashMap::from([(1, ship)]),
+        secret: Secret::new(Some("t"), ""),
+        corrupt: None,
+    };
+    let _shipper = Shipper::start_limited(listener, shares, 1)?;
+    let worker = TcpStream::connect(&address)?;
+    worker.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let hello = Hello {
+        rank: 1,
+        nonce: "n".into(),
+    };
+    crate::distributed::wire::write_frame(&mut &worker, &hello)?;
+    let challenge: Leader = crate::distributed::wire::read_frame(&mut &worker)?;
+    assert!(
+        matches!(challenge, Leader::Challenge { .. }),
+        "{challenge:?}"
+    );
+    let _stranger = TcpStream::connect(&address)?;
+    let err = receive::leader_says(&mut &worker)
+        .err()
+        .ok_or("the handshake was not ended")?;
+    let text = err.to_string();
+    assert!(
+        text.starts_with("rank 0 refused the connection: rank 0 was handling 1 unauthenticated"),
+        "{text}"
+    );
+    assert_eq!(
+        err.kind(),
+        std::io::ErrorKind::ConnectionRefused,
+        "a refusal worth retrying"
+    );
+    Ok(())
+}

@@ -2,17 +2,21 @@
 //! with the rank, the hostfile and its control address, signed with the token over that
 //! nonce (so an assignment can be neither forged nor replayed), and the worker acknowledges.
 
+use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::{Network, Node, P2pError, Result};
-use crate::distributed::wire::{nonce, read_frame, write_frame};
+use crate::distributed::wire::{nonce, read_frame, write_frame, Deadline};
 
 /// Every step of an assignment ends within this (a worker leaving the cluster rank 0 just
 /// closed takes a moment before it answers).
 const STEP: Duration = Duration::from_secs(10);
+
+/// An assignment frame (a hostfile of a few hundred nodes) is read through this bound.
+const FRAME_MAX_BYTES: u64 = 1 << 20;
 
 /// What a worker is told.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,37 +96,105 @@ fn assign_one(net: &Network, worker: &Node, assignment: &Assignment) -> Result<(
     }
 }
 
+/// Assignment attempts a worker runs at once; a newer one ends the oldest, so strangers
+/// cannot keep rank 0's attempt out.
+const MAX_ATTEMPTS: usize = 16;
+
+/// The attempts in flight: each one's socket (to end it) and thread.
+type Attempts = Vec<(TcpStream, std::thread::JoinHandle<()>)>;
+
 /// A worker waits for a rank 0 of its network to give it a rank (until a stop is requested:
-/// then `None`). Connections without a valid proof are logged and ignored.
+/// then `None`). Each connection is served on its own thread within `STEP` in all, so a slow
+/// stranger cannot hold up rank 0's assignment; connections without a valid proof are
+/// logged and ignored.
 pub fn await_assignment(
     listener: &TcpListener,
     net: &Network,
     me: &Node,
 ) -> Result<Option<Assignment>> {
     listener.set_nonblocking(true)?;
-    loop {
+    let (sender, taken) = std::sync::mpsc::channel();
+    let claimed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut attempts: Attempts = Vec::new();
+    let got = loop {
         if crate::lifecycle::stop_requested() {
-            return Ok(None);
+            break None;
+        }
+        if let Ok(a) = taken.try_recv() {
+            break Some(a);
         }
         let (stream, from) = match listener.accept() {
             Ok(accepted) => accepted,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(100));
+                std::thread::sleep(Duration::from_millis(20));
                 continue;
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                end_all(attempts);
+                return Err(e.into());
+            }
         };
-        match take(stream, net, me) {
-            Ok(a) => return Ok(Some(a)),
-            Err(e) => tracing::warn!(%from, "ignored an assignment: {e}"),
+        attempts.retain(|(_, t)| !t.is_finished());
+        if attempts.len() >= MAX_ATTEMPTS {
+            let (oldest, _) = attempts.remove(0);
+            let _ = oldest.shutdown(std::net::Shutdown::Both);
+            if warn_now() {
+                tracing::warn!("{MAX_ATTEMPTS} assignment attempts at once; ended the oldest");
+            }
         }
+        let Ok(clone) = stream.try_clone() else {
+            continue;
+        };
+        let (net, me, sender, claimed) = (net.clone(), me.clone(), sender.clone(), claimed.clone());
+        let thread = std::thread::spawn(move || {
+            let taken = take(&stream, &net, &me, &claimed);
+            // Closed now, not when the listener's copy of the socket is dropped.
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            match taken {
+                Ok(a) => {
+                    let _ = sender.send(a);
+                }
+                Err(e) if warn_now() => tracing::warn!(%from, "ignored an assignment: {e}"),
+                Err(e) => tracing::debug!(%from, "ignored an assignment: {e}"),
+            }
+        });
+        attempts.push((clone, thread));
+    };
+    end_all(attempts);
+    Ok(got)
+}
+
+/// Whether a warning may be logged now: at most one a second, so a flood of strangers does
+/// not flood the log.
+fn warn_now() -> bool {
+    static LAST: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+    let mut last = LAST
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let now = last.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+    if now {
+        *last = Some(std::time::Instant::now());
+    }
+    now
+}
+
+/// Ends the attempts still running and waits for their threads.
+fn end_all(attempts: Attempts) {
+    for (stream, thread) in attempts {
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+        let _ = thread.join();
     }
 }
 
-/// One assignment attempt from a connecting rank 0.
-fn take(mut s: TcpStream, net: &Network, me: &Node) -> Result<Assignment> {
+/// One assignment attempt from a connecting rank 0, within `STEP` in all; `claimed` makes
+/// sure only one attempt acknowledges.
+fn take(
+    mut s: &TcpStream,
+    net: &Network,
+    me: &Node,
+    claimed: &std::sync::atomic::AtomicBool,
+) -> Result<Assignment> {
     s.set_nonblocking(false)?;
-    s.set_read_timeout(Some(STEP))?;
     s.set_write_timeout(Some(STEP))?;
     let ours = nonce();
     write_frame(
@@ -132,7 +204,9 @@ fn take(mut s: TcpStream, net: &Network, me: &Node) -> Result<Assignment> {
             nonce: ours.clone(),
         },
     )?;
-    let Frame::Assign { assignment, proof } = read_frame(&mut s)? else {
+    let mut r = Deadline::new(s, STEP);
+    let Frame::Assign { assignment, proof } = read_frame(&mut (&mut r).take(FRAME_MAX_BYTES))?
+    else {
         return Err(P2pError::Cluster("the peer sent no assignment".into()));
     };
     if !net
@@ -143,7 +217,15 @@ fn take(mut s: TcpStream, net: &Network, me: &Node) -> Result<Assignment> {
             "its proof does not match the token (another token or network?)".into(),
         ));
     }
-    write_frame(&mut s, &Frame::Taken)?;
+    if claimed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return Err(P2pError::Cluster(
+            "another assignment was taken first".into(),
+        ));
+    }
+    if let Err(e) = write_frame(&mut s, &Frame::Taken) {
+        claimed.store(false, std::sync::atomic::Ordering::SeqCst);
+        return Err(e.into());
+    }
     Ok(assignment)
 }
 
