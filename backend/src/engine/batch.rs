@@ -61,8 +61,7 @@ pub struct BatchLimits {
     pub prefill_budget: usize,
 }
 
-/// The longest `queue_timeout`: a request waits for a row at most an hour.
-pub const MAX_QUEUE_TIMEOUT_SECS: u64 = 3600;
+use crate::options::bounds::MAX_QUEUE_TIMEOUT_SECS;
 
 /// `queue_timeout` within `MAX_QUEUE_TIMEOUT_SECS`, or an error naming both.
 pub fn check_queue_timeout(secs: u64) -> Result<()> {
