@@ -6,7 +6,7 @@ use clap::Parser;
 
 /// The engine benchmark: this engine, mlx-lm and llama.cpp on the same checkpoint, in one run.
 #[derive(Parser)]
-#[command(name = "bench", version, about)]
+#[command(name = "bench", version)]
 pub struct BenchArgs {
     /// The model folder to measure.
     #[arg(long)]

@@ -116,11 +116,11 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> TestResult {
 #[test]
 fn the_source_tree_names_every_source_file_and_only_paths_that_exist() -> TestResult {
     let named = tree_paths(&tree_block()?)?;
-    let stale: Vec<&String> = named
-        .iter()
-        .filter(|p| !repo().join(p).exists())
-        .collect();
-    assert!(stale.is_empty(), "named in the source tree but not in the repository: {stale:?}");
+    let stale: Vec<&String> = named.iter().filter(|p| !repo().join(p).exists()).collect();
+    assert!(
+        stale.is_empty(),
+        "named in the source tree but not in the repository: {stale:?}"
+    );
     let named: BTreeSet<&String> = named.iter().collect();
     let mut missing = Vec::new();
     for dir in CRATES {
@@ -134,7 +134,10 @@ fn the_source_tree_names_every_source_file_and_only_paths_that_exist() -> TestRe
         }
     }
     missing.sort();
-    assert!(missing.is_empty(), "not in ARCHITECTURE.md's source tree: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "not in ARCHITECTURE.md's source tree: {missing:?}"
+    );
     Ok(())
 }
 
@@ -143,7 +146,14 @@ fn the_tree_reader_follows_indentation() -> TestResult {
     let block = "Cargo.toml — workspace\nbackend/ — the library\n  src/ — code\n    lib.rs — root\n  build.rs — codegen\nscripts/ — tools\n";
     assert_eq!(
         tree_paths(block)?,
-        ["Cargo.toml", "backend", "backend/src", "backend/src/lib.rs", "backend/build.rs", "scripts"]
+        [
+            "Cargo.toml",
+            "backend",
+            "backend/src",
+            "backend/src/lib.rs",
+            "backend/build.rs",
+            "scripts"
+        ]
     );
     assert!(tree_paths("a/\n     b.rs\n").is_err());
     Ok(())
@@ -153,7 +163,10 @@ fn the_tree_reader_follows_indentation() -> TestResult {
 fn the_readme_is_short_and_architecture_lines_fit() -> TestResult {
     let readme = std::fs::read_to_string(repo().join("README.md"))?;
     let lines = readme.lines().count();
-    assert!(lines <= README_MAX_LINES, "README.md has {lines} lines (at most {README_MAX_LINES})");
+    assert!(
+        lines <= README_MAX_LINES,
+        "README.md has {lines} lines (at most {README_MAX_LINES})"
+    );
     let architecture = std::fs::read_to_string(repo().join("ARCHITECTURE.md"))?;
     let wide: Vec<usize> = architecture
         .lines()
@@ -161,7 +174,10 @@ fn the_readme_is_short_and_architecture_lines_fit() -> TestResult {
         .filter(|(_, l)| l.chars().count() > ARCHITECTURE_MAX_WIDTH)
         .map(|(i, _)| i + 1)
         .collect();
-    assert!(wide.is_empty(), "ARCHITECTURE.md lines over {ARCHITECTURE_MAX_WIDTH} characters: {wide:?}");
+    assert!(
+        wide.is_empty(),
+        "ARCHITECTURE.md lines over {ARCHITECTURE_MAX_WIDTH} characters: {wide:?}"
+    );
     Ok(())
 }
 
@@ -193,7 +209,10 @@ fn no_document_narrates_work_sessions() -> TestResult {
             found.push(format!("{}: {at}", doc.display()));
         }
     }
-    assert!(found.is_empty(), "documents that narrate sessions: {found:?}");
+    assert!(
+        found.is_empty(),
+        "documents that narrate sessions: {found:?}"
+    );
     assert!(narrates_sessions("as measured in Session 17,").is_some());
     assert!(narrates_sessions("sessions 20 and 21").is_some());
     assert!(narrates_sessions("in this session").is_some());
