@@ -1,103 +1,222 @@
-//! ARCHITECTURE.md's layout stays true to the tree: every source file of the library crates is
-//! named in it, and every file it names exists. The backend's modules import in one
-//! direction: no circle among them (the model families aside). And no function outside tests
-//! is longer than `MAX_FN_LINES`.
+//! The documents stay true to the tree: ARCHITECTURE.md's source tree names every source file
+//! of the crates on a line of its own, and every path it names exists; ARCHITECTURE.md's lines
+//! fit 100 characters; the README stays short; no document narrates numbered work sessions.
+//! The backend's modules import in one direction: no circle among them (the model families
+//! aside). And no function outside tests is longer than `MAX_FN_LINES`: Rust functions of the
+//! crates, and C++ functions of quant-cpu/cpp unless a `// long: <reason>` comment above them
+//! says why.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use integration_tests::TestResult;
 
-/// The crates whose every source file the layout names (integration tests are listed by subject).
+/// The folders whose every source file the source tree names.
 const CRATES: &[&str] = &[
+    "backend/src",
+    "quant-cpu/src",
+    "quant-cpu/cpp",
+    "quant-kernels/src",
+    "skinny-gemm/src",
+    "worker-cli/src",
+    "bench/src",
+    "integration-tests/src",
+    "integration-tests/tests",
+    "integration-tests/benches",
+    "quant-cpu/tests",
+    "quant-cpu/benches",
+];
+
+/// What counts as a source file there.
+const SOURCE_EXTENSIONS: &[&str] = &["rs", "cpp", "h", "html"];
+
+/// The crates whose Rust functions the length check reads (tests are left out).
+const LIBRARY_CRATES: &[&str] = &[
     "backend/src",
     "quant-cpu/src",
     "quant-kernels/src",
     "skinny-gemm/src",
     "worker-cli/src",
+    "bench/src",
 ];
 
-/// Files every crate has, which the layout names by their folder instead.
-const IMPLIED: &[&str] = &["mod.rs", "lib.rs", "tests.rs"];
+/// The C++ whose functions the length check reads.
+const CPP_DIR: &str = "quant-cpu/cpp";
+
+/// The longest the README may be, in lines.
+const README_MAX_LINES: usize = 420;
+
+/// The widest a line of ARCHITECTURE.md may be, in characters.
+const ARCHITECTURE_MAX_WIDTH: usize = 100;
+
+/// The heading of ARCHITECTURE.md's source tree (the fenced block under it).
+const TREE_HEADING: &str = "## Source tree";
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The fenced block under "## Layout (as built)".
-fn layout() -> TestResult<String> {
+/// The fenced block under `TREE_HEADING`.
+fn tree_block() -> TestResult<String> {
     let text = std::fs::read_to_string(repo().join("ARCHITECTURE.md"))?;
     let start = text
-        .find("## Layout (as built)")
-        .ok_or("ARCHITECTURE.md has no layout section")?;
+        .find(TREE_HEADING)
+        .ok_or("ARCHITECTURE.md has no source tree section")?;
     let block = text[start..]
         .split("```")
         .nth(1)
-        .ok_or("no fenced layout")?;
+        .ok_or("no fenced source tree")?;
     Ok(block.to_string())
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> TestResult {
+/// The paths a tree names: each line is a file or folder name (a folder ends in `/`), indented
+/// two spaces a level under its folder, then its description after ` — `.
+fn tree_paths(block: &str) -> TestResult<Vec<String>> {
+    let mut folders: Vec<String> = Vec::new();
+    let mut paths = Vec::new();
+    for line in block.lines().filter(|l| !l.trim().is_empty()) {
+        let indent = line.len() - line.trim_start().len();
+        if indent % 2 != 0 || indent / 2 > folders.len() {
+            return Err(format!("source tree: misplaced line {line:?}").into());
+        }
+        folders.truncate(indent / 2);
+        let name = line
+            .split_whitespace()
+            .next()
+            .ok_or("source tree: an empty name")?;
+        let path = format!("{}{name}", folders.concat());
+        if name.ends_with('/') {
+            folders.push(name.to_string());
+        }
+        paths.push(path.trim_end_matches('/').to_string());
+    }
+    Ok(paths)
+}
+
+fn files_with(dir: &Path, extensions: &[&str], out: &mut Vec<PathBuf>) -> TestResult {
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
         if path.is_dir() {
-            rust_files(&path, out)?;
-        } else if path.extension().is_some_and(|e| e == "rs") {
+            files_with(&path, extensions, out)?;
+        } else if path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| extensions.contains(&e))
+        {
             out.push(path);
         }
     }
     Ok(())
 }
 
-/// The `name.rs` words of a text.
-fn named_files(text: &str) -> BTreeSet<String> {
-    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
-        .filter(|w| w.ends_with(".rs") && w.len() > 3)
-        .map(str::to_string)
-        .collect()
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> TestResult {
+    files_with(dir, &["rs"], out)
 }
 
 #[test]
-fn the_layout_names_every_source_file_and_only_files_that_exist() -> TestResult {
-    let layout = layout()?;
-    let named = named_files(&layout);
-    let mut files = Vec::new();
-    for krate in CRATES {
-        rust_files(&repo().join(krate), &mut files)?;
-    }
-    let mut missing: Vec<String> = files
-        .iter()
-        .filter_map(|f| f.file_name()?.to_str().map(str::to_string))
-        .filter(|name| !IMPLIED.contains(&name.as_str()) && !named.contains(name))
-        .collect();
-    missing.sort();
-    missing.dedup();
-    assert!(
-        missing.is_empty(),
-        "not in ARCHITECTURE.md's layout: {missing:?}"
-    );
-
-    let mut everywhere = Vec::new();
-    for dir in [
-        "backend",
-        "quant-cpu",
-        "quant-kernels",
-        "skinny-gemm",
-        "worker-cli",
-        "build-support",
-        "integration-tests",
-    ] {
-        rust_files(&repo().join(dir), &mut everywhere)?;
-    }
-    let existing: BTreeSet<String> = everywhere
-        .iter()
-        .filter_map(|f| f.file_name()?.to_str().map(str::to_string))
-        .collect();
-    let stale: Vec<&String> = named.iter().filter(|n| !existing.contains(*n)).collect();
+fn the_source_tree_names_every_source_file_and_only_paths_that_exist() -> TestResult {
+    let named = tree_paths(&tree_block()?)?;
+    let stale: Vec<&String> = named.iter().filter(|p| !repo().join(p).exists()).collect();
     assert!(
         stale.is_empty(),
-        "named in the layout but not in the tree: {stale:?}"
+        "named in the source tree but not in the repository: {stale:?}"
     );
+    let named: BTreeSet<&String> = named.iter().collect();
+    let mut missing = Vec::new();
+    for dir in CRATES {
+        let mut files = Vec::new();
+        files_with(&repo().join(dir), SOURCE_EXTENSIONS, &mut files)?;
+        for file in files {
+            let rel = file.strip_prefix(repo())?.to_string_lossy().into_owned();
+            if !named.contains(&rel) {
+                missing.push(rel);
+            }
+        }
+    }
+    missing.sort();
+    assert!(
+        missing.is_empty(),
+        "not in ARCHITECTURE.md's source tree: {missing:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn the_tree_reader_follows_indentation() -> TestResult {
+    let block = "Cargo.toml — workspace\nbackend/ — the library\n  src/ — code\n    lib.rs — root\n  build.rs — codegen\nscripts/ — tools\n";
+    assert_eq!(
+        tree_paths(block)?,
+        [
+            "Cargo.toml",
+            "backend",
+            "backend/src",
+            "backend/src/lib.rs",
+            "backend/build.rs",
+            "scripts"
+        ]
+    );
+    assert!(tree_paths("a/\n     b.rs\n").is_err());
+    Ok(())
+}
+
+#[test]
+fn the_readme_is_short_and_architecture_lines_fit() -> TestResult {
+    let readme = std::fs::read_to_string(repo().join("README.md"))?;
+    let lines = readme.lines().count();
+    assert!(
+        lines <= README_MAX_LINES,
+        "README.md has {lines} lines (at most {README_MAX_LINES})"
+    );
+    let architecture = std::fs::read_to_string(repo().join("ARCHITECTURE.md"))?;
+    let wide: Vec<usize> = architecture
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.chars().count() > ARCHITECTURE_MAX_WIDTH)
+        .map(|(i, _)| i + 1)
+        .collect();
+    assert!(
+        wide.is_empty(),
+        "ARCHITECTURE.md lines over {ARCHITECTURE_MAX_WIDTH} characters: {wide:?}"
+    );
+    Ok(())
+}
+
+/// Whether a text narrates work sessions: "session" followed by a number, or "this session".
+fn narrates_sessions(text: &str) -> Option<String> {
+    let lower = text.to_lowercase();
+    for (at, _) in lower.match_indices("session") {
+        let after = lower[at + "session".len()..].trim_start_matches(['s', ' ']);
+        let before = lower[..at].trim_end();
+        if after.starts_with(|c: char| c.is_ascii_digit()) || before.ends_with("this") {
+            let line = lower[..at].matches('\n').count() + 1;
+            return Some(format!("line {line}"));
+        }
+    }
+    None
+}
+
+#[test]
+fn no_document_narrates_work_sessions() -> TestResult {
+    let mut docs = vec![
+        repo().join("README.md"),
+        repo().join("ARCHITECTURE.md"),
+        repo().join("CONTRIBUTING.md"),
+    ];
+    files_with(&repo().join("docs"), &["md"], &mut docs)?;
+    let mut found = Vec::new();
+    for doc in &docs {
+        if let Some(at) = narrates_sessions(&std::fs::read_to_string(doc)?) {
+            found.push(format!("{}: {at}", doc.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "documents that narrate sessions: {found:?}"
+    );
+    assert!(narrates_sessions("as measured in Session 17,").is_some());
+    assert!(narrates_sessions("sessions 20 and 21").is_some());
+    assert!(narrates_sessions("in this session").is_some());
+    assert!(narrates_sessions("an sshd session per namespace").is_none());
     Ok(())
 }
 
@@ -261,7 +380,7 @@ fn long_functions(text: &str) -> Vec<(usize, usize)> {
 #[test]
 fn no_function_outside_tests_is_longer_than_60_lines() -> TestResult {
     let mut files = Vec::new();
-    for dir in CRATES {
+    for dir in LIBRARY_CRATES {
         rust_files(&repo().join(dir), &mut files)?;
     }
     let mut long = Vec::new();
@@ -285,4 +404,153 @@ fn the_length_check_sees_bodies_not_declarations() {
         .collect();
     let text = format!("extern \"C\" {{\n    fn f(\n        x: [u8; 4],\n    ) -> i32;\n}}\n\npub(crate) fn g() {{\n{body}}}\n");
     assert_eq!(long_functions(&text), [(7, 72)]);
+}
+
+/// A C++ line's code: without comments, string and character literals; `in_comment` carries a
+/// `/* */` comment from one line to the next.
+fn cpp_code_of(line: &str, in_comment: &mut bool) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if *in_comment {
+            if c == '*' && chars.peek() == Some(&'/') {
+                chars.next();
+                *in_comment = false;
+            }
+            continue;
+        }
+        match c {
+            '/' if chars.peek() == Some(&'/') => break,
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                *in_comment = true;
+            }
+            '"' | '\'' => {
+                while let Some(d) = chars.next() {
+                    match d {
+                        '\\' => {
+                            chars.next();
+                        }
+                        d if d == c => break,
+                        _ => {}
+                    }
+                }
+                out.push(' ');
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Whether the text before a `{` at namespace or class level opens a function body: a
+/// parameter list, and no type or namespace keyword or initializer before it.
+fn opens_function(header: &str) -> bool {
+    let Some(paren) = header.find('(') else {
+        return false;
+    };
+    let first = header.split_whitespace().next().unwrap_or_default();
+    let scope = ["namespace", "class", "struct", "enum", "union"].contains(&first);
+    !scope && !header[..paren].contains('=')
+}
+
+/// Every C++ function of `text` as (first line, lines, the comment lines just above it):
+/// bodies are matched by braces at namespace or class level, preprocessor lines skipped.
+fn cpp_functions(text: &str) -> Vec<(usize, usize, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let (mut in_comment, mut continued) = (false, false);
+    let mut depth_in_fn = 0usize;
+    let (mut header, mut header_start, mut start) = (String::new(), None, 0usize);
+    let mut found = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let directive = continued || line.trim_start().starts_with('#');
+        continued = directive && line.trim_end().ends_with('\\');
+        if directive {
+            continue;
+        }
+        for c in cpp_code_of(line, &mut in_comment).chars() {
+            if depth_in_fn > 0 {
+                match c {
+                    '{' => depth_in_fn += 1,
+                    '}' => depth_in_fn -= 1,
+                    _ => {}
+                }
+                if depth_in_fn == 0 {
+                    found.push((start + 1, i + 1 - start, comments_above(&lines, start)));
+                }
+                continue;
+            }
+            match c {
+                '{' if opens_function(&header) => {
+                    (depth_in_fn, start) = (1, header_start.unwrap_or(i));
+                    (header, header_start) = (String::new(), None);
+                }
+                '{' | '}' | ';' => (header, header_start) = (String::new(), None),
+                c => {
+                    if !c.is_whitespace() && header_start.is_none() {
+                        header_start = Some(i);
+                    }
+                    header.push(c);
+                    if ["public:", "private:", "protected:"].contains(&header.trim()) {
+                        (header, header_start) = (String::new(), None);
+                    }
+                }
+            }
+        }
+        header.push(' ');
+    }
+    found
+}
+
+/// The `//` comment lines directly above line `at`, joined.
+fn comments_above(lines: &[&str], at: usize) -> String {
+    lines[..at]
+        .iter()
+        .rev()
+        .take_while(|l| l.trim_start().starts_with("//"))
+        .map(|l| l.trim())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The C++ functions of `text` longer than `MAX_FN_LINES` with no `// long:` reason above.
+fn long_cpp_functions(text: &str) -> Vec<(usize, usize)> {
+    cpp_functions(text)
+        .into_iter()
+        .filter(|(_, n, above)| *n > MAX_FN_LINES && !above.contains("// long:"))
+        .map(|(at, n, _)| (at, n))
+        .collect()
+}
+
+#[test]
+fn no_cpp_function_is_longer_than_60_lines_without_a_reason() -> TestResult {
+    let mut files = Vec::new();
+    files_with(&repo().join(CPP_DIR), &["cpp", "h"], &mut files)?;
+    assert!(!files.is_empty(), "no C++ in {CPP_DIR}");
+    let mut long = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file)?;
+        for (line, n) in long_cpp_functions(&text) {
+            long.push(format!("{}:{line} ({n} lines)", file.display()));
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "C++ functions over {MAX_FN_LINES} lines without a `// long: <reason>` above: {long:#?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn the_cpp_length_check_matches_bodies() {
+    let body: String = (0..70).map(|i| format!("  int x{i} = '{{';\n")).collect();
+    let text = format!(
+        "#include <x>\n#define M(a) \\\n  {{ a; }}\nnamespace n {{\nstruct S {{\n public:\n  int f() const {{ return 1; }}\n}};\n\
+         /* a {{ comment */\ntemplate <typename T>\nvoid g(T t,\n       int u) {{\n{body}  if (u) {{\n  }}\n}}\n\
+         // long: one straight sequence\nint h() {{\n{body}}}\nextern \"C\" int k() {{ return 0; }}\n}}\n"
+    );
+    let found = cpp_functions(&text);
+    let starts: Vec<(usize, usize)> = found.iter().map(|(at, n, _)| (*at, *n)).collect();
+    assert_eq!(starts, [(7, 1), (10, 76), (87, 72), (159, 1)]);
+    assert_eq!(long_cpp_functions(&text), [(10, 76)]);
 }

@@ -1,4 +1,4 @@
-"""mlx-lm's side of `worker bench`: the same measurements on the same token ids, as JSON."""
+"""mlx-lm's side of `cargo run -p bench`: the same measurements on the same token ids, as JSON."""
 
 import argparse
 import json
@@ -19,7 +19,7 @@ GREEDY = make_sampler(0.0)
 
 
 def bench_ids(n):
-    """The benchmark's prompt: the same deterministic ids `worker bench` uses."""
+    """The benchmark's prompt: the same deterministic ids the `bench` binary uses."""
     return [100 + (i * 7919) % 40000 for i in range(n)]
 
 

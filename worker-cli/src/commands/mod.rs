@@ -1,5 +1,3 @@
-mod bandwidth;
-mod bench;
 mod bench_link;
 mod check;
 mod config;
@@ -38,7 +36,6 @@ pub fn hostfile_for_rank(
 pub fn run(command: Command) -> CliResult {
     match command {
         Command::Generate(args) => generate::run(args),
-        Command::Bench(args) => bench::run(args),
         Command::MlxDistributed(args) => distributed::run(args),
         Command::Demo(args) => demo::run(args),
         Command::BenchLink(args) => bench_link::run(args),

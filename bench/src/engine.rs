@@ -1,4 +1,4 @@
-//! `worker bench`: this engine, mlx-lm and llama.cpp on the same checkpoint, in one run, and
+//! The engine benchmark: this engine, mlx-lm and llama.cpp on the same checkpoint, in one run, and
 //! decode measured against the machine's read bandwidth.
 
 use std::collections::BTreeMap;
@@ -12,8 +12,8 @@ use backend::request::{GenerateOptions, Summary};
 use backend::weights::WeightMode;
 use serde::{Deserialize, Serialize};
 
-use super::{bandwidth, CliResult};
 use crate::args::BenchArgs;
+use crate::{bandwidth, CliResult};
 
 /// What one engine measured; tok/s.
 #[derive(Debug, Default, Serialize, Deserialize)]

@@ -1,0 +1,59 @@
+//! The benchmark's flags.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// The engine benchmark: this engine, mlx-lm and llama.cpp on the same checkpoint, in one run.
+#[derive(Parser)]
+#[command(name = "bench", version)]
+pub struct BenchArgs {
+    /// The model folder to measure.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// The same checkpoint dequantized to f32, where mlx-lm runs our fast mode's numerics.
+    #[arg(long)]
+    pub f32_twin: Option<PathBuf>,
+    #[arg(long, value_delimiter = ',', default_value = "128,1024")]
+    pub prompt_lens: Vec<usize>,
+    /// Prompt lengths for the as-stored runs (MLX's scalar CPU quantized kernels are slow).
+    #[arg(long, value_delimiter = ',', default_value = "128")]
+    pub as_stored_prompt_lens: Vec<usize>,
+    #[arg(long, default_value_t = 128)]
+    pub gen_tokens: usize,
+    /// Runs per prompt length in the f32 measurements, the best one counting (a first run pays
+    /// one-time set-up such as BLAS buffers); the slow as-stored runs run once.
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+    /// Python with mlx-lm (default: the fixture venv).
+    #[arg(long, env = "MLX_LM_PYTHON")]
+    pub python: Option<PathBuf>,
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/bench/mlx_lm_engine.py"))]
+    pub mlx_lm_script: PathBuf,
+    /// Each mlx-lm or llama-bench run is killed after this long.
+    #[arg(long, default_value_t = 1800)]
+    pub timeout_secs: u64,
+    #[arg(long)]
+    pub skip_as_stored: bool,
+    #[arg(long)]
+    pub skip_mlx_lm: bool,
+    /// llama.cpp's `llama-bench` (default: the one `scripts/bench/llama-bench` builds into the
+    /// cache; when that is missing, the llama.cpp row is skipped).
+    #[arg(long)]
+    pub llama_bench: Option<PathBuf>,
+    /// The GGUF llama.cpp runs on (default: the cache's Q8_0 GGUF for a model folder whose name
+    /// contains `8bit`, the Q4_1 one otherwise).
+    #[arg(long)]
+    pub gguf: Option<PathBuf>,
+    /// llama.cpp's threads (`-t`) and the bandwidth measurement's (default: every core); our
+    /// engine uses every core (its engine thread and product pool).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Rounds of ours (f32, packed) then llama.cpp, alternated so that drift hits both; the
+    /// best of each counts.
+    #[arg(long, default_value_t = 2)]
+    pub rounds: usize,
+    /// Skip the read-bandwidth measurement and decode's fraction of its limit.
+    #[arg(long)]
+    pub skip_bandwidth: bool,
+}

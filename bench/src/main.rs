@@ -1,0 +1,30 @@
+//! `bench`: this engine, mlx-lm and llama.cpp on the same checkpoint, in one run, and decode
+//! measured against the machine's read bandwidth. A development tool: `cargo run --release -p
+//! bench -- --model DIR ...`; the shipped `worker` binary does not carry it.
+
+mod args;
+mod bandwidth;
+mod engine;
+
+use clap::Parser;
+
+pub type CliResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
+
+fn main() -> std::process::ExitCode {
+    let args = args::BenchArgs::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let code = match engine::run(args) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            1
+        }
+    };
+    // MLX must be idle before `exit` runs its destructors.
+    backend::lifecycle::end_process(code)
+}
