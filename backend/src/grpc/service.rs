@@ -10,7 +10,7 @@ use super::convert::{self, check_identity};
 use super::pb;
 use super::status::{bounded_status, client_text, to_status};
 use crate::chat_output::{parse_tool_calls, OutputFormat, ReasoningSplitter, Split};
-use crate::engine::{Engine, EngineState, ModelInfo};
+use crate::engine::{Engine, EngineState, ModelInfo, Snapshot};
 use crate::error::Error;
 use crate::metrics::{Exporter, Tally};
 use crate::options::{LoadConfig, LoadRequest, Settings};
@@ -497,50 +497,7 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
             | EngineState::Stopped
             | EngineState::Failed => State::Error,
         };
-        let mlx = mlx_rs::memory::active_memory().unwrap_or(0) as u64;
-        let cache = mlx_rs::memory::cache_memory().unwrap_or(0) as u64;
-        let rss = resident_bytes();
-        let compiles = crate::grammar::counts();
-        let (prefix, m) = (&snapshot.metrics.prefix_cache, &snapshot.metrics);
-        let weights = snapshot
-            .model
-            .as_ref()
-            .map(|i| i.weights)
-            .unwrap_or_default();
-        let memory = pb::MemoryUsageData {
-            total: rss,
-            breakdown: [
-                ("mlx_active".to_string(), mlx),
-                ("mlx_cache".to_string(), cache),
-                ("rss".to_string(), rss),
-                ("weight_bytes".to_string(), weights.bytes),
-                (
-                    "portable_kernel_layers".to_string(),
-                    weights.portable_layers as u64,
-                ),
-                ("kv_reserved".to_string(), m.kv_reserved_bytes as u64),
-                ("prefix_cache_bytes".to_string(), prefix.bytes as u64),
-                ("prefix_cache_entries".to_string(), prefix.entries as u64),
-                ("prefix_cache_hits".to_string(), prefix.hits),
-                ("prefix_cache_misses".to_string(), prefix.misses),
-                (
-                    "grammar_compiles_queued".to_string(),
-                    compiles.queued as u64,
-                ),
-                (
-                    "grammar_compiles_running".to_string(),
-                    compiles.running as u64,
-                ),
-                // 1 while a LoadModel waits for its workers beside the model being served.
-                (
-                    "load_waiting".to_string(),
-                    u64::from(snapshot.load_wait.is_some()),
-                ),
-            ]
-            .into_iter()
-            .chain(rank_entries(&snapshot))
-            .collect(),
-        };
+        let memory = memory_usage(&snapshot);
         Ok(Response::new(pb::StatusResponse {
             state: state as i32,
             memory: Some(memory),
@@ -651,4 +608,53 @@ fn resident_bytes() -> u64 {
         })
         .unwrap_or(0);
     pages * 4096
+}
+
+/// Status's memory breakdown: MLX's and the process's memory, the weights, the KV and prefix
+/// cache, the grammar compile gate, a pending load's wait, and each rank.
+fn memory_usage(snapshot: &Snapshot) -> pb::MemoryUsageData {
+    let mlx = mlx_rs::memory::active_memory().unwrap_or(0) as u64;
+    let cache = mlx_rs::memory::cache_memory().unwrap_or(0) as u64;
+    let rss = resident_bytes();
+    let compiles = crate::grammar::counts();
+    let (prefix, m) = (&snapshot.metrics.prefix_cache, &snapshot.metrics);
+    let weights = snapshot
+        .model
+        .as_ref()
+        .map(|i| i.weights)
+        .unwrap_or_default();
+    pb::MemoryUsageData {
+        total: rss,
+        breakdown: [
+            ("mlx_active".to_string(), mlx),
+            ("mlx_cache".to_string(), cache),
+            ("rss".to_string(), rss),
+            ("weight_bytes".to_string(), weights.bytes),
+            (
+                "portable_kernel_layers".to_string(),
+                weights.portable_layers as u64,
+            ),
+            ("kv_reserved".to_string(), m.kv_reserved_bytes as u64),
+            ("prefix_cache_bytes".to_string(), prefix.bytes as u64),
+            ("prefix_cache_entries".to_string(), prefix.entries as u64),
+            ("prefix_cache_hits".to_string(), prefix.hits),
+            ("prefix_cache_misses".to_string(), prefix.misses),
+            (
+                "grammar_compiles_queued".to_string(),
+                compiles.queued as u64,
+            ),
+            (
+                "grammar_compiles_running".to_string(),
+                compiles.running as u64,
+            ),
+            // 1 while a LoadModel waits for its workers beside the model being served.
+            (
+                "load_waiting".to_string(),
+                u64::from(snapshot.load_wait.is_some()),
+            ),
+        ]
+        .into_iter()
+        .chain(rank_entries(&snapshot))
+        .collect(),
+    }
 }

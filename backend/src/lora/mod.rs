@@ -208,7 +208,11 @@ impl LowRank {
 /// Error for `Updates` left over once the model is built: layers the model lacks (an adapter
 /// for another model) or that this backend does not adapt.
 pub fn unused(layers: &[&str]) -> Error {
-    let shown: Vec<String> = layers.iter().take(5).map(|l| format!("`{}`", crate::error::quote(l))).collect();
+    let shown: Vec<String> = layers
+        .iter()
+        .take(5)
+        .map(|l| format!("`{}`", crate::error::quote(l)))
+        .collect();
     Error::Adapter(format!(
         "{} adapted layer(s) match no linear layer of the model: {}{}. Either the adapter was \
          made for another model, or it adapts what this backend does not: LoRA applies to the \
