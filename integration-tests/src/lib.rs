@@ -106,6 +106,20 @@ pub fn wait_exit(child: &mut Child, limit: Duration) -> TestResult<(ExitStatus, 
     }
 }
 
+/// GET `url`'s body, off the async runtime and bounded to 10 s.
+pub async fn http_get(url: &str) -> TestResult<String> {
+    let url = url.to_string();
+    let body = tokio::task::spawn_blocking(move || {
+        let agent = ureq::AgentBuilder::new()
+            .timeout(Duration::from_secs(10))
+            .build();
+        let reply = agent.get(&url).call().map_err(|e| e.to_string())?;
+        reply.into_string().map_err(|e| e.to_string())
+    })
+    .await??;
+    Ok(body)
+}
+
 pub mod cluster;
 pub mod goldens;
 pub mod grammars;

@@ -39,19 +39,7 @@ fn rss(pid: u32) -> TestResult<u64> {
     Ok(kb * 1024)
 }
 
-/// GET `url`'s body (off the async runtime, bounded).
-async fn get(url: &str) -> TestResult<String> {
-    let url = url.to_string();
-    let body = tokio::task::spawn_blocking(move || {
-        let agent = ureq::AgentBuilder::new()
-            .timeout(Duration::from_secs(10))
-            .build();
-        let reply = agent.get(&url).call().map_err(|e| e.to_string())?;
-        reply.into_string().map_err(|e| e.to_string())
-    })
-    .await??;
-    Ok(body)
-}
+use integration_tests::http_get as get;
 
 fn hello() -> pb::PredictOptions {
     pb::PredictOptions {

@@ -21,19 +21,7 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 /// One cluster test at a time: each runs several processes on a 2-core box.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// GET `url`'s body (off the async runtime, bounded).
-async fn get(url: &str) -> TestResult<String> {
-    let url = url.to_string();
-    let body = tokio::task::spawn_blocking(move || {
-        let agent = ureq::AgentBuilder::new()
-            .timeout(Duration::from_secs(10))
-            .build();
-        let reply = agent.get(&url).call().map_err(|e| e.to_string())?;
-        reply.into_string().map_err(|e| e.to_string())
-    })
-    .await??;
-    Ok(body)
-}
+use integration_tests::http_get as get;
 
 /// Samples by name and labels, parsed by a Prometheus text-format parser; every sample
 /// line must parse (the parser skips lines it does not understand, so they are counted).

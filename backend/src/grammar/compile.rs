@@ -216,6 +216,7 @@ pub(super) fn short(mut message: String) -> String {
 mod tests {
     use super::*;
     use crate::engine::fake;
+    #[cfg(target_os = "linux")]
     use crate::grammar::{Mask, MAX_DEPTH};
 
     fn grammars() -> Grammars {
@@ -224,10 +225,12 @@ mod tests {
         Grammars::new(&fake::fixture_dir(), fake::VOCAB as usize, &[eos], &[])
     }
 
+    #[cfg(target_os = "linux")]
     const PAINT: u64 = 0x5a5a_5a5a_5a5a_5a5a;
 
     /// The bytes of stack `run` uses below this frame: the free stack is painted first, and
-    /// the lowest word it changed found after.
+    /// the lowest word it changed found after (Linux: glibc's `pthread_getattr_np`).
+    #[cfg(target_os = "linux")]
     fn stack_used<T>(run: impl FnOnce() -> T) -> (T, usize) {
         // SAFETY: the range painted and read lies inside this thread's own stack mapping,
         // between its lowest 64 KiB (guard and margin) and 16 KiB below this frame, which
@@ -256,6 +259,7 @@ mod tests {
     /// Grammars at the depth limit in each shape llguidance walks deeply: a chain of
     /// terminals, a cycle of rules, groups nested in rules, and terminals nested in
     /// terminals (deep regexes, whose masks the engine thread computes).
+    #[cfg(target_os = "linux")]
     fn at_the_limit() -> Vec<(&'static str, String)> {
         let n = MAX_DEPTH - 2;
         let mut terminals = String::from("root ::= r0\n");
@@ -289,6 +293,7 @@ mod tests {
     /// The deepest grammars the limits allow compile, and compute masks, within a quarter
     /// of the compile thread's stack; the measure is printed (docs/limits.md quotes it).
     #[test]
+    #[cfg(target_os = "linux")]
     fn the_deepest_grammars_fit_a_quarter_of_the_stack() {
         let g = grammars();
         g.compile("root ::= \"warm\"").expect("the compiler builds");
