@@ -301,7 +301,15 @@ async fn the_status_page_shows_a_rank_lost_in_chromium() -> TestResult {
     killed?;
     let err = stream_error(&mut stream, Duration::from_secs(10)).await?;
     assert_eq!(err.code(), tonic::Code::Unavailable, "{err:?}");
-    let dom = chromium(&url, &["--dump-dom".into()], &profile.0)?;
+    // The page's data is rendered once a second: the loss shows within a sample or two.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let dom = loop {
+        let dom = chromium(&url, &["--dump-dom".into()], &profile.0)?;
+        if dom.contains(r#"class="badge lost""#) || Instant::now() > deadline {
+            break dom;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
     assert!(dom.contains(r#"class="badge lost" id="health-1""#), "{dom}");
     assert!(dom.contains(r#"class="bad">degraded</b>"#), "{dom}");
     assert!(dom.contains("rank 1 (127.0.0.1:"), "{dom}");
