@@ -6,7 +6,7 @@ use std::rc::Rc;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use super::sharded::{Session, ShardedModel};
+use super::sharded::{FormedCluster, ShardedModel};
 use crate::distributed::protocol::{LoadPlan, Part, Shipment, ToLeader, ToWorker};
 use crate::distributed::split::layer_ranges;
 use crate::distributed::wire::digest;
@@ -33,46 +33,46 @@ pub fn read_hostfile(config: &LoadConfig) -> Result<Option<Hostfile>> {
     Ok(Some(hostfile))
 }
 
-/// Whether `session` is the cluster `hostfile` describes, still whole: a load over it keeps
+/// Whether `formed` is the cluster `hostfile` describes, still whole: a load over it keeps
 /// the model it serves until the new one is in on every rank.
-pub fn reusable(session: Option<&Rc<Session>>, hostfile: &Hostfile) -> bool {
+pub fn reusable(formed: Option<&Rc<FormedCluster>>, hostfile: &Hostfile) -> bool {
     let digest = digest(hostfile.mlx_json().as_bytes());
-    session.is_some_and(|s| s.hostfile_digest == digest && s.cluster.check().is_ok())
+    formed.is_some_and(|s| s.hostfile_digest == digest && s.cluster.check().is_ok())
 }
 
-/// Loads `config`'s model over the cluster `hostfile` describes, reusing `session` when it
+/// Loads `config`'s model over the cluster `hostfile` describes, reusing `formed` when it
 /// is the same cluster and still whole. Workers build their part beside the old one and
 /// swap only on `Commit`, sent once every rank has loaded the same model.
-/// `formed` is the cluster the wait phase formed for it (`connect`), when `session` is not
+/// `joined` is the workers that joined in the wait phase (`connect`), when `formed` is not
 /// reusable.
 pub fn load(
     config: &LoadConfig,
     hostfile: &Hostfile,
-    session: &mut Option<Rc<Session>>,
-    formed: Option<Box<Formed>>,
+    formed: &mut Option<Rc<FormedCluster>>,
+    joined: Option<Box<Joined>>,
 ) -> Result<LoadedModel> {
-    if let Some(formed) = formed {
-        *session = None;
+    if let Some(joined) = joined {
+        *formed = None;
         clear_groups();
-        *session = Some(Rc::new(group_up(config, hostfile, *formed)?));
-    } else if !reusable(session.as_ref(), hostfile) {
+        *formed = Some(Rc::new(group_up(config, hostfile, *joined)?));
+    } else if !reusable(formed.as_ref(), hostfile) {
         return Err(Error::Internal(
             "a load over a new cluster reached the engine without its workers".into(),
         ));
     }
-    let session = session
+    let formed = formed
         .clone()
         .ok_or_else(|| Error::Internal("the cluster was not formed".into()))?;
     let dir = source::resolve_with(&config.model, &source::Lookup::of(config))?;
-    let parts = plan_parts(config, &dir, &session.cluster)?;
+    let parts = plan_parts(config, &dir, &formed.cluster)?;
     tracing::info!(?parts, "loading over {} ranks", parts.len());
-    let (own, reads) = noted_first(config, &dir, &parts, &session)?;
+    let (own, reads) = noted_first(config, &dir, &parts, &formed)?;
     let (mut ships, _shipper) = match config.ship_model {
-        true => start_shipping(&session, &dir, &parts, reads.as_ref())?,
+        true => start_shipping(&formed, &dir, &parts, reads.as_ref())?,
         false => (HashMap::new(), None),
     };
     for (rank, part) in parts.iter().enumerate().skip(1) {
-        session.cluster.send_to(
+        formed.cluster.send_to(
             rank,
             &ToWorker::Load(LoadPlan {
                 model: config.model.clone(),
@@ -86,11 +86,11 @@ pub fn load(
             }),
         )?;
     }
-    let outcome = load_everywhere(config, &dir, &parts, &session, own);
+    let outcome = load_everywhere(config, &dir, &parts, &formed, own);
     // Best effort: a worker that cannot hear Abort is lost, and the cluster is formed anew.
     let _ = match &outcome {
-        Ok(_) => session.cluster.broadcast(&ToWorker::Commit),
-        Err(_) => session.cluster.broadcast(&ToWorker::Abort),
+        Ok(_) => formed.cluster.broadcast(&ToWorker::Commit),
+        Err(_) => formed.cluster.broadcast(&ToWorker::Abort),
     };
     if outcome.is_ok() {
         let size = parts.len();
@@ -99,7 +99,7 @@ pub fn load(
             .enumerate()
             .map(|(rank, part)| part.describe(rank, size))
             .collect();
-        session.cluster.board().set_parts(&described);
+        formed.cluster.board().set_parts(&described);
     }
     outcome
 }
@@ -111,13 +111,13 @@ fn noted_first(
     config: &LoadConfig,
     dir: &std::path::Path,
     parts: &[Part],
-    session: &Session,
+    formed: &FormedCluster,
 ) -> Result<(Option<loader::LoadedPart>, Option<PartAxes>)> {
     if !config.ship_model || matches!(parts.first(), None | Some(Part::Pipeline { .. })) {
         return Ok((None, None));
     }
     let reads = PartReads::default();
-    let own = load_part(config, dir, &parts[0], session, Some(reads.clone()))?;
+    let own = load_part(config, dir, &parts[0], formed, Some(reads.clone()))?;
     Ok((Some(own), Some(reads.taken())))
 }
 
@@ -125,12 +125,12 @@ fn noted_first(
 /// rank 0 read as parts, as `reads` notes, and the others whole, in tensor or expert mode),
 /// and the server that ships them for this load (dropped when the load is over).
 fn start_shipping(
-    session: &Session,
+    formed: &FormedCluster,
     dir: &std::path::Path,
     parts: &[Part],
     reads: Option<&PartAxes>,
 ) -> Result<(HashMap<usize, Shipment>, Option<Shipper>)> {
-    let (listener, address) = shipping::listen(&session.control)?;
+    let (listener, address) = shipping::listen(&formed.control)?;
     let fingerprint = loader::fingerprint(dir)?;
     let mut shares = HashMap::new();
     for (rank, part) in parts.iter().enumerate().skip(1) {
@@ -157,7 +157,7 @@ fn start_shipping(
         Shares {
             dir: dir.to_owned(),
             by_rank: shares.clone(),
-            secret: session.secret.clone(),
+            secret: formed.secret.clone(),
             corrupt: shipping::corrupt_hook(),
         },
     )?;
@@ -212,14 +212,14 @@ fn load_everywhere(
     config: &LoadConfig,
     dir: &std::path::Path,
     parts: &[Part],
-    session: &Rc<Session>,
+    formed: &Rc<FormedCluster>,
     own: Option<loader::LoadedPart>,
 ) -> Result<LoadedModel> {
     let own = match own {
         Some(own) => Ok(own),
-        None => load_part(config, dir, &parts[0], session, None),
+        None => load_part(config, dir, &parts[0], formed, None),
     };
-    let theirs = session
+    let theirs = formed
         .cluster
         .collect("LoadModel", LOAD_TIMEOUT, |rank, msg| match msg {
             ToLeader::Loaded { fingerprint } => Ok(Some((rank, fingerprint.clone()))),
@@ -240,7 +240,7 @@ fn load_everywhere(
     own.serve(|transformer| {
         Ok(Box::new(ShardedModel::new(
             transformer,
-            session.clone(),
+            formed.clone(),
             parts[0].clone(),
             fingerprint,
             config.kv_format,
@@ -252,7 +252,7 @@ fn load_part(
     config: &LoadConfig,
     dir: &std::path::Path,
     part: &Part,
-    session: &Session,
+    formed: &FormedCluster,
     reads: Option<PartReads>,
 ) -> Result<loader::LoadedPart> {
     let adapters = source::resolve_adapters(&config.adapters, &source::Lookup::of(config))?;
@@ -260,7 +260,7 @@ fn load_part(
         mode: config.weight_mode,
         adapters: &adapters,
     };
-    let own = loader::load_part_noting(dir, recipe, &rank_part(part, 0, &session.group), reads)?;
+    let own = loader::load_part_noting(dir, recipe, &rank_part(part, 0, &formed.group), reads)?;
     own.transformer.check_kv_format(&config.kv_format)?;
     Ok(own)
 }
@@ -290,7 +290,7 @@ pub fn rank_part(part: &Part, rank: usize, group: &Rc<Group>) -> RankPart {
 }
 
 /// A cluster whose workers joined (the wait phase's result), its MLX group not yet formed.
-pub struct Formed {
+pub struct Joined {
     cluster: Cluster,
     digest: String,
     control: String,
@@ -299,7 +299,7 @@ pub struct Formed {
 
 /// The wait phase over a hostfile: waits for the workers to join rank 0's control channel
 /// (network only, no MLX, so it runs off the engine thread); `give_up` ends it early.
-pub fn connect(config: &LoadConfig, hostfile: &Hostfile, give_up: GiveUp<'_>) -> Result<Formed> {
+pub fn connect(config: &LoadConfig, hostfile: &Hostfile, give_up: GiveUp<'_>) -> Result<Joined> {
     let control = hostfile
         .control_address(config.coordinator.as_deref(), config.control_port)
         .map_err(|e| {
@@ -316,7 +316,7 @@ pub fn connect(config: &LoadConfig, hostfile: &Hostfile, give_up: GiveUp<'_>) ->
     let token = config.token.as_ref().map(|t| t.0.as_str());
     let opts = ClusterOptions::new(hostfile, control, join_timeout, token);
     let cluster = Cluster::form_until(&opts, give_up)?;
-    Ok(Formed {
+    Ok(Joined {
         cluster,
         digest: digest(hostfile.mlx_json().as_bytes()),
         control: opts.control,
@@ -326,13 +326,13 @@ pub fn connect(config: &LoadConfig, hostfile: &Hostfile, give_up: GiveUp<'_>) ->
 
 /// Forms the MLX group with the workers that joined (on the engine thread: MLX holds one
 /// group at a time, and the old one is cleared first).
-fn group_up(config: &LoadConfig, hostfile: &Hostfile, formed: Formed) -> Result<Session> {
-    let Formed {
+fn group_up(config: &LoadConfig, hostfile: &Hostfile, joined: Joined) -> Result<FormedCluster> {
+    let Joined {
         cluster,
         digest,
         control,
         secret,
-    } = formed;
+    } = joined;
     cluster.broadcast(&ToWorker::InitGroup)?;
     let (tx, rx) = mpsc::channel();
     let (h, coordinator) = (hostfile.clone(), config.coordinator.clone());
@@ -351,7 +351,7 @@ fn group_up(config: &LoadConfig, hostfile: &Hostfile, formed: Formed) -> Result<
         Error::Distributed("rank 0 could not join the MLX group within 60 s".into())
     })??;
     tracing::info!(size = group.size(), "MLX group formed");
-    Ok(Session {
+    Ok(FormedCluster {
         cluster: Rc::new(cluster),
         group: Rc::new(group),
         hostfile_digest: digest,

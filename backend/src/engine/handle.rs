@@ -9,6 +9,7 @@ use tokio::sync::{mpsc as tmpsc, oneshot};
 
 use super::batch::InFlight;
 use super::core::{self, Command};
+use super::guard;
 use super::shared::Snapshot;
 use crate::error::{Error, Result};
 use crate::lifecycle::ExitError;
@@ -52,7 +53,7 @@ impl EngineHandle {
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("engine".into())
-            .spawn(move || core::run_guarded(channel, thread_shared))
+            .spawn(move || guard::run_guarded(channel, thread_shared))
             .map_err(|e| Error::Internal(format!("cannot start the engine thread: {e}")))?;
         Ok(EngineHandle {
             commands,

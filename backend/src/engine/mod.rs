@@ -2,13 +2,17 @@
 //! everything else reaches it through `EngineHandle`, a channel-based handle.
 
 mod batch;
+mod build;
 mod cluster_load;
 mod core;
 #[cfg(test)]
 pub(crate) mod fake;
 pub mod follower;
+mod guard;
 mod handle;
+mod load;
 mod p2p_load;
+mod publish;
 mod relay;
 mod sharded;
 mod shared;

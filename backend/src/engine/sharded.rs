@@ -23,8 +23,9 @@ use crate::models::{LanguageModel, Queueing, Row, Transformer};
 /// Every this many steps, the ranks compare a fingerprint of their state.
 const CHECK_EVERY: u64 = 16;
 
-/// The cluster's shared pieces, kept across loads while no rank is lost.
-pub struct Session {
+/// A formed cluster: its workers joined the control channel and the MLX group is up; kept
+/// across loads while no rank is lost.
+pub struct FormedCluster {
     pub cluster: Rc<Cluster>,
     pub group: Rc<Group>,
     pub hostfile_digest: String,
@@ -39,7 +40,7 @@ pub struct Session {
 
 pub struct ShardedModel {
     pub transformer: Box<dyn Transformer>,
-    pub session: Rc<Session>,
+    pub formed: Rc<FormedCluster>,
     pub part: Part,
     pub fingerprint: String,
     /// How every rank stores its caches (sent in the load plan).
@@ -60,15 +61,15 @@ enum StepOutput {
 impl ShardedModel {
     pub fn new(
         transformer: Box<dyn Transformer>,
-        session: Rc<Session>,
+        formed: Rc<FormedCluster>,
         part: Part,
         fingerprint: String,
         kv: KvFormat,
     ) -> Self {
-        let relay = Leader::new(session.cluster.clone(), session.group.clone());
+        let relay = Leader::new(formed.cluster.clone(), formed.group.clone());
         ShardedModel {
             transformer,
-            session,
+            formed,
             part,
             fingerprint,
             kv,
@@ -102,8 +103,8 @@ impl ShardedModel {
             Part::Pipeline { .. } => Vec::new(),
         };
         self.track_entries(&cache_ops);
-        let seq = self.session.seq.get() + 1;
-        self.session.seq.set(seq);
+        let seq = self.formed.seq.get() + 1;
+        self.formed.seq.set(seq);
         let check = seq.is_multiple_of(CHECK_EVERY);
         if check {
             let after: Vec<PlanRow> = plan_rows
@@ -149,9 +150,9 @@ impl ShardedModel {
         output: bool,
         cache_ops: Vec<CacheOp>,
     ) -> Result<StepOutput> {
-        self.session.cluster.check()?;
+        self.formed.cluster.check()?;
         let plan = self.plan(inputs, rows, output, cache_ops)?;
-        let (cluster, seq) = (&self.session.cluster, plan.seq);
+        let (cluster, seq) = (&self.formed.cluster, plan.seq);
         let h = self.transformer.embed(inputs)?;
         let mut caches = Row::caches(rows);
         match self.part {
@@ -203,7 +204,7 @@ impl ShardedModel {
         else {
             return Ok(());
         };
-        let cluster = &self.session.cluster;
+        let cluster = &self.formed.cluster;
         // A check older than this one was never waited for (its request ended first).
         cluster.forget(|msg| matches!(msg, ToLeader::Check { seq: s, .. } if *s < seq));
         cluster.collect("the state check", CHECK_TIMEOUT, |rank, msg| {
@@ -289,7 +290,7 @@ impl LanguageModel for ShardedModel {
 impl Drop for ShardedModel {
     /// Receives an output nobody read, so the next model's first receive gets its own data.
     fn drop(&mut self) {
-        if !self.relay.has_unreceived() || self.session.cluster.check().is_err() {
+        if !self.relay.has_unreceived() || self.formed.cluster.check().is_err() {
             return;
         }
         if let Err(e) = self.await_output() {

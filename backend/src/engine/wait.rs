@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use super::cluster_load::{self, Formed};
+use super::cluster_load::{self, Joined};
 use super::core::Command;
 use super::p2p_load::{self, Found};
 use crate::distributed::Hostfile;
@@ -58,9 +58,10 @@ pub enum Job {
 /// What a wait produced.
 pub enum Waited {
     Found(Box<Found>),
-    Formed {
+    /// The workers of `hostfile` joined rank 0's control channel.
+    Joined {
         hostfile: Hostfile,
-        formed: Box<Formed>,
+        joined: Box<Joined>,
     },
 }
 
@@ -158,10 +159,10 @@ fn run(config: &LoadConfig, job: Job, give_up: crate::distributed::GiveUp<'_>) -
             if let Some(found) = &found {
                 found.assign()?;
             }
-            let formed = cluster_load::connect(config, &hostfile, give_up)?;
-            Ok(Waited::Formed {
+            let joined = cluster_load::connect(config, &hostfile, give_up)?;
+            Ok(Waited::Joined {
                 hostfile,
-                formed: Box::new(formed),
+                joined: Box::new(joined),
             })
         }
     }
