@@ -16,12 +16,7 @@ struct Args {
 
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    backend::progress::init_log("info");
     let opts = backend::server::ServerOptions {
         addr: args.addr,
         settings: backend::options::Settings::default(),

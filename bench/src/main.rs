@@ -12,12 +12,7 @@ pub type CliResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
 fn main() -> std::process::ExitCode {
     let args = args::BenchArgs::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    backend::progress::init_log("warn");
     let code = match engine::run(args) {
         Ok(()) => 0,
         Err(e) => {

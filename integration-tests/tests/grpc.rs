@@ -45,6 +45,8 @@ async fn every_rpc_in_one_lifecycle() -> TestResult {
     assert!(!bad.success && bad.message.contains("top_p"), "{bad:?}");
     let ok = load(&mut c, &["some_unknown_option:1"]).await?;
     assert!(ok.success, "{ok:?}");
+    // LocalAI's mlx-distributed backend's words, which LocalAI's own tests expect.
+    assert_eq!(ok.message, "Model loaded successfully");
 
     let reply = c.predict(request(case, g.max_tokens)).await?.into_inner();
     assert_eq!(String::from_utf8(reply.message.clone())?, case.text);
@@ -77,7 +79,17 @@ async fn every_rpc_in_one_lifecycle() -> TestResult {
 
     let status = c.status(pb::HealthMessage {}).await?.into_inner();
     assert_eq!(status.state, pb::status_response::State::Ready as i32);
-    assert!(status.memory.ok_or("no memory")?.breakdown["mlx_active"] > 50_000_000);
+    let breakdown = status.memory.ok_or("no memory")?.breakdown;
+    assert!(breakdown["mlx_active"] > 50_000_000);
+    // The map holds numbers only: the model's name is a key, its weights' bytes the value.
+    let model = breakdown
+        .iter()
+        .find(|(k, _)| k.starts_with("model ") && k.ends_with("smollm2-135m-4bit"));
+    assert_eq!(
+        model.map(|(_, v)| v),
+        breakdown.get("weight_bytes"),
+        "{breakdown:?}"
+    );
     let metrics = c.get_metrics(pb::MetricsRequest {}).await?.into_inner();
     assert_eq!(metrics.tokens_generated as usize, case.tokens.len());
     assert!(metrics.tokens_per_second > 0.0);

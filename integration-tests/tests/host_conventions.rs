@@ -4,6 +4,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use backend::grpc::pb;
+use integration_tests::cluster::TempDir;
 use integration_tests::server::workspace_binary;
 use integration_tests::{free_port, TestResult};
 use tonic::transport::Channel;
@@ -47,6 +48,29 @@ async fn run_sh_starts_the_backend_as_localai_does() -> TestResult {
     child.kill()?;
     child.wait()?;
     result
+}
+
+/// LocalAI keeps a backend's stderr as its log: written to a file (no terminal), it is plain
+/// text, without colour codes.
+#[tokio::test]
+async fn the_log_has_no_colour_codes_off_a_terminal() -> TestResult {
+    let dir = TempDir::new("plain-log")?;
+    let log_path = dir.0.join("backend.log");
+    let addr = format!("127.0.0.1:{}", free_port()?);
+    let mut child = Command::new(workspace_binary("mlx-distributed-backend")?)
+        .args(["--addr", &addr])
+        .env("RUST_LOG", "info")
+        .env_remove("NO_COLOR")
+        .stderr(std::fs::File::create(&log_path)?)
+        .spawn()?;
+    let result = healthy(&addr, Duration::from_secs(20)).await;
+    child.kill()?;
+    child.wait()?;
+    result?;
+    let log = std::fs::read_to_string(&log_path)?;
+    assert!(log.contains("serving"), "{log}");
+    assert!(!log.contains('\x1b'), "colour codes in a log file: {log:?}");
+    Ok(())
 }
 
 /// The backend runs under a shell that is then killed: the backend must exit by itself.

@@ -115,6 +115,7 @@ async fn metrics_follow_requests_and_each_ranks_steps() -> TestResult {
         "{m:?}"
     );
     assert!(value(&m, "mlx_distributed_prompt_tokens_total{}") > 0.0);
+    assert!(value(&m, "mlx_distributed_prefill_seconds_total{}") > 0.0);
     assert!(value(&m, "mlx_distributed_prefix_cache_misses_total{}") >= 1.0);
     assert!(value(&m, "mlx_distributed_kv_budget_bytes{}") > 0.0);
     assert_eq!(value(&m, "mlx_distributed_queue_depth{}"), 0.0);
@@ -140,11 +141,15 @@ async fn metrics_follow_requests_and_each_ranks_steps() -> TestResult {
         0.0
     );
 
-    // Generation within the last seconds shows as a rate (sampled once a second).
+    // Generation within the last seconds shows as a rate (sampled once a second), and the
+    // page's prefill speed as prompt tokens over prefill time.
     let started = Instant::now();
     loop {
         let m = scrape(port).await?;
-        if value(&m, "mlx_distributed_generation_tokens_per_second{}") > 0.0 {
+        let status = get(&format!("http://127.0.0.1:{port}/status.json")).await?;
+        let status: serde_json::Value = serde_json::from_str(&status)?;
+        let prefill = status["prefill_tps"].as_f64().unwrap_or(0.0);
+        if value(&m, "mlx_distributed_generation_tokens_per_second{}") > 0.0 && prefill > 0.0 {
             break;
         }
         assert!(
@@ -268,12 +273,14 @@ async fn the_status_page_shows_a_rank_lost_in_chromium() -> TestResult {
     let profile = TempDir::new("chromium")?;
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
 
+    c.predict(greedy("The capital of France is", 4)).await?; // ends at max tokens
     let mut stream = c
         .predict_stream(greedy("Write a long story about the sea.", 4000))
         .await?
         .into_inner();
     stream.next().await.ok_or("no first token")??;
-    tokio::time::sleep(Duration::from_secs(2)).await; // a few samples for the chart
+    // Within the prefill speed's 10 s window of the stream's prefill.
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let dom = chromium(&url, &["--dump-dom".into()], &profile.0)?;
     assert!(dom.contains(r#"id="health-1">up</span>"#), "{dom}");
     assert!(dom.contains(">busy</b>"), "{dom}");
@@ -282,6 +289,15 @@ async fn the_status_page_shows_a_rank_lost_in_chromium() -> TestResult {
         !dom.contains(r#"<span class="num" id="gen-total">0</span>"#),
         "{dom}"
     );
+    // What ended the requests, in words; the prefill speed while prompts were prefilled.
+    assert!(dom.contains("<div>1 finished at max tokens</div>"), "{dom}");
+    let prefill = dom
+        .split(r#"id="prefill-tps">"#)
+        .nth(1)
+        .and_then(|rest| rest.split(" tok/s<").next())
+        .ok_or(format!("no prefill speed: {dom}"))?;
+    assert!(prefill.parse::<f64>()? > 0.0, "{prefill}");
+    tokio::time::sleep(Duration::from_secs(2)).await; // a few samples for the chart
     let up = shots.join("status-page-up.png");
     chromium(
         &url,
@@ -313,6 +329,7 @@ async fn the_status_page_shows_a_rank_lost_in_chromium() -> TestResult {
     assert!(dom.contains(r#"class="badge lost" id="health-1""#), "{dom}");
     assert!(dom.contains(r#"class="bad">degraded</b>"#), "{dom}");
     assert!(dom.contains("rank 1 (127.0.0.1:"), "{dom}");
+    assert!(dom.contains("<div>1 failed: unavailable</div>"), "{dom}");
     let lost = shots.join("status-page-rank-lost.png");
     chromium(
         &url,

@@ -10,6 +10,7 @@ use std::time::Duration;
 use backend::distributed::Hostfile;
 use backend::model_yaml::ModelYaml;
 use backend::options::{Env, LoadConfig};
+use integration_tests::cluster::TempDir;
 use integration_tests::server::workspace_binary;
 use integration_tests::{fixture, wait_bounded, TestResult};
 
@@ -52,15 +53,21 @@ fn every_example_config_loads_and_names_a_valid_hostfile() -> TestResult {
     Ok(())
 }
 
+/// The demo's happy path, off a terminal: the answer, no warning, and no colour codes in its
+/// output or in the ranks' log (kept in the temp dir it is given).
 #[test]
 fn the_demo_loads_the_pipeline_yaml_over_two_ranks() -> TestResult {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../model-configs");
+    let tmp = TempDir::new("demo")?;
     let child = Command::new(workspace_binary("worker")?)
         .args(["demo", "--ranks", "2", "--max-tokens", "8", "--config"])
         .arg(dir.join("smollm2-pipeline-2.yaml"))
         .arg("--model")
         .arg(fixture("smollm2-135m-8bit")?)
         .env_remove("MLX_DISTRIBUTED_TOKEN")
+        .env_remove("NO_COLOR")
+        .env_remove("RUST_LOG")
+        .env("TMPDIR", &tmp.0)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()?;
@@ -72,5 +79,15 @@ fn the_demo_loads_the_pipeline_yaml_over_two_ranks() -> TestResult {
     assert!(out.status.success(), "{text}\n{log}");
     assert!(log.contains("smollm2-pipeline-2.yaml says"), "{log}");
     assert!(text.contains("Paris"), "{text}");
+    assert!(!log.contains("WARN"), "a warning on the happy path: {log}");
+    let ranks = std::fs::read_to_string(tmp.0.join("mlx-distributed-demo.log"))?;
+    assert!(ranks.contains("serving"), "{ranks}");
+    for (what, out) in [
+        ("stdout", &*text),
+        ("stderr", &*log),
+        ("the ranks' log", &*ranks),
+    ] {
+        assert!(!out.contains('\x1b'), "colour codes in {what}: {out:?}");
+    }
     Ok(())
 }

@@ -15,13 +15,7 @@ fn main() -> std::process::ExitCode {
         | args::Command::Launch(_) => "info",
         _ => "warn",
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| default.into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    backend::progress::init_log(default);
     let code = match commands::run(cli.command) {
         Ok(()) => 0,
         Err(e) => {

@@ -101,6 +101,9 @@ pub struct Throughput {
     /// Prompt tokens prefilled (a cached prefix is not counted).
     pub prompt_tokens: u64,
     pub generated_tokens: u64,
+    /// Time spent prefilling them: prompt tokens over it is the prefill speed, which the
+    /// wall-clock rate hides between requests.
+    pub prefill_secs: f64,
 }
 
 /// What the host steps' grammars and speculation came to.
@@ -319,8 +322,10 @@ impl Batch {
                 break;
             }
             spent += chunk;
+            let started = Instant::now();
             let done = a.seq.prefill_chunk(model, &mut self.cache_ops)?;
             self.throughput.prompt_tokens += chunk as u64;
+            self.throughput.prefill_secs += started.elapsed().as_secs_f64();
             if done && a.seq.cached_tokens().len() >= SNAPSHOT_MIN_TOKENS {
                 save(&mut self.cache, &mut self.cache_ops, &a.seq);
             }

@@ -16,6 +16,9 @@ use crate::metrics::{Exporter, Tally};
 use crate::options::{LoadConfig, LoadRequest, Settings};
 use crate::request::{Event, FinishReason, GenerateRequest, Summary, TokenEvent, TokenLogprob};
 
+/// LoadModel's answer on success, as LocalAI's own mlx-distributed backend words it.
+const LOADED: &str = "Model loaded successfully";
+
 pub struct Service<E: Engine> {
     engine: Arc<E>,
     /// What LoadModel falls back on for options it was not given.
@@ -37,15 +40,20 @@ impl<E: Engine> Service<E> {
     }
 
     /// LoadModel with its metrics listener: a `metrics_addr` that cannot be bound fails the
-    /// load before anything is loaded, naming the address.
+    /// load before anything is loaded, naming the address. Success answers LocalAI's
+    /// `Model loaded successfully` (its mlx-distributed backend's words, which its tests
+    /// expect); the model's path goes to the log and to Status (`model_entry`).
     async fn load_with_metrics(&self, config: LoadConfig) -> pb::Result {
         let (model, addr) = (crate::error::quote(&config.model), config.metrics_addr);
         let load = async {
             let result = outcome(
                 self.engine.load(config).await,
-                format!("model loaded: {model}"),
+                LOADED.into(),
                 &format!("error loading model {model}"),
             );
+            if result.success {
+                tracing::info!(model = %model, "LoadModel: {LOADED}");
+            }
             let loaded = result.success;
             (result, loaded)
         };
@@ -597,6 +605,13 @@ fn rank_entries(snapshot: &crate::engine::Snapshot) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// The loaded model in Status's map, which holds numbers only: `model <name>` (the path or
+/// name LoadModel was given), its value the weights' bytes, so Status names what it serves.
+fn model_entry(snapshot: &Snapshot) -> Option<(String, u64)> {
+    let model = snapshot.model.as_ref()?;
+    Some((format!("model {}", model.config.model), model.weights.bytes))
+}
+
 /// This process's resident memory, from /proc (0 where there is none).
 fn resident_bytes() -> u64 {
     let pages = std::fs::read_to_string("/proc/self/statm")
@@ -654,7 +669,8 @@ fn memory_usage(snapshot: &Snapshot) -> pb::MemoryUsageData {
             ),
         ]
         .into_iter()
-        .chain(rank_entries(&snapshot))
+        .chain(model_entry(snapshot))
+        .chain(rank_entries(snapshot))
         .collect(),
     }
 }

@@ -139,6 +139,11 @@ fn counts(registry: &Registry, snapshot: &Snapshot) -> prometheus::Result<()> {
     for (name, help, value) in counters {
         counter(registry, name, help, value)?;
     }
+    let prefill = Counter::new(
+        "prefill_seconds_total",
+        "Time spent prefilling prompt tokens",
+    )?;
+    add(&register(registry, prefill)?, t.prefill_secs);
     Ok(())
 }
 

@@ -126,6 +126,7 @@ fn status_json(sources: &Sources) -> serde_json::Value {
         "prefix_cache": m.prefix_cache,
         "throughput": m.throughput,
         "prompt_tps": prompt_tps,
+        "prefill_tps": sources.history.prefill_speed(),
         "generation_tps": generation_tps,
         "ranks": s.ranks.as_ref().map(|b| b.ranks()).unwrap_or_default(),
         "outcomes": sources.outcomes.counts(),

@@ -55,14 +55,15 @@ impl FromYaml {
         Some(req)
     }
 
-    /// The YAML's LoadModel request for a rank that loads it itself, saying which keys no
-    /// host will apply to its requests (they carry their own sampling and template flag).
+    /// The YAML's LoadModel request for a rank that loads it itself. Its request-time keys
+    /// (sampling, the template flag) are the host's to send with each request, as LocalAI
+    /// does: nothing is wrong, so the debug log alone says they are not applied here.
     pub fn load(&self) -> Option<LoadRequest> {
         if !self.per_request.is_empty() {
-            tracing::warn!(
+            tracing::debug!(
                 keys = self.per_request.join(", "),
-                "a host sends these with each request; loaded without one, they are not \
-                 applied (each request carries its own)"
+                "request-time keys: a host sends these with each request, so loading does \
+                 not apply them"
             );
         }
         self.request.clone()

@@ -63,6 +63,7 @@ pub fn run(args: DemoArgs) -> CliResult {
     );
 
     let exe = std::env::current_exe()?;
+    let token = std::env::var("MLX_DISTRIBUTED_TOKEN").unwrap_or_else(|_| demo_token());
     let mut ranks = Ranks(Vec::new());
     // Workers first, as in production; rank 0 last, serving gRPC.
     for rank in (0..args.ranks.max(1)).rev() {
@@ -80,6 +81,7 @@ pub fn run(args: DemoArgs) -> CliResult {
             "RUST_LOG",
             std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
         )
+        .env("MLX_DISTRIBUTED_TOKEN", &token)
         .stdout(Stdio::null())
         .stderr(log.try_clone()?);
         ranks.0.push(cmd.spawn()?);
@@ -93,6 +95,20 @@ pub fn run(args: DemoArgs) -> CliResult {
     let _ = std::fs::remove_dir_all(&dir);
     drop(ranks);
     result.map_err(|_| format!("the demo did not finish within {limit:?}"))?
+}
+
+/// A token for the demo's ranks (one the user set wins), so their control channel is
+/// authenticated as in production rather than by the hostfile's digest.
+fn demo_token() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let part = |salt: u64| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(salt);
+        h.write_u32(std::process::id());
+        h.write_u128(Instant::now().elapsed().as_nanos());
+        h.finish()
+    };
+    format!("demo-{:016x}{:016x}", part(1), part(2))
 }
 
 /// A client of rank 0's gRPC server, once it is up (within 30 s).
@@ -203,9 +219,11 @@ async fn demo(args: &DemoArgs, grpc: &str, hostfile: &Path) -> CliResult {
     Ok(())
 }
 
-/// Streams the answer to stdout; on a terminal a dim token counter follows the text.
+/// Streams the answer to stdout; on a terminal a token counter follows the text (dim unless
+/// `NO_COLOR` says no colour).
 struct LiveCounter {
     tty: bool,
+    dim: bool,
     tokens: usize,
     start: Instant,
 }
@@ -214,6 +232,7 @@ impl LiveCounter {
     fn new() -> LiveCounter {
         LiveCounter {
             tty: std::io::stdout().is_terminal(),
+            dim: backend::progress::colour(&std::io::stdout()),
             tokens: 0,
             start: Instant::now(),
         }
@@ -231,9 +250,13 @@ impl LiveCounter {
         // Clear the old counter, write the text, save the cursor, draw, restore.
         out.write_all(b"\x1b[K")?;
         out.write_all(text)?;
+        let (dim, plain) = match self.dim {
+            true => ("\x1b[2m", "\x1b[0m"),
+            false => ("", ""),
+        };
         write!(
             out,
-            "\x1b7\x1b[2m  [{} tokens, {rate:.1} tok/s]\x1b[0m\x1b8",
+            "\x1b7{dim}  [{} tokens, {rate:.1} tok/s]{plain}\x1b8",
             self.tokens
         )?;
         out.flush()
