@@ -655,9 +655,11 @@ mod tests {
             }
             return std::fs::write(path, rewritten).map_err(|e| format!("{path}: {e}"));
         }
-        Err(format!(
-            "docs/options.md's table differs from backend/src/options/table.rs; rerun with \
-             UPDATE_OPTIONS_DOC=1 to rewrite it. Expected:\n{expected}"
-        ))
+        eprintln!("docs/options.md's table should be:\n{expected}");
+        Err(
+            "docs/options.md's table differs from backend/src/options/table.rs (the expected \
+             table is printed above); rerun with UPDATE_OPTIONS_DOC=1 to rewrite it"
+                .into(),
+        )
     }
 }
