@@ -90,7 +90,8 @@ pub struct Trigger {
     pub word: String,
 }
 
-/// The top-level keys [`ModelYaml`] types; the rest go to `other`.
+/// The top-level keys [`ModelYaml`] types; the rest go to `other`. The option table's `yaml`
+/// keys are among them (a test checks each sets its option).
 const TYPED: &[&str] = &[
     "name",
     "backend",
@@ -331,6 +332,35 @@ options:
   - \"hostfile:/etc/ring-2.json\"  # a comment
   - distributed_backend:ring
 ";
+
+    /// Each option the table says a YAML key also sets is typed here, and the key gives the
+    /// load what the option gives.
+    #[test]
+    fn the_yaml_keys_of_the_option_table_set_their_options() -> Result<(), String> {
+        use crate::options::{table::Kind, LoadConfig, NoEnv, OPTIONS};
+        for spec in OPTIONS.iter().filter(|o| !o.yaml.is_empty()) {
+            assert!(TYPED.contains(&spec.yaml), "{} is not read", spec.yaml);
+            let value = match spec.kind {
+                Kind::Bool => "true",
+                _ => "q8_0",
+            };
+            let text = format!("parameters:\n  model: m\n{}: {value}\n", spec.yaml);
+            let by_yaml = ModelYaml::parse(&text)?.load_request("");
+            let by_option = LoadRequest {
+                model: "m".into(),
+                context_size: DEFAULT_CONTEXT_SIZE,
+                options: vec![format!("{}:{value}", spec.name)],
+                ..Default::default()
+            };
+            assert_eq!(
+                LoadConfig::from_request(&by_yaml, &NoEnv)?,
+                LoadConfig::from_request(&by_option, &NoEnv)?,
+                "{}",
+                spec.yaml
+            );
+        }
+        Ok(())
+    }
 
     #[test]
     fn a_model_yaml_maps_to_what_localai_sends() -> Result<(), String> {

@@ -1,7 +1,7 @@
 //! LoadModel's `Options` ("key:value" strings from the model YAML) and environment fallbacks,
 //! parsed into a `LoadConfig`. Values are inferred as LocalAI does: bool, int, float, string.
 
-use crate::speculative::{Drafting, DEFAULT_DRAFT_TOKENS, MAX_DRAFT_TOKENS};
+use crate::speculative::{Drafting, DEFAULT_DRAFT_TOKENS};
 use std::path::PathBuf;
 
 use crate::cache::{KvEncoding, KvFormat, CACHE_TYPES};
@@ -10,9 +10,11 @@ use crate::lora::{AdapterPlan, AdapterSpec, Merge};
 use crate::weights::WeightMode;
 
 mod p2p;
+pub mod table;
 
 pub use p2p::P2pConfig;
 use p2p::P2pGiven;
+pub use table::{option_names, OptionSpec, OPTIONS};
 
 /// An option's value, typed as LocalAI's `parse_options` types it.
 #[derive(Debug, Clone, PartialEq)]
@@ -403,7 +405,16 @@ impl UnknownOptions {
 
     fn log(&self) {
         for key in &self.keys {
-            tracing::warn!(option = %crate::error::quote(key), "unknown option ignored");
+            match table::nearest(key) {
+                Some(near) => tracing::warn!(
+                    option = %crate::error::quote(key),
+                    did_you_mean = near,
+                    "unknown option ignored"
+                ),
+                None => {
+                    tracing::warn!(option = %crate::error::quote(key), "unknown option ignored")
+                }
+            }
         }
         if self.more > 0 {
             tracing::warn!(
@@ -460,16 +471,9 @@ impl LoadConfig {
                 );
                 crate::error::bounded(&text).into_owned()
             };
-            let known = c.set_sampling(&key, &value, &bad)?
-                || c.set_engine(&key, &value, &bad)?
-                || c.set_kv(&key, &value, &bad)?
-                || c.set_speculation(&key, &value, &bad)?
-                || c.set_adapters(&key, &value, &bad)?
-                || c.set_cluster(&key, &value, &bad, &mut given)?
-                || c.set_metrics(&key, &value, &bad)?
-                || p2p.set(&key, &value, &bad)?;
-            if !known {
-                unknown.note(&key);
+            match table::find(&key) {
+                Some(spec) => c.set(spec, &value, &bad, &mut given, &mut p2p)?,
+                None => unknown.note(&key),
             }
         }
         unknown.log();
@@ -489,9 +493,41 @@ impl LoadConfig {
         Ok(c)
     }
 
+    /// Hands a known option to its group's setter; a row no setter takes is an error (the
+    /// unit test `every_option_in_the_table_has_a_setter` keeps it from happening).
+    fn set(
+        &mut self,
+        spec: &OptionSpec,
+        value: &OptionValue,
+        bad: &Bad,
+        given: &mut ClusterGiven,
+        p2p: &mut P2pGiven,
+    ) -> Result<(), String> {
+        use table::Group;
+        let taken = match spec.group {
+            Group::Sampling => self.set_sampling(spec, value, bad)?,
+            Group::Engine => self.set_engine(spec, value, bad)?,
+            Group::Kv => self.set_kv(spec, value, bad)?,
+            Group::Speculation => self.set_speculation(spec, value, bad)?,
+            Group::Adapters => self.set_adapters(spec, value, bad)?,
+            Group::Cluster => self.set_cluster(spec, value, bad, given)?,
+            Group::Metrics => self.set_metrics(spec, value, bad)?,
+            Group::P2p => p2p.set(spec, value, bad)?,
+        };
+        match taken {
+            true => Ok(()),
+            false => Err(format!("option `{}` has no setter in its group", spec.name)),
+        }
+    }
+
     /// `metrics_addr`: an `ip:port` to serve the metrics and status page on.
-    fn set_metrics(&mut self, key: &str, value: &OptionValue, bad: &Bad) -> Result<bool, String> {
-        if key != "metrics_addr" {
+    fn set_metrics(
+        &mut self,
+        spec: &OptionSpec,
+        value: &OptionValue,
+        bad: &Bad,
+    ) -> Result<bool, String> {
+        if spec.name != "metrics_addr" {
             return Ok(false);
         }
         let addr = match value {
@@ -503,8 +539,13 @@ impl LoadConfig {
     }
 
     /// LoRA: `fuse` (true: into dense weights at load; false: at run time everywhere).
-    fn set_adapters(&mut self, key: &str, value: &OptionValue, bad: &Bad) -> Result<bool, String> {
-        if key != "fuse" {
+    fn set_adapters(
+        &mut self,
+        spec: &OptionSpec,
+        value: &OptionValue,
+        bad: &Bad,
+    ) -> Result<bool, String> {
+        if spec.name != "fuse" {
             return Ok(false);
         }
         self.adapters.merge = match bool_of(value).ok_or_else(|| bad("true or false"))? {
@@ -581,48 +622,40 @@ impl LoadConfig {
     }
 
     /// The sampling defaults; false when `key` is not one of them.
-    fn set_sampling(&mut self, key: &str, value: &OptionValue, bad: &Bad) -> Result<bool, String> {
+    fn set_sampling(
+        &mut self,
+        spec: &OptionSpec,
+        value: &OptionValue,
+        bad: &Bad,
+    ) -> Result<bool, String> {
         let s = &mut self.sampling;
-        match key {
-            "max_tokens" => s.max_tokens = Some(int_option(value, (1, bounds::TOKENS), "", bad)?),
-            "temperature" | "temp" => {
-                s.temperature = Some(ranged(value, 0.0, 100.0).ok_or_else(|| bad("a number >= 0"))?)
-            }
-            "top_p" => {
-                s.top_p = Some(ranged(value, 0.0, 1.0).ok_or_else(|| bad("a number in [0, 1]"))?)
-            }
-            "min_p" => {
-                s.min_p = Some(ranged(value, 0.0, 1.0).ok_or_else(|| bad("a number in [0, 1]"))?)
-            }
-            "top_k" => s.top_k = Some(int_option(value, bounds::TOP_K, "", bad)?),
+        match spec.name {
+            "max_tokens" => s.max_tokens = Some(spec.int(value, bad)?),
+            "temperature" => s.temperature = Some(spec.number(value, bad)?),
+            "top_p" => s.top_p = Some(spec.number(value, bad)?),
+            "min_p" => s.min_p = Some(spec.number(value, bad)?),
+            "top_k" => s.top_k = Some(spec.int(value, bad)?),
             "seed" => match *value {
                 OptionValue::Int(i) => s.seed = Some(i as u64),
                 _ => return Err(bad("an integer")),
             },
-            "repetition_penalty" => {
-                s.repetition_penalty = Some(
-                    ranged(value, 0.0, 100.0)
-                        .filter(|p| *p > 0.0)
-                        .ok_or_else(|| bad("a number > 0"))?,
-                )
-            }
-            "presence_penalty" => {
-                s.presence_penalty =
-                    Some(ranged(value, -100.0, 100.0).ok_or_else(|| bad("a number"))?)
-            }
-            "frequency_penalty" => {
-                s.frequency_penalty =
-                    Some(ranged(value, -100.0, 100.0).ok_or_else(|| bad("a number"))?)
-            }
+            "repetition_penalty" => s.repetition_penalty = Some(spec.number(value, bad)?),
+            "presence_penalty" => s.presence_penalty = Some(spec.number(value, bad)?),
+            "frequency_penalty" => s.frequency_penalty = Some(spec.number(value, bad)?),
             _ => return Ok(false),
         }
         Ok(true)
     }
 
     /// Weights, limits and the prefix cache; false when `key` is not one of them.
-    fn set_engine(&mut self, key: &str, value: &OptionValue, bad: &Bad) -> Result<bool, String> {
+    fn set_engine(
+        &mut self,
+        spec: &OptionSpec,
+        value: &OptionValue,
+        bad: &Bad,
+    ) -> Result<bool, String> {
         let c = self;
-        match key {
+        match spec.name {
             "allow_paths_outside_model_path" => {
                 c.allow_paths_outside_model_path =
                     bool_of(value).ok_or_else(|| bad("true or false"))?
@@ -636,22 +669,13 @@ impl LoadConfig {
                     false => WeightMode::default_for_device(),
                 }
             }
-            "max_kv_size" => c.max_kv_size = Some(int_option(value, (1, bounds::TOKENS), "", bad)?),
-            "max_cache_entries" => {
-                c.max_cache_entries = int_option(value, bounds::MAX_CACHE_ENTRIES, "", bad)?
-            }
-            "kv_memory_mb" => {
-                c.kv_memory_mb = Some(int_option(value, bounds::KV_MEMORY_MB, "MiB", bad)?)
-            }
-            "max_batch" => c.max_batch = int_option(value, bounds::MAX_BATCH, "", bad)?,
-            "max_queue" => c.max_queue = int_option(value, bounds::MAX_QUEUE, "", bad)?,
-            "queue_timeout" => {
-                c.queue_timeout_secs =
-                    int_option(value, bounds::QUEUE_TIMEOUT_SECS, "seconds", bad)? as u64
-            }
-            "prefill_step_size" => {
-                c.prefill_step = int_option(value, (1, bounds::TOKENS), "", bad)?
-            }
+            "max_kv_size" => c.max_kv_size = Some(spec.int(value, bad)?),
+            "max_cache_entries" => c.max_cache_entries = spec.int(value, bad)?,
+            "kv_memory_mb" => c.kv_memory_mb = Some(spec.int(value, bad)?),
+            "max_batch" => c.max_batch = spec.int(value, bad)?,
+            "max_queue" => c.max_queue = spec.int(value, bad)?,
+            "queue_timeout" => c.queue_timeout_secs = spec.int(value, bad)? as u64,
+            "prefill_step_size" => c.prefill_step = spec.int(value, bad)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -661,11 +685,11 @@ impl LoadConfig {
     /// name); false when `key` is neither.
     fn set_speculation(
         &mut self,
-        key: &str,
+        spec: &OptionSpec,
         value: &OptionValue,
         bad: &Bad,
     ) -> Result<bool, String> {
-        match key {
+        match spec.name {
             "speculative" => {
                 let name = match value {
                     OptionValue::Str(s) => s.as_str(),
@@ -675,9 +699,7 @@ impl LoadConfig {
                 self.drafting =
                     Drafting::parse(name).ok_or_else(|| bad("`ngram`, `draft` or `off`"))?
             }
-            "num_draft_tokens" => {
-                self.draft_tokens = int_option(value, (1, MAX_DRAFT_TOKENS), "", bad)?
-            }
+            "num_draft_tokens" => self.draft_tokens = spec.int(value, bad)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -685,13 +707,18 @@ impl LoadConfig {
 
     /// How KV caches are stored: llama.cpp's `cache_type_k`/`cache_type_v` names, or mlx-lm's
     /// `kv_bits`, `kv_group_size` and `quantized_kv_start`; false when `key` is none of them.
-    fn set_kv(&mut self, key: &str, value: &OptionValue, bad: &Bad) -> Result<bool, String> {
+    fn set_kv(
+        &mut self,
+        spec: &OptionSpec,
+        value: &OptionValue,
+        bad: &Bad,
+    ) -> Result<bool, String> {
         let f = &mut self.kv_format;
         let name = |v: &OptionValue| match v {
             OptionValue::Str(s) => KvEncoding::parse(s).map_err(|e| bad(&e)),
             _ => Err(bad(&format!("one of {CACHE_TYPES}"))),
         };
-        match key {
+        match spec.name {
             "cache_type_k" => f.keys = name(value)?,
             "cache_type_v" => f.values = name(value)?,
             "kv_bits" => {
@@ -708,7 +735,8 @@ impl LoadConfig {
                 }
             }
             "quantized_kv_start" => {
-                f.quantized_start = int_option(value, (0, bounds::TOKENS), "positions", bad)?
+                f.quantized_start = spec
+                    .int(value, bad)?
                     .try_into()
                     .map_err(|_| bad("a smaller integer"))?
             }
@@ -720,13 +748,13 @@ impl LoadConfig {
     /// Where and how the model is spread; false when `key` is not about that.
     fn set_cluster(
         &mut self,
-        key: &str,
+        spec: &OptionSpec,
         value: &OptionValue,
         bad: &Bad,
         given: &mut ClusterGiven,
     ) -> Result<bool, String> {
         let c = self;
-        match key {
+        match spec.name {
             "hostfile" => match value {
                 OptionValue::Str(p) => given.hostfile = Some(p.clone()),
                 _ => return Err(bad("a path")),
@@ -750,13 +778,10 @@ impl LoadConfig {
                 })
             }
             "ship_model" => c.ship_model = bool_of(value).ok_or_else(|| bad("true or false"))?,
-            "join_timeout" => {
-                c.join_timeout_secs =
-                    int_option(value, bounds::JOIN_TIMEOUT_SECS, "seconds", bad)? as u64
-            }
+            "join_timeout" => c.join_timeout_secs = spec.int(value, bad)? as u64,
             "control_port" => {
                 given.control_port = Some(
-                    int_option(value, bounds::PORT, "", bad)?
+                    spec.int(value, bad)?
                         .try_into()
                         .map_err(|_| bad("a port number"))?,
                 )
@@ -867,12 +892,6 @@ fn int_option(
     bad: &Bad,
 ) -> Result<usize, String> {
     int_in(v, range).ok_or_else(|| bad(&range_text(range, unit)))
-}
-
-fn ranged(v: &OptionValue, lo: f64, hi: f64) -> Option<f32> {
-    v.as_f64()
-        .filter(|x| x.is_finite() && *x >= lo && *x <= hi)
-        .map(|x| x as f32)
 }
 
 #[cfg(test)]
@@ -1250,52 +1269,29 @@ mod tests {
         }
     }
 
-    /// Every key the parser knows, and some it does not.
-    const KEYS: &[&str] = &[
-        "max_tokens",
-        "temperature",
-        "temp",
-        "top_p",
-        "min_p",
-        "top_k",
-        "seed",
-        "repetition_penalty",
-        "presence_penalty",
-        "frequency_penalty",
-        "allow_paths_outside_model_path",
-        "trust_remote_code",
-        "dequantize",
-        "max_kv_size",
-        "max_cache_entries",
-        "kv_memory_mb",
-        "max_batch",
-        "max_queue",
-        "queue_timeout",
-        "prefill_step_size",
-        "speculative",
-        "num_draft_tokens",
-        "cache_type_k",
-        "cache_type_v",
-        "kv_bits",
-        "kv_group_size",
-        "quantized_kv_start",
-        "fuse",
-        "hostfile",
-        "distributed_backend",
-        "parallelism",
-        "layer_split",
-        "ship_model",
-        "join_timeout",
-        "control_port",
-        "coordinator",
-        "metrics_addr",
-        "p2p_token",
-        "p2p_network_id",
-        "p2p_ranks",
-        "p2p_wait",
-        "gpu_layers",
-        "",
-    ];
+    /// Every key the parser knows (from the table), and some it does not.
+    fn keys() -> Vec<&'static str> {
+        let mut keys = option_names();
+        keys.extend(["gpu_layers", "temprature", ""]);
+        keys
+    }
+
+    /// Each row of the table reaches a setter that takes it: a value it refuses names the
+    /// option; none answers "no setter".
+    #[test]
+    fn every_option_in_the_table_has_a_setter() {
+        for spec in OPTIONS {
+            for value in ["1", "x"] {
+                let option = format!("{}:{value}", spec.name);
+                if let Err(e) = load(&[option.as_str()], &[("TOKEN", "t")]) {
+                    assert!(
+                        !e.contains("no setter") && e.contains(spec.name),
+                        "{option}: {e}"
+                    );
+                }
+            }
+        }
+    }
 
     /// Checks one parse: no panic, an error under 1 KiB.
     fn parse_checked(req: &LoadRequest) -> Result<LoadConfig, String> {
@@ -1320,9 +1316,10 @@ mod tests {
     #[test]
     fn one_option_of_any_value_never_panics_and_names_itself() {
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let keys = keys();
         for case in 0..3000 {
             let size = [0, 8, 300, 5000, 1 << 18][case % 5];
-            let key = rng.pick(KEYS);
+            let key = rng.pick(&keys);
             let option = format!("{key}:{}", rng.value(size));
             let req = LoadRequest {
                 model: "m".into(),
@@ -1344,6 +1341,7 @@ mod tests {
     #[test]
     fn many_options_deep_and_long_never_panic() {
         let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+        let keys = keys();
         for case in 0..300 {
             let count = [1, 10, 100, 2000][case % 4];
             let depth = rng.below(50);
@@ -1352,7 +1350,7 @@ mod tests {
                 .map(|_| {
                     let key = match rng.below(3) {
                         0 => rng.text(size),
-                        _ => rng.pick(KEYS).to_string(),
+                        _ => rng.pick(&keys).to_string(),
                     };
                     let nested: Vec<String> = (0..depth).map(|_| rng.value(8)).collect();
                     format!("{key}:{}{}", rng.value(size), nested.join(":"))

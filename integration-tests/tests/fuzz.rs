@@ -95,38 +95,9 @@ impl Env for NoEnv {
 
 #[test]
 fn load_options_never_panic_and_every_error_says_something() -> TestResult {
-    const KEYS: &[&str] = &[
-        "temperature",
-        "temp",
-        "top_p",
-        "top_k",
-        "min_p",
-        "seed",
-        "max_tokens",
-        "max_kv_size",
-        "max_cache_entries",
-        "kv_memory_mb",
-        "max_batch",
-        "max_queue",
-        "queue_timeout",
-        "prefill_step_size",
-        "dequantize",
-        "hostfile",
-        "distributed_backend",
-        "parallelism",
-        "layer_split",
-        "join_timeout",
-        "control_port",
-        "trust_remote_code",
-        "repetition_penalty",
-        "cache_type_k",
-        "cache_type_v",
-        "kv_bits",
-        "kv_group_size",
-        "quantized_kv_start",
-        "",
-        "unknown",
-    ];
+    // Every key the backend knows, from its option table, and two it does not.
+    let mut keys = backend::options::option_names();
+    keys.extend(["", "unknown"]);
     const VALUES: &[&str] = &[
         "0",
         "1",
@@ -154,8 +125,8 @@ fn load_options_never_panic_and_every_error_says_something() -> TestResult {
         let options: Vec<String> = (0..rng.below(6))
             .map(|_| match rng.below(4) {
                 0 => rng.text(12),
-                1 => format!("{}:{}", rng.pick(KEYS), rng.text(8)),
-                _ => format!("{}:{}", rng.pick(KEYS), rng.pick(VALUES)),
+                1 => format!("{}:{}", rng.pick(&keys), rng.text(8)),
+                _ => format!("{}:{}", rng.pick(&keys), rng.pick(VALUES)),
             })
             .collect();
         parse_options(&options);

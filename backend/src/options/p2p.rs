@@ -1,7 +1,7 @@
 //! LoadModel's P2P options: with no hostfile and a token (option `p2p_token`, or LocalAI's
 //! `LOCALAI_P2P_TOKEN` / `TOKEN`), rank 0 finds its workers over mDNS.
 
-use super::{bounds, int_option, range_text, Bad, Env, OptionValue, Token};
+use super::{bounds, range_text, Bad, Env, OptionSpec, OptionValue, Token};
 
 /// How rank 0 finds its workers when no hostfile says.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,7 +38,7 @@ impl P2pGiven {
     /// Takes `key` if it is a P2P option; false otherwise.
     pub(super) fn set(
         &mut self,
-        key: &str,
+        spec: &OptionSpec,
         value: &OptionValue,
         bad: &Bad,
     ) -> Result<bool, String> {
@@ -47,13 +47,11 @@ impl P2pGiven {
             OptionValue::Int(i) => Ok(i.to_string()),
             _ => Err(bad("a string")),
         };
-        match key {
+        match spec.name {
             "p2p_token" => self.token = Some(text()?),
             "p2p_network_id" => self.network_id = Some(text()?),
-            "p2p_ranks" => self.ranks = Some(int_option(value, bounds::P2P_RANKS, "ranks", bad)?),
-            "p2p_wait" => {
-                self.wait = Some(int_option(value, bounds::P2P_WAIT_SECS, "seconds", bad)? as u64)
-            }
+            "p2p_ranks" => self.ranks = Some(spec.int(value, bad)?),
+            "p2p_wait" => self.wait = Some(spec.int(value, bad)? as u64),
             _ => return Ok(false),
         }
         Ok(true)
