@@ -89,19 +89,26 @@ pub struct Channel {
     pub post: mpsc::Sender<Command>,
 }
 
+impl EngineThread {
+    /// An engine thread serving nothing, publishing to `shared`, its faults posted to `post`.
+    pub(super) fn new(shared: Arc<RwLock<Snapshot>>, post: mpsc::Sender<Command>) -> Self {
+        EngineThread {
+            shared,
+            post,
+            serving: Serving::Empty,
+            loads: 0,
+            formed: None,
+            batch: Batch::default(),
+            pending: None,
+            winding: None,
+            waits: 0,
+        }
+    }
+}
+
 pub(super) fn run(channel: Channel, shared: Arc<RwLock<Snapshot>>) {
     let Channel { commands, post } = channel;
-    let mut engine = EngineThread {
-        shared,
-        post,
-        serving: Serving::Empty,
-        loads: 0,
-        formed: None,
-        batch: Batch::default(),
-        pending: None,
-        winding: None,
-        waits: 0,
-    };
+    let mut engine = EngineThread::new(shared, post);
     loop {
         // Between rounds, take every command that came; block only when there is no work.
         let command = match engine.batch.idle() {

@@ -12,17 +12,10 @@ type Rx = tmpsc::UnboundedReceiver<Result<Event>>;
 
 /// An engine thread's state, driven by hand on this thread (no channel, no MLX stream).
 fn engine() -> EngineThread {
-    EngineThread {
-        shared: Arc::new(RwLock::new(Snapshot::default())),
-        post: mpsc::channel().0,
-        serving: Serving::Empty,
-        loads: 0,
-        formed: None,
-        batch: Batch::default(),
-        pending: None,
-        winding: None,
-        waits: 0,
-    }
+    EngineThread::new(
+        Arc::new(RwLock::new(Snapshot::default())),
+        mpsc::channel().0,
+    )
 }
 
 /// Installs a fake model, as a completed LoadModel would, with `options`.
