@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use integration_tests::cluster::{worker_without_model, Cluster, TempDir};
+use integration_tests::cluster::{Cluster, TempDir};
 use integration_tests::rpc::load_fixture;
 use integration_tests::{fixture, free_port, TestResult};
 
@@ -21,10 +21,7 @@ const OPTIONS: &[&str] = &["ship_model:true", "layer_split:1,29"];
 /// (MB/s of the worker's transfer, its bytes, shipping load's seconds, cached reload's).
 async fn ship_runs() -> TestResult<(f64, u64, f64, f64)> {
     let cache = TempDir::new("bench-ship-cache")?;
-    let mut cluster = Cluster::without_workers(2, "bench-ship")?;
-    cluster
-        .workers
-        .push(worker_without_model(&cluster, (1, MODEL, &cache.0), &[])?);
+    let cluster = Cluster::shipping_pair("bench-ship", MODEL, &cache.0)?;
     let rank0 = cluster.rank0(&[]).await?;
     let mut c = rank0.client().await?;
     let (mut best, mut bytes, mut load, mut cached) = (0.0f64, 0, f64::MAX, f64::MAX);

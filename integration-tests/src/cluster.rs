@@ -42,6 +42,15 @@ impl Cluster {
         Ok(cluster)
     }
 
+    /// Two ranks whose worker cannot see the fixture `model` and keeps what rank 0 ships it in
+    /// `cache` (`worker_without_model`): the shipping tests' cluster.
+    pub fn shipping_pair(name: &str, model: &str, cache: &Path) -> TestResult<Cluster> {
+        let mut cluster = Cluster::without_workers(2, name)?;
+        let worker = worker_without_model(&cluster, (1, model, cache), &[])?;
+        cluster.workers.push(worker);
+        Ok(cluster)
+    }
+
     /// Writes a ring hostfile for `ranks` ranks and starts no worker (a test starts them when
     /// it wants, with `spawn_worker`).
     pub fn without_workers(ranks: usize, name: &str) -> TestResult<Cluster> {

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use backend::grpc::pb;
-use integration_tests::cluster::{worker_without_model, Cluster, TempDir};
+use integration_tests::cluster::{Cluster, TempDir};
 use integration_tests::netns::Lan;
 use integration_tests::rpc::{answers_first_golden, connect_within, load_fixture};
 use integration_tests::server::workspace_binary;
@@ -342,10 +342,7 @@ fn crowd_when_listening(
 async fn strangers_on_the_shipping_port_do_not_fail_a_shipped_load() -> TestResult {
     let _serial = SERIAL.lock().await;
     let cache = TempDir::new("listeners-ship-cache")?;
-    let mut cluster = Cluster::without_workers(2, "listeners-ship")?;
-    cluster
-        .workers
-        .push(worker_without_model(&cluster, (1, MODEL, &cache.0), &[])?);
+    let cluster = Cluster::shipping_pair("listeners-ship", MODEL, &cache.0)?;
     let port = free_port()?.to_string();
     let rank0 = cluster
         .rank0(&[("MLX_DISTRIBUTED_SHIP_PORT", &port)])
@@ -378,10 +375,7 @@ async fn strangers_on_the_shipping_port_do_not_fail_a_shipped_load() -> TestResu
 async fn a_link_planted_in_the_shipping_cache_is_refused() -> TestResult {
     let _serial = SERIAL.lock().await;
     let cache = TempDir::new("listeners-link-cache")?;
-    let mut cluster = Cluster::without_workers(2, "listeners-link")?;
-    cluster
-        .workers
-        .push(worker_without_model(&cluster, (1, MODEL, &cache.0), &[])?);
+    let cluster = Cluster::shipping_pair("listeners-link", MODEL, &cache.0)?;
     let rank0 = cluster.rank0(&[]).await?;
     let mut c = rank0.client().await?;
     // The model's fingerprint is its cache folder's name: ship once to learn it.

@@ -70,10 +70,7 @@ async fn assert_golden(
 async fn a_worker_without_the_model_serves_it_from_one_shipment() -> TestResult {
     let _serial = SERIAL.lock().await;
     let cache = TempDir::new("ship-cache")?;
-    let mut cluster = Cluster::without_workers(2, "ship")?;
-    cluster
-        .workers
-        .push(worker_without_model(&cluster, (1, MODEL, &cache.0), &[])?);
+    let cluster = Cluster::shipping_pair("ship", MODEL, &cache.0)?;
     let rank0 = cluster.rank0(&[]).await?;
     let mut c = rank0.client().await?;
 
@@ -269,10 +266,7 @@ async fn a_tensor_corrupted_on_every_try_fails_the_load_naming_it() -> TestResul
     let _serial = SERIAL.lock().await;
     const TENSOR: &str = "model.layers.20.mlp.down_proj.weight";
     let cache = TempDir::new("ship-corrupt-cache")?;
-    let mut cluster = Cluster::without_workers(2, "ship-corrupt")?;
-    cluster
-        .workers
-        .push(worker_without_model(&cluster, (1, MODEL, &cache.0), &[])?);
+    let mut cluster = Cluster::shipping_pair("ship-corrupt", MODEL, &cache.0)?;
     let rank0 = cluster
         .rank0(&[("MLX_DISTRIBUTED_SHIP_CORRUPT", TENSOR)])
         .await?;
