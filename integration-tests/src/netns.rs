@@ -109,6 +109,7 @@ impl Lan {
         let out = wait_bounded(cmd.spawn()?, limit)?;
         let log = String::from_utf8_lossy(&out.stdout).into_owned()
             + &String::from_utf8_lossy(&out.stderr);
+        eprintln!("{log}");
         assert!(out.status.success() && log.contains("1 passed"), "{log}");
         Ok(())
     }

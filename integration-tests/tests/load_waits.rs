@@ -3,7 +3,8 @@
 //! the golden on time), the wait ends once the LoadModel's caller has gone, its time options
 //! have upper bounds, and SIGTERM during a wait ends the process at once with status 0.
 //! The worker named in the hostfile never starts; the P2P peers never come (P2P runs in
-//! network namespaces this test creates, so its mDNS stays inside them).
+//! network namespaces this test creates, so its mDNS stays inside them). A load whose caller
+//! leaves while rank 0 ships the worker its share is given up at once.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -311,4 +312,58 @@ async fn p2p_wait_inside_a_namespace() -> TestResult {
         "{m}"
     );
     sigterm_ends_a_wait(backend, &p2p("300")).await
+}
+
+/// Shipping's rate inside the namespace of `an_abandoned_shipping_load_is_given_up`: the
+/// worker's share (15 of 30 layers, about 35 MB) takes over a minute at it.
+const SLOW_LINK: &str = "4mbit";
+
+/// A LoadModel whose caller leaves while rank 0 ships the worker its share: rank 0 gives the
+/// load up (drops the shipment, tells the worker `Abort`) instead of waiting for the
+/// worker's part, and the next LoadModel over the same cluster loads at once. Its worker's
+/// late answer to the given-up load never passes for the new load's. Runs in a namespace
+/// whose loopback is slowed (`tc tbf`), so shipping takes long.
+#[test]
+fn an_abandoned_shipping_load_is_given_up() -> TestResult {
+    let _serial = serial();
+    let lan = Lan::with_nodes(1)?;
+    let ns = lan.ns("a");
+    integration_tests::netns::ip(&["-n", &ns, "link", "set", "lo", "mtu", "1500"])?;
+    let tc = std::process::Command::new("ip")
+        .args(["netns", "exec", &ns, "tc", "qdisc", "add", "dev", "lo", "root", "tbf"])
+        .args(["rate", SLOW_LINK, "burst", "16kb", "latency", "1000ms"])
+        .output()?;
+    assert!(tc.status.success(), "{}", String::from_utf8_lossy(&tc.stderr));
+    lan.run_test_in(
+        "a",
+        "abandoned_shipping_inside_a_namespace",
+        &[],
+        Duration::from_secs(120),
+    )
+}
+
+/// Run inside node a's namespace by `an_abandoned_shipping_load_is_given_up`.
+#[tokio::test]
+#[ignore = "run inside a namespace by an_abandoned_shipping_load_is_given_up"]
+async fn abandoned_shipping_inside_a_namespace() -> TestResult {
+    let cache = integration_tests::cluster::TempDir::new("load-waits-ship-cache")?;
+    let cache_dir = cache.0.to_string_lossy().into_owned();
+    let mut cluster = Cluster::without_workers(2, "load-waits-ship")?;
+    let worker = cluster.spawn_worker(1, &[("MLX_DISTRIBUTED_SHIP_CACHE", cache_dir.as_str())])?;
+    cluster.workers.push(worker);
+    let backend = cluster.rank0(&[]).await?;
+    let mut c = backend.client().await?;
+    let split = "layer_split:15,15".to_string();
+    let shipped = [split.clone(), "ship_model:true".into()];
+    let left = load_within(&mut c, (model_dir()?, &shipped), CALLER_DEADLINE).await;
+    assert!(left.is_err(), "the shipped load finished within its deadline: {left:?}");
+    let start = Instant::now();
+    let next = load_within(&mut c, (model_dir()?, &[split]), Duration::from_secs(60)).await?;
+    let took = start.elapsed();
+    eprintln!("the next LoadModel answered {:?} after the first one's caller left", took);
+    assert!(next.success, "{next:?}");
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    let g = goldens::load(GOLDENS)?;
+    golden_on_time(&mut c, &g).await?;
+    assert_healthy(&mut c).await
 }

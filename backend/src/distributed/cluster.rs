@@ -181,6 +181,18 @@ impl Cluster {
         &self,
         what: &str,
         timeout: Duration,
+        accept: impl FnMut(usize, &ToLeader) -> Result<Option<T>>,
+    ) -> Result<Vec<T>> {
+        self.collect_until(what, timeout, &|| None, accept)
+    }
+
+    /// `collect`, ended with `give_up`'s error when it gives one (it is asked at least every
+    /// 200 ms): a LoadModel whose caller left stops waiting for the workers' parts.
+    pub fn collect_until<T>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        give_up: join::GiveUp<'_>,
         mut accept: impl FnMut(usize, &ToLeader) -> Result<Option<T>>,
     ) -> Result<Vec<T>> {
         let deadline = Instant::now() + timeout;
@@ -196,6 +208,9 @@ impl Cluster {
             offer(rank, msg, &mut got)?;
         }
         while got.len() < self.peers.len() {
+            if let Some(e) = give_up() {
+                return Err(e);
+            }
             let missing = || {
                 self.peers
                     .iter()
@@ -292,14 +307,16 @@ impl Cluster {
             .replies
             .recv_timeout(left.min(Duration::from_millis(200)))
         {
-            Ok((rank, ToLeader::Failed { error })) => Err(Error::Distributed(format!(
-                "rank {rank} ({}): {error}",
-                self.address(rank)
-            ))),
+            Ok((rank, ToLeader::Failed { error })) => Err(self.failed(rank, &error)),
             Ok(reply) => Ok(Some(reply)),
             Err(mpsc::RecvTimeoutError::Timeout) => Ok(None),
             Err(mpsc::RecvTimeoutError::Disconnected) => self.check().map(|_| None),
         }
+    }
+
+    /// Worker `rank`'s error, naming the rank and its address.
+    pub fn failed(&self, rank: usize, error: &str) -> Error {
+        Error::Distributed(format!("rank {rank} ({}): {error}", self.address(rank)))
     }
 
     fn address(&self, rank: usize) -> String {

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 pub use super::board::StepTimes;
 
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL: u32 = 10;
+pub const PROTOCOL: u32 = 11;
 
 /// What must be equal on every rank for them to compute together.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,8 +98,16 @@ pub enum ToLeader {
         proof: String,
     },
     GroupReady,
+    /// The part of load `load` (`LoadPlan::load`) is built, waiting for `Commit`.
     Loaded {
+        load: u64,
         fingerprint: String,
+    },
+    /// Load `load` failed here. Its number tells a load that rank 0 gave up on (its caller
+    /// left) from the one it waits for now.
+    LoadFailed {
+        load: u64,
+        error: String,
     },
     Freed,
     Failed {
@@ -161,6 +169,7 @@ impl ToLeader {
             ToLeader::Loaded { .. } => "Loaded",
             ToLeader::Freed => "Freed",
             ToLeader::Failed { .. } => "Failed",
+            ToLeader::LoadFailed { .. } => "LoadFailed",
             ToLeader::Pong => "Pong",
             ToLeader::StepFailed { .. } => "StepFailed",
             ToLeader::Check { .. } => "Check",
@@ -217,6 +226,8 @@ pub enum ToWorker {
 /// What to load and which part of it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoadPlan {
+    /// This load's number on the cluster, echoed in `Loaded` and `LoadFailed`.
+    pub load: u64,
     pub model: String,
     pub model_path: Option<String>,
     /// The `allow_paths_outside_model_path` option: workers resolve the model by the same rule.

@@ -19,7 +19,12 @@ use crate::tokenizer::Tokenizer;
 impl EngineThread {
     /// Loads `config`'s model, leaving the one being served in place (unless the load needs
     /// another cluster: its wait phase left the old one, see `leave_cluster`).
-    pub(super) fn build(&mut self, config: &LoadConfig, ready: Ready) -> Result<Built> {
+    pub(super) fn build(
+        &mut self,
+        config: &LoadConfig,
+        ready: Ready,
+        give_up: crate::distributed::GiveUp<'_>,
+    ) -> Result<Built> {
         let draft = load_draft(config)?;
         let (hostfile, joined) = match ready {
             Ready::Now => {
@@ -33,7 +38,7 @@ impl EngineThread {
                 if joined.is_some() && self.serving.on_cluster() {
                     self.leave_cluster();
                 }
-                cluster_load::load(config, h, &mut self.formed, joined)?
+                cluster_load::load(config, h, &mut self.formed, joined, give_up)?
             }
             None => {
                 let lookup = source::Lookup::of(config);

@@ -45,11 +45,14 @@ pub fn reusable(formed: Option<&Rc<FormedCluster>>, hostfile: &Hostfile) -> bool
 /// swap only on `Commit`, sent once every rank has loaded the same model.
 /// `joined` is the workers that joined in the wait phase (`connect`), when `formed` is not
 /// reusable.
+/// `give_up` ends the wait for the workers' parts (the LoadModel's caller left); they are
+/// told to drop them.
 pub fn load(
     config: &LoadConfig,
     hostfile: &Hostfile,
     formed: &mut Option<Rc<FormedCluster>>,
     joined: Option<Box<Joined>>,
+    give_up: GiveUp<'_>,
 ) -> Result<LoadedModel> {
     if let Some(joined) = joined {
         *formed = None;
@@ -67,26 +70,12 @@ pub fn load(
     let parts = plan_parts(config, &dir, &formed.cluster)?;
     tracing::info!(?parts, "loading over {} ranks", parts.len());
     let (own, reads) = noted_first(config, &dir, &parts, &formed)?;
-    let (mut ships, _shipper) = match config.ship_model {
+    let (ships, _shipper) = match config.ship_model {
         true => start_shipping(&formed, &dir, &parts, reads.as_ref())?,
         false => (HashMap::new(), None),
     };
-    for (rank, part) in parts.iter().enumerate().skip(1) {
-        formed.cluster.send_to(
-            rank,
-            &ToWorker::Load(LoadPlan {
-                model: config.model.clone(),
-                model_path: config.model_path.as_ref().map(|p| p.display().to_string()),
-                allow_paths_outside_model_path: config.allow_paths_outside_model_path,
-                weight_mode: config.weight_mode,
-                kv_format: config.kv_format,
-                part: part.clone(),
-                adapters: config.adapters.clone(),
-                ship: ships.remove(&rank),
-            }),
-        )?;
-    }
-    let outcome = load_everywhere(config, &dir, &parts, &formed, own);
+    let id = send_plans(config, &formed, &parts, ships)?;
+    let outcome = load_everywhere(config, &dir, &parts, &formed, own, (id, give_up));
     // Best effort: a worker that cannot hear Abort is lost, and the cluster is formed anew.
     let _ = match &outcome {
         Ok(_) => formed.cluster.broadcast(&ToWorker::Commit),
@@ -102,6 +91,34 @@ pub fn load(
         formed.cluster.board().set_parts(&described);
     }
     outcome
+}
+
+/// Sends every worker its part's `LoadPlan` under a new load number, which it returns.
+fn send_plans(
+    config: &LoadConfig,
+    formed: &FormedCluster,
+    parts: &[Part],
+    mut ships: HashMap<usize, Shipment>,
+) -> Result<u64> {
+    let id = formed.loads.get() + 1;
+    formed.loads.set(id);
+    for (rank, part) in parts.iter().enumerate().skip(1) {
+        formed.cluster.send_to(
+            rank,
+            &ToWorker::Load(LoadPlan {
+                load: id,
+                model: config.model.clone(),
+                model_path: config.model_path.as_ref().map(|p| p.display().to_string()),
+                allow_paths_outside_model_path: config.allow_paths_outside_model_path,
+                weight_mode: config.weight_mode,
+                kv_format: config.kv_format,
+                part: part.clone(),
+                adapters: config.adapters.clone(),
+                ship: ships.remove(&rank),
+            }),
+        )?;
+    }
+    Ok(id)
 }
 
 /// Tensor or expert mode with `ship_model`: rank 0 loads its own part first, noting the
@@ -206,25 +223,35 @@ fn plan_parts(config: &LoadConfig, dir: &std::path::Path, cluster: &Cluster) -> 
     })
 }
 
-/// Rank 0's part (unless `own` was loaded already), then every worker's answer, checked to
-/// be the same model.
+/// Rank 0's part (unless `own` was loaded already), then every worker's answer to load
+/// `id`, checked to be the same model. Answers to loads given up before are dropped.
 fn load_everywhere(
     config: &LoadConfig,
     dir: &std::path::Path,
     parts: &[Part],
     formed: &Rc<FormedCluster>,
     own: Option<loader::LoadedPart>,
+    (id, give_up): (u64, GiveUp<'_>),
 ) -> Result<LoadedModel> {
     let own = match own {
         Some(own) => Ok(own),
         None => load_part(config, dir, &parts[0], formed, None),
     };
-    let theirs = formed
-        .cluster
-        .collect("LoadModel", LOAD_TIMEOUT, |rank, msg| match msg {
-            ToLeader::Loaded { fingerprint } => Ok(Some((rank, fingerprint.clone()))),
+    let cluster = &formed.cluster;
+    let stale = |msg: &ToLeader| {
+        matches!(msg, ToLeader::Loaded { load, .. } | ToLeader::LoadFailed { load, .. } if *load < id)
+    };
+    cluster.forget(stale);
+    let theirs = cluster.collect_until("LoadModel", LOAD_TIMEOUT, give_up, |rank, msg| {
+        match msg {
+            ToLeader::Loaded { load, fingerprint } if *load == id => {
+                Ok(Some((rank, fingerprint.clone())))
+            }
+            ToLeader::LoadFailed { load, error } if *load == id => Err(cluster.failed(rank, error)),
             _ => Ok(None),
-        });
+        }
+    });
+    cluster.forget(stale);
     let own = own?;
     let adapters = source::resolve_adapters(&config.adapters, &source::Lookup::of(config))?;
     let fingerprint = loader::fingerprint_with(dir, &adapters)?;
@@ -358,5 +385,6 @@ fn group_up(config: &LoadConfig, hostfile: &Hostfile, joined: Joined) -> Result<
         control,
         secret,
         seq: std::cell::Cell::new(0),
+        loads: std::cell::Cell::new(0),
     })
 }

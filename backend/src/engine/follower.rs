@@ -213,11 +213,15 @@ impl Follower<'_> {
                 let fingerprint = worker.fingerprint.clone();
                 tracing::info!(model = %plan.model, part = ?plan.part, "model part loaded");
                 self.pending = Some(worker);
-                ToLeader::Loaded { fingerprint }
+                ToLeader::Loaded {
+                    load: plan.load,
+                    fingerprint,
+                }
             }
             Err(e) => {
                 tracing::error!(model = %plan.model, "load failed: {e}");
-                ToLeader::Failed {
+                ToLeader::LoadFailed {
+                    load: plan.load,
                     error: e.to_string(),
                 }
             }

@@ -43,7 +43,7 @@ impl EngineThread {
                 reply.send(Err(e));
             }
             Ok(Some(job)) => self.start_wait(config, reply, job),
-            Ok(None) => reply.send(self.load(*config, Ready::Now)),
+            Ok(None) => reply.send(self.load(*config, Ready::Now, &reply)),
         }
     }
 
@@ -124,7 +124,7 @@ impl EngineThread {
                 }
             }
         };
-        let result = self.load(*p.config, ready);
+        let result = self.load(*p.config, ready, &p.reply);
         p.reply.send(result);
     }
 
@@ -148,13 +148,15 @@ impl EngineThread {
     }
 
     /// LoadModel, all or nothing: the new model is built beside the one being served and
-    /// replaces it only once complete; on failure the old one keeps serving.
-    pub(super) fn load(&mut self, config: LoadConfig, ready: Ready) -> Result<()> {
+    /// replaces it only once complete; on failure the old one keeps serving. A load over a
+    /// cluster stops waiting for the workers' parts once `reply`'s caller left.
+    pub(super) fn load(&mut self, config: LoadConfig, ready: Ready, reply: &Reply) -> Result<()> {
         self.publish(|s| {
             s.state = EngineState::Loading;
             s.last_error = None;
         });
-        let outcome = match guard(|| self.build(&config, ready)) {
+        let give_up = || reply.closed().then(wait::caller_left_load);
+        let outcome = match guard(|| self.build(&config, ready, &give_up)) {
             Ok(outcome) => outcome,
             Err(panic) => Err(Error::Internal(format!("loading panicked: {panic}"))),
         };

@@ -36,6 +36,9 @@ pub struct FormedCluster {
     /// The last step's number: it grows across models, so a late reply or activations of
     /// one model's step can never pass for another's.
     pub seq: Cell<u64>,
+    /// The last load's number (`LoadPlan::load`): a late answer to a load rank 0 gave up
+    /// on is never taken for the current one's.
+    pub loads: Cell<u64>,
 }
 
 pub struct ShardedModel {

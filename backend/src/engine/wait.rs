@@ -81,6 +81,16 @@ fn caller_left() -> Error {
     )
 }
 
+/// The error of a load over a cluster whose caller left while the workers loaded: they are
+/// told to drop their parts (nobody reads it; Status and the log show it).
+pub fn caller_left_load() -> Error {
+    Error::Aborted(
+        "the LoadModel's caller left (its deadline passed or it cancelled) while the workers \
+         loaded their parts, so the load was given up and they dropped them"
+            .into(),
+    )
+}
+
 /// A LoadModel whose wait is running: the engine thread's handle on it.
 pub struct Pending {
     pub id: u64,

@@ -163,6 +163,19 @@ impl Served {
         Ok(())
     }
 
+    /// Closes every connection: the load is over (done or given up), so a transfer still
+    /// running ends now and its worker's load fails at once rather than finishing it.
+    fn close_all(&self) {
+        let ranks = self.ranks.lock().unwrap_or_else(PoisonError::into_inner);
+        for (_, stream) in ranks.values() {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+        let pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        for p in pending.iter() {
+            let _ = p.stream.shutdown(Shutdown::Both);
+        }
+    }
+
     fn release(&self, rank: usize, id: u64) {
         let mut ranks = self.ranks.lock().unwrap_or_else(PoisonError::into_inner);
         if ranks.get(&rank).is_some_and(|(held, _)| *held == id) {
@@ -209,6 +222,7 @@ fn accept(listener: &TcpListener, shares: &Arc<Shares>, served: &Arc<Served>, st
             }
         }
     }
+    served.close_all();
 }
 
 fn refused(why: String) -> std::io::Error {
