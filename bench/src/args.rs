@@ -56,4 +56,14 @@ pub struct BenchArgs {
     /// Skip the read-bandwidth measurement and decode's fraction of its limit.
     #[arg(long)]
     pub skip_bandwidth: bool,
+    /// The C heap's large-block thresholds: `bounded` as the gRPC service sets them
+    /// (`memory::bound_heap`), or `glibc`'s moving defaults (to measure what they cost).
+    #[arg(long, value_enum, default_value_t = Heap::Bounded)]
+    pub heap: Heap,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Heap {
+    Bounded,
+    Glibc,
 }

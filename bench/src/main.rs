@@ -13,6 +13,9 @@ pub type CliResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
 fn main() -> std::process::ExitCode {
     let args = args::BenchArgs::parse();
     backend::progress::init_log("warn");
+    if let args::Heap::Bounded = args.heap {
+        backend::memory::bound_heap();
+    }
     let code = match engine::run(args) {
         Ok(()) => 0,
         Err(e) => {
