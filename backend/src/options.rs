@@ -139,26 +139,11 @@ pub struct SamplingOverrides {
     pub frequency_penalty: Option<f32>,
 }
 
-/// Everything LoadModel decides.
+/// Limits on contexts, batches, queues and KV memory.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LoadConfig {
-    /// `ModelOptions.Model`: a folder or repo id; also the model identity.
-    pub model: String,
-    /// `ModelOptions.ModelPath`: LocalAI's models folder.
-    pub model_path: Option<PathBuf>,
-    /// Lets a relative model leave `model_path` through `..` or a symbolic link (off: a
-    /// client may name a model, not any folder on the machine).
-    pub allow_paths_outside_model_path: bool,
-    pub hostfile: Option<PathBuf>,
-    pub transport: Transport,
-    /// None: the transport's default (ring: pipeline, jaccl: tensor).
-    pub parallelism: Option<Parallelism>,
-    pub layer_split: Option<String>,
-    /// `ship_model:true`: rank 0 sends each worker its share of the model (any mode),
-    /// which workers keep in their cache; no worker needs the model on its own disk.
-    pub ship_model: bool,
-    pub trust_remote_code: bool,
-    pub sampling: SamplingOverrides,
+pub struct Limits {
+    /// The context length requests are checked against (ModelOptions.ContextSize, else the model's).
+    pub context_size: Option<usize>,
     pub max_kv_size: Option<usize>,
     pub max_cache_entries: usize,
     /// KV memory for running requests and the prefix cache together (default: half the
@@ -170,24 +155,29 @@ pub struct LoadConfig {
     /// A request that waits longer than this for a row is failed.
     pub queue_timeout_secs: u64,
     pub prefill_step: usize,
-    /// The context length requests are checked against (ModelOptions.ContextSize, else the model's).
-    pub context_size: Option<usize>,
-    pub weight_mode: WeightMode,
-    /// How long rank 0 waits for every worker to join.
-    pub join_timeout_secs: u64,
-    /// Words that make a request's grammar lazy: unconstrained until one appears in the output.
-    pub grammar_triggers: Vec<String>,
-    /// How every rank stores its KV caches (`CacheTypeKey`/`CacheTypeValue`, `kv_bits`...).
-    pub kv_format: KvFormat,
-    /// Where speculative proposals come from (option `speculative`).
+}
+
+/// Speculative decoding on rank 0.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Speculation {
+    /// Where proposals come from (option `speculative`).
     pub drafting: Drafting,
     /// Proposals per step unless a request's `NDraft` says (option `num_draft_tokens`).
     pub draft_tokens: usize,
     /// The draft model (`ModelOptions.DraftModel`), loaded on rank 0 only.
     pub draft_model: Option<String>,
-    /// LoRA adapters on the model, the same on every rank (`ModelOptions.LoraAdapter(s)`,
-    /// `LoraScale(s)`, option `fuse`).
-    pub adapters: AdapterPlan,
+}
+
+/// Where the ranks are and how the model is spread over them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterOptions {
+    pub hostfile: Option<PathBuf>,
+    pub transport: Transport,
+    /// None: the transport's default (ring: pipeline, jaccl: tensor).
+    pub parallelism: Option<Parallelism>,
+    pub layer_split: Option<String>,
+    /// How long rank 0 waits for every worker to join.
+    pub join_timeout_secs: u64,
     /// Rank 0's control port (default: its ring port + 1, or the coordinator's + 1).
     pub control_port: Option<u16>,
     /// JACCL: rank 0's coordinator `ip:port` (`MLX_JACCL_COORDINATOR`).
@@ -195,8 +185,48 @@ pub struct LoadConfig {
     /// The control channel's secret (`MLX_DISTRIBUTED_TOKEN`, or the P2P token; else the
     /// hostfile's digest).
     pub token: Option<Token>,
+}
+
+/// Sending the model to workers that lack it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Shipping {
+    /// `ship_model:true`: rank 0 sends each worker its share of the model (any mode),
+    /// which workers keep in their cache; no worker needs the model on its own disk.
+    pub ship_model: bool,
+}
+
+/// Live metrics and the status page.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetricsOptions {
     /// Where rank 0 serves `/metrics` and the status page (option `metrics_addr`, `ip:port`).
-    pub metrics_addr: Option<std::net::SocketAddr>,
+    pub addr: Option<std::net::SocketAddr>,
+}
+
+/// Everything LoadModel decides, grouped as the option table's groups are.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadConfig {
+    /// `ModelOptions.Model`: a folder or repo id; also the model identity.
+    pub model: String,
+    /// `ModelOptions.ModelPath`: LocalAI's models folder.
+    pub model_path: Option<PathBuf>,
+    /// Lets a relative model leave `model_path` through `..` or a symbolic link (off: a
+    /// client may name a model, not any folder on the machine).
+    pub allow_paths_outside_model_path: bool,
+    pub trust_remote_code: bool,
+    pub weight_mode: WeightMode,
+    /// Words that make a request's grammar lazy: unconstrained until one appears in the output.
+    pub grammar_triggers: Vec<String>,
+    pub sampling: SamplingOverrides,
+    pub limits: Limits,
+    /// How every rank stores its KV caches (`CacheTypeKey`/`CacheTypeValue`, `kv_bits`...).
+    pub kv: KvFormat,
+    pub spec: Speculation,
+    /// LoRA adapters on the model, the same on every rank (`ModelOptions.LoraAdapter(s)`,
+    /// `LoraScale(s)`, option `fuse`).
+    pub adapters: AdapterPlan,
+    pub cluster: ClusterOptions,
+    pub shipping: Shipping,
+    pub metrics: MetricsOptions,
     /// No hostfile and a P2P token: rank 0 finds its workers over mDNS.
     pub p2p: Option<P2pConfig>,
 }
@@ -454,8 +484,8 @@ impl LoadConfig {
         let cache_type = |field: &str, name: &str| {
             KvEncoding::parse(name).map_err(|e| format!("ModelOptions.{field}: {e}"))
         };
-        c.kv_format.keys = cache_type("CacheTypeKey", &req.cache_type_key)?;
-        c.kv_format.values = cache_type("CacheTypeValue", &req.cache_type_value)?;
+        c.kv.keys = cache_type("CacheTypeKey", &req.cache_type_key)?;
+        c.kv.values = cache_type("CacheTypeValue", &req.cache_type_value)?;
         let mut given = ClusterGiven::default();
         let mut p2p = P2pGiven::default();
         let options = parse_options(&req.options);
@@ -478,9 +508,9 @@ impl LoadConfig {
         }
         unknown.log();
         c.set_cluster_fallbacks(given, env)?;
-        c.p2p = p2p.settle(c.hostfile.is_some(), env)?;
+        c.p2p = p2p.settle(c.cluster.hostfile.is_some(), env)?;
         if let Some(p) = &c.p2p {
-            c.token = Some(p.token.clone());
+            c.cluster.token = Some(p.token.clone());
         }
         c.settle_drafting(&req.draft_model, drafting_given)?;
         c.adapters.adapters = adapters_of(req)?;
@@ -534,7 +564,7 @@ impl LoadConfig {
             OptionValue::Str(v) => v.parse().ok(),
             _ => None,
         };
-        self.metrics_addr = Some(addr.ok_or_else(|| bad("an ip:port such as 127.0.0.1:9090"))?);
+        self.metrics.addr = Some(addr.ok_or_else(|| bad("an ip:port such as 127.0.0.1:9090"))?);
         Ok(true)
     }
 
@@ -559,9 +589,9 @@ impl LoadConfig {
     /// error (the model would be loaded for nothing); `speculative:draft` needs one.
     fn settle_drafting(&mut self, draft_model: &str, given: bool) -> Result<(), String> {
         let draft = draft_model.trim();
-        self.draft_model = (!draft.is_empty()).then(|| draft.to_string());
-        match (self.draft_model.is_some(), self.drafting) {
-            (true, Drafting::Off) if !given => self.drafting = Drafting::Model,
+        self.spec.draft_model = (!draft.is_empty()).then(|| draft.to_string());
+        match (self.spec.draft_model.is_some(), self.spec.drafting) {
+            (true, Drafting::Off) if !given => self.spec.drafting = Drafting::Model,
             (true, Drafting::Model) | (false, Drafting::Off | Drafting::Ngram) => {}
             (true, other) => {
                 return Err(format!(
@@ -585,38 +615,44 @@ impl LoadConfig {
             model: req.model.clone(),
             model_path: Some(PathBuf::from(&req.model_path)).filter(|p| !p.as_os_str().is_empty()),
             allow_paths_outside_model_path: false,
-            hostfile: None,
-            transport: Transport::Ring,
-            parallelism: None,
-            layer_split: None,
-            ship_model: false,
             trust_remote_code: req.trust_remote_code,
-            sampling: SamplingOverrides::default(),
-            max_kv_size: None,
-            max_cache_entries: 10,
-            kv_memory_mb: None,
-            max_batch: 8,
-            max_queue: 64,
-            queue_timeout_secs: 600,
-            prefill_step: 2048,
-            context_size: (req.context_size > 0).then_some(req.context_size as usize),
             weight_mode: WeightMode::default_for_device(),
-            join_timeout_secs: 30,
             grammar_triggers: req
                 .grammar_triggers
                 .iter()
                 .filter(|t| !t.is_empty())
                 .cloned()
                 .collect(),
-            kv_format: KvFormat::default(),
-            drafting: Drafting::Off,
-            draft_tokens: DEFAULT_DRAFT_TOKENS,
-            draft_model: None,
+            sampling: SamplingOverrides::default(),
+            limits: Limits {
+                context_size: (req.context_size > 0).then_some(req.context_size as usize),
+                max_kv_size: None,
+                max_cache_entries: 10,
+                kv_memory_mb: None,
+                max_batch: 8,
+                max_queue: 64,
+                queue_timeout_secs: 600,
+                prefill_step: 2048,
+            },
+            kv: KvFormat::default(),
+            spec: Speculation {
+                drafting: Drafting::Off,
+                draft_tokens: DEFAULT_DRAFT_TOKENS,
+                draft_model: None,
+            },
             adapters: AdapterPlan::default(),
-            control_port: None,
-            coordinator: env.var("MLX_JACCL_COORDINATOR"),
-            token: env.var("MLX_DISTRIBUTED_TOKEN").map(Token),
-            metrics_addr: None,
+            cluster: ClusterOptions {
+                hostfile: None,
+                transport: Transport::Ring,
+                parallelism: None,
+                layer_split: None,
+                join_timeout_secs: 30,
+                control_port: None,
+                coordinator: env.var("MLX_JACCL_COORDINATOR"),
+                token: env.var("MLX_DISTRIBUTED_TOKEN").map(Token),
+            },
+            shipping: Shipping::default(),
+            metrics: MetricsOptions::default(),
             p2p: None,
         }
     }
@@ -669,13 +705,13 @@ impl LoadConfig {
                     false => WeightMode::default_for_device(),
                 }
             }
-            "max_kv_size" => c.max_kv_size = Some(spec.int(value, bad)?),
-            "max_cache_entries" => c.max_cache_entries = spec.int(value, bad)?,
-            "kv_memory_mb" => c.kv_memory_mb = Some(spec.int(value, bad)?),
-            "max_batch" => c.max_batch = spec.int(value, bad)?,
-            "max_queue" => c.max_queue = spec.int(value, bad)?,
-            "queue_timeout" => c.queue_timeout_secs = spec.int(value, bad)? as u64,
-            "prefill_step_size" => c.prefill_step = spec.int(value, bad)?,
+            "max_kv_size" => c.limits.max_kv_size = Some(spec.int(value, bad)?),
+            "max_cache_entries" => c.limits.max_cache_entries = spec.int(value, bad)?,
+            "kv_memory_mb" => c.limits.kv_memory_mb = Some(spec.int(value, bad)?),
+            "max_batch" => c.limits.max_batch = spec.int(value, bad)?,
+            "max_queue" => c.limits.max_queue = spec.int(value, bad)?,
+            "queue_timeout" => c.limits.queue_timeout_secs = spec.int(value, bad)? as u64,
+            "prefill_step_size" => c.limits.prefill_step = spec.int(value, bad)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -696,10 +732,10 @@ impl LoadConfig {
                     OptionValue::Bool(false) => "off",
                     _ => "",
                 };
-                self.drafting =
+                self.spec.drafting =
                     Drafting::parse(name).ok_or_else(|| bad("`ngram`, `draft` or `off`"))?
             }
-            "num_draft_tokens" => self.draft_tokens = spec.int(value, bad)?,
+            "num_draft_tokens" => self.spec.draft_tokens = spec.int(value, bad)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -713,7 +749,7 @@ impl LoadConfig {
         value: &OptionValue,
         bad: &Bad,
     ) -> Result<bool, String> {
-        let f = &mut self.kv_format;
+        let f = &mut self.kv;
         let name = |v: &OptionValue| match v {
             OptionValue::Str(s) => KvEncoding::parse(s).map_err(|e| bad(&e)),
             _ => Err(bad(&format!("one of {CACHE_TYPES}"))),
@@ -753,7 +789,7 @@ impl LoadConfig {
         bad: &Bad,
         given: &mut ClusterGiven,
     ) -> Result<bool, String> {
-        let c = self;
+        let c = &mut self.cluster;
         match spec.name {
             "hostfile" => match value {
                 OptionValue::Str(p) => given.hostfile = Some(p.clone()),
@@ -777,7 +813,9 @@ impl LoadConfig {
                     _ => return Err(bad("\"auto\" or comma-separated layer counts")),
                 })
             }
-            "ship_model" => c.ship_model = bool_of(value).ok_or_else(|| bad("true or false"))?,
+            "ship_model" => {
+                self.shipping.ship_model = bool_of(value).ok_or_else(|| bad("true or false"))?
+            }
             "join_timeout" => c.join_timeout_secs = spec.int(value, bad)? as u64,
             "control_port" => {
                 given.control_port = Some(
@@ -797,10 +835,10 @@ impl LoadConfig {
 
     /// `ship_model` needs workers to ship to, and ships the checkpoint alone.
     fn check_shipping(&self) -> Result<(), String> {
-        if !self.ship_model {
+        if !self.shipping.ship_model {
             return Ok(());
         }
-        if self.hostfile.is_none() {
+        if self.cluster.hostfile.is_none() {
             return Err(
                 "option `ship_model`: there is no cluster to ship to (no hostfile \
                         option or MLX_DISTRIBUTED_HOSTFILE)"
@@ -819,7 +857,7 @@ impl LoadConfig {
 
     /// The hostfile, transport and control port the options did not give, from `env`.
     fn set_cluster_fallbacks(&mut self, given: ClusterGiven, env: &dyn Env) -> Result<(), String> {
-        self.control_port = match given.control_port {
+        self.cluster.control_port = match given.control_port {
             Some(p) => Some(p),
             None => match env.var("MLX_DISTRIBUTED_CONTROL_PORT") {
                 Some(v) => Some(v.parse().map_err(|_| {
@@ -828,11 +866,11 @@ impl LoadConfig {
                 None => None,
             },
         };
-        self.hostfile = given
+        self.cluster.hostfile = given
             .hostfile
             .or_else(|| env.var("MLX_DISTRIBUTED_HOSTFILE"))
             .map(PathBuf::from);
-        self.transport = match given.transport {
+        self.cluster.transport = match given.transport {
             Some(t) => t,
             None => match env.var("MLX_DISTRIBUTED_BACKEND") {
                 Some(v) => transport_of(&OptionValue::Str(v.clone())).ok_or_else(|| {
@@ -843,7 +881,9 @@ impl LoadConfig {
         };
         Ok(())
     }
+}
 
+impl ClusterOptions {
     /// The parallel mode: the option, else ring → pipeline and jaccl → tensor. Options never
     /// choose `Any`; were it set, pipeline is the mode that runs over every transport.
     pub fn effective_parallelism(&self) -> Parallelism {
@@ -920,8 +960,8 @@ mod tests {
     #[test]
     fn metrics_addr_is_an_ip_and_port() -> Result<(), String> {
         let c = load(&["metrics_addr:127.0.0.1:9090"], &[])?;
-        assert_eq!(c.metrics_addr, "127.0.0.1:9090".parse().ok());
-        assert_eq!(load(&[], &[])?.metrics_addr, None);
+        assert_eq!(c.metrics.addr, "127.0.0.1:9090".parse().ok());
+        assert_eq!(load(&[], &[])?.metrics.addr, None);
         for bad in [
             "metrics_addr:9090",
             "metrics_addr:localhost",
@@ -985,10 +1025,14 @@ mod tests {
     /// `ship_model` needs a hostfile (option or environment) and no adapters.
     #[test]
     fn ship_model_needs_a_cluster_and_no_adapters() -> Result<(), String> {
-        assert!(!load(&[], &[])?.ship_model);
+        assert!(!load(&[], &[])?.shipping.ship_model);
         let hostfile = [("MLX_DISTRIBUTED_HOSTFILE", "/h.json")];
-        assert!(load(&["ship_model:true"], &hostfile)?.ship_model);
-        assert!(load(&["ship_model:true", "hostfile:/h.json"], &[])?.ship_model);
+        assert!(load(&["ship_model:true"], &hostfile)?.shipping.ship_model);
+        assert!(
+            load(&["ship_model:true", "hostfile:/h.json"], &[])?
+                .shipping
+                .ship_model
+        );
         let alone = load(&["ship_model:true"], &[]).err().unwrap_or_default();
         assert!(alone.contains("no cluster to ship to"), "{alone}");
         let bad = load(&["ship_model:maybe"], &hostfile)
@@ -1024,13 +1068,13 @@ mod tests {
             LoadConfig::from_request(&req, &NoEnv)
         };
         let c = load(&["speculative:ngram", "num_draft_tokens:6"], "")?;
-        assert_eq!((c.drafting, c.draft_tokens), (Drafting::Ngram, 6));
+        assert_eq!((c.spec.drafting, c.spec.draft_tokens), (Drafting::Ngram, 6));
         let c = load(&[], " small ")?;
         assert_eq!(
-            (c.drafting, c.draft_model.as_deref()),
+            (c.spec.drafting, c.spec.draft_model.as_deref()),
             (Drafting::Model, Some("small"))
         );
-        assert_eq!(load(&[], "")?.drafting, Drafting::Off);
+        assert_eq!(load(&[], "")?.spec.drafting, Drafting::Off);
         let err = |options: &[&str], draft: &str| load(options, draft).err().unwrap_or_default();
         assert!(err(&["speculative:ngram"], "small").contains("DraftModel is set"));
         assert!(err(&["speculative:draft"], "").contains("needs ModelOptions.DraftModel"));
@@ -1048,11 +1092,11 @@ mod tests {
             options: vec!["kv_group_size:32".into(), "quantized_kv_start:100".into()],
             ..Default::default()
         };
-        let f = LoadConfig::from_request(&req, &NoEnv)?.kv_format;
+        let f = LoadConfig::from_request(&req, &NoEnv)?.kv;
         assert_eq!(f.keys, KvEncoding::Affine { bits: 8 });
         assert_eq!(f.values, KvEncoding::Float(crate::cache::KvFloat::F16));
         assert_eq!((f.group_size, f.quantized_start), (32, 100));
-        let f = load(&["kv_bits:4"], &[])?.kv_format;
+        let f = load(&["kv_bits:4"], &[])?.kv;
         assert_eq!(
             (f.keys, f.values),
             (
@@ -1109,7 +1153,7 @@ mod tests {
             (p.token.0.as_str(), p.ranks, p.wait_secs),
             ("the-token", Some(3), 5)
         );
-        assert_eq!(c.token, Some(Token("the-token".into())));
+        assert_eq!(c.cluster.token, Some(Token("the-token".into())));
         let c = load(
             &["p2p_token:opt-token"],
             &[("LOCALAI_P2P_NETWORK_ID", "n1")],
@@ -1151,30 +1195,39 @@ mod tests {
         assert!(
             load(&["allow_paths_outside_model_path:true"], &[])?.allow_paths_outside_model_path
         );
-        assert_eq!(c.hostfile, Some(PathBuf::from("/h.json")));
-        assert_eq!(c.transport, Transport::Jaccl);
-        assert_eq!(c.effective_parallelism(), Parallelism::Tensor);
+        assert_eq!(c.cluster.hostfile, Some(PathBuf::from("/h.json")));
+        assert_eq!(c.cluster.transport, Transport::Jaccl);
+        assert_eq!(c.cluster.effective_parallelism(), Parallelism::Tensor);
         // A mixture of experts whose experts divide over the ranks runs expert-parallel by
         // default where the default would be tensor; an explicit choice stands.
-        assert_eq!(c.parallelism_for(Some(128), 2), Parallelism::Tensor);
+        assert_eq!(c.cluster.parallelism_for(Some(128), 2), Parallelism::Tensor);
         let jaccl = load(&[], &[("MLX_DISTRIBUTED_BACKEND", "jaccl")])?;
-        assert_eq!(jaccl.parallelism_for(Some(128), 2), Parallelism::Expert);
-        assert_eq!(jaccl.parallelism_for(Some(128), 3), Parallelism::Tensor);
-        assert_eq!(jaccl.parallelism_for(None, 2), Parallelism::Tensor);
+        assert_eq!(
+            jaccl.cluster.parallelism_for(Some(128), 2),
+            Parallelism::Expert
+        );
+        assert_eq!(
+            jaccl.cluster.parallelism_for(Some(128), 3),
+            Parallelism::Tensor
+        );
+        assert_eq!(jaccl.cluster.parallelism_for(None, 2), Parallelism::Tensor);
         let ring = load(&[], &[])?;
-        assert_eq!(ring.parallelism_for(Some(128), 2), Parallelism::Pipeline);
+        assert_eq!(
+            ring.cluster.parallelism_for(Some(128), 2),
+            Parallelism::Pipeline
+        );
         let expert = load(&["parallelism:expert"], &[])?;
-        assert_eq!(expert.parallelism_for(None, 2), Parallelism::Expert);
+        assert_eq!(expert.cluster.parallelism_for(None, 2), Parallelism::Expert);
         let c = load(
             &["hostfile:/o.json", "distributed_backend:ring"],
             &[("MLX_DISTRIBUTED_HOSTFILE", "/h.json")],
         )?;
         assert_eq!(
-            (c.hostfile, c.transport),
+            (c.cluster.hostfile, c.cluster.transport),
             (Some(PathBuf::from("/o.json")), Transport::Ring)
         );
         assert_eq!(
-            load(&[], &[])?.effective_parallelism(),
+            load(&[], &[])?.cluster.effective_parallelism(),
             Parallelism::Pipeline
         );
         Ok(())
