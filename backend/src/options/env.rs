@@ -1,0 +1,61 @@
+//! The environment the options fall back to: the process's, the CLI's settings over it, or
+//! none (tests); and the control channel's token read from it.
+
+/// The process environment the fallbacks come from (injectable for tests).
+pub trait Env {
+    fn var(&self, key: &str) -> Option<String>;
+}
+
+pub struct ProcessEnv;
+
+/// An empty environment, for tests that must not see the process's.
+#[cfg(test)]
+pub(crate) struct NoEnv;
+
+#[cfg(test)]
+impl Env for NoEnv {
+    fn var(&self, _: &str) -> Option<String> {
+        None
+    }
+}
+
+/// The settings rank 0 was started with: the command line's values, by the variable each
+/// stands for, over the process environment. The CLI hands them over in this struct, never
+/// with `set_var` while other threads run. No `Debug`: it may hold the token.
+#[derive(Clone, Default)]
+pub struct Settings {
+    given: std::collections::BTreeMap<&'static str, String>,
+}
+
+impl Settings {
+    /// `value` stands for the variable `key` from now on.
+    pub fn with(mut self, key: &'static str, value: impl Into<String>) -> Settings {
+        self.given.insert(key, value.into());
+        self
+    }
+}
+
+impl Env for Settings {
+    fn var(&self, key: &str) -> Option<String> {
+        match self.given.get(key) {
+            Some(v) => Some(v.clone()).filter(|v| !v.is_empty()),
+            None => ProcessEnv.var(key),
+        }
+    }
+}
+
+/// The control channel's shared secret (`MLX_DISTRIBUTED_TOKEN`); never printed.
+#[derive(Clone, PartialEq)]
+pub struct Token(pub String);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(..)")
+    }
+}
+
+impl Env for ProcessEnv {
+    fn var(&self, key: &str) -> Option<String> {
+        std::env::var(key).ok().filter(|v| !v.is_empty())
+    }
+}
