@@ -167,7 +167,7 @@ impl LoadConfig {
                 layer_split: None,
                 join_timeout_secs: 30,
                 control_port: None,
-                coordinator: env.var("MLX_JACCL_COORDINATOR"),
+                coordinator: super::env::fallback(env, "coordinator").map(|(_, v)| v),
                 token: env.var("MLX_DISTRIBUTED_TOKEN").map(Token),
             },
             shipping: Shipping::default(),

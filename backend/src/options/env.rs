@@ -1,5 +1,9 @@
 //! The environment the options fall back to: the process's, the CLI's settings over it, or
-//! none (tests); and the control channel's token read from it.
+//! none (tests); and the control channel's token read from it. An option's variables are
+//! read through its table row, so docs/options.md lists exactly what is read.
+
+use super::range_text;
+use super::table::{self, Kind};
 
 /// The process environment the fallbacks come from (injectable for tests).
 pub trait Env {
@@ -57,5 +61,32 @@ impl std::fmt::Debug for Token {
 impl Env for ProcessEnv {
     fn var(&self, key: &str) -> Option<String> {
         std::env::var(key).ok().filter(|v| !v.is_empty())
+    }
+}
+
+/// The value of the first variable `option`'s row lists that `env` sets, with its name.
+pub(super) fn fallback(env: &dyn Env, option: &str) -> Option<(&'static str, String)> {
+    let spec = table::find(option)?;
+    spec.env
+        .iter()
+        .find_map(|&key| env.var(key).map(|v| (key, v)))
+}
+
+/// `option`'s variable as a whole number in the row's range, or an error naming the
+/// variable, the range and the value.
+pub(super) fn fallback_int(env: &dyn Env, option: &str) -> Result<Option<usize>, String> {
+    let (Some(spec), Some((key, v))) = (table::find(option), fallback(env, option)) else {
+        return Ok(None);
+    };
+    let Kind::Int { range, unit } = spec.kind else {
+        return Err(format!("option `{option}` is not an integer option"));
+    };
+    match v.trim().parse::<usize>() {
+        Ok(n) if (range.0..=range.1).contains(&n) => Ok(Some(n)),
+        _ => Err(format!(
+            "{key}: expected {}, got {}",
+            range_text(range, unit),
+            crate::error::quote(&format!("{v:?}"))
+        )),
     }
 }

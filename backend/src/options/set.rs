@@ -7,7 +7,7 @@ use super::config::{LoadConfig, Parallelism};
 use super::p2p::P2pGiven;
 use super::parse::{bool_of, transport_of, Bad, OptionValue, UnknownOptions};
 use super::table::{self, OptionSpec};
-use super::{Env, LoadRequest};
+use super::{env, Env, LoadRequest};
 use crate::cache::{KvEncoding, KvFormat, CACHE_TYPES};
 use crate::distributed::Transport;
 use crate::lora::Merge;
@@ -326,23 +326,20 @@ impl LoadConfig {
     ) -> Result<(), String> {
         self.cluster.control_port = match given.control_port {
             Some(p) => Some(p),
-            None => match env.var("MLX_DISTRIBUTED_CONTROL_PORT") {
-                Some(v) => Some(v.parse().map_err(|_| {
-                    format!("MLX_DISTRIBUTED_CONTROL_PORT: expected a port number, got {v:?}")
-                })?),
+            None => match env::fallback_int(env, "control_port")? {
+                Some(p) => Some(u16::try_from(p).map_err(|_| format!("port {p} is over 65535"))?),
                 None => None,
             },
         };
         self.cluster.hostfile = given
             .hostfile
-            .or_else(|| env.var("MLX_DISTRIBUTED_HOSTFILE"))
+            .or_else(|| env::fallback(env, "hostfile").map(|(_, v)| v))
             .map(PathBuf::from);
         self.cluster.transport = match given.transport {
             Some(t) => t,
-            None => match env.var("MLX_DISTRIBUTED_BACKEND") {
-                Some(v) => transport_of(&OptionValue::Str(v.clone())).ok_or_else(|| {
-                    format!("MLX_DISTRIBUTED_BACKEND: expected ring or jaccl, got {v:?}")
-                })?,
+            None => match env::fallback(env, "distributed_backend") {
+                Some((key, v)) => transport_of(&OptionValue::Str(v.clone()))
+                    .ok_or_else(|| format!("{key}: expected ring or jaccl, got {v:?}"))?,
                 None => Transport::Ring,
             },
         };

@@ -304,6 +304,39 @@ fn known_options_and_env_fallbacks() -> Result<(), String> {
     Ok(())
 }
 
+/// The options read from the environment are exactly the rows that list variables: a
+/// fallback names its option, and the row names the variables.
+#[test]
+fn fallbacks_are_the_rows_with_variables() {
+    let mut read = [
+        "coordinator",
+        "control_port",
+        "hostfile",
+        "distributed_backend",
+        "p2p_token",
+        "p2p_network_id",
+        "p2p_ranks",
+        "p2p_wait",
+    ];
+    let mut rows: Vec<&str> = (OPTIONS.iter())
+        .filter(|o| !o.env.is_empty())
+        .map(|o| o.name)
+        .collect();
+    read.sort_unstable();
+    rows.sort_unstable();
+    assert_eq!(read[..], rows[..]);
+    let c = load(&[], &[("MLX_JACCL_COORDINATOR", "10.0.0.1:5000")]);
+    assert_eq!(
+        c.ok().and_then(|c| c.cluster.coordinator).as_deref(),
+        Some("10.0.0.1:5000")
+    );
+    let port = load(&[], &[("MLX_DISTRIBUTED_CONTROL_PORT", "70000")]).unwrap_err();
+    assert!(
+        port.contains("MLX_DISTRIBUTED_CONTROL_PORT") && port.contains("[1, 65535]"),
+        "{port}"
+    );
+}
+
 #[test]
 fn bad_values_are_named() {
     for (opt, needle) in [
