@@ -31,6 +31,22 @@ pub fn markdown_table() -> String {
     out
 }
 
+/// A command-line flag's help for `o`: the row's doc, values and default, as plain text.
+pub fn flag_help(o: &OptionSpec) -> String {
+    let text = format!(
+        "{} ({}; default: {}; the option `{}`)",
+        o.doc,
+        kind_text(o.kind),
+        o.default,
+        o.name
+    );
+    let text = text.replace('`', "");
+    let mut chars = text.chars();
+    chars.next().map_or(text.clone(), |first| {
+        first.to_uppercase().chain(chars).collect()
+    })
+}
+
 /// The name, with its aliases and the `ModelOptions` field and YAML key that also set it.
 fn option_cell(o: &OptionSpec) -> String {
     let mut also: Vec<String> = o.aliases.iter().map(|a| format!("`{a}`")).collect();
@@ -47,7 +63,7 @@ fn option_cell(o: &OptionSpec) -> String {
 }
 
 /// What values an option takes, as the docs say it.
-fn kind_text(kind: Kind) -> String {
+pub fn kind_text(kind: Kind) -> String {
     match kind {
         Kind::Bool => "`true`, `false`".to_string(),
         Kind::Int {

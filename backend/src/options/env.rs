@@ -37,6 +37,17 @@ impl Settings {
         self.given.insert(key, value.into());
         self
     }
+
+    /// `value` stands for every variable of `option`'s table row from now on, so the CLI's
+    /// flags reach LoadModel by the row, not by variable names of their own. An option with
+    /// no variables is left alone (a test keeps the CLI's names in the table).
+    pub fn option(mut self, option: &str, value: impl Into<String>) -> Settings {
+        let value = value.into();
+        for key in table::find(option).map_or(&[][..], |spec| spec.env) {
+            self.given.insert(key, value.clone());
+        }
+        self
+    }
 }
 
 impl Env for Settings {
