@@ -32,13 +32,13 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// `value` stands for the variable `key` from now on.
+    /// `value` stands for the variable `key`, over the process environment.
     pub fn with(mut self, key: &'static str, value: impl Into<String>) -> Settings {
         self.given.insert(key, value.into());
         self
     }
 
-    /// `value` stands for every variable of `option`'s table row from now on, so the CLI's
+    /// `value` stands for every variable of `option`'s table row, so the CLI's
     /// flags reach LoadModel by the row, not by variable names of their own. An option with
     /// no variables is left alone (a test keeps the CLI's names in the table).
     pub fn option(mut self, option: &str, value: impl Into<String>) -> Settings {
