@@ -38,10 +38,11 @@ fn every_example_config_loads_and_names_a_valid_hostfile() -> TestResult {
         assert!(!yaml.parameters.model.is_empty(), "{name}");
         let config = LoadConfig::from_request(&yaml.load_request(""), &NoEnv)
             .map_err(|e| format!("{name}: {e}"))?;
-        if let Some(hostfile) = &config.hostfile {
+        if let Some(hostfile) = &config.cluster.hostfile {
             let file = hostfile.file_name().ok_or("a hostfile path")?;
             let local = dir.join("hosts").join(file);
-            let h = Hostfile::read(&local, config.transport).map_err(|e| format!("{name}: {e}"))?;
+            let h = Hostfile::read(&local, config.cluster.transport)
+                .map_err(|e| format!("{name}: {e}"))?;
             assert!(h.size() > 1, "{name}: a cluster of one");
         }
         seen += 1;

@@ -1,8 +1,58 @@
-//! Command-line arguments; every distributed flag has an environment fallback.
+//! Command-line arguments; every distributed flag has an environment fallback. A flag that
+//! stands for a LoadModel option takes its variable, and its help unless it says more,
+//! from the option's table row.
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use backend::options::{docs, table, OptionSpec};
+use clap::{Args, CommandFactory, Parser, Subcommand};
+
+/// The flags that stand for a LoadModel option: clap's id, then the option.
+const OPTION_FLAGS: &[(&str, &str)] = &[
+    ("hostfile", "hostfile"),
+    ("backend", "distributed_backend"),
+    ("mlx_backend", "distributed_backend"),
+    ("coordinator", "coordinator"),
+    ("control_port", "control_port"),
+];
+
+/// The command line, its option flags completed from the option table.
+pub fn command() -> clap::Command {
+    let mut cli = Cli::command();
+    let names: Vec<String> = (cli.get_subcommands())
+        .map(|c| c.get_name().to_string())
+        .collect();
+    for name in names {
+        cli = cli.mut_subcommand(name, with_table_flags);
+    }
+    cli
+}
+
+/// A subcommand whose option flags take their variable and help from the table.
+fn with_table_flags(mut sub: clap::Command) -> clap::Command {
+    for &(id, option) in OPTION_FLAGS {
+        let Some(spec) = table::find(option) else {
+            continue;
+        };
+        if sub.get_arguments().any(|a| a.get_id() == id) {
+            sub = sub.mut_arg(id, |arg| table_flag(arg, spec));
+        }
+    }
+    sub
+}
+
+/// The row's first variable as the flag's fallback; the row's doc as its help, unless the
+/// field's own doc says what the flag means for its command.
+fn table_flag(arg: clap::Arg, spec: &OptionSpec) -> clap::Arg {
+    let arg = match spec.env.first() {
+        Some(var) => arg.env(var),
+        None => arg,
+    };
+    match arg.get_help() {
+        Some(_) => arg,
+        None => arg.help(docs::flag_help(spec)),
+    }
+}
 
 #[derive(Parser)]
 #[command(name = "worker", version, about = "mlx-distributed worker and tools")]
@@ -40,10 +90,9 @@ pub struct LaunchArgs {
     /// port (flags win), and rank 0 loads its model before serving.
     #[arg(long, env = "MLX_DISTRIBUTED_CONFIG")]
     pub config: Option<PathBuf>,
-    #[arg(long, env = "MLX_DISTRIBUTED_HOSTFILE")]
+    #[arg(long)]
     pub hostfile: Option<PathBuf>,
-    /// ring (default) or jaccl.
-    #[arg(long, env = "MLX_DISTRIBUTED_BACKEND", value_parser = ["ring", "jaccl"])]
+    #[arg(long, value_parser = ["ring", "jaccl"])]
     pub backend: Option<String>,
     /// A model folder or repo id: checked on every rank, and loaded by rank 0 before serving.
     #[arg(long)]
@@ -67,10 +116,9 @@ pub struct LaunchArgs {
     /// Seconds `worker check` waits for the workers to join.
     #[arg(long, default_value_t = 20)]
     pub join_timeout: u64,
-    /// JACCL: rank 0's coordinator `ip:port`.
-    #[arg(long, env = "MLX_JACCL_COORDINATOR")]
+    #[arg(long)]
     pub coordinator: Option<String>,
-    #[arg(long, env = "MLX_DISTRIBUTED_CONTROL_PORT")]
+    #[arg(long)]
     pub control_port: Option<u16>,
     /// The control channel's secret (sent to the ranks on their stdin, not their command line).
     #[arg(long, env = "MLX_DISTRIBUTED_TOKEN", hide_env_values = true)]
@@ -147,7 +195,7 @@ pub struct P2pArgs {
     #[arg(long, alias = "port", env = "MLX_LISTEN_PORT", default_value_t = 5555)]
     pub mlx_listen_port: u16,
     /// ring (default) or jaccl (the node advertises its RDMA devices).
-    #[arg(long, env = "MLX_DISTRIBUTED_BACKEND", value_parser = ["ring", "jaccl"], default_value = "ring")]
+    #[arg(long, value_parser = ["ring", "jaccl"], default_value = "ring")]
     pub mlx_backend: String,
     /// JACCL: this node's RDMA devices in port order (default: /sys/class/infiniband).
     #[arg(long, value_delimiter = ',')]
@@ -166,10 +214,9 @@ pub struct CheckArgs {
     /// its `parameters.model`, as LoadModel will read them (flags and variables win).
     #[arg(long, env = "MLX_DISTRIBUTED_CONFIG")]
     pub config: Option<PathBuf>,
-    #[arg(long, env = "MLX_DISTRIBUTED_HOSTFILE")]
+    #[arg(long)]
     pub hostfile: Option<PathBuf>,
-    /// ring (default) or jaccl.
-    #[arg(long, env = "MLX_DISTRIBUTED_BACKEND", value_parser = ["ring", "jaccl"])]
+    #[arg(long, value_parser = ["ring", "jaccl"])]
     pub backend: Option<String>,
     /// A model folder or repo id every rank should have (never downloaded by the check).
     #[arg(long)]
@@ -181,10 +228,9 @@ pub struct CheckArgs {
     /// LocalAI's models folder, where a relative --model is looked for.
     #[arg(long)]
     pub model_path: Option<PathBuf>,
-    /// JACCL: rank 0's coordinator `ip:port`.
-    #[arg(long, env = "MLX_JACCL_COORDINATOR")]
+    #[arg(long)]
     pub coordinator: Option<String>,
-    #[arg(long, env = "MLX_DISTRIBUTED_CONTROL_PORT")]
+    #[arg(long)]
     pub control_port: Option<u16>,
     /// Seconds to wait for the workers to join.
     #[arg(long, default_value_t = 10)]
@@ -196,14 +242,13 @@ pub struct CheckArgs {
 
 #[derive(Args)]
 pub struct BenchLinkArgs {
-    #[arg(long, env = "MLX_DISTRIBUTED_HOSTFILE")]
+    #[arg(long)]
     pub hostfile: PathBuf,
     #[arg(long, env = "MLX_RANK")]
     pub rank: usize,
-    #[arg(long, env = "MLX_DISTRIBUTED_BACKEND", default_value = "ring", value_parser = ["ring", "jaccl"])]
+    #[arg(long, default_value = "ring", value_parser = ["ring", "jaccl"])]
     pub backend: String,
-    /// JACCL: rank 0's coordinator `ip:port`.
-    #[arg(long, env = "MLX_JACCL_COORDINATOR")]
+    #[arg(long)]
     pub coordinator: Option<String>,
     /// Message sizes in KiB (all ranks must pass the same).
     #[arg(
@@ -245,22 +290,19 @@ pub struct DistributedArgs {
     #[arg(long, env = "MLX_DISTRIBUTED_CONFIG")]
     pub config: Option<PathBuf>,
     /// The hostfile every rank shares (LocalAI ring/JACCL or mlx.launch format).
-    #[arg(long, env = "MLX_DISTRIBUTED_HOSTFILE")]
+    #[arg(long)]
     pub hostfile: Option<PathBuf>,
     /// This machine's rank in the hostfile.
     #[arg(long, env = "MLX_RANK")]
     pub rank: usize,
-    /// ring (default) or jaccl.
-    #[arg(long, env = "MLX_DISTRIBUTED_BACKEND", value_parser = ["ring", "jaccl"])]
+    #[arg(long, value_parser = ["ring", "jaccl"])]
     pub backend: Option<String>,
     /// Rank 0 only: where to serve the gRPC backend.
     #[arg(long, env = "MLX_DISTRIBUTED_ADDR", default_value = "localhost:50051")]
     pub addr: String,
-    /// JACCL: rank 0's coordinator `ip:port`.
-    #[arg(long, env = "MLX_JACCL_COORDINATOR")]
+    #[arg(long)]
     pub coordinator: Option<String>,
-    /// Rank 0's control port (default: rank 0's ring port + 1, or the coordinator's + 1).
-    #[arg(long, env = "MLX_DISTRIBUTED_CONTROL_PORT")]
+    #[arg(long)]
     pub control_port: Option<u16>,
     /// The control channel's shared secret, the same on every rank (default: a digest of
     /// the hostfile).
@@ -310,4 +352,55 @@ pub struct GenerateArgs {
     /// Write the generated token ids to stderr.
     #[arg(long, hide = true)]
     pub print_ids: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every flag the table completes exists, names a row with a variable, and shows the
+    /// row's doc in `--help` where its field has none.
+    #[test]
+    fn option_flags_take_their_variable_and_help_from_the_table() {
+        let mut cli = command();
+        let mut seen = std::collections::BTreeSet::new();
+        for sub in cli.get_subcommands_mut() {
+            for arg in sub.get_arguments() {
+                let Some((id, option)) = OPTION_FLAGS.iter().find(|(id, _)| arg.get_id() == id)
+                else {
+                    continue;
+                };
+                let spec = table::find(option).expect("the option has a row");
+                assert_eq!(arg.get_env(), spec.env.first().map(std::ffi::OsStr::new));
+                seen.insert(*id);
+            }
+        }
+        assert_eq!(seen.len(), OPTION_FLAGS.len(), "{seen:?}");
+        let launch = cli
+            .find_subcommand_mut("launch")
+            .expect("launch")
+            .render_help();
+        let coordinator = table::find("coordinator").expect("coordinator");
+        assert!(launch.to_string().contains(coordinator.doc), "{launch}");
+    }
+
+    /// The options the CLI hands to LoadModel by name have variables to stand for.
+    #[test]
+    fn settings_options_have_variables() {
+        for option in [
+            "hostfile",
+            "distributed_backend",
+            "control_port",
+            "coordinator",
+            "p2p_token",
+            "p2p_network_id",
+            "p2p_ranks",
+            "p2p_wait",
+        ] {
+            assert!(
+                table::find(option).is_some_and(|s| !s.env.is_empty()),
+                "{option}"
+            );
+        }
+    }
 }

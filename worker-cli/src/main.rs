@@ -3,10 +3,11 @@
 mod args;
 mod commands;
 
-use clap::Parser;
+use clap::FromArgMatches;
 
 fn main() -> std::process::ExitCode {
-    let cli = args::Cli::parse();
+    let cli =
+        args::Cli::from_arg_matches(&args::command().get_matches()).unwrap_or_else(|e| e.exit());
     // A rank is a long-running service whose log says what it does; the tools stay quiet.
     let default = match cli.command {
         args::Command::MlxDistributed(_)

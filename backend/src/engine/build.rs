@@ -49,17 +49,21 @@ impl EngineThread {
                     mode: config.weight_mode,
                     adapters: &adapters,
                 };
-                loader::load_adapted(&dir, recipe, config.kv_format)?
+                loader::load_adapted(&dir, recipe, config.kv)?
             }
         };
         let model_context = model.config["max_position_embeddings"]
             .as_u64()
             .map(|n| n as usize);
-        let context = [config.context_size, config.max_kv_size, model_context]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(4096);
+        let context = [
+            config.limits.context_size,
+            config.limits.max_kv_size,
+            model_context,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(4096);
         Ok(Built {
             model,
             config: config.clone(),
@@ -94,11 +98,11 @@ impl EngineThread {
 /// The time options within the bounds their waits enforce, checked before anything is
 /// unloaded, so a LoadModel with a bad one changes nothing.
 pub(super) fn check_waits(config: &LoadConfig) -> Result<()> {
-    crate::distributed::check_join_timeout(Duration::from_secs(config.join_timeout_secs))?;
+    crate::distributed::check_join_timeout(Duration::from_secs(config.cluster.join_timeout_secs))?;
     if let Some(p2p) = &config.p2p {
         p2p_load::check_wait(p2p)?;
     }
-    super::batch::check_queue_timeout(config.queue_timeout_secs)
+    super::batch::check_queue_timeout(config.limits.queue_timeout_secs)
 }
 
 /// A model loaded beside the one being served, not yet installed.
@@ -114,7 +118,7 @@ pub(super) struct Built {
 /// `config`'s draft model, on this rank only, before the model itself (so a draft that
 /// cannot serve costs nothing): refused unless it tokenizes as the model does.
 pub(super) fn load_draft(config: &LoadConfig) -> Result<Option<DraftModel>> {
-    let Some(name) = &config.draft_model else {
+    let Some(name) = &config.spec.draft_model else {
         return Ok(None);
     };
     let lookup = source::Lookup::of(config);
@@ -134,7 +138,7 @@ pub(super) fn load_draft(config: &LoadConfig) -> Result<Option<DraftModel>> {
     let vocab = target.vocab_size();
     Ok(Some(DraftModel::new(
         loaded.model,
-        config.prefill_step,
+        config.limits.prefill_step,
         vocab,
     )))
 }
@@ -153,7 +157,7 @@ pub(super) fn grammars_for(built: &Built) -> Grammars {
 /// Bytes of KV memory for `config`: its `kv_memory_mb`, or half of what is free once the
 /// weights are in (the rest is for MLX's own buffers).
 pub(super) fn kv_budget(config: &LoadConfig) -> usize {
-    let budget = match config.kv_memory_mb {
+    let budget = match config.limits.kv_memory_mb {
         Some(mb) => mb << 20,
         None => match crate::distributed::free_memory() {
             0 => usize::MAX,

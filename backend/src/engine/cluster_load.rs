@@ -25,11 +25,11 @@ const LOAD_TIMEOUT: Duration = Duration::from_secs(900);
 
 /// The hostfile, read and validated for the configured transport.
 pub fn read_hostfile(config: &LoadConfig) -> Result<Option<Hostfile>> {
-    let Some(path) = &config.hostfile else {
+    let Some(path) = &config.cluster.hostfile else {
         return Ok(None);
     };
-    let hostfile =
-        Hostfile::read(path, config.transport).map_err(|e| Error::Distributed(e.to_string()))?;
+    let hostfile = Hostfile::read(path, config.cluster.transport)
+        .map_err(|e| Error::Distributed(e.to_string()))?;
     Ok(Some(hostfile))
 }
 
@@ -70,7 +70,7 @@ pub fn load(
     let parts = plan_parts(config, &dir, &formed.cluster)?;
     tracing::info!(?parts, "loading over {} ranks", parts.len());
     let (own, reads) = noted_first(config, &dir, &parts, &formed)?;
-    let (ships, _shipper) = match config.ship_model {
+    let (ships, _shipper) = match config.shipping.ship_model {
         true => start_shipping(&formed, &dir, &parts, reads.as_ref())?,
         false => (HashMap::new(), None),
     };
@@ -111,7 +111,7 @@ fn send_plans(
                 model_path: config.model_path.as_ref().map(|p| p.display().to_string()),
                 allow_paths_outside_model_path: config.allow_paths_outside_model_path,
                 weight_mode: config.weight_mode,
-                kv_format: config.kv_format,
+                kv_format: config.kv,
                 part: part.clone(),
                 adapters: config.adapters.clone(),
                 ship: ships.remove(&rank),
@@ -130,7 +130,7 @@ fn noted_first(
     parts: &[Part],
     formed: &FormedCluster,
 ) -> Result<(Option<loader::LoadedPart>, Option<PartAxes>)> {
-    if !config.ship_model || matches!(parts.first(), None | Some(Part::Pipeline { .. })) {
+    if !config.shipping.ship_model || matches!(parts.first(), None | Some(Part::Pipeline { .. })) {
         return Ok((None, None));
     }
     let reads = PartReads::default();
@@ -181,13 +181,13 @@ fn start_shipping(
     Ok((shares, Some(shipper)))
 }
 
-/// The parallel mode for this model (see [`LoadConfig::parallelism_for`]).
+/// The parallel mode for this model (see [`ClusterOptions::parallelism_for`](crate::options::ClusterOptions::parallelism_for)).
 fn parallelism(config: &LoadConfig, model: &serde_json::Value, size: usize) -> Parallelism {
     let experts = ["num_experts", "n_routed_experts"]
         .iter()
         .find_map(|k| model[*k].as_u64());
-    let chosen = config.parallelism_for(experts, size);
-    if chosen == Parallelism::Expert && config.parallelism.is_none() {
+    let chosen = config.cluster.parallelism_for(experts, size);
+    if chosen == Parallelism::Expert && config.cluster.parallelism.is_none() {
         tracing::info!(
             ranks = size,
             "a mixture of experts: expert parallelism by default"
@@ -208,7 +208,7 @@ fn plan_parts(config: &LoadConfig, dir: &std::path::Path, cluster: &Cluster) -> 
         Parallelism::Pipeline => layer_ranges(
             &loader::layer_bytes(dir, layers)?,
             size,
-            config.layer_split.as_deref(),
+            config.cluster.layer_split.as_deref(),
             &cluster.free_memory(),
         )
         .map_err(Error::Config)?
@@ -270,7 +270,7 @@ fn load_everywhere(
             formed.clone(),
             parts[0].clone(),
             fingerprint,
-            config.kv_format,
+            config.kv,
         )))
     })
 }
@@ -288,7 +288,7 @@ fn load_part(
         adapters: &adapters,
     };
     let own = loader::load_part_noting(dir, recipe, &rank_part(part, 0, &formed.group), reads)?;
-    own.transformer.check_kv_format(&config.kv_format)?;
+    own.transformer.check_kv_format(&config.kv)?;
     Ok(own)
 }
 
@@ -328,19 +328,23 @@ pub struct Joined {
 /// (network only, no MLX, so it runs off the engine thread); `give_up` ends it early.
 pub fn connect(config: &LoadConfig, hostfile: &Hostfile, give_up: GiveUp<'_>) -> Result<Joined> {
     let control = hostfile
-        .control_address(config.coordinator.as_deref(), config.control_port)
+        .control_address(
+            config.cluster.coordinator.as_deref(),
+            config.cluster.control_port,
+        )
         .map_err(|e| {
             Error::Distributed(format!(
                 "hostfile {}: {e}",
                 config
+                    .cluster
                     .hostfile
                     .as_ref()
                     .map(|p| p.display().to_string())
                     .unwrap_or_default()
             ))
         })?;
-    let join_timeout = Duration::from_secs(config.join_timeout_secs);
-    let token = config.token.as_ref().map(|t| t.0.as_str());
+    let join_timeout = Duration::from_secs(config.cluster.join_timeout_secs);
+    let token = config.cluster.token.as_ref().map(|t| t.0.as_str());
     let opts = ClusterOptions::new(hostfile, control, join_timeout, token);
     let cluster = Cluster::form_until(&opts, give_up)?;
     Ok(Joined {
@@ -362,7 +366,7 @@ fn group_up(config: &LoadConfig, hostfile: &Hostfile, joined: Joined) -> Result<
     } = joined;
     cluster.broadcast(&ToWorker::InitGroup)?;
     let (tx, rx) = mpsc::channel();
-    let (h, coordinator) = (hostfile.clone(), config.coordinator.clone());
+    let (h, coordinator) = (hostfile.clone(), config.cluster.coordinator.clone());
     std::thread::spawn(move || {
         let _ = tx.send(Group::join(&h, 0, coordinator.as_deref()));
     });

@@ -175,10 +175,10 @@ impl EngineThread {
         let formed = l.on_cluster.then(|| self.formed.clone()).flatten();
         self.publish(|s| s.state = EngineState::Busy);
         let limits = BatchLimits {
-            max_batch: l.config.max_batch,
-            queue_timeout: Duration::from_secs(l.config.queue_timeout_secs),
+            max_batch: l.config.limits.max_batch,
+            queue_timeout: Duration::from_secs(l.config.limits.queue_timeout_secs),
             kv_budget: l.kv_budget,
-            prefill_budget: l.config.prefill_step,
+            prefill_budget: l.config.limits.prefill_step,
         };
         let (model, tok, batch) = (l.model.model.as_ref(), &l.model.tokenizer, &mut self.batch);
         let outcome = guard(|| match &formed {

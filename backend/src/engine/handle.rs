@@ -123,12 +123,12 @@ impl Engine for EngineHandle {
         let before = self.in_flight.fetch_add(1, Ordering::SeqCst);
         let in_flight = Some(InFlight(self.in_flight.clone()));
         if let Some(m) = self.snapshot().model {
-            let bound = m.config.max_batch + m.config.max_queue;
+            let bound = m.config.limits.max_batch + m.config.limits.max_queue;
             if before >= bound {
                 return Err(Error::Overloaded(format!(
                     "{bound} requests are running or queued (max_batch {} + max_queue {}); \
                      retry later",
-                    m.config.max_batch, m.config.max_queue
+                    m.config.limits.max_batch, m.config.limits.max_queue
                 )));
             }
         }

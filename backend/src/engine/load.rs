@@ -206,7 +206,7 @@ impl EngineThread {
                 ..Snapshot::default()
             }
         });
-        self.batch = Batch::new(built.config.max_cache_entries).with_drafter(built.draft);
+        self.batch = Batch::new(built.config.limits.max_cache_entries).with_drafter(built.draft);
         self.serving = Serving::Model(Box::new(Loaded {
             serial,
             model: built.model,

@@ -74,7 +74,7 @@ impl ModelInfo {
             )));
         }
         options.max_tokens = options.max_tokens.min(self.context - ids.len());
-        options.prefill_step = self.config.prefill_step;
+        options.prefill_step = self.config.limits.prefill_step;
         self.speculation(&mut options)?;
         Ok(GenerateRequest {
             ids,
@@ -88,7 +88,7 @@ impl ModelInfo {
     /// The model's drafting, with the request's proposals per step (`NDraft`, 0: the model's
     /// `num_draft_tokens`); proposals asked of a model that cannot make them are an error.
     fn speculation(&self, options: &mut GenerateOptions) -> Result<()> {
-        options.drafting = self.config.drafting;
+        options.drafting = self.config.spec.drafting;
         if options.drafting == Drafting::Off {
             return match options.draft_tokens {
                 0 => Ok(()),
@@ -99,7 +99,7 @@ impl ModelInfo {
             };
         }
         if options.draft_tokens == 0 {
-            options.draft_tokens = self.config.draft_tokens;
+            options.draft_tokens = self.config.spec.draft_tokens;
         }
         Ok(())
     }
@@ -216,7 +216,10 @@ mod tests {
             info.tokenizer.encode("The capital of France is")?
         );
         assert_eq!(request.options.max_tokens, 64 - request.ids.len());
-        assert_eq!(request.options.prefill_step, info.config.prefill_step);
+        assert_eq!(
+            request.options.prefill_step,
+            info.config.limits.prefill_step
+        );
         Ok(())
     }
 

@@ -162,7 +162,7 @@ fn run(config: &LoadConfig, job: Job, give_up: crate::distributed::GiveUp<'_>) -
                 .p2p
                 .as_ref()
                 .ok_or_else(|| Error::Internal("a P2P wait without P2P options".into()))?;
-            let found = p2p_load::discover(p2p, config.transport, give_up)?;
+            let found = p2p_load::discover(p2p, config.cluster.transport, give_up)?;
             Ok(Waited::Found(Box::new(found)))
         }
         Job::Form { hostfile, found } => {

@@ -44,7 +44,7 @@ impl<E: Engine> Service<E> {
     /// `Model loaded successfully` (its mlx-distributed backend's words, which its tests
     /// expect); the model's path goes to the log and to Status (`model_entry`).
     async fn load_with_metrics(&self, config: LoadConfig) -> pb::Result {
-        let (model, addr) = (crate::error::quote(&config.model), config.metrics_addr);
+        let (model, addr) = (crate::error::quote(&config.model), config.metrics.addr);
         let load = async {
             let result = outcome(
                 self.engine.load(config).await,

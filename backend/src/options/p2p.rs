@@ -1,7 +1,8 @@
 //! LoadModel's P2P options: with no hostfile and a token (option `p2p_token`, or LocalAI's
 //! `LOCALAI_P2P_TOKEN` / `TOKEN`), rank 0 finds its workers over mDNS.
 
-use super::{bounds, range_text, Bad, Env, OptionSpec, OptionValue, Token};
+use super::env::{fallback, fallback_int};
+use super::{Bad, Env, OptionSpec, OptionValue, Token};
 
 /// How rank 0 finds its workers when no hostfile says.
 #[derive(Debug, Clone, PartialEq)]
@@ -76,11 +77,7 @@ impl P2pGiven {
                 false => Ok(None),
             };
         }
-        let token = self
-            .token
-            .clone()
-            .or_else(|| env.var("LOCALAI_P2P_TOKEN"))
-            .or_else(|| env.var("TOKEN"));
+        let token = (self.token.clone()).or_else(|| fallback(env, "p2p_token").map(|(_, v)| v));
         let Some(token) = token else {
             return match self.any() {
                 true => Err("the p2p_* options need a token: option p2p_token, or LOCALAI_P2P_TOKEN / TOKEN".into()),
@@ -89,7 +86,7 @@ impl P2pGiven {
         };
         let ranks = match self.ranks {
             Some(n) => Some(n),
-            None => env_number(env, "MLX_P2P_RANKS", bounds::P2P_RANKS, "ranks")?,
+            None => fallback_int(env, "p2p_ranks")?,
         };
         let default_wait = if ranks.is_some() {
             WAIT_FOR_RANKS
@@ -98,13 +95,10 @@ impl P2pGiven {
         };
         let wait_secs = match self.wait {
             Some(w) => w,
-            None => env_number(env, "MLX_P2P_WAIT", bounds::P2P_WAIT_SECS, "seconds")?
-                .map_or(default_wait, |w| w as u64),
+            None => fallback_int(env, "p2p_wait")?.map_or(default_wait, |w| w as u64),
         };
-        let network_id = self
-            .network_id
-            .or_else(|| env.var("LOCALAI_P2P_NETWORK_ID"))
-            .or_else(|| env.var("P2P_NETWORK_ID"))
+        let network_id = (self.network_id)
+            .or_else(|| fallback(env, "p2p_network_id").map(|(_, v)| v))
             .unwrap_or_default();
         Ok(Some(P2pConfig {
             token: Token(token),
@@ -117,25 +111,5 @@ impl P2pGiven {
                 .map(|d| d.split(',').map(str::to_string).collect())
                 .unwrap_or_default(),
         }))
-    }
-}
-
-/// A variable's whole number in `range`, or an error naming the variable, range and value.
-fn env_number(
-    env: &dyn Env,
-    key: &str,
-    range: (usize, usize),
-    unit: &str,
-) -> Result<Option<usize>, String> {
-    let Some(v) = env.var(key) else {
-        return Ok(None);
-    };
-    match v.trim().parse::<usize>() {
-        Ok(n) if (range.0..=range.1).contains(&n) => Ok(Some(n)),
-        _ => Err(format!(
-            "{key}: expected {}, got {}",
-            range_text(range, unit),
-            crate::error::quote(&format!("{v:?}"))
-        )),
     }
 }

@@ -99,17 +99,17 @@ pub fn read_in(path: Option<&Path>, model_path: Option<&Path>) -> CliResult<From
     let names_backend = backend::options::parse_options(&yaml.options)
         .iter()
         .any(|(key, _)| key == "distributed_backend");
-    let backend = match config.transport {
+    let backend = match config.cluster.transport {
         Transport::Jaccl => "jaccl",
         Transport::Ring | Transport::Any => "ring",
     };
     Ok(FromYaml {
-        hostfile: config.hostfile,
+        hostfile: config.cluster.hostfile,
         backend: names_backend.then(|| backend.to_string()),
-        coordinator: config.coordinator,
-        control_port: config.control_port,
+        coordinator: config.cluster.coordinator,
+        control_port: config.cluster.control_port,
         model: Some(request.model.clone()).filter(|m| !m.is_empty()),
-        ship_model: config.ship_model,
+        ship_model: config.shipping.ship_model,
         request: Some(request),
         per_request: yaml.request_time_keys(),
     })

@@ -112,23 +112,19 @@ pub fn run_rank(args: RankOptions) -> Result<(), Box<dyn std::error::Error>> {
 /// variables they stand for.
 fn rank0_settings(args: &RankOptions) -> Settings {
     let mut s = Settings::default()
-        .with(
-            "MLX_DISTRIBUTED_HOSTFILE",
-            args.hostfile.display().to_string(),
-        )
-        .with("MLX_DISTRIBUTED_BACKEND", args.backend.clone());
+        .option("hostfile", args.hostfile.display().to_string())
+        .option("distributed_backend", args.backend.clone());
     let given = [
-        (
-            "MLX_DISTRIBUTED_CONTROL_PORT",
-            args.control_port.map(|p| p.to_string()),
-        ),
-        ("MLX_JACCL_COORDINATOR", args.coordinator.clone()),
-        ("MLX_DISTRIBUTED_TOKEN", args.token.clone()),
+        ("control_port", args.control_port.map(|p| p.to_string())),
+        ("coordinator", args.coordinator.clone()),
     ];
-    for (key, value) in given {
+    for (option, value) in given {
         if let Some(v) = value {
-            s = s.with(key, v);
+            s = s.option(option, v);
         }
+    }
+    if let Some(token) = &args.token {
+        s = s.with("MLX_DISTRIBUTED_TOKEN", token.clone());
     }
     s
 }

@@ -72,22 +72,22 @@ pub fn run(args: P2pArgs) -> CliResult {
 /// no hostfile from the environment.
 fn serve_settings(args: &P2pArgs, token: &str, network_id: &str, ip: IpAddr) -> Settings {
     let mut s = Settings::default()
-        .with("MLX_DISTRIBUTED_HOSTFILE", "")
-        .with("LOCALAI_P2P_TOKEN", token)
-        .with("LOCALAI_P2P_NETWORK_ID", network_id)
+        .option("hostfile", "")
+        .option("p2p_token", token)
+        .option("p2p_network_id", network_id)
         .with(
             "MLX_P2P_RING",
             SocketAddr::new(ip, args.mlx_listen_port).to_string(),
         )
-        .with("MLX_DISTRIBUTED_BACKEND", args.mlx_backend.clone());
+        .option("distributed_backend", args.mlx_backend.clone());
     if !args.rdma_devices.is_empty() {
         s = s.with("MLX_P2P_RDMA_DEVICES", args.rdma_devices.join(","));
     }
     if let Some(n) = args.ranks {
-        s = s.with("MLX_P2P_RANKS", n.to_string());
+        s = s.option("p2p_ranks", n.to_string());
     }
     if let Some(t) = args.timeout {
-        s = s.with("MLX_P2P_WAIT", t.to_string());
+        s = s.option("p2p_wait", t.to_string());
     }
     s
 }
