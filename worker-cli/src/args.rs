@@ -90,6 +90,8 @@ pub struct LaunchArgs {
     /// port (flags win), and rank 0 loads its model before serving.
     #[arg(long, env = "MLX_DISTRIBUTED_CONFIG")]
     pub config: Option<PathBuf>,
+    /// The hostfile whose ranks are started (the option `hostfile`; default: the --config
+    /// YAML's).
     #[arg(long)]
     pub hostfile: Option<PathBuf>,
     #[arg(long, value_parser = ["ring", "jaccl"])]
@@ -214,6 +216,8 @@ pub struct CheckArgs {
     /// its `parameters.model`, as LoadModel will read them (flags and variables win).
     #[arg(long, env = "MLX_DISTRIBUTED_CONFIG")]
     pub config: Option<PathBuf>,
+    /// The hostfile whose ranks are checked (the option `hostfile`; default: the --config
+    /// YAML's).
     #[arg(long)]
     pub hostfile: Option<PathBuf>,
     #[arg(long, value_parser = ["ring", "jaccl"])]
