@@ -36,6 +36,14 @@ pub struct NormShape {
     pub placement: NormPlacement,
 }
 
+impl NormShape {
+    /// RMS norms before each block (llama and every family here).
+    pub const PRE_RMS: NormShape = NormShape {
+        kind: NormKind::Rms,
+        placement: NormPlacement::Pre,
+    };
+}
+
 /// The feed-forward block's gated activation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Activation {
@@ -241,10 +249,7 @@ impl LayerShape {
     /// attention, no biases. A family changes what it has.
     pub fn llama(rope: RopeScaling) -> LayerShape {
         LayerShape {
-            norms: NormShape {
-                kind: NormKind::Rms,
-                placement: NormPlacement::Pre,
-            },
+            norms: NormShape::PRE_RMS,
             activation: Activation::SwiGlu,
             rope: RopeShape {
                 span: RopeSpan::Full,
