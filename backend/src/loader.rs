@@ -10,7 +10,7 @@ use crate::cache::KvFormat;
 use crate::error::{read_json, Error, Result};
 use crate::lora::Adapters;
 use crate::models::common::RankPart;
-use crate::models::{self, LanguageModel, LocalModel, Transformer};
+use crate::models::{self, LanguageModel, Layout, LocalModel, Transformer};
 use crate::safetensors::{file_identity, safetensors_header};
 use crate::tokenizer::Tokenizer;
 use crate::weights::{safetensors_files, PartReads, WeightMode, Weights};
@@ -166,9 +166,9 @@ pub fn fingerprint_with(dir: &Path, adapters: &Adapters) -> Result<String> {
     })
 }
 
-/// Stored bytes of each of the `layers` decoder layers (`model.layers.{i}.*`), from the
+/// Stored bytes of each of the `layers` decoder layers (where `layout` keeps them), from the
 /// safetensors headers alone: what a pipeline balances (a MoE layer weighs many dense ones).
-pub fn layer_bytes(dir: &Path, layers: usize) -> Result<Vec<u64>> {
+pub fn layer_bytes(dir: &Path, layout: Layout, layers: usize) -> Result<Vec<u64>> {
     let mut bytes = vec![0u64; layers];
     for file in safetensors_files(dir)? {
         let header: Value = serde_json::from_slice(&safetensors_header(&file)?).map_err(|e| {
@@ -178,7 +178,7 @@ pub fn layer_bytes(dir: &Path, layers: usize) -> Result<Vec<u64>> {
             continue;
         };
         for (key, entry) in entries {
-            let layer = crate::models::common::keys::layer_of(key);
+            let layer = layout.layer_of(key);
             let offsets = entry["data_offsets"].as_array();
             let size = offsets.and_then(|o| Some(o.get(1)?.as_u64()? - o.first()?.as_u64()?));
             if let (Some(i), Some(size)) = (layer, size) {

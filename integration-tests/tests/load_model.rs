@@ -388,3 +388,19 @@ async fn layers_on_the_portable_kernel_are_reported() -> TestResult {
     );
     Ok(())
 }
+
+/// A layer whose declared shape the one-node decode layer does not take is never a silent slow
+/// path: Status counts the layers that decode op by op (none of a dense llama's; the two
+/// sparse layers of tiny-qwen3-moe, whose dense middle layer the node takes).
+#[tokio::test]
+async fn layers_that_decode_op_by_op_are_reported() -> TestResult {
+    let server = BackendProcess::start(&[]).await?;
+    let mut c = server.client().await?;
+    for (model, op_by_op) in [(MODEL, 0), ("tiny-qwen3-moe-4bit", 2)] {
+        assert!(load_fixture(&mut c, model, &[]).await?.success, "{model}");
+        let status = c.status(pb::HealthMessage {}).await?.into_inner();
+        let memory = status.memory.ok_or("Status has no memory")?;
+        assert_eq!(memory.breakdown["op_by_op_layers"], op_by_op, "{model}");
+    }
+    Ok(())
+}

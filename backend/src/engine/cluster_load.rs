@@ -14,6 +14,7 @@ use crate::distributed::{clear_groups, Group, Hostfile};
 use crate::distributed::{Cluster, ClusterOptions, GiveUp};
 use crate::error::{read_json, Error, Result};
 use crate::loader::{self, LoadedModel};
+use crate::models;
 use crate::models::common::{ExpertCut, RankPart, TensorCut};
 use crate::options::{LoadConfig, Parallelism};
 use crate::shipping::{self, Portion, Shares, Shipper};
@@ -149,10 +150,14 @@ fn start_shipping(
 ) -> Result<(HashMap<usize, Shipment>, Option<Shipper>)> {
     let (listener, address) = shipping::listen(&formed.control)?;
     let fingerprint = loader::fingerprint(dir)?;
+    let layout = models::facts_of(&read_json(&dir.join("config.json"))?)?.layout;
     let mut shares = HashMap::new();
     for (rank, part) in parts.iter().enumerate().skip(1) {
         let portion = match (part, reads) {
-            (Part::Pipeline { start, end }, _) => Portion::Layers(*start..*end),
+            (Part::Pipeline { start, end }, _) => Portion::Layers {
+                layers: *start..*end,
+                layout,
+            },
             (_, Some(reads)) => Portion::Parts { rank, reads },
             (_, None) => {
                 return Err(Error::Internal(
@@ -181,11 +186,9 @@ fn start_shipping(
     Ok((shares, Some(shipper)))
 }
 
-/// The parallel mode for this model (see [`ClusterOptions::parallelism_for`](crate::options::ClusterOptions::parallelism_for)).
-fn parallelism(config: &LoadConfig, model: &serde_json::Value, size: usize) -> Parallelism {
-    let experts = ["num_experts", "n_routed_experts"]
-        .iter()
-        .find_map(|k| model[*k].as_u64());
+/// The parallel mode for a model of `experts` routed experts (see
+/// [`ClusterOptions::parallelism_for`](crate::options::ClusterOptions::parallelism_for)).
+fn parallelism(config: &LoadConfig, experts: Option<u64>, size: usize) -> Parallelism {
     let chosen = config.cluster.parallelism_for(experts, size);
     if chosen == Parallelism::Expert && config.cluster.parallelism.is_none() {
         tracing::info!(
@@ -199,14 +202,13 @@ fn parallelism(config: &LoadConfig, model: &serde_json::Value, size: usize) -> P
 /// Each rank's part: layer ranges (pipeline) or the whole model split by heads (tensor).
 fn plan_parts(config: &LoadConfig, dir: &std::path::Path, cluster: &Cluster) -> Result<Vec<Part>> {
     let model_config: serde_json::Value = read_json(&dir.join("config.json"))?;
-    let layers = model_config["num_hidden_layers"]
-        .as_u64()
-        .ok_or_else(|| Error::Config("config.json has no num_hidden_layers".into()))?
-        as usize;
+    let family = models::facts_of(&model_config)?;
+    let layers = family.num_layers(&model_config)?;
     let size = cluster.size();
-    Ok(match parallelism(config, &model_config, size) {
+    let experts = family.expert_count(&model_config);
+    Ok(match parallelism(config, experts, size) {
         Parallelism::Pipeline => layer_ranges(
-            &loader::layer_bytes(dir, layers)?,
+            &loader::layer_bytes(dir, family.layout, layers)?,
             size,
             config.cluster.layer_split.as_deref(),
             &cluster.free_memory(),

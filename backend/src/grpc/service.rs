@@ -625,8 +625,9 @@ fn resident_bytes() -> u64 {
     pages * 4096
 }
 
-/// Status's memory breakdown: MLX's and the process's memory, the weights, the KV and prefix
-/// cache, the grammar compile gate, a pending load's wait, and each rank.
+/// Status's memory breakdown: MLX's and the process's memory, the weights (and the layers
+/// that decode op by op), the KV and prefix cache, the grammar compile gate, a pending
+/// load's wait, and each rank.
 fn memory_usage(snapshot: &Snapshot) -> pb::MemoryUsageData {
     let mlx = mlx_rs::memory::active_memory().unwrap_or(0) as u64;
     let cache = mlx_rs::memory::cache_memory().unwrap_or(0) as u64;
@@ -648,6 +649,11 @@ fn memory_usage(snapshot: &Snapshot) -> pb::MemoryUsageData {
             (
                 "portable_kernel_layers".to_string(),
                 weights.portable_layers as u64,
+            ),
+            // Layers whose declared shape the one-node decode layer does not take.
+            (
+                "op_by_op_layers".to_string(),
+                weights.op_by_op_layers as u64,
             ),
             ("kv_reserved".to_string(), m.kv_reserved_bytes as u64),
             ("prefix_cache_bytes".to_string(), prefix.bytes as u64),

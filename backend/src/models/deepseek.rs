@@ -5,10 +5,14 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::common::shape::{
+    AttentionKind, AttnBias, AttnScale, FeedForwardKind, RopePairs, RopeScaling, RoutingKind,
+};
 use super::common::{
     keys, positive, positive_f32, stack_experts, yarn_attention_factor, AttentionBlock, Decoder,
-    DecoderLayer, FeedForward, Groups, LatentAttention, LatentConfig, Linear, Mlp, Moe, RankPart,
-    Rope, Router, Routing, Skeleton, SwitchGlu, TensorCut, MAX_EXPERTS,
+    DecoderLayer, EndShape, FeedForward, Groups, HeadKind, LatentAttention, LatentConfig,
+    LayerShape, Linear, Mlp, ModelShape, Moe, RankPart, Rope, Router, Routing, Skeleton, SwitchGlu,
+    TensorCut, MAX_EXPERTS,
 };
 use super::{args, Transformer};
 use crate::error::{Error, Result};
@@ -113,9 +117,59 @@ pub fn sanitize_v3(config: &Value, w: &mut Weights) -> Result<()> {
     Ok(())
 }
 
+/// The shape a V2 `config` declares.
+pub fn shape_v2(config: &Value) -> Result<ModelShape> {
+    declare(&args(config)?, Version::V2)
+}
+
+/// The shape a V3 `config` declares.
+pub fn shape_v3(config: &Value) -> Result<ModelShape> {
+    declare(&args(config)?, Version::V3)
+}
+
+/// Latent attention over adjacent-pair rope, its scale YaRN-corrected where the scaling says
+/// so, and routed experts (with any shared ones) from `first_k_dense_replace` on; the head
+/// is always its own.
+fn declare(a: &Args, version: Version) -> Result<ModelShape> {
+    let scaling = a.rope_scaling.as_ref();
+    let mut layer = LayerShape::llama(RopeScaling::of(scaling)?);
+    layer.rope.pairs = RopePairs::Adjacent;
+    layer.attention = AttentionKind::Latent;
+    layer.bias = AttnBias::all(a.attention_bias);
+    if yarn_scale(scaling).is_some() {
+        layer.scale = AttnScale::YarnMscale;
+    }
+    let routing = match version {
+        Version::V2 => RoutingKind::SoftmaxGroups,
+        Version::V3 => RoutingKind::SigmoidCorrected,
+    };
+    let ends = EndShape::plain(HeadKind::Untied);
+    ModelShape::new(a.num_hidden_layers, ends, |i| LayerShape {
+        feed_forward: match a.is_moe(i) {
+            true => FeedForwardKind::Moe {
+                routing,
+                shared: a.n_shared_experts,
+            },
+            false => FeedForwardKind::Dense,
+        },
+        ..layer
+    })
+}
+
+impl Args {
+    /// mlx-lm's rule for which layers are sparse.
+    fn is_moe(&self, layer: usize) -> bool {
+        let i = layer as i32;
+        self.n_routed_experts.is_some()
+            && i >= self.first_k_dense_replace
+            && i % self.moe_layer_freq.max(1) == 0
+    }
+}
+
 /// Everything one layer needs, parsed and checked once.
 struct Family {
     a: Args,
+    shape: ModelShape,
     version: Version,
     latent: LatentConfig,
     rope: Rope,
@@ -137,7 +191,7 @@ fn build(config: &Value, w: &mut Weights, part: &RankPart, version: Version) -> 
         num_hidden_layers: f.a.num_hidden_layers,
         hidden_size: f.a.hidden_size,
         rms_norm_eps: f.a.rms_norm_eps,
-        tie_word_embeddings: false,
+        ends: f.shape.ends,
         tensor_counts: f.tensor_counts(&part.tensor),
     };
     Decoder::assemble(w, &skeleton, part, &|w, prefix, i, tensor| {
@@ -182,8 +236,14 @@ impl Family {
         positive_f32("rms_norm_eps", a.rms_norm_eps)?;
         positive_f32("rope_theta", a.rope_theta)?;
         let routing = routing_spec(&a, version)?;
+        let shape = declare(&a, version)?;
         let scaling = a.rope_scaling.as_ref();
-        let rope = Rope::new(a.qk_rope_head_dim, a.rope_theta, true, scaling)?;
+        let rope = Rope::new(
+            a.qk_rope_head_dim,
+            a.rope_theta,
+            &shape.first()?.rope,
+            scaling,
+        )?;
         let latent = LatentConfig {
             hidden_size: a.hidden_size,
             heads: a.num_attention_heads,
@@ -197,6 +257,7 @@ impl Family {
         };
         Ok(Family {
             a,
+            shape,
             version,
             latent,
             rope,
@@ -223,14 +284,6 @@ impl Family {
         counts
     }
 
-    /// mlx-lm's rule for which layers are sparse.
-    fn is_moe(&self, layer: usize) -> bool {
-        let i = layer as i32;
-        self.a.n_routed_experts.is_some()
-            && i >= self.a.first_k_dense_replace
-            && i % self.a.moe_layer_freq == 0
-    }
-
     fn layer(
         &self,
         w: &mut Weights,
@@ -242,15 +295,17 @@ impl Family {
         let attn = format!("{prefix}.self_attn");
         let attention = LatentAttention::load(w, &attn, &self.latent, &self.rope, tensor)?;
         let mlp = format!("{prefix}.mlp");
-        let ffn = match self.is_moe(index) {
-            true => FeedForward::Moe(Box::new(self.moe(w, &mlp, tensor)?)),
-            false => {
+        let shape = self.shape.layer(index)?;
+        let ffn = match shape.feed_forward {
+            FeedForwardKind::Moe { .. } => FeedForward::Moe(Box::new(self.moe(w, &mlp, tensor)?)),
+            FeedForwardKind::Dense => {
                 let dims = (hidden, self.a.intermediate_size);
                 FeedForward::Dense(Mlp::load(w, &mlp, dims, false, tensor)?)
             }
         };
         let norms = (hidden, self.a.rms_norm_eps);
-        DecoderLayer::new(w, prefix, norms, AttentionBlock::Latent(attention), ffn)
+        let blocks = (AttentionBlock::Latent(attention), ffn);
+        DecoderLayer::new(w, prefix, norms, shape, blocks)
     }
 
     fn moe(&self, w: &mut Weights, mlp: &str, tensor: &Option<TensorCut>) -> Result<Moe> {
@@ -362,12 +417,20 @@ fn routing_spec(a: &Args, version: Version) -> Result<RoutingSpec> {
 /// `q_head_dim^-0.5`, times YaRN's `mscale_all_dim` factor squared when the scaling has one.
 fn softmax_scale(a: &Args, scaling: Option<&Value>) -> f32 {
     let base = f64::from(a.qk_nope_head_dim + a.qk_rope_head_dim).powf(-0.5);
-    let get = |k: &str| scaling.and_then(|s| s.get(k)).and_then(Value::as_f64);
-    match (get("mscale_all_dim"), get("factor")) {
-        (Some(m), Some(factor)) if m != 0.0 => {
+    match yarn_scale(scaling) {
+        Some((m, factor)) => {
             let s = yarn_attention_factor(factor, m);
             (base * s * s) as f32
         }
-        _ => base as f32,
+        None => base as f32,
+    }
+}
+
+/// YaRN's `mscale_all_dim` and `factor`, where the scaling corrects the softmax scale.
+fn yarn_scale(scaling: Option<&Value>) -> Option<(f64, f64)> {
+    let get = |k: &str| scaling.and_then(|s| s.get(k)).and_then(Value::as_f64);
+    match (get("mscale_all_dim"), get("factor")) {
+        (Some(m), Some(factor)) if m != 0.0 => Some((m, factor)),
+        _ => None,
     }
 }

@@ -4,7 +4,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::args;
-use super::common::{yes, BaseArgs, Decoder, FamilyTraits, RankPart};
+use super::common::shape::{AttnBias, MlpBias, RopePairs, RopeScaling};
+use super::common::{yes, BaseArgs, Decoder, EndShape, FamilyTraits, HeadKind, LayerShape};
+use super::common::{ModelShape, RankPart};
 use super::Transformer;
 use crate::error::Result;
 use crate::weights::Weights;
@@ -30,6 +32,21 @@ fn default_theta() -> f32 {
     10000.0
 }
 
+/// Every layer alike: llama's, with `attention_bias` on all four projections.
+fn declare(a: &Args) -> Result<ModelShape> {
+    let mut layer = LayerShape::llama(RopeScaling::of(a.base.rope_scaling.as_ref())?);
+    layer.rope.pairs = RopePairs::traditional(a.rope_traditional);
+    layer.bias = AttnBias::all(a.attention_bias);
+    layer.mlp_bias = MlpBias::of(a.mlp_bias);
+    let ends = EndShape::plain(HeadKind::tied(a.tie_word_embeddings));
+    ModelShape::new(a.base.num_hidden_layers, ends, |_| layer)
+}
+
+/// The shape `config` declares.
+pub fn shape(config: &Value) -> Result<ModelShape> {
+    declare(&args(config)?)
+}
+
 pub fn build(config: &Value, w: &mut Weights, part: &RankPart) -> Result<Box<dyn Transformer>> {
     let a: Args = args(config)?;
     let head_dim = match a.head_dim {
@@ -37,12 +54,9 @@ pub fn build(config: &Value, w: &mut Weights, part: &RankPart) -> Result<Box<dyn
         None => a.base.default_head_dim()?,
     };
     let traits = FamilyTraits {
-        qkv_bias: a.attention_bias,
-        o_bias: a.attention_bias,
-        mlp_bias: a.mlp_bias,
-        tie_word_embeddings: a.tie_word_embeddings,
-        rope_traditional: a.rope_traditional,
-        ..FamilyTraits::new(head_dim, a.rope_theta)
+        head_dim,
+        rope_theta: a.rope_theta,
+        shape: declare(&a)?,
     };
     let c = a.base.decoder(traits, a.base.rope_scaling.as_ref())?;
     Ok(Box::new(Decoder::load(w, c, part)?))

@@ -14,7 +14,7 @@ use crate::cache::{KvCache, KvFormat};
 use crate::distributed::protocol::CacheOp;
 use crate::error::{Error, Result};
 use crate::weights::Weights;
-use common::{keys, RankPart, WeightStats};
+use common::{keys, ModelShape, RankPart, WeightStats};
 
 /// One sequence of a batch: the slot every rank keeps its caches under, and its caches (one
 /// per layer).
@@ -170,26 +170,188 @@ impl LanguageModel for LocalModel {
 
 type Builder = fn(&Value, &mut Weights, &RankPart) -> Result<Box<dyn Transformer>>;
 
+/// A family's declared shape for a config.json (what its builder builds).
+type Declare = fn(&Value) -> Result<ModelShape>;
+
 /// A family's own checkpoint key mapping, applied before its builder takes keys (mlx-lm's
 /// `sanitize`): per-expert tensors stacked, extra modules dropped.
 type Sanitize = fn(&Value, &mut Weights) -> Result<()>;
 
-/// The registry: `model_type` to the family's builder and key mapping.
-const FAMILIES: &[(&str, Builder, Sanitize)] = &[
-    ("llama", llama::build, as_stored),
-    ("mistral", llama::build, as_stored),
-    ("qwen2", qwen2::build, as_stored),
-    ("qwen3", qwen3::build, as_stored),
-    ("qwen3_moe", qwen3_moe::build, qwen3_moe::sanitize),
-    ("deepseek_v2", deepseek::build_v2, deepseek::sanitize_v2),
-    ("deepseek_v3", deepseek::build_v3, deepseek::sanitize_v3),
+/// Where a family's text model config sits in config.json.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextConfigAt {
+    TopLevel,
+    /// Under `text_config` (multimodal checkpoints).
+    Nested,
+}
+
+/// Where a checkpoint keeps its layers, embedding, final norm and head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// `model.layers.N`, `model.embed_tokens`, `model.norm`, `lm_head`.
+    Model,
+    /// The same under `language_model.` (multimodal checkpoints).
+    LanguageModel,
+}
+
+impl Layout {
+    /// The layer a key belongs to, if it is a layer's.
+    pub fn layer_of(self, key: &str) -> Option<usize> {
+        keys::layer_of(self.inner(key)?)
+    }
+
+    /// Whether a key is the embedding's, the final norm's or the head's.
+    pub fn is_end(self, key: &str) -> bool {
+        self.inner(key).is_some_and(keys::is_end)
+    }
+
+    /// The key as the `Model` layout spells it, if it is under this layout's prefix.
+    fn inner(self, key: &str) -> Option<&str> {
+        match self {
+            Layout::Model => Some(key),
+            Layout::LanguageModel => key.strip_prefix("language_model."),
+        }
+    }
+}
+
+/// Whether a family routes over experts, and the config field that counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Experts {
+    Dense,
+    /// Routed experts, counted by this config field.
+    CountedBy(&'static str),
+}
+
+/// What the rest of the backend asks of a family: how to build it and map its keys, its
+/// experts, and where its config and layers are.
+pub struct FamilyFacts {
+    pub model_type: &'static str,
+    build: Builder,
+    declare: Declare,
+    pub sanitize: Sanitize,
+    pub experts: Experts,
+    pub text_config: TextConfigAt,
+    pub layout: Layout,
+}
+
+impl FamilyFacts {
+    /// A text-only family at the top level of config.json, laid out as `model.layers.N`.
+    const fn text(
+        model_type: &'static str,
+        (build, declare, sanitize): (Builder, Declare, Sanitize),
+        experts: Experts,
+    ) -> FamilyFacts {
+        FamilyFacts {
+            model_type,
+            build,
+            declare,
+            sanitize,
+            experts,
+            text_config: TextConfigAt::TopLevel,
+            layout: Layout::Model,
+        }
+    }
+
+    /// The part of config.json that describes the text model.
+    pub fn text_config<'a>(&self, config: &'a Value) -> &'a Value {
+        match self.text_config {
+            TextConfigAt::TopLevel => config,
+            TextConfigAt::Nested => &config["text_config"],
+        }
+    }
+
+    /// The model's layer count (`num_hidden_layers` of its text config).
+    pub fn num_layers(&self, config: &Value) -> Result<usize> {
+        let layers = self.text_config(config)["num_hidden_layers"].as_u64();
+        let layers =
+            layers.ok_or_else(|| Error::Config("config.json has no num_hidden_layers".into()))?;
+        usize::try_from(layers).map_err(|e| Error::Config(format!("num_hidden_layers: {e}")))
+    }
+
+    /// The routed experts a mixture has (`None` for a dense family or a config without them).
+    pub fn expert_count(&self, config: &Value) -> Option<u64> {
+        match self.experts {
+            Experts::Dense => None,
+            Experts::CountedBy(key) => self.text_config(config)[key].as_u64(),
+        }
+    }
+
+    /// The shape `config` declares.
+    pub fn shape(&self, config: &Value) -> Result<ModelShape> {
+        (self.declare)(self.text_config(config))
+    }
+}
+
+const LLAMA: (Builder, Declare, Sanitize) = (llama::build, llama::shape, as_stored);
+const DEEPSEEK_V3: (Builder, Declare, Sanitize) = (
+    deepseek::build_v3,
+    deepseek::shape_v3,
+    deepseek::sanitize_v3,
+);
+
+/// The registry: `model_type` to the family's facts.
+const FAMILIES: &[FamilyFacts] = &[
+    FamilyFacts::text("llama", LLAMA, Experts::Dense),
+    FamilyFacts::text("mistral", LLAMA, Experts::Dense),
+    FamilyFacts::text(
+        "qwen2",
+        (qwen2::build, qwen2::shape, as_stored),
+        Experts::Dense,
+    ),
+    FamilyFacts::text(
+        "qwen3",
+        (qwen3::build, qwen3::shape, as_stored),
+        Experts::Dense,
+    ),
+    FamilyFacts::text(
+        "qwen3_moe",
+        (qwen3_moe::build, qwen3_moe::shape, qwen3_moe::sanitize),
+        Experts::CountedBy("num_experts"),
+    ),
+    FamilyFacts::text(
+        "deepseek_v2",
+        (
+            deepseek::build_v2,
+            deepseek::shape_v2,
+            deepseek::sanitize_v2,
+        ),
+        Experts::CountedBy("n_routed_experts"),
+    ),
+    FamilyFacts::text(
+        "deepseek_v3",
+        DEEPSEEK_V3,
+        Experts::CountedBy("n_routed_experts"),
+    ),
     // Kimi K2 is DeepSeek-V3's architecture under its own name.
-    ("kimi_k2", deepseek::build_v3, deepseek::sanitize_v3),
+    FamilyFacts::text(
+        "kimi_k2",
+        DEEPSEEK_V3,
+        Experts::CountedBy("n_routed_experts"),
+    ),
 ];
 
 /// A family whose checkpoints need no key mapping of their own.
 fn as_stored(_: &Value, _: &mut Weights) -> Result<()> {
     Ok(())
+}
+
+/// The registry's facts for `model_type`.
+pub fn facts(model_type: &str) -> Result<&'static FamilyFacts> {
+    FAMILIES
+        .iter()
+        .find(|f| f.model_type == model_type)
+        .ok_or_else(|| {
+            let names: Vec<&str> = FAMILIES.iter().map(|f| f.model_type).collect();
+            Error::UnsupportedModel(model_type.to_string(), names.join(", "))
+        })
+}
+
+/// The facts of the family config.json names (its `model_type`).
+pub fn facts_of(config: &Value) -> Result<&'static FamilyFacts> {
+    let model_type = config["model_type"]
+        .as_str()
+        .ok_or_else(|| Error::Config("config.json has no model_type".into()))?;
+    facts(model_type)
 }
 
 /// Builds this rank's `part` of the model that `config` describes, strictly: every
@@ -199,19 +361,10 @@ pub fn build(
     mut weights: Weights,
     part: &RankPart,
 ) -> Result<Box<dyn Transformer>> {
-    let model_type = config["model_type"]
-        .as_str()
-        .ok_or_else(|| Error::Config("config.json has no model_type".into()))?;
-    let (_, builder, family_sanitize) = FAMILIES
-        .iter()
-        .find(|(name, _, _)| *name == model_type)
-        .ok_or_else(|| {
-            let names: Vec<&str> = FAMILIES.iter().map(|(n, _, _)| *n).collect();
-            Error::UnsupportedModel(model_type.to_string(), names.join(", "))
-        })?;
+    let family = facts_of(config)?;
     sanitize(config, &mut weights);
-    family_sanitize(config, &mut weights)?;
-    let model = builder(config, &mut weights, part)?;
+    (family.sanitize)(config, &mut weights)?;
+    let model = (family.build)(config, &mut weights, part)?;
     weights.finish(|key| not_in_part(key, part))?;
     model.materialize()?;
     Ok(model)
@@ -238,3 +391,6 @@ fn not_in_part(key: &str, part: &RankPart) -> bool {
 fn args<T: serde::de::DeserializeOwned>(config: &Value) -> Result<T> {
     T::deserialize(config).map_err(|e| Error::Config(e.to_string()))
 }
+
+#[cfg(test)]
+mod tests;

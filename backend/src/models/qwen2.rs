@@ -4,7 +4,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::args;
-use super::common::{yes, BaseArgs, Decoder, FamilyTraits, RankPart};
+use super::common::shape::{AttnBias, RopePairs, RopeScaling};
+use super::common::{yes, BaseArgs, Decoder, EndShape, FamilyTraits, HeadKind, LayerShape};
+use super::common::{ModelShape, RankPart};
 use super::Transformer;
 use crate::error::Result;
 use crate::weights::Weights;
@@ -25,13 +27,26 @@ fn default_theta() -> f32 {
     1_000_000.0
 }
 
+/// Every layer alike: llama's, with biases on q, k and v.
+fn declare(a: &Args) -> Result<ModelShape> {
+    let mut layer = LayerShape::llama(RopeScaling::of(a.base.rope_scaling.as_ref())?);
+    layer.rope.pairs = RopePairs::traditional(a.rope_traditional);
+    layer.bias = AttnBias::Qkv;
+    let ends = EndShape::plain(HeadKind::tied(a.tie_word_embeddings));
+    ModelShape::new(a.base.num_hidden_layers, ends, |_| layer)
+}
+
+/// The shape `config` declares.
+pub fn shape(config: &Value) -> Result<ModelShape> {
+    declare(&args(config)?)
+}
+
 pub fn build(config: &Value, w: &mut Weights, part: &RankPart) -> Result<Box<dyn Transformer>> {
     let a: Args = args(config)?;
     let traits = FamilyTraits {
-        qkv_bias: true,
-        tie_word_embeddings: a.tie_word_embeddings,
-        rope_traditional: a.rope_traditional,
-        ..FamilyTraits::new(a.base.default_head_dim()?, a.rope_theta)
+        head_dim: a.base.default_head_dim()?,
+        rope_theta: a.rope_theta,
+        shape: declare(&a)?,
     };
     let c = a.base.decoder(traits, a.base.rope_scaling.as_ref())?;
     Ok(Box::new(Decoder::load(w, c, part)?))

@@ -4,9 +4,10 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::common::shape::{FeedForwardKind, RoutingKind};
 use super::common::{
-    positive, stack_experts, Decoder, DecoderConfig, DecoderLayer, FeedForward, Linear, Mlp, Moe,
-    RankPart, Router, Routing, SwitchGlu, TensorCut, MAX_EXPERTS,
+    positive, stack_experts, Decoder, DecoderConfig, DecoderLayer, FeedForward, Linear, Mlp,
+    ModelShape, Moe, RankPart, Router, Routing, SwitchGlu, TensorCut, MAX_EXPERTS,
 };
 use super::{args, qwen3, Transformer};
 use crate::error::Result;
@@ -38,6 +39,24 @@ impl Args {
         let i = layer as i32;
         !self.mlp_only_layers.contains(&i) && (i + 1) % self.decoder_sparse_step == 0
     }
+
+    /// Qwen3's layers, with softmax-routed experts in the sparse ones.
+    fn declare(&self) -> Result<ModelShape> {
+        qwen3::declare(&self.qwen3, |i| match self.is_moe(i) {
+            true => FeedForwardKind::Moe {
+                routing: RoutingKind::Softmax,
+                shared: None,
+            },
+            false => FeedForwardKind::Dense,
+        })
+    }
+}
+
+/// The shape `config` declares.
+pub fn shape(config: &Value) -> Result<ModelShape> {
+    let a: Args = args(config)?;
+    a.validate()?;
+    a.declare()
 }
 
 /// Hugging Face's per-expert tensors, stacked.
@@ -49,7 +68,7 @@ pub fn sanitize(config: &Value, w: &mut Weights) -> Result<()> {
 pub fn build(config: &Value, w: &mut Weights, part: &RankPart) -> Result<Box<dyn Transformer>> {
     let a: Args = args(config)?;
     a.validate()?;
-    let c = qwen3::decoder_config(&a.qwen3)?;
+    let c = qwen3::decoder_config(&a.qwen3, a.declare()?)?;
     let mut skeleton = c.skeleton();
     let (experts, inter) = (a.num_experts, a.moe_intermediate_size);
     skeleton
@@ -69,17 +88,18 @@ fn layer(
     tensor: &Option<TensorCut>,
 ) -> Result<DecoderLayer> {
     let hidden = c.attention.hidden_size;
+    let shape = c.shape.layer(index)?;
     let attention = c.attention(w, prefix, tensor)?;
     let mlp = format!("{prefix}.mlp");
-    let ffn = match a.is_moe(index) {
-        false => FeedForward::Dense(Mlp::load(
+    let ffn = match shape.feed_forward {
+        FeedForwardKind::Dense => FeedForward::Dense(Mlp::load(
             w,
             &mlp,
             (hidden, c.intermediate_size),
             false,
             tensor,
         )?),
-        true => FeedForward::Moe(Box::new(Moe {
+        FeedForwardKind::Moe { .. } => FeedForward::Moe(Box::new(Moe {
             router: Router {
                 gate: Linear::load(w, &format!("{mlp}.gate"), hidden, a.num_experts, false)?,
                 routing: Routing::Softmax {
@@ -99,11 +119,6 @@ fn layer(
             tensor: tensor.clone(),
         })),
     };
-    DecoderLayer::new(
-        w,
-        prefix,
-        (hidden, c.attention.rms_norm_eps),
-        attention,
-        ffn,
-    )
+    let norms = (hidden, c.attention.rms_norm_eps);
+    DecoderLayer::new(w, prefix, norms, shape, (attention, ffn))
 }

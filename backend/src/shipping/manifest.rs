@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use super::{hex, CHUNK};
 use crate::distributed::protocol::{ShipItem, Shipment, ShippedFile, Strided};
 use crate::error::{Error, Result};
-use crate::models::common::keys;
+use crate::models::Layout;
 use crate::safetensors::{safetensors_header, tensor_index, Runs, Stored};
 use crate::weights::{safetensors_files, PartAxes};
 
@@ -24,8 +24,12 @@ const MAX_WHOLE_FILE: u64 = 64 << 20;
 
 /// Which bytes of the model's tensors a worker reads.
 pub enum Portion<'a> {
-    /// Pipeline: the tensors of these layers (and any outside layers and ends), whole.
-    Layers(Range<usize>),
+    /// Pipeline: the tensors of these layers (and any outside layers and ends), whole, found
+    /// where the family's `layout` keeps them.
+    Layers {
+        layers: Range<usize>,
+        layout: Layout,
+    },
     /// Tensor or expert mode: every tensor, and of those rank 0's load read as parts
     /// ([`PartReads`](crate::weights::PartReads): key to axis and part count), part `rank`.
     Parts { rank: usize, reads: &'a PartAxes },
@@ -78,7 +82,7 @@ fn add_weights(s: &mut Shipment, dir: &Path, path: &Path, portion: &Portion) -> 
     };
     let stored = match portion {
         Portion::Parts { .. } => tensor_index(path)?,
-        Portion::Layers(_) => HashMap::new(),
+        Portion::Layers { .. } => HashMap::new(),
     };
     for (key, entry) in entries.iter().filter(|(k, _)| *k != "__metadata__") {
         let offsets = entry["data_offsets"].as_array();
@@ -106,10 +110,10 @@ fn read_by(
     stored: Option<&Stored>,
 ) -> Option<Runs> {
     match portion {
-        Portion::Layers(layers) => {
-            let held = match keys::layer_of(key) {
+        Portion::Layers { layers, layout } => {
+            let held = match layout.layer_of(key) {
                 Some(i) => layers.contains(&i),
-                None => !keys::is_end(key),
+                None => !layout.is_end(key),
             };
             held.then(|| whole(bytes))
         }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use super::*;
 use crate::distributed::protocol::Shipment;
 use crate::distributed::wire::Secret;
+use crate::models::Layout;
 
 type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
 
@@ -61,7 +62,14 @@ fn model(dir: &Path) -> std::io::Result<()> {
 
 /// Serves rank 1's share of layers 1..2 of the model in `dir`.
 fn serve(dir: &Path, corrupt: Option<&str>) -> Result<(Shipper, Shipment)> {
-    serve_portion(dir, &Portion::Layers(1..2), corrupt)
+    serve_portion(
+        dir,
+        &Portion::Layers {
+            layers: 1..2,
+            layout: Layout::Model,
+        },
+        corrupt,
+    )
 }
 
 /// Serves rank 1's share as `portion` says.
@@ -235,7 +243,15 @@ fn a_handshake_ended_for_a_newer_one_is_told_why() -> TestResult {
     model(&src.0)?;
     let (listener, address) = listen("127.0.0.1:1")?;
     let fingerprint = crate::loader::fingerprint(&src.0)?;
-    let ship = share(&src.0, &Portion::Layers(1..2), fingerprint, address.clone())?;
+    let ship = share(
+        &src.0,
+        &Portion::Layers {
+            layers: 1..2,
+            layout: Layout::Model,
+        },
+        fingerprint,
+        address.clone(),
+    )?;
     let shares = Shares {
         dir: src.0.clone(),
         by_rank: HashMap::from([(1, ship)]),

@@ -3,6 +3,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::shape::ModelShape;
 use super::{AttentionConfig, DecoderConfig, Rope};
 use crate::error::{Error, Result};
 
@@ -18,40 +19,19 @@ pub struct BaseArgs {
     pub rope_scaling: Option<Value>,
 }
 
-/// What differs between families, beyond the shared fields; a family sets what it has and
-/// takes [`FamilyTraits::new`]'s plain defaults for the rest.
+/// What differs between families beyond the shared fields: head size, rope base, and the
+/// shape the family declares.
 pub struct FamilyTraits {
     pub head_dim: i32,
-    pub qkv_bias: bool,
-    pub o_bias: bool,
-    pub qk_norm: bool,
-    pub mlp_bias: bool,
-    pub tie_word_embeddings: bool,
     pub rope_theta: f32,
-    pub rope_traditional: bool,
-}
-
-impl FamilyTraits {
-    /// No biases, no q/k norms, a tied head, rope not traditional.
-    pub fn new(head_dim: i32, rope_theta: f32) -> FamilyTraits {
-        FamilyTraits {
-            head_dim,
-            qkv_bias: false,
-            o_bias: false,
-            qk_norm: false,
-            mlp_bias: false,
-            tie_word_embeddings: true,
-            rope_theta,
-            rope_traditional: false,
-        }
-    }
+    pub shape: ModelShape,
 }
 
 /// Upper bounds on config sizes, far above any real model (DeepSeek-V3: hidden 7,168, 61
 /// layers, vocab 129,280) and low enough that no shape built from them overflows an i32.
 const MAX_HIDDEN: i32 = 1 << 16;
 const MAX_INTERMEDIATE: i32 = 1 << 20;
-const MAX_LAYERS: i32 = 1 << 12;
+pub(super) const MAX_LAYERS: i32 = 1 << 12;
 const MAX_HEADS: i32 = 1 << 10;
 const MAX_HEAD_DIM: i32 = 1 << 12;
 const MAX_VOCAB: i32 = 1 << 22;
@@ -129,25 +109,26 @@ impl BaseArgs {
         Ok(())
     }
 
+    /// The decoder config of a family whose layers all take `t.shape`'s first layer's
+    /// attention, rope and biases (llama, qwen).
     pub fn decoder(&self, t: FamilyTraits, rope_scaling: Option<&Value>) -> Result<DecoderConfig> {
         self.validate(&t)?;
+        let layer = t.shape.first()?;
         Ok(DecoderConfig {
             vocab_size: self.vocab_size,
             num_hidden_layers: self.num_hidden_layers,
             intermediate_size: self.intermediate_size,
-            mlp_bias: t.mlp_bias,
-            tie_word_embeddings: t.tie_word_embeddings,
             attention: AttentionConfig {
                 hidden_size: self.hidden_size,
                 heads: self.num_attention_heads,
                 kv_heads: self.num_key_value_heads.unwrap_or(self.num_attention_heads),
                 head_dim: t.head_dim,
-                qkv_bias: t.qkv_bias,
-                o_bias: t.o_bias,
-                qk_norm: t.qk_norm,
+                bias: layer.bias,
+                qk_norm: layer.qk_norm,
                 rms_norm_eps: self.rms_norm_eps,
             },
-            rope: Rope::new(t.head_dim, t.rope_theta, t.rope_traditional, rope_scaling)?,
+            rope: Rope::new(t.head_dim, t.rope_theta, &layer.rope, rope_scaling)?,
+            shape: t.shape,
         })
     }
 }

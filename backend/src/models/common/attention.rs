@@ -4,6 +4,7 @@ use mlx_rs::Array;
 
 use super::attend::{offsets, Heads};
 use super::layers::packed_alike;
+use super::shape::{AttnBias, NormKind};
 use super::{Linear, RmsNorm, Rope, TensorCut};
 use crate::cache::KvCache;
 use crate::error::Result;
@@ -17,12 +18,10 @@ pub struct AttentionConfig {
     pub heads: i32,
     pub kv_heads: i32,
     pub head_dim: i32,
-    /// Biases on q/k/v (Qwen2, Llama with attention_bias).
-    pub qkv_bias: bool,
-    /// Bias on o (Llama with attention_bias).
-    pub o_bias: bool,
-    /// RMS norms on each head of q and k (Qwen3).
-    pub qk_norm: bool,
+    /// Which projections carry biases (q/k/v: Qwen2; all four: Llama's attention_bias).
+    pub bias: AttnBias,
+    /// Norms on each head of q and k (RMS: Qwen3).
+    pub qk_norm: Option<NormKind>,
     pub rms_norm_eps: f32,
 }
 
@@ -54,18 +53,21 @@ impl Attention {
         let n = tensor.as_ref().map_or(1, |t| t.size as i32);
         let (rows, cols) = (Cut::rows(tensor), Cut::cols(tensor));
         let norm = |w: &mut Weights, name: &str| match c.qk_norm {
-            true => {
+            Some(NormKind::Rms) => {
                 RmsNorm::load(w, &format!("{prefix}.{name}"), c.head_dim, c.rms_norm_eps).map(Some)
             }
-            false => Ok(None),
+            Some(kind) => Err(crate::error::Error::Config(format!(
+                "q/k norm kind {kind:?} is not implemented yet"
+            ))),
+            None => Ok(None),
         };
         let mut proj = |name: &str, (inp, out): (i32, i32), bias: bool, cut: Cut| {
             Linear::load_split(w, &format!("{prefix}.{name}"), inp, out, bias, cut)
         };
-        let q_proj = proj("q_proj", (c.hidden_size, q_out), c.qkv_bias, rows)?;
-        let k_proj = proj("k_proj", (c.hidden_size, kv_out), c.qkv_bias, rows)?;
-        let v_proj = proj("v_proj", (c.hidden_size, kv_out), c.qkv_bias, rows)?;
-        let o_proj = proj("o_proj", (q_out, c.hidden_size), c.o_bias, cols)?;
+        let q_proj = proj("q_proj", (c.hidden_size, q_out), c.bias.on_qkv(), rows)?;
+        let k_proj = proj("k_proj", (c.hidden_size, kv_out), c.bias.on_qkv(), rows)?;
+        let v_proj = proj("v_proj", (c.hidden_size, kv_out), c.bias.on_qkv(), rows)?;
+        let o_proj = proj("o_proj", (q_out, c.hidden_size), c.bias.on_o(), cols)?;
         Ok(Attention {
             q_proj,
             k_proj,

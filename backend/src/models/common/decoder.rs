@@ -5,6 +5,7 @@
 use mlx_rs::Array;
 
 use super::layer_node::NodeSlot;
+use super::shape::{EndShape, HeadKind, LayerShape, ModelShape, NormPlacement};
 use super::{
     Attention, AttentionConfig, Embedding, LatentAttention, Linear, Moe, RankPart, RmsNorm, Rope,
     TensorCut,
@@ -19,10 +20,10 @@ pub struct DecoderConfig {
     pub vocab_size: i32,
     pub num_hidden_layers: i32,
     pub intermediate_size: i32,
-    pub mlp_bias: bool,
-    pub tie_word_embeddings: bool,
     pub attention: AttentionConfig,
     pub rope: Rope,
+    /// What the family declared: each layer's shape and the ends'.
+    pub shape: ModelShape,
 }
 
 impl DecoderConfig {
@@ -33,7 +34,7 @@ impl DecoderConfig {
             num_hidden_layers: self.num_hidden_layers,
             hidden_size: self.attention.hidden_size,
             rms_norm_eps: self.attention.rms_norm_eps,
-            tie_word_embeddings: self.tie_word_embeddings,
+            ends: self.shape.ends,
             tensor_counts: vec![
                 ("attention heads", self.attention.heads),
                 ("KV heads", self.attention.kv_heads),
@@ -203,20 +204,24 @@ pub struct DecoderLayer {
     pub mlp: FeedForward,
     pub input_layernorm: RmsNorm,
     pub post_attention_layernorm: RmsNorm,
+    /// What the family declared for this layer: how it runs, and whether a fast path takes it.
+    pub shape: LayerShape,
     /// The one-node decode step, made at the first (`layer_node.rs`).
     pub(super) node: NodeSlot,
 }
 
 impl DecoderLayer {
-    /// A layer at `prefix` from its two blocks and the checkpoint's two norms.
+    /// A layer of `shape` at `prefix` from its two blocks and the checkpoint's two norms.
     pub fn new(
         w: &mut Weights,
         prefix: &str,
         (hidden, eps): (i32, f32),
-        self_attn: AttentionBlock,
-        mlp: FeedForward,
+        shape: LayerShape,
+        (self_attn, mlp): (AttentionBlock, FeedForward),
     ) -> Result<DecoderLayer> {
+        shape.check_implemented()?;
         Ok(DecoderLayer {
+            shape,
             self_attn,
             mlp,
             input_layernorm: RmsNorm::load(w, &format!("{prefix}.input_layernorm"), hidden, eps)?,
@@ -230,23 +235,26 @@ impl DecoderLayer {
         })
     }
 
-    /// A dense family's layer: grouped-query attention and a SwiGLU.
+    /// A dense family's layer `index`: grouped-query attention and a SwiGLU.
     fn load_dense(
         w: &mut Weights,
-        prefix: &str,
+        (prefix, index): (&str, usize),
         c: &DecoderConfig,
         tensor: &Option<TensorCut>,
     ) -> Result<DecoderLayer> {
         let a = &c.attention;
+        let shape = c.shape.layer(index)?;
         let attention = c.attention(w, prefix, tensor)?;
         let dims = (a.hidden_size, c.intermediate_size);
-        let mlp = Mlp::load(w, &format!("{prefix}.mlp"), dims, c.mlp_bias, tensor)?;
+        let bias = shape.mlp_bias.present();
+        let mlp = Mlp::load(w, &format!("{prefix}.mlp"), dims, bias, tensor)?;
+        let norms = (a.hidden_size, a.rms_norm_eps);
         DecoderLayer::new(
             w,
             prefix,
-            (a.hidden_size, a.rms_norm_eps),
-            attention,
-            FeedForward::Dense(mlp),
+            norms,
+            shape,
+            (attention, FeedForward::Dense(mlp)),
         )
     }
 
@@ -254,14 +262,18 @@ impl DecoderLayer {
         if let Some(h) = self.decode_as_one_node(x, caches)? {
             return Ok(h);
         }
-        let h = x.add(
-            self.self_attn
-                .forward(&self.input_layernorm.forward(x)?, caches)?,
-        )?;
-        Ok(h.add(
-            self.mlp
-                .forward(&self.post_attention_layernorm.forward(&h)?)?,
-        )?)
+        match self.shape.norms.placement {
+            NormPlacement::Pre => {
+                let normed = self.input_layernorm.forward(x)?;
+                let h = x.add(self.self_attn.forward(&normed, caches)?)?;
+                let normed = self.post_attention_layernorm.forward(&h)?;
+                Ok(h.add(self.mlp.forward(&normed)?)?)
+            }
+            // Refused at load (`LayerShape::check_implemented`).
+            placement => Err(crate::error::Error::Internal(format!(
+                "norm placement {placement:?} is not implemented yet"
+            ))),
+        }
     }
 
     pub fn arrays(&self) -> Vec<&Array> {
@@ -282,7 +294,8 @@ pub struct Skeleton {
     pub num_hidden_layers: i32,
     pub hidden_size: i32,
     pub rms_norm_eps: f32,
-    pub tie_word_embeddings: bool,
+    /// The embedding, final norm and head, as the family declared them.
+    pub ends: EndShape,
     /// What tensor parallelism cuts (heads, neurons), each named for the error.
     pub tensor_counts: Vec<(&'static str, i32)>,
 }
@@ -298,6 +311,8 @@ pub struct WeightStats {
     pub bytes: u64,
     /// Packed layers on the portable kernel (no vector kernel for their format here).
     pub portable_layers: usize,
+    /// Layers whose shape the one-node decode layer does not take: they decode op by op.
+    pub op_by_op_layers: usize,
 }
 
 /// The checkpoint's layout around the layers, written once: the decoder takes these keys and
@@ -339,13 +354,15 @@ pub struct Decoder {
     /// Packed layers that run the portable kernel on this CPU (none where a vector kernel
     /// covers the format).
     portable_layers: usize,
+    /// Layers whose shape the one-node decode layer does not take.
+    op_by_op_layers: usize,
 }
 
 impl Decoder {
     /// A dense family's decoder (llama, qwen2, qwen3).
     pub fn load(w: &mut Weights, c: DecoderConfig, part: &RankPart) -> Result<Decoder> {
-        Decoder::assemble(w, &c.skeleton(), part, &|w, prefix, _, tensor| {
-            DecoderLayer::load_dense(w, prefix, &c, tensor)
+        Decoder::assemble(w, &c.skeleton(), part, &|w, prefix, i, tensor| {
+            DecoderLayer::load_dense(w, (prefix, i), &c, tensor)
         })
     }
 
@@ -357,6 +374,7 @@ impl Decoder {
         layer: &LayerLoader,
     ) -> Result<Decoder> {
         let hidden = s.hidden_size;
+        s.ends.check_implemented()?;
         if let Some(t) = &part.tensor {
             t.check(&s.tensor_counts)?;
         }
@@ -371,7 +389,7 @@ impl Decoder {
         // progress of a long load is shown here then.
         let mut progress = (part.tensor.as_ref())
             .map(|_| crate::progress::Progress::new("reading this rank's part", held.len()));
-        let layers = (held.into_iter())
+        let layers = (held.iter().copied())
             .map(|i| {
                 let built = layer(w, &format!("{}.{i}", keys::LAYERS), i, &part.tensor);
                 progress
@@ -383,21 +401,23 @@ impl Decoder {
         let (norm, lm_head) = match part.ends {
             true => (
                 Some(RmsNorm::load(w, keys::NORM, hidden, s.rms_norm_eps)?),
-                Some(match s.tie_word_embeddings {
-                    true => Head::Tied,
-                    false => {
+                Some(match s.ends.head {
+                    HeadKind::Tied => Head::Tied,
+                    HeadKind::Untied => {
                         Head::LmHead(Linear::load(w, keys::HEAD, hidden, s.vocab_size, false)?)
                     }
                 }),
             ),
             false => (None, None),
         };
+        let op_by_op_layers = log_op_by_op(&layers, &held);
         Ok(Decoder {
             embed_tokens,
             layers,
             norm,
             lm_head,
             portable_layers: w.portable_layers().len(),
+            op_by_op_layers,
         })
     }
 
@@ -472,6 +492,7 @@ impl Transformer for Decoder {
         WeightStats {
             bytes: self.arrays().iter().map(|a| a.nbytes() as u64).sum(),
             portable_layers: self.portable_layers,
+            op_by_op_layers: self.op_by_op_layers,
         }
     }
 
@@ -488,6 +509,22 @@ impl Transformer for Decoder {
         }
         Ok(mlx_rs::transforms::eval(self.arrays())?)
     }
+}
+
+/// Names, in the log, the held layers whose shape the one-node decode layer does not take;
+/// their count is what Status reports.
+fn log_op_by_op(layers: &[DecoderLayer], held: &[usize]) -> usize {
+    let op_by_op: Vec<usize> = (held.iter().zip(layers))
+        .filter(|(_, l)| !super::layer_node::supports(&l.shape))
+        .map(|(i, _)| *i)
+        .collect();
+    if !op_by_op.is_empty() {
+        tracing::info!(
+            layers = ?op_by_op,
+            "these layers decode op by op: the one-node decode layer does not take their shape"
+        );
+    }
+    op_by_op.len()
 }
 
 fn not_here() -> crate::error::Error {

@@ -1,5 +1,5 @@
 //! A dense layer's decode step as one CPU node (`quant_cpu::layer`), where the layer takes it:
-//! f32 on the CPU, at most [`NODE_POSITIONS`] new positions per row (one when decoding; a
+//! a shape [`supports`] names, f32 on the CPU, at most [`NODE_POSITIONS`] new positions per row (one when decoding; a
 //! speculative step's input and proposals), every product packed in one format, no tensor
 //! cut, no o or MLP biases, no YaRN input scale, one epsilon for every norm. The node has the
 //! bits of the step built op by op (`DecoderLayer::forward`'s other path), in about one
@@ -9,12 +9,16 @@
 use std::sync::OnceLock;
 
 use mlx_rs::{Array, Dtype};
-use quant_cpu::layer::{LayerNode, LayerShape, LayerWeights, RowCache};
+use quant_cpu::layer::{LayerNode, LayerShape as NodeShape, LayerWeights, RowCache};
 use quant_cpu::PackedWeight;
 
 use super::attention::{f32_vector, AttentionParts};
 use super::decoder::{AttentionBlock, DecoderLayer, FeedForward, Mlp};
 use super::layers::{cpu_f32, packed_alike};
+use super::shape::{
+    Activation, AttentionKind, AttentionSpan, AttnBias, AttnScale, FeedForwardKind, LayerShape,
+    MlpBias, NormKind, NormPlacement, NormShape, RopeScaling, RopeShape, RopeSpan, SoftCap,
+};
 use crate::cache::KvCache;
 use crate::error::Result;
 
@@ -28,6 +32,40 @@ pub const NODE_POSITIONS: i32 = 16;
 fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var("MLX_DISTRIBUTED_LAYER_NODE").map_or(true, |v| v != "0"))
+}
+
+/// The layer shapes the node computes: pre RMS norms, a dense SwiGLU without biases, global
+/// grouped-query attention scaled by `head_dim^-0.5` with full rope, q/k/v biases or none,
+/// RMS q/k norms or none, no soft-capping. Every field is matched, with no wildcard for the
+/// shape itself: a new field does not compile until this says whether the node takes it, and
+/// a new variant falls outside the pattern, so it runs op by op until the node learns it.
+pub fn supports(shape: &LayerShape) -> bool {
+    matches!(
+        shape,
+        LayerShape {
+            norms: NormShape {
+                kind: NormKind::Rms,
+                placement: NormPlacement::Pre,
+            },
+            activation: Activation::SwiGlu,
+            rope: RopeShape {
+                span: RopeSpan::Full,
+                pairs: _,
+                scaling: RopeScaling::None
+                    | RopeScaling::Linear
+                    | RopeScaling::Llama3
+                    | RopeScaling::Yarn,
+            },
+            attention: AttentionKind::GroupedQuery,
+            span: AttentionSpan::Global,
+            scale: AttnScale::InvSqrtHeadDim,
+            qk_norm: None | Some(NormKind::Rms),
+            bias: AttnBias::None | AttnBias::Qkv,
+            mlp_bias: MlpBias::None,
+            attn_softcap: SoftCap::None,
+            feed_forward: FeedForwardKind::Dense,
+        }
+    )
 }
 
 /// A layer's node, made at its first decode step (`None` where the layer is built op by op).
@@ -72,7 +110,13 @@ impl DecoderLayer {
         Ok(self.node.0.get_or_init(|| made).as_ref())
     }
 
+    /// The node, where the layer's shape is one [`supports`] names and its weights are as the
+    /// node takes them (packed alike, f32 vectors, one epsilon, a YaRN rope without input
+    /// scale).
     fn make_one_node(&self) -> Result<Option<OneNode>> {
+        if !supports(&self.shape) {
+            return Ok(None);
+        }
         let eps = self.input_layernorm.eps;
         let norms = [&self.input_layernorm, &self.post_attention_layernorm];
         if !norms.iter().all(|n| n.eps == eps && f32_vector(&n.weight)) {
@@ -125,8 +169,8 @@ fn mlp_parts(mlp: &Mlp) -> Option<([PackedWeight<'_>; 3], quant_cpu::Format)> {
     Some((weights.try_into().ok()?, format))
 }
 
-fn shape<'a>(a: &AttentionParts<'a>, eps: f32) -> LayerShape<'a> {
-    LayerShape {
+fn shape<'a>(a: &AttentionParts<'a>, eps: f32) -> NodeShape<'a> {
+    NodeShape {
         heads: a.heads.heads,
         kv_heads: a.heads.kv_heads,
         eps,

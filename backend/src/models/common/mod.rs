@@ -9,6 +9,7 @@ mod layers;
 mod mla;
 mod moe;
 mod rope;
+pub mod shape;
 mod shard;
 
 pub use args::{positive, positive_f32, yes, BaseArgs, FamilyTraits};
@@ -17,8 +18,10 @@ pub use decoder::{
     keys, AttentionBlock, Decoder, DecoderConfig, DecoderLayer, FeedForward, Head, LayerLoader,
     Mlp, Skeleton, WeightStats,
 };
+pub use layer_node::supports as layer_node_supports;
 pub use layers::{cpu_f32, Embedding, Linear, RmsNorm};
 pub use mla::{LatentAttention, LatentConfig};
 pub use moe::{stack_experts, Groups, Moe, Router, Routing, SwitchGlu, SwitchLinear, MAX_EXPERTS};
 pub use rope::{yarn_attention_factor, Rope};
+pub use shape::{EndShape, HeadKind, LayerShape, ModelShape};
 pub use shard::{ExpertCut, RankPart, TensorCut};

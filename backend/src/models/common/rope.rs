@@ -4,6 +4,7 @@ use mlx_rs::{fast, Array, Dtype};
 use serde_json::Value;
 
 use super::layers::cpu_f32;
+use super::shape::{RopePairs, RopeScaling, RopeShape};
 use crate::error::{Error, Result};
 
 #[derive(Clone)]
@@ -19,12 +20,11 @@ pub struct Rope {
 }
 
 impl Rope {
-    /// From `rope_theta` and the `rope_scaling` object of config.json.
-    pub fn new(dims: i32, base: f32, traditional: bool, scaling: Option<&Value>) -> Result<Rope> {
-        let rope_type = scaling
-            .and_then(|s| s.get("type").or_else(|| s.get("rope_type")))
-            .and_then(Value::as_str)
-            .unwrap_or("default");
+    /// A rope of `shape` (its scaling's numbers from the `rope_scaling` object of config.json)
+    /// over `dims`, from base `rope_theta`.
+    pub fn new(dims: i32, base: f32, shape: &RopeShape, scaling: Option<&Value>) -> Result<Rope> {
+        let traditional = shape.pairs == RopePairs::Adjacent;
+        let params = scaling.unwrap_or(&Value::Null);
         let factor = || {
             scaling
                 .and_then(|s| s.get("factor"))
@@ -32,7 +32,8 @@ impl Rope {
                 .filter(|f| f.is_finite() && *f > 0.0)
                 .ok_or_else(|| {
                     Error::Config(format!(
-                        "rope_scaling of type {rope_type} needs a factor above 0"
+                        "rope_scaling of type {:?} needs a factor above 0",
+                        shape.scaling
                     ))
                 })
         };
@@ -44,36 +45,28 @@ impl Rope {
             freqs: None,
             mscale: 1.0,
         };
-        match rope_type {
-            "default" => Ok(plain(1.0)),
-            "linear" => Ok(plain(1.0 / factor()? as f32)),
-            "llama3" => Ok(Rope {
-                dims,
-                traditional,
-                base: None,
-                scale: 1.0,
-                freqs: Some(llama3_freqs(
-                    dims,
-                    base,
-                    factor()?,
-                    scaling.unwrap_or(&Value::Null),
-                )?),
-                mscale: 1.0,
-            }),
-            "yarn" | "deepseek_yarn" => {
-                let yarn = Yarn::new(factor()?, scaling.unwrap_or(&Value::Null))?;
-                Ok(Rope {
-                    dims,
-                    traditional,
-                    base: None,
-                    scale: 1.0,
-                    freqs: Some(yarn.freqs(dims, base)?),
-                    mscale: yarn.input_mscale(),
-                })
+        let with_freqs = |freqs, mscale| Rope {
+            dims,
+            traditional,
+            base: None,
+            scale: 1.0,
+            freqs: Some(freqs),
+            mscale,
+        };
+        match shape.scaling {
+            RopeScaling::None => Ok(plain(1.0)),
+            RopeScaling::Linear => Ok(plain(1.0 / factor()? as f32)),
+            RopeScaling::Llama3 => Ok(with_freqs(
+                llama3_freqs(dims, base, factor()?, params)?,
+                1.0,
+            )),
+            RopeScaling::Yarn => {
+                let yarn = Yarn::new(factor()?, params)?;
+                Ok(with_freqs(yarn.freqs(dims, base)?, yarn.input_mscale()))
             }
-            other => Err(Error::Config(format!(
-                "rope_scaling type `{other}` is not supported"
-            ))),
+            RopeScaling::Llama4AttnScale => Err(Error::Config(
+                "rope scaling Llama4AttnScale is not implemented yet".into(),
+            )),
         }
     }
 

@@ -1,0 +1,294 @@
+//! The registry's facts and each family's declared shape, on its test fixture's config.
+
+use serde_json::{json, Value};
+
+use super::common::shape::*;
+use super::common::{layer_node_supports, EndShape, HeadKind, LayerShape};
+use super::{facts, facts_of, Experts, Layout, TextConfigAt};
+use crate::error::Result;
+
+/// The sizes every fixture shares (tiny-*: 64 hidden, 4 heads of 32).
+fn tiny(model_type: &str, extra: Value) -> Value {
+    let mut config = json!({
+        "model_type": model_type, "hidden_size": 64, "intermediate_size": 128,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
+        "rms_norm_eps": 1e-6, "vocab_size": 49152, "rope_theta": 1000000.0,
+    });
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        config[k] = v.clone();
+    }
+    config
+}
+
+fn llama3() -> Value {
+    tiny(
+        "llama",
+        json!({"head_dim": 32, "attention_bias": false, "mlp_bias": false,
+            "tie_word_embeddings": false, "rope_theta": 500000.0, "rope_scaling": {
+            "factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+            "original_max_position_embeddings": 8192, "rope_type": "llama3"}}),
+    )
+}
+
+fn qwen3_moe() -> Value {
+    tiny(
+        "qwen3_moe",
+        json!({"head_dim": 32, "tie_word_embeddings": false, "num_hidden_layers": 3,
+            "decoder_sparse_step": 1, "mlp_only_layers": [1], "moe_intermediate_size": 32,
+            "norm_topk_prob": true, "num_experts": 8, "num_experts_per_tok": 2}),
+    )
+}
+
+/// tiny-deepseek-v2 or -v3 (`model_type`), YaRN-scaled with `mscale_all_dim`.
+fn deepseek(model_type: &str) -> Value {
+    tiny(
+        model_type,
+        json!({"num_hidden_layers": 3, "first_k_dense_replace": 1, "kv_lora_rank": 32,
+            "moe_intermediate_size": 32, "moe_layer_freq": 1, "n_group": 4,
+            "n_routed_experts": 8, "n_shared_experts": 1, "num_experts_per_tok": 2,
+            "num_key_value_heads": 4, "q_lora_rank": null, "qk_nope_head_dim": 32,
+            "qk_rope_head_dim": 16, "v_head_dim": 32, "rope_theta": 10000.0,
+            "routed_scaling_factor": 2.5, "topk_group": 2, "tie_word_embeddings": false,
+            "topk_method": if model_type == "deepseek_v2" { "group_limited_greedy" }
+                else { "noaux_tc" },
+            "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 0.707,
+                "mscale_all_dim": 0.707, "original_max_position_embeddings": 4096,
+                "type": "yarn"}}),
+    )
+}
+
+fn declared(config: &Value) -> Result<(Vec<LayerShape>, EndShape)> {
+    let shape = facts_of(config)?.shape(config)?;
+    Ok((shape.layers, shape.ends))
+}
+
+#[test]
+fn dense_families_declare_llamas_layer_with_their_differences() -> Result<()> {
+    let (layers, ends) = declared(&llama3())?;
+    let llama = LayerShape::llama(RopeScaling::Llama3);
+    assert_eq!(layers, vec![llama; 2]);
+    assert_eq!(ends, EndShape::plain(HeadKind::Untied));
+
+    let qwen2 = tiny("qwen2", json!({"tie_word_embeddings": true}));
+    let (layers, ends) = declared(&qwen2)?;
+    let with_bias = LayerShape {
+        bias: AttnBias::Qkv,
+        ..LayerShape::llama(RopeScaling::None)
+    };
+    assert_eq!(layers, vec![with_bias; 2]);
+    assert_eq!(ends.head, HeadKind::Tied);
+
+    let qwen3 = tiny(
+        "qwen3",
+        json!({"head_dim": 32, "tie_word_embeddings": true}),
+    );
+    let (layers, _) = declared(&qwen3)?;
+    let with_norms = LayerShape {
+        qk_norm: Some(NormKind::Rms),
+        ..LayerShape::llama(RopeScaling::None)
+    };
+    assert_eq!(layers, vec![with_norms; 2]);
+    Ok(())
+}
+
+#[test]
+fn llama_biases_and_traditional_rope_are_declared() -> Result<()> {
+    let config = tiny(
+        "mistral",
+        json!({"attention_bias": true, "mlp_bias": true, "rope_traditional": true}),
+    );
+    let (layers, _) = declared(&config)?;
+    assert_eq!(layers[0].bias, AttnBias::QkvO);
+    assert_eq!(layers[0].mlp_bias, MlpBias::All);
+    assert_eq!(layers[0].rope.pairs, RopePairs::Adjacent);
+    Ok(())
+}
+
+#[test]
+fn qwen3_moe_declares_experts_in_its_sparse_layers_only() -> Result<()> {
+    let (layers, _) = declared(&qwen3_moe())?;
+    let moe = FeedForwardKind::Moe {
+        routing: RoutingKind::Softmax,
+        shared: None,
+    };
+    let kinds: Vec<FeedForwardKind> = layers.iter().map(|l| l.feed_forward).collect();
+    assert_eq!(kinds, [moe, FeedForwardKind::Dense, moe]);
+    assert!(layers.iter().all(|l| l.qk_norm == Some(NormKind::Rms)));
+    Ok(())
+}
+
+#[test]
+fn deepseek_declares_latent_attention_and_its_routing() -> Result<()> {
+    for (model_type, routing) in [
+        ("deepseek_v2", RoutingKind::SoftmaxGroups),
+        ("deepseek_v3", RoutingKind::SigmoidCorrected),
+        ("kimi_k2", RoutingKind::SigmoidCorrected),
+    ] {
+        let (layers, ends) = declared(&deepseek(model_type))?;
+        let moe = FeedForwardKind::Moe {
+            routing,
+            shared: Some(1),
+        };
+        let first = LayerShape {
+            rope: RopeShape {
+                span: RopeSpan::Full,
+                pairs: RopePairs::Adjacent,
+                scaling: RopeScaling::Yarn,
+            },
+            attention: AttentionKind::Latent,
+            scale: AttnScale::YarnMscale,
+            ..LayerShape::llama(RopeScaling::Yarn)
+        };
+        let sparse = LayerShape {
+            feed_forward: moe,
+            ..first
+        };
+        assert_eq!(layers, [first, sparse, sparse], "{model_type}");
+        assert_eq!(ends, EndShape::plain(HeadKind::Untied));
+    }
+    Ok(())
+}
+
+#[test]
+fn the_one_node_layer_takes_the_dense_families_shapes_only() -> Result<()> {
+    for config in [
+        llama3(),
+        tiny("qwen2", json!({})),
+        tiny(
+            "qwen3",
+            json!({"head_dim": 32, "tie_word_embeddings": true}),
+        ),
+    ] {
+        let (layers, _) = declared(&config)?;
+        assert!(layers.iter().all(layer_node_supports), "{config}");
+    }
+    let (layers, _) = declared(&qwen3_moe())?;
+    let taken: Vec<bool> = layers.iter().map(layer_node_supports).collect();
+    assert_eq!(taken, [false, true, false]);
+    let (layers, _) = declared(&deepseek("deepseek_v3"))?;
+    assert!(!layers.iter().any(layer_node_supports));
+    Ok(())
+}
+
+/// One feature beyond what the node computes, each on an otherwise taken shape: the node
+/// refuses it, so the layer runs op by op.
+#[test]
+fn one_extra_feature_sends_a_layer_op_by_op() {
+    let taken = LayerShape {
+        qk_norm: Some(NormKind::Rms),
+        ..LayerShape::llama(RopeScaling::Llama3)
+    };
+    assert!(layer_node_supports(&taken));
+    let post = NormShape {
+        kind: NormKind::Rms,
+        placement: NormPlacement::Sandwich,
+    };
+    let partial = RopeShape {
+        span: RopeSpan::Partial { fraction: 0.25 },
+        ..taken.rope
+    };
+    let window = AttentionSpan::Sliding {
+        window: 4096,
+        rope_base: Some(10000.0),
+    };
+    let extra = [
+        LayerShape {
+            norms: post,
+            ..taken
+        },
+        LayerShape {
+            rope: partial,
+            ..taken
+        },
+        LayerShape {
+            span: window,
+            ..taken
+        },
+        LayerShape {
+            bias: AttnBias::QkvO,
+            ..taken
+        },
+        LayerShape {
+            mlp_bias: MlpBias::All,
+            ..taken
+        },
+        LayerShape {
+            activation: Activation::GeGluTanh,
+            ..taken
+        },
+        LayerShape {
+            scale: AttnScale::QueryPreAttnScalar(256.0),
+            ..taken
+        },
+        LayerShape {
+            attn_softcap: SoftCap::Tanh(50.0),
+            ..taken
+        },
+        LayerShape {
+            qk_norm: Some(NormKind::RmsPlusOne),
+            ..taken
+        },
+    ];
+    for shape in extra {
+        assert!(!layer_node_supports(&shape), "{shape:?}");
+    }
+}
+
+#[test]
+fn registry_facts_for_every_model_type_and_alias() -> Result<()> {
+    let dense = ["llama", "mistral", "qwen2", "qwen3"];
+    for model_type in dense {
+        assert_eq!(facts(model_type)?.experts, Experts::Dense, "{model_type}");
+    }
+    let counted = [
+        ("qwen3_moe", "num_experts"),
+        ("deepseek_v2", "n_routed_experts"),
+        ("deepseek_v3", "n_routed_experts"),
+        ("kimi_k2", "n_routed_experts"),
+    ];
+    for (model_type, key) in counted {
+        assert_eq!(facts(model_type)?.experts, Experts::CountedBy(key));
+    }
+    for model_type in dense.iter().chain(counted.iter().map(|(m, _)| m)) {
+        let f = facts(model_type)?;
+        assert_eq!(f.text_config, TextConfigAt::TopLevel);
+        assert_eq!(f.layout, Layout::Model);
+    }
+    // An alias declares its family's shape for the same config.
+    for (alias, family) in [("mistral", "llama"), ("kimi_k2", "deepseek_v3")] {
+        let mut config = match family {
+            "llama" => llama3(),
+            _ => deepseek(family),
+        };
+        let theirs = declared(&config)?;
+        config["model_type"] = json!(alias);
+        assert_eq!(declared(&config)?, theirs, "{alias}");
+    }
+    assert!(facts("gemma3").is_err());
+    Ok(())
+}
+
+#[test]
+fn facts_read_the_config_they_describe() -> Result<()> {
+    let config = qwen3_moe();
+    let f = facts_of(&config)?;
+    assert_eq!(f.num_layers(&config)?, 3);
+    assert_eq!(f.expert_count(&config), Some(8));
+    assert_eq!(facts_of(&llama3())?.expert_count(&llama3()), None);
+    assert!(facts_of(&json!({})).is_err());
+    Ok(())
+}
+
+#[test]
+fn layouts_find_layers_and_ends_under_their_prefix() {
+    assert_eq!(
+        Layout::Model.layer_of("model.layers.12.mlp.gate.weight"),
+        Some(12)
+    );
+    assert!(Layout::Model.is_end("lm_head.weight"));
+    let nested = Layout::LanguageModel;
+    assert_eq!(nested.layer_of("language_model.model.layers.3.x"), Some(3));
+    assert_eq!(nested.layer_of("model.layers.3.x"), None);
+    assert!(nested.is_end("language_model.model.norm.weight"));
+    assert!(!nested.is_end("vision_tower.model.norm.weight"));
+}
