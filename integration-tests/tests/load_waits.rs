@@ -330,10 +330,16 @@ fn an_abandoned_shipping_load_is_given_up() -> TestResult {
     let ns = lan.ns("a");
     integration_tests::netns::ip(&["-n", &ns, "link", "set", "lo", "mtu", "1500"])?;
     let tc = std::process::Command::new("ip")
-        .args(["netns", "exec", &ns, "tc", "qdisc", "add", "dev", "lo", "root", "tbf"])
+        .args([
+            "netns", "exec", &ns, "tc", "qdisc", "add", "dev", "lo", "root", "tbf",
+        ])
         .args(["rate", SLOW_LINK, "burst", "16kb", "latency", "1000ms"])
         .output()?;
-    assert!(tc.status.success(), "{}", String::from_utf8_lossy(&tc.stderr));
+    assert!(
+        tc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tc.stderr)
+    );
     lan.run_test_in(
         "a",
         "abandoned_shipping_inside_a_namespace",
@@ -356,11 +362,17 @@ async fn abandoned_shipping_inside_a_namespace() -> TestResult {
     let split = "layer_split:15,15".to_string();
     let shipped = [split.clone(), "ship_model:true".into()];
     let left = load_within(&mut c, (model_dir()?, &shipped), CALLER_DEADLINE).await;
-    assert!(left.is_err(), "the shipped load finished within its deadline: {left:?}");
+    assert!(
+        left.is_err(),
+        "the shipped load finished within its deadline: {left:?}"
+    );
     let start = Instant::now();
     let next = load_within(&mut c, (model_dir()?, &[split]), Duration::from_secs(60)).await?;
     let took = start.elapsed();
-    eprintln!("the next LoadModel answered {:?} after the first one's caller left", took);
+    eprintln!(
+        "the next LoadModel answered {:?} after the first one's caller left",
+        took
+    );
     assert!(next.success, "{next:?}");
     assert!(took < Duration::from_secs(30), "{took:?}");
     let g = goldens::load(GOLDENS)?;

@@ -240,18 +240,14 @@ fn load_everywhere(
         None => load_part(config, dir, &parts[0], formed, None),
     };
     let cluster = &formed.cluster;
-    let stale = |msg: &ToLeader| {
-        matches!(msg, ToLeader::Loaded { load, .. } | ToLeader::LoadFailed { load, .. } if *load < id)
-    };
+    let stale = |msg: &ToLeader| answer_to_load(msg).is_some_and(|load| load < id);
     cluster.forget(stale);
-    let theirs = cluster.collect_until("LoadModel", LOAD_TIMEOUT, give_up, |rank, msg| {
-        match msg {
-            ToLeader::Loaded { load, fingerprint } if *load == id => {
-                Ok(Some((rank, fingerprint.clone())))
-            }
-            ToLeader::LoadFailed { load, error } if *load == id => Err(cluster.failed(rank, error)),
-            _ => Ok(None),
+    let theirs = cluster.collect_until("LoadModel", LOAD_TIMEOUT, give_up, |rank, msg| match msg {
+        ToLeader::Loaded { load, fingerprint } if *load == id => {
+            Ok(Some((rank, fingerprint.clone())))
         }
+        ToLeader::LoadFailed { load, error } if *load == id => Err(cluster.failed(rank, error)),
+        _ => Ok(None),
     });
     cluster.forget(stale);
     let own = own?;
@@ -275,6 +271,14 @@ fn load_everywhere(
             config.kv,
         )))
     })
+}
+
+/// The load number a worker's `Loaded` or `LoadFailed` answers.
+fn answer_to_load(msg: &ToLeader) -> Option<u64> {
+    match msg {
+        ToLeader::Loaded { load, .. } | ToLeader::LoadFailed { load, .. } => Some(*load),
+        _ => None,
+    }
 }
 
 fn load_part(
