@@ -10,6 +10,9 @@ use crate::cache::KvCache;
 struct Entry {
     id: u64,
     tokens: Vec<u32>,
+    /// Positions the caches held when they were stored (a sliding layer's have let go of
+    /// the front by then: `cache::window_dropped`).
+    held_to: usize,
     caches: Vec<KvCache>,
     bytes: usize,
     used: u64,
@@ -44,6 +47,9 @@ pub struct Inserted {
 pub struct PrefixCache {
     entries: Vec<Entry>,
     max_entries: usize,
+    /// The windows of the model's sliding layers: a prefix is reused only where every one of
+    /// them still holds what the rest of the prompt sees.
+    windows: Vec<i32>,
     next_id: u64,
     clock: u64,
     stats: CacheStats,
@@ -58,6 +64,11 @@ impl PrefixCache {
         }
     }
 
+    /// The same cache for a model whose sliding layers have `windows`.
+    pub fn with_windows(self, windows: Vec<i32>) -> PrefixCache {
+        PrefixCache { windows, ..self }
+    }
+
     pub fn enabled(&self) -> bool {
         self.max_entries > 0
     }
@@ -69,11 +80,15 @@ impl PrefixCache {
             return None;
         }
         let usable = prompt.len().saturating_sub(1);
+        let windows = &self.windows;
+        let keeps = |e: &Entry, len: usize| {
+            (windows.iter()).all(|w| crate::cache::window_keeps(*w, e.held_to, len))
+        };
         let best = self
             .entries
             .iter_mut()
             .map(|e| (common_prefix(&e.tokens, &prompt[..usable]), e))
-            .filter(|(len, _)| *len > 0)
+            .filter(|(len, e)| *len > 0 && keeps(e, *len))
             .max_by_key(|(len, e)| (*len, e.used));
         let Some((len, entry)) = best else {
             self.stats.misses += 1;
@@ -114,10 +129,12 @@ impl PrefixCache {
             !covered
         });
         self.next_id += 1;
+        let held_to = caches.first().map_or(0, |c| c.offset().max(0) as usize);
         let caches: Vec<KvCache> = caches.iter().map(|c| c.prefix(tokens.len())).collect();
         self.entries.push(Entry {
             id: self.next_id,
             tokens: tokens.to_vec(),
+            held_to,
             bytes: caches.iter().map(KvCache::nbytes).sum(),
             caches,
             used: self.clock,

@@ -42,6 +42,8 @@ pub const DEFAULT_DRAFT_TOKENS: usize = 4;
 
 /// The most proposals a step may verify: more rarely pay, and each is a position of KV.
 pub const MAX_DRAFT_TOKENS: usize = 32;
+// A step takes back at most its proposals and input, which sliding-window caches keep.
+const _: () = assert!(MAX_DRAFT_TOKENS < crate::cache::MAX_ROLLBACK as usize);
 
 /// The longest and shortest suffix prompt lookup matches: the longest match wins, as in
 /// vLLM's and llama.cpp's prompt lookup. A single token's earlier occurrence predicts little

@@ -19,9 +19,7 @@ fn check(folder: &str) -> TestResult {
 fn check_with(folder: &str, mode: WeightMode, file: &str) -> TestResult {
     let golden = load_tiny_file(folder, file)?;
     let m = loader::load(&fixture(folder)?, mode)?;
-    let mut caches: Vec<_> = (0..m.model.num_layers())
-        .map(|_| backend::cache::KvCache::new())
-        .collect();
+    let mut caches = m.model.new_caches();
     let ids = &golden.prompt_ids;
     let logits = m
         .model
@@ -74,6 +72,46 @@ fn deepseek_v3_cached_latent_and_sigmoid_routing_with_its_correction_bias() -> T
     check("tiny-deepseek-v3")
 }
 
+#[test]
+fn gemma3_sliding_windows_sandwich_norms_geglu_and_scaled_embedding() -> TestResult {
+    check("tiny-gemma3-text")
+}
+
+#[test]
+fn glm4_partial_rope_sandwich_norms_and_fused_gate_up() -> TestResult {
+    check("tiny-glm4")
+}
+
+#[test]
+fn ministral3_yarn_llama4_query_temperature_and_sliding_layers() -> TestResult {
+    check("tiny-ministral3")
+}
+
+/// Multimodal wrappers: the text model under `language_model.`, its config under
+/// `text_config`, the vision tower beside it dropped.
+#[test]
+fn wrappers_serve_their_text_model() -> TestResult {
+    for folder in ["tiny-gemma3", "tiny-mistral3", "tiny-kimi-k25"] {
+        check(folder)?;
+    }
+    Ok(())
+}
+
+/// The dense 2026 families quantized, in every weight mode.
+#[test]
+fn quantized_dense_families_in_every_weight_mode() -> TestResult {
+    for folder in [
+        "tiny-gemma3-text-4bit",
+        "tiny-glm4-4bit",
+        "tiny-ministral3-8bit",
+    ] {
+        check_with(folder, WeightMode::PackedF32, "golden.json")?;
+        check_with(folder, WeightMode::DequantizeF32, "golden.json")?;
+        check_with(folder, WeightMode::AsStored, "golden-as-stored.json")?;
+    }
+    Ok(())
+}
+
 /// Quantized mixtures of experts in every weight mode: packed (quant-cpu's gathered kernel) and
 /// dequantized against mlx-lm on the f32 twin, as stored (MLX's `gather_qmm`, and its
 /// quantized matmul over DeepSeek's per-head matrices) against mlx-lm on the quantized folder.
@@ -103,6 +141,9 @@ fn a_long_prompt_at_once_equals_one_token_at_a_time() -> TestResult {
         "tiny-qwen3-moe",
         "tiny-deepseek-v2",
         "tiny-deepseek-v3",
+        "tiny-gemma3-text",
+        "tiny-ministral3",
+        "tiny-glm4",
     ] {
         long_prompt_at_once(folder)?;
     }
@@ -111,11 +152,7 @@ fn a_long_prompt_at_once_equals_one_token_at_a_time() -> TestResult {
 
 fn long_prompt_at_once(folder: &str) -> TestResult {
     let m = loader::load(&fixture(folder)?, WeightMode::AsStored)?;
-    let caches = || -> Vec<_> {
-        (0..m.model.num_layers())
-            .map(|_| backend::cache::KvCache::new())
-            .collect()
-    };
+    let caches = || m.model.new_caches();
     // Long enough for three blocks and a ragged last one.
     let ids: Vec<u32> = (0..300u32).map(|i| (i * 7919 + 13) % 49152).collect();
     let len = ids.len() as i32;

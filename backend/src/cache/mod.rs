@@ -14,7 +14,40 @@ use mlx_rs::{Array, Dtype};
 use crate::error::{Error, Result};
 
 /// Positions are allocated this many at a time.
-const STEP: i32 = 256;
+pub const STEP: i32 = 256;
+
+/// The most positions one step may take back (a speculative step's proposals and its input;
+/// `speculative` checks its bound against this): what a sliding-window cache keeps beyond its
+/// window, so that trimming it is always exact.
+pub const MAX_ROLLBACK: i32 = 33;
+const WINDOW_SLACK: i32 = MAX_ROLLBACK;
+
+/// The most positions a cache of `window` has let go once it holds `offset`: whole steps, and
+/// never one that a next chunk (which sees back `window - 1`) or a trim by up to
+/// [`WINDOW_SLACK`] needs. A function of the offset alone, so every rank can tell what any
+/// rank's sliding layers still hold (a cache lets go of fewer after one long chunk).
+pub fn window_dropped(window: i32, offset: i32) -> i32 {
+    (offset - (window - 1) - WINDOW_SLACK).max(0) / STEP * STEP
+}
+
+/// Whether a cache of `window` that held `held_to` positions still has what a sequence
+/// resumed at its first `len` needs (the `window - 1` before `len`): a stored prefix is
+/// reused only where this holds, never approximated.
+pub fn window_keeps(window: i32, held_to: usize, len: usize) -> bool {
+    let held_to = i32::try_from(held_to).unwrap_or(i32::MAX);
+    let len = i32::try_from(len).unwrap_or(i32::MAX);
+    (len - (window - 1)).max(0) >= window_dropped(window, held_to)
+}
+
+/// The most positions a cache of `window` allocates at once when prompts are prefilled
+/// `chunk` at a time: the window, the slack, a step not yet let go, the chunk and its
+/// allocation step. What the KV budget counts for a sliding layer.
+pub fn window_capacity(window: i32, chunk: usize) -> usize {
+    let fixed = i64::from(window) - 1 + i64::from(WINDOW_SLACK) + 2 * i64::from(STEP);
+    usize::try_from(fixed)
+        .unwrap_or(usize::MAX)
+        .saturating_add(chunk)
+}
 
 /// One side's buffers ([B, kv_heads, capacity, width] each): one array, or MLX's quantized
 /// codes, scales and biases.
@@ -58,6 +91,12 @@ pub struct KvCache {
     /// The dtype keys and values were computed in (what a float encoding is read back as).
     computed: Option<Dtype>,
     offset: i32,
+    /// A sliding layer's window: it keeps what the next step can see, not every position.
+    window: Option<i32>,
+    /// Positions let go from the front (a sliding layer's): buffer index 0 is this position.
+    dropped: i32,
+    /// Positions the last write appended: a sliding layer's read sees `window - 1` before them.
+    last_write: i32,
     /// Shared by the caches that write these buffers ([`Self::prefix`] shares them): a step
     /// writes in place only where this cache is the one writer.
     writers: Arc<()>,
@@ -86,8 +125,38 @@ impl KvCache {
             values: Vec::new(),
             computed: None,
             offset: 0,
+            window: None,
+            dropped: 0,
+            last_write: 0,
             writers: Arc::new(()),
         }
+    }
+
+    /// A cache for a layer that attends over the last `window` positions (a sliding layer)
+    /// or over all of them (`None`).
+    pub fn for_layer(format: KvFormat, window: Option<i32>) -> KvCache {
+        KvCache {
+            window,
+            ..KvCache::with_format(format)
+        }
+    }
+
+    /// One sequence's caches, one per layer of `windows` (each layer's window, if it slides).
+    pub fn for_layers(format: KvFormat, windows: &[Option<i32>]) -> Vec<KvCache> {
+        windows
+            .iter()
+            .map(|w| KvCache::for_layer(format, *w))
+            .collect()
+    }
+
+    /// The window this cache keeps, for a sliding layer.
+    pub fn window(&self) -> Option<i32> {
+        self.window
+    }
+
+    /// Positions in the buffers: from `dropped` to `offset`.
+    fn held(&self) -> i32 {
+        self.offset - self.dropped
     }
 
     /// How many positions are cached.
@@ -120,12 +189,15 @@ impl KvCache {
     pub fn update(&mut self, keys: &Array, values: &Array) -> Result<()> {
         self.maybe_quantize()?;
         self.computed = Some(keys.dtype());
-        let prev = self.offset;
         let keys = self.encode(self.encoding(self.format.keys), keys)?;
         let values = self.encode(self.encoding(self.format.values), values)?;
+        let len = keys[0].shape()[2];
+        self.let_go(self.offset + len);
         self.reserve(&layouts(&keys), &layouts(&values))?;
-        self.offset += keys[0].shape()[2];
-        let end = self.offset;
+        let prev = self.held();
+        self.offset += len;
+        self.last_write = len;
+        let end = self.held();
         let written = self.keys.iter_mut().zip(&keys);
         for (part, new) in written.chain(self.values.iter_mut().zip(&values)) {
             part.try_index_mut((.., .., prev..end, ..), new)?;
@@ -133,6 +205,29 @@ impl KvCache {
         // MLX's slice update writes in place only where nothing else holds the buffers.
         self.writers = Arc::new(());
         Ok(())
+    }
+
+    /// A sliding layer's cache about to hold `offset` positions lets go of the front ones no
+    /// later step needs ([`window_dropped`]): the buffers keep the rest, copied to the front.
+    fn let_go(&mut self, offset: i32) {
+        let Some(window) = self.window else {
+            return;
+        };
+        let dropped = window_dropped(window, offset).min(self.offset);
+        if dropped <= self.dropped {
+            return;
+        }
+        let (from, to) = (dropped - self.dropped, self.held());
+        let keep = |parts: &Parts| -> Parts {
+            parts
+                .iter()
+                .map(|p| p.index((.., .., from..to, ..)))
+                .collect()
+        };
+        self.keys = keep(&self.keys);
+        self.values = keep(&self.values);
+        self.dropped = dropped;
+        self.writers = Arc::new(());
     }
 
     /// The encoding a side is written in now: full precision before the cache is quantized.
@@ -184,9 +279,9 @@ impl KvCache {
         (k_width, v_width): (i32, i32),
         dtype: Dtype,
     ) -> Result<(Array, Array, bool)> {
-        if !self.is_plain() {
+        if !self.is_plain() || self.window.is_some() {
             return Err(Error::Internal(
-                "the one-node step needs a plain cache".into(),
+                "the one-node step needs a plain cache of every position".into(),
             ));
         }
         self.reserve(
@@ -219,7 +314,7 @@ impl KvCache {
         let Some((first, _)) = keys.first() else {
             return Err(Error::Internal("reserving no KV parts".into()));
         };
-        let (prev, len) = (self.offset, first[2]);
+        let (prev, len) = (self.held(), first[2]);
         let capacity = self.keys.first().map_or(0, |k| k.shape()[2]);
         if self.keys.len() == keys.len() && prev + len <= capacity {
             return Ok(());
@@ -252,7 +347,8 @@ impl KvCache {
         Ok(())
     }
 
-    /// The keys and values cached so far (positions `..offset`), dense: views of the buffers,
+    /// The keys and values cached so far (positions `..offset`; a sliding layer's last write
+    /// and the `window - 1` before it), dense: views of the buffers,
     /// cast back where the format casts. A quantized side is an error; read it with
     /// [`Self::fetch_stored`].
     pub fn fetch(&self) -> Result<(Array, Array)> {
@@ -267,10 +363,11 @@ impl KvCache {
         let (Some(computed), false) = (self.computed, self.keys.is_empty()) else {
             return Err(Error::Internal("fetching from an empty KV cache".into()));
         };
+        let (start, end) = self.visible();
         let read = |parts: &Parts, target: KvEncoding| -> Result<Stored> {
             let view: Vec<Array> = parts
                 .iter()
-                .map(|p| p.index((.., .., ..self.offset, ..)))
+                .map(|p| p.index((.., .., start..end, ..)))
                 .collect();
             Ok(
                 match (self.encoding(target), <[Array; 3]>::try_from(view)) {
@@ -297,19 +394,55 @@ impl KvCache {
         ))
     }
 
+    /// The buffer range a read sees: every held position, or a sliding layer's last write and
+    /// the `window - 1` positions before it (mlx-lm's rotating cache holds the same).
+    fn visible(&self) -> (i32, i32) {
+        let end = self.held();
+        match self.window {
+            None => (0, end),
+            Some(w) => ((end - (w - 1 + self.last_write)).max(0), end),
+        }
+    }
+
     /// The first `len` positions, sharing this cache's arrays: MLX copies them on the next
     /// write, so neither side ever sees the other's later positions.
     pub fn prefix(&self, len: usize) -> KvCache {
-        KvCache {
+        let mut prefix = KvCache {
             offset: self.offset.min(i32::try_from(len).unwrap_or(i32::MAX)),
             ..self.clone()
-        }
+        };
+        prefix.keep_held();
+        prefix
     }
 
     /// Keeps only the first `len` positions (mlx-lm's `trim`): the next write goes over the
     /// rest, which nothing reads before.
     pub fn trim(&mut self, len: usize) {
         self.offset = self.offset.min(i32::try_from(len).unwrap_or(i32::MAX));
+        self.keep_held();
+    }
+
+    /// Whether this cache can be cut back to its first `len` positions exactly: always, unless
+    /// a sliding layer has let go of what the next step after `len` would see.
+    pub fn can_cut_to(&self, len: usize) -> bool {
+        let len = i32::try_from(len).unwrap_or(i32::MAX);
+        match self.window {
+            None => true,
+            Some(w) => (len.min(self.offset) - (w - 1)).max(0) >= self.dropped,
+        }
+    }
+
+    /// A cut below what a sliding layer holds is a caller's bug ([`Self::can_cut_to`] says
+    /// beforehand); it is logged, and the cache keeps the positions it has.
+    fn keep_held(&mut self) {
+        if self.offset < self.dropped {
+            tracing::error!(
+                offset = self.offset,
+                dropped = self.dropped,
+                "a sliding-window cache was cut below the positions it holds"
+            );
+            self.offset = self.dropped;
+        }
     }
 
     /// Bytes the cache holds (its whole allocation, not only the used positions).

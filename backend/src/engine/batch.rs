@@ -135,7 +135,7 @@ struct Ahead {
 /// proposals, in the cache's allocation steps.
 pub fn kv_reservation(model: &dyn LanguageModel, prompt: usize, opts: &GenerateOptions) -> usize {
     let positions = (prompt + opts.max_tokens + opts.draft_tokens).div_ceil(256) * 256;
-    positions * model.kv_bytes_per_position()
+    model.kv_bytes(positions, opts.prefill_step.max(1))
 }
 
 impl Batch {
@@ -145,6 +145,12 @@ impl Batch {
             cache: PrefixCache::new(max_cache_entries),
             ..Batch::default()
         }
+    }
+
+    /// A model whose sliding layers have `windows` reuses a prefix only where they hold it.
+    pub fn with_windows(mut self, windows: Vec<i32>) -> Batch {
+        self.cache = std::mem::take(&mut self.cache).with_windows(windows);
+        self
     }
 
     /// Rows that draft with a model propose with `drafter`.

@@ -282,7 +282,7 @@ impl Follower<'_> {
         };
         let mut taken = self
             .caches
-            .take(&p.rows, m.transformer.num_layers(), m.kv)?;
+            .take(&p.rows, &m.transformer.layer_windows(), m.kv)?;
         let outcome = run_part(m, group, p, link, &mut taken, &self.times);
         let rows = self.caches.put_back(taken);
         outcome?;
@@ -331,6 +331,12 @@ impl RankCaches {
                     .saved
                     .get(&entry)
                     .ok_or_else(|| missing(&format!("prefix-cache entry {entry}")))?;
+                if !caches.iter().all(|c| c.can_cut_to(len)) {
+                    return Err(Error::Distributed(format!(
+                        "prefix-cache entry {entry} no longer holds the window before \
+                         position {len}"
+                    )));
+                }
                 let restored = caches.iter().map(|c| c.prefix(len)).collect();
                 self.slots.insert(slot, restored);
             }
@@ -358,7 +364,7 @@ impl RankCaches {
     fn take(
         &mut self,
         rows: &[PlanRow],
-        layers: usize,
+        windows: &[Option<i32>],
         format: KvFormat,
     ) -> Result<Vec<(u64, Vec<KvCache>)>> {
         for row in rows.iter().filter(|r| r.offset > 0) {
@@ -371,7 +377,7 @@ impl RankCaches {
                 )));
             }
         }
-        let fresh = || (0..layers).map(|_| KvCache::with_format(format)).collect();
+        let fresh = || KvCache::for_layers(format, windows);
         Ok(rows
             .iter()
             .map(|row| match row.offset {
@@ -456,7 +462,7 @@ mod tests {
 
     /// One step of `len` positions for every row, as a layer's update makes it.
     fn step(caches: &mut RankCaches, rows: &[PlanRow], len: i32) -> Result<Vec<PlanRow>> {
-        let mut taken = caches.take(rows, LAYERS, KvFormat::default())?;
+        let mut taken = caches.take(rows, &[None; LAYERS], KvFormat::default())?;
         let kv = zeros::<f32>(&[1, 1, len, 1])?;
         for (_, layers) in &mut taken {
             for cache in layers.iter_mut() {

@@ -206,7 +206,9 @@ impl EngineThread {
                 ..Snapshot::default()
             }
         });
-        self.batch = Batch::new(built.config.limits.max_cache_entries).with_drafter(built.draft);
+        self.batch = Batch::new(built.config.limits.max_cache_entries)
+            .with_windows(built.model.model.model_windows())
+            .with_drafter(built.draft);
         self.serving = Serving::Model(Box::new(Loaded {
             serial,
             model: built.model,

@@ -264,6 +264,18 @@ impl LanguageModel for ShardedModel {
         self.transformer.kv_bytes_per_position(&self.kv)
     }
 
+    fn kv_bytes(&self, positions: usize, chunk: usize) -> usize {
+        self.transformer.kv_bytes(&self.kv, positions, chunk)
+    }
+
+    fn layer_windows(&self) -> Vec<Option<i32>> {
+        self.transformer.layer_windows()
+    }
+
+    fn model_windows(&self) -> Vec<i32> {
+        self.transformer.model_windows()
+    }
+
     fn kv_format(&self) -> KvFormat {
         self.kv
     }

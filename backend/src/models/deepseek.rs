@@ -192,6 +192,7 @@ fn build(config: &Value, w: &mut Weights, part: &RankPart, version: Version) -> 
         hidden_size: f.a.hidden_size,
         rms_norm_eps: f.a.rms_norm_eps,
         ends: f.shape.ends,
+        windows: f.shape.windows(),
         tensor_counts: f.tensor_counts(&part.tensor),
     };
     Decoder::assemble(w, &skeleton, part, &|w, prefix, i, tensor| {

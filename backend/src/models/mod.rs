@@ -2,7 +2,11 @@
 
 pub mod common;
 mod deepseek;
+mod gemma3;
+mod glm4;
 mod llama;
+mod ministral3;
+mod mistral3;
 mod qwen2;
 mod qwen3;
 mod qwen3_moe;
@@ -14,7 +18,7 @@ use crate::cache::{KvCache, KvFormat};
 use crate::distributed::protocol::CacheOp;
 use crate::error::{Error, Result};
 use crate::weights::Weights;
-use common::{keys, ModelShape, RankPart, WeightStats};
+use common::{keys, HeadKind, ModelShape, RankPart, WeightStats};
 
 /// One sequence of a batch: the slot every rank keeps its caches under, and its caches (one
 /// per layer).
@@ -60,16 +64,26 @@ pub trait LanguageModel {
     }
     /// Bytes of keys and values one position of one sequence takes on this rank.
     fn kv_bytes_per_position(&self) -> usize;
+    /// Bytes of keys and values a sequence of `positions` takes on this rank, its prompt
+    /// prefilled `chunk` at a time (a sliding layer holds its window, not every position).
+    fn kv_bytes(&self, positions: usize, _chunk: usize) -> usize {
+        positions * self.kv_bytes_per_position()
+    }
+    /// Each layer's window on this rank, for a sliding layer.
+    fn layer_windows(&self) -> Vec<Option<i32>> {
+        vec![None; self.num_layers()]
+    }
+    /// The windows of the whole model's sliding layers: what a stored prefix must keep.
+    fn model_windows(&self) -> Vec<i32> {
+        Vec::new()
+    }
     /// How this model's KV caches store positions (the cache types LoadModel chose).
     fn kv_format(&self) -> KvFormat {
         KvFormat::default()
     }
     /// One sequence's caches, one per layer this rank holds, in the model's format.
     fn new_caches(&self) -> Vec<KvCache> {
-        let format = self.kv_format();
-        (0..self.num_layers())
-            .map(|_| KvCache::with_format(format))
-            .collect()
+        KvCache::for_layers(self.kv_format(), &self.layer_windows())
     }
     /// The parameters this rank holds: what Status reports.
     fn weight_stats(&self) -> WeightStats;
@@ -120,6 +134,19 @@ pub trait Transformer {
     /// Bytes of keys and values one position of one sequence takes in this rank's layers,
     /// stored in `format`.
     fn kv_bytes_per_position(&self, format: &KvFormat) -> usize;
+    /// Bytes of keys and values `positions` of one sequence take in this rank's layers,
+    /// prefilled `chunk` at a time.
+    fn kv_bytes(&self, format: &KvFormat, positions: usize, _chunk: usize) -> usize {
+        positions * self.kv_bytes_per_position(format)
+    }
+    /// Each of this rank's layers' window, for a sliding layer.
+    fn layer_windows(&self) -> Vec<Option<i32>> {
+        vec![None; self.num_layers()]
+    }
+    /// The windows of the whole model's sliding layers.
+    fn model_windows(&self) -> Vec<i32> {
+        Vec::new()
+    }
     /// Refuses a cache format this rank's attention cannot read (naming why).
     fn check_kv_format(&self, _format: &KvFormat) -> Result<()> {
         Ok(())
@@ -160,6 +187,15 @@ impl LanguageModel for LocalModel {
     fn kv_bytes_per_position(&self) -> usize {
         self.transformer.kv_bytes_per_position(&self.kv)
     }
+    fn kv_bytes(&self, positions: usize, chunk: usize) -> usize {
+        self.transformer.kv_bytes(&self.kv, positions, chunk)
+    }
+    fn layer_windows(&self) -> Vec<Option<i32>> {
+        self.transformer.layer_windows()
+    }
+    fn model_windows(&self) -> Vec<i32> {
+        self.transformer.model_windows()
+    }
     fn kv_format(&self) -> KvFormat {
         self.kv
     }
@@ -177,12 +213,16 @@ type Declare = fn(&Value) -> Result<ModelShape>;
 /// `sanitize`): per-expert tensors stacked, extra modules dropped.
 type Sanitize = fn(&Value, &mut Weights) -> Result<()>;
 
+/// Fills in what a wrapper's `text_config` leaves to the wrapper (mlx-lm's `__post_init__`):
+/// called with the whole config.json and the text config to complete.
+type Complete = fn(&Value, &mut Value);
+
 /// Where a family's text model config sits in config.json.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub enum TextConfigAt {
     TopLevel,
-    /// Under `text_config` (multimodal checkpoints).
-    Nested,
+    /// Under `text_config` (multimodal checkpoints), completed by the wrapper's defaults.
+    Nested(Complete),
 }
 
 /// Where a checkpoint keeps its layers, embedding, final norm and head.
@@ -194,23 +234,46 @@ pub enum Layout {
     LanguageModel,
 }
 
+/// What a multimodal checkpoint keeps beside its text model, dropped as mlx-lm drops it: the
+/// model is served as text only.
+const TOWERS: [&str; 5] = [
+    "vision_tower",
+    "vision_model",
+    "multi_modal_projector",
+    "mm_projector",
+    "audio_tower",
+];
+
 impl Layout {
     /// The layer a key belongs to, if it is a layer's.
     pub fn layer_of(self, key: &str) -> Option<usize> {
-        keys::layer_of(self.inner(key)?)
+        keys::layer_of(&self.text_key(key)?)
     }
 
     /// Whether a key is the embedding's, the final norm's or the head's.
     pub fn is_end(self, key: &str) -> bool {
-        self.inner(key).is_some_and(keys::is_end)
+        self.text_key(key).is_some_and(|k| keys::is_end(&k))
     }
 
-    /// The key as the `Model` layout spells it, if it is under this layout's prefix.
-    fn inner(self, key: &str) -> Option<&str> {
+    /// The key as the `Model` layout spells it, or `None` for a tower's: a wrapper's text
+    /// model out of `language_model.` (or transformers 5's `model.language_model.`).
+    pub fn text_key(self, key: &str) -> Option<String> {
         match self {
-            Layout::Model => Some(key),
-            Layout::LanguageModel => key.strip_prefix("language_model."),
+            Layout::Model => Some(key.to_string()),
+            Layout::LanguageModel if TOWERS.iter().any(|t| key.contains(t)) => None,
+            Layout::LanguageModel => Some(match key.strip_prefix("model.language_model.") {
+                Some(rest) => format!("model.{rest}"),
+                None => key
+                    .strip_prefix("language_model.")
+                    .unwrap_or(key)
+                    .to_string(),
+            }),
         }
+    }
+
+    /// Whether this layout drops towers beside the text model (served as text only).
+    pub fn text_only(self) -> bool {
+        self == Layout::LanguageModel
     }
 }
 
@@ -252,17 +315,48 @@ impl FamilyFacts {
         }
     }
 
-    /// The part of config.json that describes the text model.
-    pub fn text_config<'a>(&self, config: &'a Value) -> &'a Value {
+    /// A multimodal wrapper: its text model's config under `text_config` (completed by
+    /// `complete`), its weights under `language_model.`, towers beside them dropped.
+    const fn wrapper(
+        model_type: &'static str,
+        (build, declare, sanitize): (Builder, Declare, Sanitize),
+        experts: Experts,
+        complete: Complete,
+    ) -> FamilyFacts {
+        FamilyFacts {
+            model_type,
+            build,
+            declare,
+            sanitize,
+            experts,
+            text_config: TextConfigAt::Nested(complete),
+            layout: Layout::LanguageModel,
+        }
+    }
+
+    /// The part of config.json that describes the text model, with the wrapper's defaults.
+    pub fn text_config(&self, config: &Value) -> Result<Value> {
         match self.text_config {
-            TextConfigAt::TopLevel => config,
-            TextConfigAt::Nested => &config["text_config"],
+            TextConfigAt::TopLevel => Ok(config.clone()),
+            TextConfigAt::Nested(complete) => {
+                let mut text = config.get("text_config").cloned().ok_or_else(|| {
+                    Error::Config(format!(
+                        "config.json of a {} checkpoint has no text_config",
+                        self.model_type
+                    ))
+                })?;
+                if !text.is_object() {
+                    return Err(Error::Config("text_config is not an object".into()));
+                }
+                complete(config, &mut text);
+                Ok(text)
+            }
         }
     }
 
     /// The model's layer count (`num_hidden_layers` of its text config).
     pub fn num_layers(&self, config: &Value) -> Result<usize> {
-        let layers = self.text_config(config)["num_hidden_layers"].as_u64();
+        let layers = self.text_config(config)?["num_hidden_layers"].as_u64();
         let layers =
             layers.ok_or_else(|| Error::Config("config.json has no num_hidden_layers".into()))?;
         usize::try_from(layers).map_err(|e| Error::Config(format!("num_hidden_layers: {e}")))
@@ -272,13 +366,13 @@ impl FamilyFacts {
     pub fn expert_count(&self, config: &Value) -> Option<u64> {
         match self.experts {
             Experts::Dense => None,
-            Experts::CountedBy(key) => self.text_config(config)[key].as_u64(),
+            Experts::CountedBy(key) => self.text_config(config).ok()?[key].as_u64(),
         }
     }
 
     /// The shape `config` declares.
     pub fn shape(&self, config: &Value) -> Result<ModelShape> {
-        (self.declare)(self.text_config(config))
+        (self.declare)(&self.text_config(config)?)
     }
 }
 
@@ -328,7 +422,33 @@ const FAMILIES: &[FamilyFacts] = &[
         DEEPSEEK_V3,
         Experts::CountedBy("n_routed_experts"),
     ),
+    FamilyFacts::wrapper(
+        "kimi_k25",
+        DEEPSEEK_V3,
+        Experts::CountedBy("n_routed_experts"),
+        as_given,
+    ),
+    FamilyFacts::text("gemma3_text", GEMMA3, Experts::Dense),
+    FamilyFacts::wrapper("gemma3", GEMMA3, Experts::Dense, gemma3::complete),
+    FamilyFacts::text("ministral3", MINISTRAL3, Experts::Dense),
+    FamilyFacts::wrapper(
+        "mistral3",
+        (mistral3::build, mistral3::shape, as_stored),
+        Experts::Dense,
+        mistral3::complete,
+    ),
+    FamilyFacts::text(
+        "glm4",
+        (glm4::build, glm4::shape, glm4::sanitize),
+        Experts::Dense,
+    ),
 ];
+
+const GEMMA3: (Builder, Declare, Sanitize) = (gemma3::build, gemma3::shape, as_stored);
+const MINISTRAL3: (Builder, Declare, Sanitize) = (ministral3::build, ministral3::shape, as_stored);
+
+/// A wrapper whose text config needs nothing from around it.
+fn as_given(_: &Value, _: &mut Value) {}
 
 /// A family whose checkpoints need no key mapping of their own.
 fn as_stored(_: &Value, _: &mut Weights) -> Result<()> {
@@ -362,18 +482,23 @@ pub fn build(
     part: &RankPart,
 ) -> Result<Box<dyn Transformer>> {
     let family = facts_of(config)?;
-    sanitize(config, &mut weights);
-    (family.sanitize)(config, &mut weights)?;
-    let model = (family.build)(config, &mut weights, part)?;
+    let text = family.text_config(config)?;
+    if family.layout.text_only() {
+        weights.rename_keys(|key| family.layout.text_key(key));
+        tracing::info!("{}: served as text only", family.model_type);
+    }
+    sanitize(family.shape(config)?.ends.head, &mut weights);
+    (family.sanitize)(&text, &mut weights)?;
+    let model = (family.build)(&text, &mut weights, part)?;
     weights.finish(|key| not_in_part(key, part))?;
     model.materialize()?;
     Ok(model)
 }
 
 /// What every family drops, as mlx-lm does: rotary caches, and an `lm_head` that a tied
-/// embedding replaces.
-fn sanitize(config: &Value, weights: &mut Weights) {
-    let tied = config["tie_word_embeddings"].as_bool().unwrap_or(true);
+/// embedding replaces (the family declares which its head is).
+fn sanitize(head: HeadKind, weights: &mut Weights) {
+    let tied = head == HeadKind::Tied;
     let head = format!("{}.", keys::HEAD);
     weights
         .drop_keys(|key| key.contains("rotary_emb.inv_freq") || (tied && key.starts_with(&head)));

@@ -89,7 +89,7 @@ fn layer(
 ) -> Result<DecoderLayer> {
     let hidden = c.attention.hidden_size;
     let shape = c.shape.layer(index)?;
-    let attention = c.attention(w, prefix, tensor)?;
+    let attention = c.attention(w, (prefix, &shape), tensor)?;
     let mlp = format!("{prefix}.mlp");
     let ffn = match shape.feed_forward {
         FeedForwardKind::Dense => FeedForward::Dense(Mlp::load(

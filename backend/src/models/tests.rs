@@ -181,7 +181,7 @@ fn one_extra_feature_sends_a_layer_op_by_op() {
     assert!(layer_node_supports(&taken));
     let post = NormShape {
         kind: NormKind::Rms,
-        placement: NormPlacement::Sandwich,
+        placement: NormPlacement::Sandwich(SandwichKeys::Gemma),
     };
     let partial = RopeShape {
         span: RopeSpan::Partial { fraction: 0.25 },
@@ -228,6 +228,13 @@ fn one_extra_feature_sends_a_layer_op_by_op() {
             qk_norm: Some(NormKind::RmsPlusOne),
             ..taken
         },
+        LayerShape {
+            query_scaling: QueryScaling::Llama4 {
+                beta: 0.1,
+                original: 8192.0,
+            },
+            ..taken
+        },
     ];
     for shape in extra {
         assert!(!layer_node_supports(&shape), "{shape:?}");
@@ -251,7 +258,7 @@ fn registry_facts_for_every_model_type_and_alias() -> Result<()> {
     }
     for model_type in dense.iter().chain(counted.iter().map(|(m, _)| m)) {
         let f = facts(model_type)?;
-        assert_eq!(f.text_config, TextConfigAt::TopLevel);
+        assert!(matches!(f.text_config, TextConfigAt::TopLevel));
         assert_eq!(f.layout, Layout::Model);
     }
     // An alias declares its family's shape for the same config.
@@ -264,7 +271,8 @@ fn registry_facts_for_every_model_type_and_alias() -> Result<()> {
         config["model_type"] = json!(alias);
         assert_eq!(declared(&config)?, theirs, "{alias}");
     }
-    assert!(facts("gemma3").is_err());
+    let unknown = facts("mamba").err().map(|e| e.to_string());
+    assert!(unknown.is_some_and(|e| e.contains("mamba") && e.contains("gemma3_text")));
     Ok(())
 }
 
@@ -288,7 +296,140 @@ fn layouts_find_layers_and_ends_under_their_prefix() {
     assert!(Layout::Model.is_end("lm_head.weight"));
     let nested = Layout::LanguageModel;
     assert_eq!(nested.layer_of("language_model.model.layers.3.x"), Some(3));
-    assert_eq!(nested.layer_of("model.layers.3.x"), None);
+    // transformers 5 spells a wrapper's text model `model.language_model.`.
+    assert_eq!(nested.layer_of("model.language_model.layers.3.x"), Some(3));
+    assert_eq!(
+        nested.text_key("language_model.lm_head.weight").as_deref(),
+        Some("lm_head.weight")
+    );
+    assert_eq!(nested.text_key("vision_tower.blocks.0.weight"), None);
+    assert_eq!(nested.text_key("model.vision_tower.x"), None);
     assert!(nested.is_end("language_model.model.norm.weight"));
     assert!(!nested.is_end("vision_tower.model.norm.weight"));
+}
+
+fn gemma3_text() -> Value {
+    tiny(
+        "gemma3_text",
+        json!({"hidden_size": 96, "num_hidden_layers": 4, "head_dim": 32,
+            "query_pre_attn_scalar": 48, "rope_local_base_freq": 10000.0,
+            "rope_scaling": {"rope_type": "linear", "factor": 8.0}, "sliding_window": 8,
+            "sliding_window_pattern": 2}),
+    )
+}
+
+#[test]
+fn gemma3_declares_sliding_layers_between_global_ones() -> Result<()> {
+    let (layers, ends) = declared(&gemma3_text())?;
+    let spans: Vec<Option<i32>> = layers.iter().map(LayerShape::window).collect();
+    assert_eq!(spans, [Some(8), None, Some(8), None]);
+    let sliding = layers[0];
+    assert_eq!(
+        sliding.span,
+        AttentionSpan::Sliding {
+            window: 8,
+            rope_base: Some(10000.0)
+        }
+    );
+    assert_eq!(sliding.rope.scaling, RopeScaling::None);
+    assert_eq!(layers[1].rope.scaling, RopeScaling::Linear);
+    assert_eq!(
+        sliding.norms.placement,
+        NormPlacement::Sandwich(SandwichKeys::Gemma)
+    );
+    assert_eq!(sliding.norms.kind, NormKind::RmsPlusOne);
+    assert_eq!(sliding.activation, Activation::GeGluTanh);
+    assert_eq!(sliding.scale, AttnScale::QueryPreAttnScalar(48.0));
+    assert_eq!(ends.embed_scale, EmbedScale::SqrtHidden);
+    assert_eq!(ends.head, HeadKind::Tied);
+    Ok(())
+}
+
+#[test]
+fn wrappers_read_their_text_config_and_take_its_shape() -> Result<()> {
+    let text = gemma3_text();
+    let wrapper = json!({"model_type": "gemma3", "text_config": text, "vocab_size": 49152});
+    let f = facts_of(&wrapper)?;
+    assert_eq!(f.layout, Layout::LanguageModel);
+    assert_eq!(f.num_layers(&wrapper)?, 4);
+    assert_eq!(f.shape(&wrapper)?, facts_of(&text)?.shape(&text)?);
+    // Gemma 3's wrapper supplies the vocabulary size, as mlx-lm's does.
+    assert_eq!(f.text_config(&wrapper)?["vocab_size"], json!(49152));
+
+    let kimi = json!({"model_type": "kimi_k25"});
+    let err = facts_of(&kimi)?.shape(&kimi).err().map(|e| e.to_string());
+    assert!(err.is_some_and(|e| e.contains("kimi_k25") && e.contains("text_config")));
+    let k25 = json!({"model_type": "kimi_k25", "text_config": deepseek("deepseek_v3")});
+    assert_eq!(facts_of(&k25)?.expert_count(&k25), Some(8));
+    Ok(())
+}
+
+#[test]
+fn mistral3_takes_its_text_models_family_and_refuses_mistral4() -> Result<()> {
+    let ministral = tiny(
+        "ministral3",
+        json!({"head_dim": 32, "sliding_window": 8, "num_hidden_layers": 2,
+            "layer_types": ["sliding_attention", "full_attention"],
+            "rope_parameters": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 16.0,
+                "original_max_position_embeddings": 16, "llama_4_scaling_beta": 0.1}}),
+    );
+    let (layers, ends) = declared(&ministral)?;
+    assert_eq!(layers[0].window(), Some(8));
+    assert_eq!(layers[1].window(), None);
+    assert_eq!(
+        layers[0].query_scaling,
+        QueryScaling::Llama4 {
+            beta: 0.1,
+            original: 16.0
+        }
+    );
+    assert_eq!(layers[0].rope.scaling, RopeScaling::Yarn);
+    assert_eq!(ends.head, HeadKind::Tied);
+    let wrapper = json!({"model_type": "mistral3", "text_config": ministral.clone()});
+    let (wrapped, ends) = declared(&wrapper)?;
+    assert_eq!(wrapped, layers);
+    // mlx-lm's mistral3 unties the head unless the text config says.
+    let mut untied = ministral.clone();
+    untied
+        .as_object_mut()
+        .map(|o| o.remove("tie_word_embeddings"));
+    let wrapper = json!({"model_type": "mistral3", "text_config": untied});
+    assert_eq!(declared(&wrapper)?.1.head, HeadKind::Untied);
+    assert_eq!(ends.head, HeadKind::Untied);
+
+    let mut mistral4 = ministral;
+    mistral4["model_type"] = json!("mistral4");
+    let wrapper = json!({"model_type": "mistral3", "text_config": mistral4});
+    let err = declared(&wrapper).err().map(|e| e.to_string());
+    assert!(err.is_some_and(|e| e.contains("mistral4")));
+    Ok(())
+}
+
+#[test]
+fn bad_window_and_layer_types_are_refused_by_name() {
+    let refused = |extra: Value| {
+        let config = tiny(
+            "ministral3",
+            json!({"num_hidden_layers": 2, "rope_parameters": {"rope_theta": 1e6,
+                "original_max_position_embeddings": 16, "llama_4_scaling_beta": 0.1}}),
+        );
+        let mut config = config;
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            config[k] = v.clone();
+        }
+        declared(&config)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    let sliding = json!(["sliding_attention", "full_attention"]);
+    assert!(refused(json!({"layer_types": sliding})).contains("no sliding_window"));
+    assert!(refused(json!({"layer_types": ["full_attention"]})).contains("layer_types lists 1"));
+    assert!(refused(json!({"layer_types": ["local", "full_attention"]})).contains("local"));
+    let zero = json!({"layer_types": sliding, "sliding_window": 0});
+    assert!(refused(zero).contains("sliding_window is 0"));
+    let mut gemma = gemma3_text();
+    gemma["sliding_window_pattern"] = json!(0);
+    let err = declared(&gemma).err().map(|e| e.to_string());
+    assert!(err.is_some_and(|e| e.contains("sliding_window_pattern")));
 }

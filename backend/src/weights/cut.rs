@@ -137,7 +137,7 @@ impl Weights {
             Some(s) => {
                 divides(&s.shape, axis, size, key)?;
                 if let Some(reads) = &self.part_reads {
-                    reads.note(key, axis as usize, size);
+                    reads.note(self.original(key), axis as usize, size);
                 }
                 s.read_part(axis as usize, rank, size)
             }

@@ -54,6 +54,14 @@ impl QuantConfig {
         })
     }
 
+    /// The overrides under the names `map` gives their layers (dropped where it drops them).
+    pub(super) fn rename(&mut self, map: impl Fn(&str) -> Option<String>) {
+        let overrides = std::mem::take(&mut self.overrides);
+        self.overrides = (overrides.into_iter())
+            .filter_map(|(key, q)| Some((map(&key)?, q)))
+            .collect();
+    }
+
     fn for_layer(&self, prefix: &str) -> Result<QuantParams> {
         self.overrides
             .get(prefix)

@@ -48,6 +48,8 @@ pub struct Weights {
     pub(super) updates: Updates,
     /// Where the tensors read as parts are noted, when a caller asks.
     pub(super) part_reads: Option<PartReads>,
+    /// Keys a wrapper's mapping renamed, to the checkpoint's own names (what shipping reads).
+    pub(super) renamed: HashMap<String, String>,
 }
 
 impl Weights {
@@ -79,6 +81,7 @@ impl Weights {
             portable: Vec::new(),
             updates: Updates::default(),
             part_reads: None,
+            renamed: HashMap::new(),
         })
     }
 
@@ -165,6 +168,31 @@ impl Weights {
             self.tensors.insert(format!("{stacked}.{part}"), joined);
         }
         Ok(())
+    }
+
+    /// Renames every key as `map` says, dropping those it maps to `None` (a wrapper
+    /// checkpoint's text model taken out of its prefix, its towers dropped); the quantization
+    /// overrides follow their layers, and the checkpoint's names stay known for shipping.
+    pub fn rename_keys(&mut self, map: impl Fn(&str) -> Option<String>) {
+        let tensors = std::mem::take(&mut self.tensors);
+        for (key, array) in tensors {
+            let Some(new) = map(&key) else {
+                continue;
+            };
+            if let Some(stored) = self.stored.remove(&key) {
+                self.stored.insert(new.clone(), stored);
+            }
+            if new != key {
+                self.renamed.insert(new.clone(), key);
+            }
+            self.tensors.insert(new, array);
+        }
+        self.quant.rename(&map);
+    }
+
+    /// The checkpoint's own name for `key` (renamed by [`Self::rename_keys`] or not).
+    pub(super) fn original<'a>(&'a self, key: &'a str) -> &'a str {
+        self.renamed.get(key).map_or(key, String::as_str)
     }
 
     /// Drops every key `drop` picks (what a family's checkpoints carry that no model uses).

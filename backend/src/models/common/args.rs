@@ -3,7 +3,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::shape::ModelShape;
+use super::shape::{AttentionSpan, AttnScale, ModelShape};
 use super::{AttentionConfig, DecoderConfig, Rope};
 use crate::error::{Error, Result};
 
@@ -110,10 +110,23 @@ impl BaseArgs {
     }
 
     /// The decoder config of a family whose layers all take `t.shape`'s first layer's
-    /// attention, rope and biases (llama, qwen).
+    /// attention sizes and biases (llama, qwen, gemma): global layers its rope, sliding ones
+    /// theirs where they have their own base.
     pub fn decoder(&self, t: FamilyTraits, rope_scaling: Option<&Value>) -> Result<DecoderConfig> {
         self.validate(&t)?;
         let layer = t.shape.first()?;
+        let global = (t.shape.layers.iter())
+            .find(|l| l.window().is_none())
+            .unwrap_or(&layer);
+        let window_rope = (t.shape.layers.iter())
+            .find_map(|l| match l.span {
+                AttentionSpan::Sliding {
+                    rope_base: Some(base),
+                    ..
+                } => Some(Rope::new(l.rope.dims(t.head_dim), base, &l.rope, None)),
+                _ => None,
+            })
+            .transpose()?;
         Ok(DecoderConfig {
             vocab_size: self.vocab_size,
             num_hidden_layers: self.num_hidden_layers,
@@ -126,10 +139,31 @@ impl BaseArgs {
                 bias: layer.bias,
                 qk_norm: layer.qk_norm,
                 rms_norm_eps: self.rms_norm_eps,
+                scale: softmax_scale(layer.scale, t.head_dim)?,
             },
-            rope: Rope::new(t.head_dim, t.rope_theta, &layer.rope, rope_scaling)?,
+            rope: Rope::new(
+                global.rope.dims(t.head_dim),
+                t.rope_theta,
+                &global.rope,
+                rope_scaling,
+            )?,
+            window_rope,
             shape: t.shape,
         })
+    }
+}
+
+/// The softmax scale `scale` names for heads of `head_dim`, in f32 as mlx-lm passes it.
+fn softmax_scale(scale: AttnScale, head_dim: i32) -> Result<f32> {
+    match scale {
+        AttnScale::InvSqrtHeadDim => Ok((head_dim as f32).powf(-0.5)),
+        AttnScale::QueryPreAttnScalar(s) => {
+            let s = positive_f32("query_pre_attn_scalar", s)?;
+            Ok(f64::from(s).powf(-0.5) as f32)
+        }
+        AttnScale::YarnMscale => Err(Error::Config(
+            "a YaRN-corrected scale is latent attention's (DeepSeek)".into(),
+        )),
     }
 }
 

@@ -16,6 +16,8 @@ pub struct Heads {
     pub heads: i32,
     pub kv_heads: i32,
     pub scale: f32,
+    /// A sliding layer's window: each query sees itself and the `window - 1` positions before.
+    pub window: Option<i32>,
 }
 
 impl Heads {
@@ -141,6 +143,17 @@ impl Heads {
     /// One sequence's attention ([1, heads, L, d]) over all its cached keys and values.
     fn attend_one(&self, queries: &Array, keys: &Array, values: &Array) -> Result<Array> {
         let len = queries.shape()[2];
+        if let Some(mask) = self.window_mask(len, keys.shape()[2])? {
+            let mask = ScaledDotProductAttentionMask::Array(&mask);
+            return Ok(scaled_dot_product_attention(
+                queries,
+                keys,
+                values,
+                self.scale,
+                Some(mask),
+                None,
+            )?);
+        }
         // Metal's fused kernel skips masked keys itself.
         if len <= QUERY_BLOCK || cfg!(target_os = "macos") {
             return self.sdpa(queries, keys, values);
@@ -161,6 +174,23 @@ impl Heads {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(concatenate(&blocks, 2)?)
+    }
+
+    /// A sliding layer's mask for `len` queries over `seen` keys (the queries last), where
+    /// some query would otherwise see past its window; mlx-lm masks exactly then
+    /// (`create_causal_mask` with `window_size`), and attends causally otherwise.
+    fn window_mask(&self, len: i32, seen: i32) -> Result<Option<Array>> {
+        let Some(window) = self.window else {
+            return Ok(None);
+        };
+        if len < 2 || seen <= window {
+            return Ok(None);
+        }
+        let rows = arange::<i32, i32>(seen - len, seen, None)?.reshape(&[-1, 1])?;
+        let cols = arange::<i32, i32>(None, seen, None)?.reshape(&[1, -1])?;
+        let causal = rows.ge(&cols)?;
+        let near = rows.lt(cols.add(Array::from_int(window))?)?;
+        Ok(Some(causal.logical_and(&near)?))
     }
 
     /// Each row of a decode batch over its own (updated) cache, one by one: where the
@@ -269,6 +299,7 @@ mod tests {
             heads: 6,
             kv_heads: 2,
             scale: 0.125,
+            window: None,
         };
         for bits in [8, 4] {
             let enc = KvEncoding::Affine { bits };

@@ -4,7 +4,7 @@ use mlx_rs::Array;
 
 use super::attend::{offsets, Heads};
 use super::layers::packed_alike;
-use super::shape::{AttnBias, NormKind};
+use super::shape::{AttnBias, LayerShape, NormKind, QueryScaling};
 use super::{Linear, RmsNorm, Rope, TensorCut};
 use crate::cache::KvCache;
 use crate::error::Result;
@@ -20,9 +20,11 @@ pub struct AttentionConfig {
     pub head_dim: i32,
     /// Which projections carry biases (q/k/v: Qwen2; all four: Llama's attention_bias).
     pub bias: AttnBias,
-    /// Norms on each head of q and k (RMS: Qwen3).
+    /// Norms on each head of q and k (RMS: Qwen3; RMS times `1 + w`: Gemma 3).
     pub qk_norm: Option<NormKind>,
     pub rms_norm_eps: f32,
+    /// The softmax scale, as the family's `AttnScale` computes it.
+    pub scale: f32,
 }
 
 pub struct Attention {
@@ -36,15 +38,18 @@ pub struct Attention {
     heads: Heads,
     head_dim: i32,
     rope: Rope,
+    /// A temperature on the rotated queries by position (Mistral 3).
+    query_scaling: QueryScaling,
     tensor: Option<TensorCut>,
 }
 
 impl Attention {
-    /// Loads q/k/v cut by output and o by input when `tensor` is set: each rank keeps
-    /// 1/size of the heads and KV heads, and o's partial outputs are summed over ranks.
+    /// Loads a layer of `shape` (its window and query temperature; the rest is `c`'s) with
+    /// q/k/v cut by output and o by input when `tensor` is set: each rank keeps 1/size of the
+    /// heads and KV heads, and o's partial outputs are summed over ranks.
     pub fn load(
         w: &mut Weights,
-        prefix: &str,
+        (prefix, shape): (&str, &LayerShape),
         c: &AttentionConfig,
         rope: &Rope,
         tensor: &Option<TensorCut>,
@@ -53,12 +58,10 @@ impl Attention {
         let n = tensor.as_ref().map_or(1, |t| t.size as i32);
         let (rows, cols) = (Cut::rows(tensor), Cut::cols(tensor));
         let norm = |w: &mut Weights, name: &str| match c.qk_norm {
-            Some(NormKind::Rms) => {
-                RmsNorm::load(w, &format!("{prefix}.{name}"), c.head_dim, c.rms_norm_eps).map(Some)
+            Some(kind) => {
+                let prefix = format!("{prefix}.{name}");
+                RmsNorm::load_kind(w, &prefix, (c.head_dim, c.rms_norm_eps), kind).map(Some)
             }
-            Some(kind) => Err(crate::error::Error::Config(format!(
-                "q/k norm kind {kind:?} is not implemented yet"
-            ))),
             None => Ok(None),
         };
         let mut proj = |name: &str, (inp, out): (i32, i32), bias: bool, cut: Cut| {
@@ -78,10 +81,12 @@ impl Attention {
             heads: Heads {
                 heads: c.heads / n,
                 kv_heads: c.kv_heads / n,
-                scale: (c.head_dim as f32).powf(-0.5),
+                scale: c.scale,
+                window: shape.window(),
             },
             head_dim: c.head_dim,
             rope: rope.clone(),
+            query_scaling: shape.query_scaling,
             tensor: tensor.clone(),
         })
     }
@@ -109,6 +114,7 @@ impl Attention {
         // One rope for the batch, each row from its own position.
         let offsets = offsets(caches);
         let queries = self.rope.for_rows(&queries, &offsets)?;
+        let queries = query_temperature(self.query_scaling, &queries, &offsets)?;
         let keys = self.rope.for_rows(&keys, &offsets)?;
         let out = h.attend(&queries, &keys, &values, caches)?;
         let out = out.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?;
@@ -168,6 +174,27 @@ impl Attention {
             .chain(norms)
             .collect()
     }
+}
+
+/// The rotated queries ([B, heads, L, d], row b from `offsets[b]`) times Llama 4's temperature
+/// `1 + beta * ln(1 + floor(position / original))`, op for op as mlx-lm's
+/// `_get_llama_4_attn_scale` (1 below `original` positions, where it changes nothing).
+fn query_temperature(scaling: QueryScaling, queries: &Array, offsets: &[i32]) -> Result<Array> {
+    let QueryScaling::Llama4 { beta, original } = scaling else {
+        return Ok(queries.clone());
+    };
+    let len = queries.shape()[2];
+    let starts = Array::from_slice(offsets, &[offsets.len() as i32, 1]);
+    let positions = mlx_rs::ops::arange::<i32, i32>(None, len, None)?
+        .reshape(&[1, len])?
+        .add(&starts)?;
+    let one = Array::from_f32(1.0);
+    let steps = mlx_rs::ops::floor(&positions.divide(Array::from_f32(original))?)?;
+    let scale = one
+        .add(Array::from_f32(beta).multiply(one.add(&steps)?.log()?)?)?
+        .reshape(&[offsets.len() as i32, 1, len, 1])?
+        .as_dtype(queries.dtype())?;
+    Ok(queries.multiply(&scale)?)
 }
 
 /// An attention block as the one-node decode layer takes it ([`Attention::layer_node_parts`]).

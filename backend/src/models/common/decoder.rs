@@ -5,7 +5,10 @@
 use mlx_rs::Array;
 
 use super::layer_node::NodeSlot;
-use super::shape::{EndShape, HeadKind, LayerShape, ModelShape, NormPlacement};
+use super::shape::{
+    Activation, AttentionSpan, EmbedScale, EndShape, HeadKind, LayerShape, ModelShape,
+    NormPlacement,
+};
 use super::{
     Attention, AttentionConfig, Embedding, LatentAttention, Linear, Moe, RankPart, RmsNorm, Rope,
     TensorCut,
@@ -22,6 +25,8 @@ pub struct DecoderConfig {
     pub intermediate_size: i32,
     pub attention: AttentionConfig,
     pub rope: Rope,
+    /// Sliding layers' rope, where they have their own base (Gemma 3's local base).
+    pub window_rope: Option<Rope>,
     /// What the family declared: each layer's shape and the ends'.
     pub shape: ModelShape,
 }
@@ -35,6 +40,7 @@ impl DecoderConfig {
             hidden_size: self.attention.hidden_size,
             rms_norm_eps: self.attention.rms_norm_eps,
             ends: self.shape.ends,
+            windows: self.shape.windows(),
             tensor_counts: vec![
                 ("attention heads", self.attention.heads),
                 ("KV heads", self.attention.kv_heads),
@@ -43,41 +49,59 @@ impl DecoderConfig {
         }
     }
 
-    /// A dense layer's grouped-query attention at `{prefix}.self_attn`.
+    /// A dense layer's grouped-query attention at `{prefix}.self_attn`, for a layer of
+    /// `shape` (a sliding layer takes its own rope where its family gives it one).
     pub fn attention(
         &self,
         w: &mut Weights,
-        prefix: &str,
+        (prefix, shape): (&str, &LayerShape),
         tensor: &Option<TensorCut>,
     ) -> Result<AttentionBlock> {
-        let attention = Attention::load(
-            w,
-            &format!("{prefix}.self_attn"),
-            &self.attention,
-            &self.rope,
-            tensor,
-        )?;
+        let rope = match (shape.span, &self.window_rope) {
+            (AttentionSpan::Sliding { .. }, Some(rope)) => rope,
+            _ => &self.rope,
+        };
+        let prefix = format!("{prefix}.self_attn");
+        let attention = Attention::load(w, (&prefix, shape), &self.attention, rope, tensor)?;
         Ok(AttentionBlock::Standard(attention))
     }
 }
 
-/// SwiGLU feed-forward; tensor-parallel, gate/up are cut by output and down by input.
+/// Gated feed-forward (SwiGLU or GeGLU); tensor-parallel, gate/up are cut by output and down
+/// by input.
 pub struct Mlp {
     pub gate_proj: Linear,
     pub up_proj: Linear,
     pub down_proj: Linear,
+    pub activation: Activation,
     tensor: Option<TensorCut>,
 }
 
 impl Mlp {
-    /// `{prefix}.{gate,up,down}_proj` for `hidden -> inter -> hidden`.
+    /// `{prefix}.{gate,up,down}_proj` for `hidden -> inter -> hidden`, SwiGLU.
     pub fn load(
         w: &mut Weights,
         prefix: &str,
-        (hidden, inter): (i32, i32),
+        dims: (i32, i32),
         bias: bool,
         tensor: &Option<TensorCut>,
     ) -> Result<Mlp> {
+        Mlp::load_gated(w, prefix, (dims, Activation::SwiGlu), bias, tensor)
+    }
+
+    /// `{prefix}.{gate,up,down}_proj` for `hidden -> inter -> hidden`, gated by `activation`.
+    pub fn load_gated(
+        w: &mut Weights,
+        prefix: &str,
+        ((hidden, inter), activation): ((i32, i32), Activation),
+        bias: bool,
+        tensor: &Option<TensorCut>,
+    ) -> Result<Mlp> {
+        if activation == Activation::ClampedSwiGlu {
+            return Err(crate::error::Error::Config(format!(
+                "{prefix}: activation ClampedSwiGlu is not implemented yet"
+            )));
+        }
         let (rows, cols) = (Cut::rows(tensor), Cut::cols(tensor));
         Ok(Mlp {
             gate_proj: Linear::load_split(
@@ -104,6 +128,7 @@ impl Mlp {
                 bias,
                 cols,
             )?,
+            activation,
             tensor: tensor.clone(),
         })
     }
@@ -115,7 +140,17 @@ impl Mlp {
     /// This rank's partial output, before the sum over ranks (a MoE block sums its shared
     /// experts with its routed ones).
     pub fn forward_partial(&self, x: &Array) -> Result<Array> {
-        let hidden = Linear::swiglu(&self.gate_proj, &self.up_proj, x)?;
+        let hidden = match self.activation {
+            Activation::SwiGlu => Linear::swiglu(&self.gate_proj, &self.up_proj, x)?,
+            Activation::GeGluTanh => {
+                super::layers::geglu_tanh(&self.gate_proj.forward(x)?, &self.up_proj.forward(x)?)?
+            }
+            Activation::ClampedSwiGlu => {
+                return Err(crate::error::Error::Internal(
+                    "a clamped SwiGLU MLP was built".into(),
+                ))
+            }
+        };
         self.down_proj.forward(&hidden)
     }
 
@@ -202,8 +237,12 @@ impl FeedForward {
 pub struct DecoderLayer {
     pub self_attn: AttentionBlock,
     pub mlp: FeedForward,
+    /// The norm before attention.
     pub input_layernorm: RmsNorm,
+    /// The norm before the MLP (llama's name for it).
     pub post_attention_layernorm: RmsNorm,
+    /// A sandwich layer's norms after attention and after the MLP.
+    pub after: Option<[RmsNorm; 2]>,
     /// What the family declared for this layer: how it runs, and whether a fast path takes it.
     pub shape: LayerShape,
     /// The one-node decode step, made at the first (`layer_node.rs`).
@@ -211,7 +250,8 @@ pub struct DecoderLayer {
 }
 
 impl DecoderLayer {
-    /// A layer of `shape` at `prefix` from its two blocks and the checkpoint's two norms.
+    /// A layer of `shape` at `prefix` from its two blocks and the checkpoint's norms (two
+    /// before the blocks, or four around them, as the shape places them).
     pub fn new(
         w: &mut Weights,
         prefix: &str,
@@ -220,22 +260,39 @@ impl DecoderLayer {
         (self_attn, mlp): (AttentionBlock, FeedForward),
     ) -> Result<DecoderLayer> {
         shape.check_implemented()?;
+        let kind = shape.norms.kind;
+        let mut norm =
+            |name: &str| RmsNorm::load_kind(w, &format!("{prefix}.{name}"), (hidden, eps), kind);
+        let (input, before_mlp, after) = match shape.norms.placement {
+            NormPlacement::Pre => (
+                norm("input_layernorm")?,
+                norm("post_attention_layernorm")?,
+                None,
+            ),
+            NormPlacement::Sandwich(keys) => {
+                let [pre_attn, post_attn, pre_mlp, post_mlp] = keys.names();
+                let (input, after_attn) = (norm(pre_attn)?, norm(post_attn)?);
+                let (before_mlp, after_mlp) = (norm(pre_mlp)?, norm(post_mlp)?);
+                (input, before_mlp, Some([after_attn, after_mlp]))
+            }
+            NormPlacement::Post => {
+                return Err(crate::error::Error::Config(
+                    "norm placement Post is not implemented yet".into(),
+                ))
+            }
+        };
         Ok(DecoderLayer {
             shape,
             self_attn,
             mlp,
-            input_layernorm: RmsNorm::load(w, &format!("{prefix}.input_layernorm"), hidden, eps)?,
-            post_attention_layernorm: RmsNorm::load(
-                w,
-                &format!("{prefix}.post_attention_layernorm"),
-                hidden,
-                eps,
-            )?,
+            input_layernorm: input,
+            post_attention_layernorm: before_mlp,
+            after,
             node: NodeSlot::default(),
         })
     }
 
-    /// A dense family's layer `index`: grouped-query attention and a SwiGLU.
+    /// A dense family's layer `index`: grouped-query attention and a gated MLP.
     fn load_dense(
         w: &mut Weights,
         (prefix, index): (&str, usize),
@@ -244,10 +301,10 @@ impl DecoderLayer {
     ) -> Result<DecoderLayer> {
         let a = &c.attention;
         let shape = c.shape.layer(index)?;
-        let attention = c.attention(w, prefix, tensor)?;
-        let dims = (a.hidden_size, c.intermediate_size);
+        let attention = c.attention(w, (prefix, &shape), tensor)?;
+        let dims = ((a.hidden_size, c.intermediate_size), shape.activation);
         let bias = shape.mlp_bias.present();
-        let mlp = Mlp::load(w, &format!("{prefix}.mlp"), dims, bias, tensor)?;
+        let mlp = Mlp::load_gated(w, &format!("{prefix}.mlp"), dims, bias, tensor)?;
         let norms = (a.hidden_size, a.rms_norm_eps);
         DecoderLayer::new(
             w,
@@ -262,18 +319,14 @@ impl DecoderLayer {
         if let Some(h) = self.decode_as_one_node(x, caches)? {
             return Ok(h);
         }
-        match self.shape.norms.placement {
-            NormPlacement::Pre => {
-                let normed = self.input_layernorm.forward(x)?;
-                let h = x.add(self.self_attn.forward(&normed, caches)?)?;
-                let normed = self.post_attention_layernorm.forward(&h)?;
-                Ok(h.add(self.mlp.forward(&normed)?)?)
-            }
-            // Refused at load (`LayerShape::check_implemented`).
-            placement => Err(crate::error::Error::Internal(format!(
-                "norm placement {placement:?} is not implemented yet"
-            ))),
-        }
+        let attended = self
+            .self_attn
+            .forward(&self.input_layernorm.forward(x)?, caches)?;
+        let h = x.add(after(&self.after, 0, attended)?)?;
+        let fed = self
+            .mlp
+            .forward(&self.post_attention_layernorm.forward(&h)?)?;
+        Ok(h.add(after(&self.after, 1, fed)?)?)
     }
 
     pub fn arrays(&self) -> Vec<&Array> {
@@ -283,7 +336,17 @@ impl DecoderLayer {
             &self.input_layernorm.weight,
             &self.post_attention_layernorm.weight,
         ]);
+        out.extend(self.after.iter().flatten().map(|n| &n.weight));
         out
+    }
+}
+
+/// A block's output through a sandwich layer's norm after it (`i`: 0 attention, 1 MLP), or as
+/// it is in a pre-norm layer.
+fn after(norms: &Option<[RmsNorm; 2]>, i: usize, out: Array) -> Result<Array> {
+    match norms {
+        Some(norms) => norms[i].forward(&out),
+        None => Ok(out),
     }
 }
 
@@ -296,6 +359,8 @@ pub struct Skeleton {
     pub rms_norm_eps: f32,
     /// The embedding, final norm and head, as the family declared them.
     pub ends: EndShape,
+    /// The windows of the whole model's sliding layers (`ModelShape::windows`).
+    pub windows: Vec<i32>,
     /// What tensor parallelism cuts (heads, neurons), each named for the error.
     pub tensor_counts: Vec<(&'static str, i32)>,
 }
@@ -356,6 +421,10 @@ pub struct Decoder {
     portable_layers: usize,
     /// Layers whose shape the one-node decode layer does not take.
     op_by_op_layers: usize,
+    /// The embedding's output scale (Gemma's √hidden, rounded to bf16), if any.
+    embed_scale: Option<f32>,
+    /// The windows of the whole model's sliding layers, whichever rank holds them.
+    model_windows: Vec<i32>,
 }
 
 impl Decoder {
@@ -400,7 +469,12 @@ impl Decoder {
             .collect::<Result<Vec<_>>>()?;
         let (norm, lm_head) = match part.ends {
             true => (
-                Some(RmsNorm::load(w, keys::NORM, hidden, s.rms_norm_eps)?),
+                Some(RmsNorm::load_kind(
+                    w,
+                    keys::NORM,
+                    (hidden, s.rms_norm_eps),
+                    s.ends.final_norm,
+                )?),
                 Some(match s.ends.head {
                     HeadKind::Tied => Head::Tied,
                     HeadKind::Untied => {
@@ -418,6 +492,8 @@ impl Decoder {
             lm_head,
             portable_layers: w.portable_layers().len(),
             op_by_op_layers,
+            embed_scale: embed_scale(s.ends.embed_scale, hidden),
+            model_windows: s.windows.clone(),
         })
     }
 
@@ -439,10 +515,18 @@ impl Decoder {
 
 impl Transformer for Decoder {
     fn embed(&self, inputs: &Array) -> Result<Array> {
-        self.embed_tokens
+        let h = self
+            .embed_tokens
             .as_ref()
             .ok_or_else(not_here)?
-            .forward(inputs)
+            .forward(inputs)?;
+        match self.embed_scale {
+            None => Ok(h),
+            Some(scale) => {
+                let scale = Array::from_f32(scale).as_dtype(mlx_rs::Dtype::Bfloat16)?;
+                Ok(h.multiply(scale.as_dtype(h.dtype())?)?)
+            }
+        }
     }
 
     fn run_layers(&self, h: &Array, rows: &mut [&mut [KvCache]]) -> Result<Array> {
@@ -477,8 +561,39 @@ impl Transformer for Decoder {
             .sum()
     }
 
+    /// A sliding layer holds at most its window's capacity, however long the sequence.
+    fn kv_bytes(&self, format: &KvFormat, positions: usize, chunk: usize) -> usize {
+        self.layers
+            .iter()
+            .map(|l| {
+                let held = match l.shape.window() {
+                    Some(w) => positions.min(crate::cache::window_capacity(w, chunk)),
+                    None => positions,
+                };
+                let item_size = l.input_layernorm.weight.item_size();
+                held * format.bytes_per_position(l.self_attn.kv_elements(), item_size)
+            })
+            .sum()
+    }
+
+    fn layer_windows(&self) -> Vec<Option<i32>> {
+        self.layers.iter().map(|l| l.shape.window()).collect()
+    }
+
+    fn model_windows(&self) -> Vec<i32> {
+        self.model_windows.clone()
+    }
+
     fn check_kv_format(&self, format: &KvFormat) -> Result<()> {
         for layer in &self.layers {
+            if layer.shape.window().is_some() && format.quantizes() {
+                return Err(crate::error::Error::InvalidRequest(
+                    "a quantized KV cache is not supported with sliding-window attention \
+                     (mlx-lm's rotating cache cannot quantize either): use cache type f16 \
+                     or bf16"
+                        .into(),
+                ));
+            }
             layer
                 .self_attn
                 .check_kv_format(format)
@@ -525,6 +640,14 @@ fn log_op_by_op(layers: &[DecoderLayer], held: &[usize]) -> usize {
         );
     }
     op_by_op.len()
+}
+
+/// The embedding's scale for `scale` at `hidden` wide (rounded to bf16 when applied).
+fn embed_scale(scale: EmbedScale, hidden: i32) -> Option<f32> {
+    match scale {
+        EmbedScale::None => None,
+        EmbedScale::SqrtHidden => Some(f64::from(hidden).sqrt() as f32),
+    }
 }
 
 fn not_here() -> crate::error::Error {

@@ -17,7 +17,8 @@ use super::decoder::{AttentionBlock, DecoderLayer, FeedForward, Mlp};
 use super::layers::{cpu_f32, packed_alike};
 use super::shape::{
     Activation, AttentionKind, AttentionSpan, AttnBias, AttnScale, FeedForwardKind, LayerShape,
-    MlpBias, NormKind, NormPlacement, NormShape, RopeScaling, RopeShape, RopeSpan, SoftCap,
+    MlpBias, NormKind, NormPlacement, NormShape, QueryScaling, RopeScaling, RopeShape, RopeSpan,
+    SoftCap,
 };
 use crate::cache::KvCache;
 use crate::error::Result;
@@ -59,6 +60,7 @@ pub fn supports(shape: &LayerShape) -> bool {
             attention: AttentionKind::GroupedQuery,
             span: AttentionSpan::Global,
             scale: AttnScale::InvSqrtHeadDim,
+            query_scaling: QueryScaling::None,
             qk_norm: None | Some(NormKind::Rms),
             bias: AttnBias::None | AttnBias::Qkv,
             mlp_bias: MlpBias::None,

@@ -4,6 +4,7 @@ use mlx_rs::nn::silu;
 use mlx_rs::ops::{addmm, dequantize, matmul, quantized_matmul};
 use mlx_rs::{fast, Array, Dtype};
 
+use super::shape::NormKind;
 use crate::error::Result;
 use crate::lora::{LowRank, Merge};
 use crate::weights::{Cut, MatrixWeight, Packed, QuantParams, Shape, Weights};
@@ -339,4 +340,42 @@ impl RmsNorm {
             eps,
         })
     }
+
+    /// An RMS norm of `kind`: Gemma's scales by `1 + w`, added once here in the weight's
+    /// dtype (the same bits as mlx-lm adding it at every call).
+    pub fn load_kind(
+        w: &mut Weights,
+        prefix: &str,
+        (dim, eps): (i32, f32),
+        kind: NormKind,
+    ) -> Result<RmsNorm> {
+        let norm = RmsNorm::load(w, prefix, dim, eps)?;
+        match kind {
+            NormKind::Rms => Ok(norm),
+            NormKind::RmsPlusOne => {
+                let one = Array::from_f32(1.0).as_dtype(norm.weight.dtype())?;
+                Ok(RmsNorm {
+                    weight: one.add(&norm.weight)?,
+                    eps,
+                })
+            }
+            NormKind::LayerNorm => Err(crate::error::Error::Config(format!(
+                "{prefix}: norm kind LayerNorm is not implemented yet"
+            ))),
+        }
+    }
+}
+
+/// `gelu_approx(gate) * up` (GeGLU with tanh, Gemma's MLP), op for op as mlx's
+/// `nn.gelu_approx`: `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`.
+pub fn geglu_tanh(gate: &Array, up: &Array) -> Result<Array> {
+    let x = gate;
+    let scalar = |v: f64| Array::from_f32(v as f32).as_dtype(x.dtype());
+    let cube = x.power(scalar(3.0)?)?;
+    let inner = x.add(scalar(0.044715)?.multiply(&cube)?)?;
+    let tanh = mlx_rs::ops::tanh(&scalar((2.0 / std::f64::consts::PI).sqrt())?.multiply(&inner)?)?;
+    let gelu = scalar(0.5)?
+        .multiply(x)?
+        .multiply(scalar(1.0)?.add(&tanh)?)?;
+    Ok(gelu.multiply(up)?)
 }

@@ -64,9 +64,6 @@ impl Rope {
                 let yarn = Yarn::new(factor()?, params)?;
                 Ok(with_freqs(yarn.freqs(dims, base)?, yarn.input_mscale()))
             }
-            RopeScaling::Llama4AttnScale => Err(Error::Config(
-                "rope scaling Llama4AttnScale is not implemented yet".into(),
-            )),
         }
     }
 

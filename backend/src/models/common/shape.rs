@@ -25,8 +25,40 @@ pub enum NormPlacement {
     Pre,
     /// After each block, before the residual add.
     Post,
-    /// Before and after each block (Gemma 2/3).
-    Sandwich,
+    /// Before and after each block, with the checkpoint's names for the four norms.
+    Sandwich(SandwichKeys),
+}
+
+/// What a sandwich-normed checkpoint calls its four norms: before and after attention,
+/// before and after the MLP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandwichKeys {
+    /// `input_layernorm`, `post_attention_layernorm`, `pre_feedforward_layernorm`,
+    /// `post_feedforward_layernorm` (Gemma 2/3).
+    Gemma,
+    /// `input_layernorm`, `post_self_attn_layernorm`, `post_attention_layernorm`,
+    /// `post_mlp_layernorm` (GLM-4).
+    Glm,
+}
+
+impl SandwichKeys {
+    /// The four norms' names: before and after attention, before and after the MLP.
+    pub fn names(self) -> [&'static str; 4] {
+        match self {
+            SandwichKeys::Gemma => [
+                "input_layernorm",
+                "post_attention_layernorm",
+                "pre_feedforward_layernorm",
+                "post_feedforward_layernorm",
+            ],
+            SandwichKeys::Glm => [
+                "input_layernorm",
+                "post_self_attn_layernorm",
+                "post_attention_layernorm",
+                "post_mlp_layernorm",
+            ],
+        }
+    }
 }
 
 /// A layer's norms: their kind and where they sit.
@@ -89,8 +121,6 @@ pub enum RopeScaling {
     Linear,
     Llama3,
     Yarn,
-    /// Llama 4's position-dependent attention temperature.
-    Llama4AttnScale,
 }
 
 impl RopeScaling {
@@ -120,6 +150,24 @@ pub struct RopeShape {
     pub scaling: RopeScaling,
 }
 
+impl RopeShape {
+    /// The leading dims of a `head_dim` head that rotate (mlx-lm's `int(head_dim * factor)`).
+    pub fn dims(&self, head_dim: i32) -> i32 {
+        match self.span {
+            RopeSpan::Full => head_dim,
+            RopeSpan::Partial { fraction } => (f64::from(head_dim) * f64::from(fraction)) as i32,
+        }
+    }
+}
+
+/// A temperature on the queries after rope, by position (Llama 4's, which Mistral 3 uses):
+/// `1 + beta * ln(1 + floor(position / original))`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum QueryScaling {
+    None,
+    Llama4 { beta: f32, original: f32 },
+}
+
 /// The attention mechanism.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttentionKind {
@@ -138,6 +186,16 @@ pub enum AttentionSpan {
         window: i32,
         rope_base: Option<f32>,
     },
+}
+
+impl AttentionSpan {
+    /// The window, for a sliding layer.
+    pub fn window(self) -> Option<i32> {
+        match self {
+            AttentionSpan::Global => None,
+            AttentionSpan::Sliding { window, .. } => Some(window),
+        }
+    }
 }
 
 /// The softmax scale.
@@ -237,6 +295,7 @@ pub struct LayerShape {
     pub attention: AttentionKind,
     pub span: AttentionSpan,
     pub scale: AttnScale,
+    pub query_scaling: QueryScaling,
     pub qk_norm: Option<NormKind>,
     pub bias: AttnBias,
     pub mlp_bias: MlpBias,
@@ -259,6 +318,7 @@ impl LayerShape {
             attention: AttentionKind::GroupedQuery,
             span: AttentionSpan::Global,
             scale: AttnScale::InvSqrtHeadDim,
+            query_scaling: QueryScaling::None,
             qk_norm: None,
             bias: AttnBias::None,
             mlp_bias: MlpBias::None,
@@ -273,44 +333,38 @@ impl LayerShape {
             LayerShape {
                 norms: NormShape { kind, .. },
                 ..
-            } if kind != NormKind::Rms => format!("norm kind {kind:?}"),
+            } if kind == NormKind::LayerNorm => format!("norm kind {kind:?}"),
             LayerShape {
                 norms: NormShape { placement, .. },
                 ..
-            } if placement != NormPlacement::Pre => format!("norm placement {placement:?}"),
-            LayerShape { activation, .. } if activation != Activation::SwiGlu => {
+            } if placement == NormPlacement::Post => format!("norm placement {placement:?}"),
+            LayerShape { activation, .. } if activation == Activation::ClampedSwiGlu => {
                 format!("activation {activation:?}")
             }
             LayerShape {
-                rope: RopeShape { span, .. },
-                ..
-            } if span != RopeSpan::Full => format!("rope span {span:?}"),
-            LayerShape {
-                rope:
-                    RopeShape {
-                        scaling: RopeScaling::Llama4AttnScale,
-                        ..
-                    },
-                ..
-            } => "rope scaling Llama4AttnScale".to_string(),
-            LayerShape { span, .. } if span != AttentionSpan::Global => {
-                format!("attention span {span:?}")
-            }
-            LayerShape {
-                scale: scale @ AttnScale::QueryPreAttnScalar(_),
-                ..
-            } => format!("attention scale {scale:?}"),
-            LayerShape {
                 qk_norm: Some(kind),
                 ..
-            } if kind != NormKind::Rms => format!("q/k norm kind {kind:?}"),
+            } if kind == NormKind::LayerNorm => format!("q/k norm kind {kind:?}"),
             LayerShape {
                 attn_softcap: cap @ SoftCap::Tanh(_),
                 ..
             } => format!("attention soft-capping {cap:?}"),
+            LayerShape {
+                span: AttentionSpan::Sliding { window, .. },
+                ..
+            } if window < 1 => {
+                return Err(Error::Config(format!(
+                    "sliding_window is {window}; it must be at least 1"
+                )))
+            }
             _ => return Ok(()),
         };
         Err(not_implemented(&missing))
+    }
+
+    /// The window, for a sliding layer.
+    pub fn window(&self) -> Option<i32> {
+        self.span.window()
     }
 }
 
@@ -318,7 +372,7 @@ impl LayerShape {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum EmbedScale {
     None,
-    /// Times `sqrt(hidden_size)` (Gemma).
+    /// Times `sqrt(hidden_size)`, rounded to bf16 as mlx-lm rounds it (Gemma).
     SqrtHidden,
 }
 
@@ -364,11 +418,7 @@ impl EndShape {
     /// Refuses, naming it, the first feature the decoder does not build yet.
     pub fn check_implemented(&self) -> Result<()> {
         let missing = match *self {
-            EndShape {
-                embed_scale: scale @ EmbedScale::SqrtHidden,
-                ..
-            } => format!("embedding scale {scale:?}"),
-            EndShape { final_norm, .. } if final_norm != NormKind::Rms => {
+            EndShape { final_norm, .. } if final_norm == NormKind::LayerNorm => {
                 format!("final norm kind {final_norm:?}")
             }
             EndShape {
@@ -414,6 +464,15 @@ impl ModelShape {
             .ok_or_else(|| Error::Config("the model has no layers".into()))
     }
 
+    /// The distinct windows of the model's sliding layers, smallest first (none for a model
+    /// of global layers): what decides whether a cached prefix can be reused exactly.
+    pub fn windows(&self) -> Vec<i32> {
+        let mut windows: Vec<i32> = self.layers.iter().filter_map(LayerShape::window).collect();
+        windows.sort_unstable();
+        windows.dedup();
+        windows
+    }
+
     /// Layer `i`'s shape.
     pub fn layer(&self, i: usize) -> Result<LayerShape> {
         self.layers.get(i).copied().ok_or_else(|| {
@@ -437,15 +496,22 @@ mod tests {
     fn a_feature_the_blocks_lack_is_refused_by_name() {
         let mut shape = LayerShape::llama(RopeScaling::None);
         assert!(shape.check_implemented().is_ok());
-        shape.norms.kind = NormKind::RmsPlusOne;
+        shape.norms.kind = NormKind::LayerNorm;
         let err = shape.check_implemented().err().map(|e| e.to_string());
         assert_eq!(
             err.as_deref(),
-            Some("model config: norm kind RmsPlusOne is not implemented yet")
+            Some("model config: norm kind LayerNorm is not implemented yet")
         );
         let mut shape = LayerShape::llama(RopeScaling::None);
-        shape.rope.span = RopeSpan::Partial { fraction: 0.5 };
+        shape.activation = Activation::ClampedSwiGlu;
         assert!(shape.check_implemented().is_err());
+        shape.activation = Activation::GeGluTanh;
+        shape.span = AttentionSpan::Sliding {
+            window: 0,
+            rope_base: None,
+        };
+        let err = shape.check_implemented().err().map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("sliding_window is 0")));
         let mut ends = EndShape::plain(HeadKind::Tied);
         assert!(ends.check_implemented().is_ok());
         ends.logit_softcap = SoftCap::Tanh(30.0);

@@ -1,0 +1,50 @@
+//! Mistral 3 (`mistral3`): a text model under `language_model`, vision dropped. Its text
+//! model is `ministral3` or `llama` as `text_config.model_type` says; `mistral4` (latent
+//! attention with experts) is refused by name.
+
+use serde_json::{json, Value};
+
+use super::common::{ModelShape, RankPart};
+use super::{llama, ministral3, Transformer};
+use crate::error::{Error, Result};
+use crate::weights::Weights;
+
+/// The text model families `mistral3` wraps.
+enum TextModel {
+    Ministral3,
+    Llama,
+}
+
+fn text_model(config: &Value) -> Result<TextModel> {
+    match config["model_type"].as_str() {
+        Some("ministral3") => Ok(TextModel::Ministral3),
+        Some("mistral4") => Err(Error::Config(
+            "mistral3 with text model mistral4 (latent attention with experts) is not \
+             supported yet"
+                .into(),
+        )),
+        _ => Ok(TextModel::Llama),
+    }
+}
+
+/// The shape `config` (the text config) declares.
+pub fn shape(config: &Value) -> Result<ModelShape> {
+    match text_model(config)? {
+        TextModel::Ministral3 => ministral3::shape(config),
+        TextModel::Llama => llama::shape(config),
+    }
+}
+
+pub fn build(config: &Value, w: &mut Weights, part: &RankPart) -> Result<Box<dyn Transformer>> {
+    match text_model(config)? {
+        TextModel::Ministral3 => ministral3::build(config, w, part),
+        TextModel::Llama => llama::build(config, w, part),
+    }
+}
+
+/// mlx-lm's `mistral3.ModelArgs`: an untied head unless the text config says.
+pub fn complete(_: &Value, text: &mut Value) {
+    if text.get("tie_word_embeddings").is_none() {
+        text["tie_word_embeddings"] = json!(false);
+    }
+}
