@@ -248,4 +248,33 @@ mod tests {
         assert!(cache.lookup(&[1, 2, 3]).is_none());
         assert_eq!(cache.stats().misses, 0);
     }
+
+    /// A sliding layer (window 8) whose cache let go of its front: a prefix is reused where
+    /// the 7 positions before it are still held, never where they are not.
+    #[test]
+    fn a_window_prefix_is_reused_only_where_the_window_is_held() {
+        let window = 8;
+        let tokens: Vec<u32> = (0..600).collect();
+        let mut c = KvCache::for_layer(crate::cache::KvFormat::default(), Some(window));
+        for chunk in tokens.chunks(100) {
+            let n = chunk.len() as i32;
+            let k = Array::from_slice(chunk, &[1, 1, n, 1]).as_dtype(mlx_rs::Dtype::Float32);
+            let k = k.unwrap();
+            let (seen, _) = c.update_and_fetch(&k, &k).unwrap();
+            assert_eq!(seen.shape()[2], (n + window - 1).min(c.offset()));
+        }
+        let mut cache = PrefixCache::new(4).with_windows(vec![window]);
+        cache.insert(&tokens, &[c]);
+        let dropped = crate::cache::window_dropped(window, 600);
+        assert_eq!(dropped, 512);
+        let far = [&tokens[..300], &[9999, 9999]].concat();
+        assert!(cache.lookup(&far).is_none(), "positions 293..300 are gone");
+        let near = [&tokens[..560], &[9999, 9999]].concat();
+        let mut hit = cache.lookup(&near).unwrap();
+        assert_eq!(hit.len, 560);
+        assert!(hit.caches[0].can_cut_to(560));
+        let seen = keys(&mut hit.caches[0], 7777);
+        let want: Vec<f32> = (553..560).map(|t| t as f32).chain([7777.0]).collect();
+        assert_eq!(seen, want, "the window before 560, then the new position");
+    }
 }

@@ -164,9 +164,10 @@ async fn the_kv_budget_queues_what_does_not_fit_and_refuses_what_never_can() -> 
     Ok(())
 }
 
-/// Mixtures of experts: 8 concurrent streams each equal their own output alone (a decode
-/// batch routes, gathers and attends each row as it would alone; DeepSeek's latent attention
-/// row by row, packed experts through quant-cpu's gathered kernel).
+/// Mixtures of experts and sliding-window families: 8 concurrent streams each equal their own
+/// output alone (a decode batch routes, gathers and attends each row as it would alone;
+/// DeepSeek's latent attention row by row, packed experts through quant-cpu's gathered
+/// kernel; each row's window over its own cache).
 #[tokio::test]
 async fn eight_concurrent_streams_on_mixtures_of_experts_equal_each_alone() -> TestResult {
     let _serial = serial();
@@ -176,6 +177,9 @@ async fn eight_concurrent_streams_on_mixtures_of_experts_equal_each_alone() -> T
         "tiny-qwen3-moe-4bit",
         "tiny-deepseek-v2",
         "tiny-deepseek-v3",
+        "tiny-gemma3-text",
+        "tiny-ministral3-8bit",
+        "tiny-glm4-4bit",
     ] {
         let loaded = load_fixture(&mut c.clone(), model, &[]).await?;
         assert!(loaded.success, "{model}: {loaded:?}");

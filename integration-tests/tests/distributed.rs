@@ -320,6 +320,50 @@ async fn moe_families_pipeline_tensor_and_expert_equal_single_node() -> TestResu
     Ok(())
 }
 
+/// The 2026 families over two ranks, pipeline and tensor (and expert for Kimi K2.5), equal
+/// the single node: sliding-window layers (a window of 8, past which the prompt and answer
+/// run), sandwich norms, partial rope, Llama 4's query temperature, and wrappers whose text
+/// model sits under `language_model.`.
+#[tokio::test]
+async fn families_of_2026_pipeline_and_tensor_equal_single_node() -> TestResult {
+    let _serial = serial();
+    let single = integration_tests::server::BackendProcess::start(&[]).await?;
+    let mut one = single.client().await?;
+    let cluster = Cluster::start(2, "fam26")?;
+    let rank0 = cluster.rank0(&[]).await?;
+    let mut c = rank0.client().await?;
+    let split: &[&str] = &["pipeline", "tensor"];
+    let req = pb::PredictOptions {
+        prompt: "The quick brown fox jumps over the lazy dog".into(),
+        tokens: 24,
+        ignore_eos: true,
+        ..Default::default()
+    };
+    for (tiny, modes) in [
+        ("tiny-gemma3-text", split),
+        ("tiny-gemma3", split),
+        ("tiny-glm4", split),
+        ("tiny-ministral3", split),
+        ("tiny-mistral3", split),
+        ("tiny-kimi-k25", &["pipeline", "tensor", "expert"][..]),
+        ("tiny-gemma3-text-4bit", split),
+        ("tiny-glm4-4bit", split),
+        ("tiny-ministral3-8bit", split),
+    ] {
+        assert!(load_fixture(&mut one, tiny, &[]).await?.success, "{tiny}");
+        let want = one.predict(req.clone()).await?.into_inner();
+        for mode in modes {
+            let option = format!("parallelism:{mode}");
+            let loaded = load_fixture(&mut c, tiny, &[option.as_str()]).await?;
+            assert!(loaded.success, "{tiny} {mode}: {loaded:?}");
+            let got = c.predict(req.clone()).await?.into_inner();
+            assert_eq!(got.message, want.message, "{tiny} {mode}");
+            assert_eq!(got.tokens, want.tokens, "{tiny} {mode}");
+        }
+    }
+    Ok(())
+}
+
 /// Three ranks: a pipeline of one layer each (a MoE layer, a dense one, a MoE one for
 /// Qwen3-MoE) equals the single node; counts that do not divide over three ranks are refused,
 /// naming them and the rank counts that fit.

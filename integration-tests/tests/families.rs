@@ -176,3 +176,39 @@ fn long_prompt_at_once(folder: &str) -> TestResult {
     }
     Ok(())
 }
+
+/// A sliding-window model fed a long prompt in chunks (each chunk sees the window before it,
+/// and the caches let go of their front between chunks) gives the logits it gives the prompt
+/// at once.
+#[test]
+fn a_prompt_in_chunks_equals_it_at_once_past_the_window() -> TestResult {
+    for folder in ["tiny-gemma3-text", "tiny-ministral3"] {
+        let m = loader::load(&fixture(folder)?, WeightMode::AsStored)?;
+        let ids: Vec<u32> = (0..600u32).map(|i| (i * 7919 + 13) % 49152).collect();
+        let all = m
+            .model
+            .forward(
+                &Array::from_slice(&ids, &[1, 600]),
+                &mut m.model.new_caches(),
+            )?
+            .as_dtype(Dtype::Float32)?;
+        for chunk in [7usize, 64] {
+            let mut caches = m.model.new_caches();
+            for (i, part) in ids.chunks(chunk).enumerate() {
+                let n = part.len() as i32;
+                let out = m
+                    .model
+                    .forward(&Array::from_slice(part, &[1, n]), &mut caches)?
+                    .as_dtype(Dtype::Float32)?;
+                let start = (i * chunk) as i32;
+                let want = all.index((.., start..start + n, ..));
+                let worst = out.subtract(&want)?.abs()?.max(None)?.item_exact::<f32>();
+                assert!(
+                    worst <= LOGIT_TOLERANCE,
+                    "{folder} chunks of {chunk}, chunk {i}: max |diff| = {worst}"
+                );
+            }
+        }
+    }
+    Ok(())
+}

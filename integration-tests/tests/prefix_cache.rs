@@ -157,3 +157,22 @@ async fn a_shared_prefix_is_reused_by_mixtures_of_experts() -> TestResult {
     }
     Ok(())
 }
+
+/// Sliding-window families (a window of 8) reuse a prefix only where every window layer still
+/// holds the positions the rest of the prompt sees, and then answer exactly as uncached: on
+/// one node, over a two-rank pipeline (rank 0 decides from the whole model's windows) and in
+/// tensor mode.
+#[tokio::test]
+async fn a_shared_prefix_is_reused_exactly_by_sliding_window_models() -> TestResult {
+    let _serial = serial();
+    let server = BackendProcess::start(&[]).await?;
+    let mut c = server.client().await?;
+    bounded(hits_equal_misses(&mut c, "tiny-gemma3-text", &[])).await??;
+    drop(server);
+    let cluster = Cluster::start(2, "prefix-window")?;
+    let rank0 = cluster.rank0(&[]).await?;
+    let mut c = rank0.client().await?;
+    bounded(hits_equal_misses(&mut c, "tiny-gemma3-text", &[])).await??;
+    let tensor = ["parallelism:tensor"];
+    bounded(hits_equal_misses(&mut c, "tiny-gemma3-text", &tensor)).await?
+}

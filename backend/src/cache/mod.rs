@@ -22,10 +22,10 @@ pub const STEP: i32 = 256;
 pub const MAX_ROLLBACK: i32 = 33;
 const WINDOW_SLACK: i32 = MAX_ROLLBACK;
 
-/// The most positions a cache of `window` has let go once it holds `offset`: whole steps, and
-/// never one that a next chunk (which sees back `window - 1`) or a trim by up to
+/// The positions a cache of `window` lets go of before it writes at `offset`: whole steps,
+/// and never one that the write (which sees back `window - 1`) or a trim by up to
 /// [`WINDOW_SLACK`] needs. A function of the offset alone, so every rank can tell what any
-/// rank's sliding layers still hold (a cache lets go of fewer after one long chunk).
+/// rank's sliding layers still hold: a cache that holds `offset` has let go of at most this.
 pub fn window_dropped(window: i32, offset: i32) -> i32 {
     (offset - (window - 1) - WINDOW_SLACK).max(0) / STEP * STEP
 }
@@ -192,7 +192,7 @@ impl KvCache {
         let keys = self.encode(self.encoding(self.format.keys), keys)?;
         let values = self.encode(self.encoding(self.format.values), values)?;
         let len = keys[0].shape()[2];
-        self.let_go(self.offset + len);
+        self.let_go();
         self.reserve(&layouts(&keys), &layouts(&values))?;
         let prev = self.held();
         self.offset += len;
@@ -207,13 +207,14 @@ impl KvCache {
         Ok(())
     }
 
-    /// A sliding layer's cache about to hold `offset` positions lets go of the front ones no
-    /// later step needs ([`window_dropped`]): the buffers keep the rest, copied to the front.
-    fn let_go(&mut self, offset: i32) {
+    /// A sliding layer's cache lets go of the front positions that neither the next write
+    /// (which sees the `window - 1` before it) nor a rollback needs ([`window_dropped`] at
+    /// its offset): the buffers keep the rest, copied to the front.
+    fn let_go(&mut self) {
         let Some(window) = self.window else {
             return;
         };
-        let dropped = window_dropped(window, offset).min(self.offset);
+        let dropped = window_dropped(window, self.offset);
         if dropped <= self.dropped {
             return;
         }
@@ -539,6 +540,38 @@ mod tests {
         assert_eq!(k.dtype(), Dtype::Float32);
         assert!(k.subtract(&x)?.abs()?.max(None)?.item_exact::<f32>() < 1e-3);
         assert_eq!(2 * half.nbytes(), full.nbytes());
+        Ok(())
+    }
+
+    /// A sliding cache (window 4) reads its last write and the 3 positions before it, lets
+    /// go of its front in whole steps as it grows, and trims back by a speculative step
+    /// exactly.
+    #[test]
+    fn a_window_cache_keeps_what_the_next_step_sees() -> Result<()> {
+        let mut cache = KvCache::for_layer(KvFormat::default(), Some(4));
+        let read = |cache: &mut KvCache, from: i32, len: i32| -> Result<Vec<f32>> {
+            let x: Vec<f32> = (from..from + len).map(|p| p as f32).collect();
+            let x = Array::from_slice(&x, &[1, 1, len, 1]);
+            let (k, _) = cache.update_and_fetch(&x, &x)?;
+            k.eval()?;
+            Ok(k.as_slice::<f32>().to_vec())
+        };
+        assert_eq!(read(&mut cache, 0, 6)?, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(read(&mut cache, 6, 1)?, [3.0, 4.0, 5.0, 6.0]);
+        assert_eq!(read(&mut cache, 7, 3)?, [4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+        let mut at = 10;
+        while at < 700 {
+            read(&mut cache, at, 50)?;
+            at += 50;
+        }
+        assert_eq!(cache.dropped, window_dropped(4, 700));
+        assert!(cache.held() < 4 - 1 + MAX_ROLLBACK + STEP + 50);
+        assert!(cache.nbytes() <= window_capacity(4, 50) * 2 * 4);
+        // A speculative step takes back at most MAX_ROLLBACK positions: always exact.
+        assert!(cache.can_cut_to(700 - MAX_ROLLBACK as usize));
+        cache.trim(690);
+        assert_eq!(read(&mut cache, 690, 1)?, [687.0, 688.0, 689.0, 690.0]);
+        assert!(!cache.can_cut_to(100));
         Ok(())
     }
 }

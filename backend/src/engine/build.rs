@@ -52,9 +52,8 @@ impl EngineThread {
                 loader::load_adapted(&dir, recipe, config.kv)?
             }
         };
-        let model_context = model.config["max_position_embeddings"]
-            .as_u64()
-            .map(|n| n as usize);
+        let text = crate::models::text_config_of(&model.config)?;
+        let model_context = text["max_position_embeddings"].as_u64().map(|n| n as usize);
         let context = [
             config.limits.context_size,
             config.limits.max_kv_size,
@@ -146,7 +145,8 @@ pub(super) fn load_draft(config: &LoadConfig) -> Result<Option<DraftModel>> {
 /// The grammar compiler for `built`'s tokenizer, over its logits' width.
 pub(super) fn grammars_for(built: &Built) -> Grammars {
     let tok = &built.model.tokenizer;
-    let vocab = built.model.config["vocab_size"]
+    let text = crate::models::text_config_of(&built.model.config).unwrap_or_default();
+    let vocab = text["vocab_size"]
         .as_u64()
         .map_or(tok.vocab_size(), |v| v as usize);
     let eos: Vec<u32> = tok.eos_ids().iter().copied().collect();

@@ -249,7 +249,7 @@ impl Follower<'_> {
         let loaded =
             loader::load_part(&dir, recipe, &rank_part(&plan.part, self.opts.rank, group))?;
         loaded.transformer.check_kv_format(&plan.kv_format)?;
-        let hidden = loaded.config["hidden_size"]
+        let hidden = crate::models::text_config_of(&loaded.config)?["hidden_size"]
             .as_i64()
             .ok_or_else(|| Error::Config("config.json has no hidden_size".into()))?
             as i32;

@@ -474,6 +474,12 @@ pub fn facts_of(config: &Value) -> Result<&'static FamilyFacts> {
     facts(model_type)
 }
 
+/// The text model's part of config.json (a wrapper's completed `text_config`, else all of
+/// it): where its sizes are read.
+pub fn text_config_of(config: &Value) -> Result<Value> {
+    facts_of(config)?.text_config(config)
+}
+
 /// Builds this rank's `part` of the model that `config` describes, strictly: every
 /// checkpoint key must be used, except other ranks' parts and what `sanitize` drops.
 pub fn build(
