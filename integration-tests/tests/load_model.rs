@@ -51,6 +51,20 @@ fn set_field(field: &'static str, value: serde_json::Value) -> impl FnOnce(&Path
     }
 }
 
+/// Sets `field` of the config's `text_config` (a multimodal wrapper's text model).
+fn set_text_field(
+    field: &'static str,
+    value: serde_json::Value,
+) -> impl FnOnce(&Path) -> TestResult {
+    move |dir| {
+        let path = dir.join("config.json");
+        let mut config: serde_json::Value = serde_json::from_slice(&std::fs::read(&path)?)?;
+        config["text_config"][field] = value;
+        std::fs::write(&path, serde_json::to_vec(&config)?)?;
+        Ok(())
+    }
+}
+
 /// Replaces the link `file` with a real file holding `bytes`.
 fn replace(file: &'static str, bytes: Vec<u8>) -> impl FnOnce(&Path) -> TestResult {
     move |dir| {
@@ -91,6 +105,68 @@ type Case = (
     Box<dyn FnOnce(&Path) -> TestResult>,
     &'static str,
 );
+
+/// The 2026 families' own fields: a missing `text_config`, a text model not supported yet,
+/// windows and layer kinds that make no sense, an unknown family, a wrapper's bad size.
+fn family_cases() -> Vec<Case> {
+    use serde_json::json;
+    let sliding = json!([
+        "sliding_attention",
+        "full_attention",
+        "sliding_attention",
+        "x"
+    ]);
+    vec![
+        (
+            "tiny-kimi-k25",
+            "no text_config",
+            Box::new(set_field("text_config", json!(null))),
+            "kimi_k25 without text_config",
+        ),
+        (
+            "tiny-mistral3",
+            "mistral4",
+            Box::new(set_text_field("model_type", json!("mistral4"))),
+            "mistral3 over mistral4",
+        ),
+        (
+            "tiny-mistral3",
+            "no sliding_window",
+            Box::new(set_text_field("sliding_window", json!(null))),
+            "sliding layers without a window",
+        ),
+        (
+            "tiny-ministral3",
+            "layer_types entry `x`",
+            Box::new(set_field("layer_types", sliding)),
+            "an unknown layer type",
+        ),
+        (
+            "tiny-gemma3-text",
+            "sliding_window is 0",
+            Box::new(set_field("sliding_window", json!(0))),
+            "a window of 0",
+        ),
+        (
+            "tiny-gemma3",
+            "hidden_size",
+            Box::new(set_text_field("hidden_size", json!(0))),
+            "a wrapper's hidden_size 0",
+        ),
+        (
+            "tiny-glm4",
+            "partial_rotary_factor",
+            Box::new(set_field("partial_rotary_factor", json!(0.0))),
+            "partial_rotary_factor 0",
+        ),
+        (
+            "tiny-llama3",
+            "unsupported model_type `mamba`",
+            Box::new(set_field("model_type", json!("mamba"))),
+            "an unknown family",
+        ),
+    ]
+}
 
 /// Every config field a family reads, zero, negative, huge and inconsistent, plus broken files.
 fn hostile_cases() -> TestResult<Vec<Case>> {
@@ -165,6 +241,7 @@ fn hostile_cases() -> TestResult<Vec<Case>> {
         Box::new(replace("model.safetensors", truncated)),
         "truncated weights",
     ));
+    cases.extend(family_cases());
     cases.push((
         "tiny-qwen3",
         "tokenizer",
@@ -402,5 +479,34 @@ async fn layers_that_decode_op_by_op_are_reported() -> TestResult {
         let memory = status.memory.ok_or("Status has no memory")?;
         assert_eq!(memory.breakdown["op_by_op_layers"], op_by_op, "{model}");
     }
+    Ok(())
+}
+
+/// A multimodal checkpoint serves its text model: Status says so, and a request that carries
+/// images is refused naming the field, never answered as if they were not there.
+#[tokio::test]
+async fn a_multimodal_checkpoint_serves_its_text_model_alone() -> TestResult {
+    let server = BackendProcess::start(&[]).await?;
+    let mut c = server.client().await?;
+    assert!(load_fixture(&mut c, "tiny-gemma3", &[]).await?.success);
+    let status = c.status(pb::HealthMessage {}).await?.into_inner();
+    let memory = status.memory.ok_or("no memory in Status")?;
+    assert_eq!(memory.breakdown.get("text_only"), Some(&1), "{memory:?}");
+    let with_image = pb::PredictOptions {
+        prompt: "What is in this picture?".into(),
+        tokens: 4,
+        images: vec!["aGVsbG8=".into()],
+        ..Default::default()
+    };
+    let err = c
+        .predict(with_image)
+        .await
+        .expect_err("an image is refused");
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("Images"), "{err:?}");
+    assert!(load_fixture(&mut c, "tiny-gemma3-text", &[]).await?.success);
+    let status = c.status(pb::HealthMessage {}).await?.into_inner();
+    let memory = status.memory.ok_or("no memory in Status")?;
+    assert_eq!(memory.breakdown.get("text_only"), Some(&0), "{memory:?}");
     Ok(())
 }

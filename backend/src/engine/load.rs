@@ -192,6 +192,8 @@ impl EngineThread {
             context: built.context,
             weights: built.model.model.weight_stats(),
             grammars: Arc::new(grammars_for(&built)),
+            text_only: crate::models::facts_of(&built.model.config)
+                .is_ok_and(|f| f.layout.text_only()),
         };
         self.publish(|s| {
             *s = Snapshot {

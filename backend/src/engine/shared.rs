@@ -45,6 +45,8 @@ pub struct ModelInfo {
     pub weights: crate::models::common::WeightStats,
     /// Compiles requests' grammars for this model's tokenizer.
     pub grammars: Arc<Grammars>,
+    /// A multimodal checkpoint whose towers were dropped: only its text model serves.
+    pub text_only: bool,
 }
 
 impl ModelInfo {
@@ -195,6 +197,7 @@ mod tests {
             context,
             weights: Default::default(),
             grammars: Arc::new(Grammars::new(std::path::Path::new(""), 0, &[], &[])),
+            text_only: false,
             config,
         }
     }

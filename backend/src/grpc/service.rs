@@ -607,9 +607,12 @@ fn rank_entries(snapshot: &crate::engine::Snapshot) -> Vec<(String, u64)> {
 
 /// The loaded model in Status's map, which holds numbers only: `model <name>` (the path or
 /// name LoadModel was given), its value the weights' bytes, so Status names what it serves.
-fn model_entry(snapshot: &Snapshot) -> Option<(String, u64)> {
-    let model = snapshot.model.as_ref()?;
-    Some((format!("model {}", model.config.model), model.weights.bytes))
+fn model_entry(snapshot: &Snapshot) -> impl Iterator<Item = (String, u64)> {
+    let model = snapshot.model.as_ref();
+    let bytes = model.map(|m| (format!("model {}", m.config.model), m.weights.bytes));
+    // 1 for a multimodal checkpoint served as its text model alone (towers dropped).
+    let text_only = model.map(|m| ("text_only".to_string(), u64::from(m.text_only)));
+    bytes.into_iter().chain(text_only)
 }
 
 /// This process's resident memory, from /proc (0 where there is none).

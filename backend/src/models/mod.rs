@@ -339,14 +339,18 @@ impl FamilyFacts {
         match self.text_config {
             TextConfigAt::TopLevel => Ok(config.clone()),
             TextConfigAt::Nested(complete) => {
-                let mut text = config.get("text_config").cloned().ok_or_else(|| {
+                let given = config.get("text_config").filter(|t| !t.is_null());
+                let mut text = given.cloned().ok_or_else(|| {
                     Error::Config(format!(
                         "config.json of a {} checkpoint has no text_config",
                         self.model_type
                     ))
                 })?;
                 if !text.is_object() {
-                    return Err(Error::Config("text_config is not an object".into()));
+                    return Err(Error::Config(format!(
+                        "text_config of a {} checkpoint is not an object",
+                        self.model_type
+                    )));
                 }
                 complete(config, &mut text);
                 Ok(text)
