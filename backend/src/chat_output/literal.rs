@@ -328,7 +328,7 @@ fn python_number(text: &str) -> Option<Value> {
     let is_float = lower.contains(['.', 'e']);
     if !is_float {
         // Python refuses leading zeros on a non-zero integer (`007`).
-        if lower.len() > 1 && lower.starts_with('0') && lower.trim_start_matches('0') != "" {
+        if lower.len() > 1 && lower.starts_with('0') && !lower.trim_start_matches('0').is_empty() {
             return None;
         }
         return lower
