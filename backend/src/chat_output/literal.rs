@@ -391,44 +391,44 @@ pub(crate) fn py_str(value: &Value) -> String {
 }
 
 fn py_repr(value: &Value) -> String {
+    let key = |k: &str| py_repr(&Value::String(k.to_string()));
+    if let Some(text) = container(value, py_repr, key) {
+        return text;
+    }
     match value {
         Value::Null => "None".into(),
         Value::Bool(true) => "True".into(),
         Value::Bool(false) => "False".into(),
-        Value::Number(n) => n.to_string(),
         Value::String(s) => match s.contains('\'') && !s.contains('"') {
             true => format!("\"{s}\""),
             false => format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'")),
         },
-        Value::Array(items) => {
-            let items: Vec<String> = items.iter().map(py_repr).collect();
-            format!("[{}]", items.join(", "))
-        }
-        Value::Object(map) => {
-            let items: Vec<String> = map
-                .iter()
-                .map(|(k, v)| format!("{}: {}", py_repr(&Value::String(k.clone())), py_repr(v)))
-                .collect();
-            format!("{{{}}}", items.join(", "))
-        }
+        other => other.to_string(),
     }
 }
 
 /// `json.dumps(value, ensure_ascii=False)`: `", "` and `": "` between items, keys in order.
 pub(crate) fn dumps(value: &Value) -> String {
+    let key = |k: &str| Value::String(k.to_string()).to_string();
+    container(value, dumps, key).unwrap_or_else(|| value.to_string())
+}
+
+/// A list or dict with Python's separators, its values written by `item` and keys by `key`;
+/// `None` for a scalar.
+fn container(value: &Value, item: fn(&Value) -> String, key: fn(&str) -> String) -> Option<String> {
     match value {
         Value::Array(items) => {
-            let items: Vec<String> = items.iter().map(dumps).collect();
-            format!("[{}]", items.join(", "))
+            let items: Vec<String> = items.iter().map(item).collect();
+            Some(format!("[{}]", items.join(", ")))
         }
         Value::Object(map) => {
             let items: Vec<String> = map
                 .iter()
-                .map(|(k, v)| format!("{}: {}", Value::String(k.clone()), dumps(v)))
+                .map(|(k, v)| format!("{}: {}", key(k), item(v)))
                 .collect();
-            format!("{{{}}}", items.join(", "))
+            Some(format!("{{{}}}", items.join(", ")))
         }
-        scalar => scalar.to_string(),
+        _ => None,
     }
 }
 
