@@ -54,18 +54,23 @@ pub fn refuse_media(req: &pb::PredictOptions) -> Result<(), Status> {
     Ok(())
 }
 
+/// The request's `Tools` (JSON), which the template renders and the tool-call parsers read
+/// argument types from.
+pub fn tools(req: &pb::PredictOptions) -> Result<Option<Value>, Status> {
+    match req.tools.trim() {
+        "" => Ok(None),
+        t => serde_json::from_str::<Value>(t)
+            .map(Some)
+            .map_err(|e| invalid(format!("Tools is not valid JSON: {e}"))),
+    }
+}
+
 /// The prompt text: `Prompt`, or `Messages` rendered through the chat template.
 pub fn prompt_text(req: &pb::PredictOptions, tok: &Tokenizer) -> Result<String, Status> {
     if !req.prompt.is_empty() || !req.use_tokenizer_template || req.messages.is_empty() {
         return Ok(req.prompt.clone());
     }
-    let tools = match req.tools.trim() {
-        "" => None,
-        t => Some(
-            serde_json::from_str::<Value>(t)
-                .map_err(|e| invalid(format!("Tools is not valid JSON: {e}")))?,
-        ),
-    };
+    let tools = tools(req)?;
     let tool_choice = match req.tool_choice.trim() {
         "" => None,
         t => {

@@ -9,7 +9,7 @@ use tonic::{Request, Response, Status};
 use super::convert::{self, check_identity};
 use super::pb;
 use super::status::{bounded_status, client_text, to_status};
-use crate::chat_output::{parse_tool_calls, OutputFormat, ReasoningSplitter, Split};
+use crate::chat_output::{OutputFormat, OutputSplitter, Split, ToolCall};
 use crate::engine::{Engine, EngineState, ModelInfo, Snapshot};
 use crate::error::Error;
 use crate::metrics::{Exporter, Tally};
@@ -82,20 +82,22 @@ impl<E: Engine> Service<E> {
 
     /// Checks identity, converts and tokenizes the request (on a blocking thread, as a long
     /// prompt takes milliseconds), then compiles its grammar behind the grammar gate (so a
-    /// request without one never waits behind grammars); returns what the reply shaping
-    /// needs too.
+    /// request without one never waits behind grammars); returns the reply shaping too (the
+    /// model's output format, the prompt's reasoning state, the request's tools).
     async fn prepare(
         &self,
         req: &pb::PredictOptions,
         stream: bool,
-    ) -> Result<(ModelInfo, GenerateRequest, String), Status> {
+    ) -> Result<(ModelInfo, GenerateRequest, OutputSplitter), Status> {
         let model = self.loaded()?;
         check_identity(&req.model_identity, &model)?;
         convert::refuse_media(req)?;
+        let tools = convert::tools(req)?;
         let prompt = convert::prompt_text(req, &model.tokenizer)?;
+        let splitter = OutputSplitter::new(&OutputFormat::of(&model.tokenizer), &prompt, tools);
         let options = convert::generate_options(req, &model, stream)?;
-        let (info, text) = (model.clone(), prompt.clone());
-        let mut request = tokio::task::spawn_blocking(move || info.request(&text, options, ""))
+        let info = model.clone();
+        let mut request = tokio::task::spawn_blocking(move || info.request(&prompt, options, ""))
             .await
             .map_err(|e| {
                 Status::internal(client_text(&format!("tokenizing the prompt failed: {e}")))
@@ -106,7 +108,7 @@ impl<E: Engine> Service<E> {
             let constraint = grammars.compile_gated(req.grammar.clone()).await;
             request.options.constraint = Some(Box::new(constraint.map_err(to_status)?));
         }
-        Ok((model, request, prompt))
+        Ok((model, request, splitter))
     }
 }
 
@@ -116,40 +118,30 @@ impl<E: Engine> Service<E> {
         &self,
         request: &pb::PredictOptions,
     ) -> Result<(pb::Reply, FinishReason), Status> {
-        let (model, req, prompt) = self.prepare(request, false).await?;
-        let format = OutputFormat::detect(model.tokenizer.template_source());
-        let mut splitter = ReasoningSplitter::new(&format, &prompt);
+        let (model, req, mut splitter) = self.prepare(request, false).await?;
         let mut events = self.engine.generate(req).map_err(to_status)?;
-        let (mut text, mut split, mut logprobs) = (
-            String::new(),
-            Split::default(),
-            Vec::<(u32, TokenLogprob)>::new(),
-        );
-        let mut add = |delta: &str, split: &mut Split, text: &mut String| {
-            text.push_str(delta);
-            let s = splitter.push(delta);
-            split.content.push_str(&s.content);
-            split.reasoning.push_str(&s.reasoning);
-        };
+        let (mut split, mut logprobs) = (Split::default(), Vec::<(u32, TokenLogprob)>::new());
         while let Some(event) = events.recv().await {
             match event.map_err(to_status)? {
                 Event::Token(t) => {
-                    add(&t.text, &mut split, &mut text);
+                    split.extend(splitter.push(&t.text));
                     logprobs.extend(t.logprob.map(|l| (t.id, l)));
                 }
                 Event::Done(summary) => {
-                    add(&summary.tail, &mut split, &mut text);
-                    let rest = splitter.finish();
-                    split.content.push_str(&rest.content);
-                    split.reasoning.push_str(&rest.reasoning);
-                    let (calls, content) = parse_tool_calls(&format, &split.content);
+                    split.extend(splitter.push(&summary.tail));
+                    split.extend(splitter.finish());
+                    // Around calls, the content is what the model wrote between them.
+                    let content = match split.calls.is_empty() {
+                        true => split.content,
+                        false => split.content.trim().to_string(),
+                    };
                     let reply = pb::Reply {
                         message: content.clone().into_bytes(),
                         logprobs: convert::logprobs_json(&model.tokenizer, &logprobs),
                         chat_deltas: vec![pb::ChatDelta {
                             content,
-                            reasoning_content: split.reasoning.clone(),
-                            tool_calls: tool_call_deltas(calls),
+                            reasoning_content: split.reasoning,
+                            tool_calls: tool_call_deltas(split.calls),
                         }],
                         ..Default::default()
                     };
@@ -167,15 +159,11 @@ impl<E: Engine> Service<E> {
         &self,
         request: &pb::PredictOptions,
     ) -> Result<(StreamReplies, crate::engine::EventStream), Status> {
-        let (model, req, prompt) = self.prepare(request, true).await?;
-        let format = OutputFormat::detect(model.tokenizer.template_source());
-        let splitter = ReasoningSplitter::new(&format, &prompt);
+        let (model, req, splitter) = self.prepare(request, true).await?;
         let events = self.engine.generate(req).map_err(to_status)?;
         let replies = StreamReplies {
             tokenizer: model.tokenizer.clone(),
-            format,
             splitter,
-            content: String::new(),
             logprobs: Vec::new(),
         };
         Ok((replies, events))
@@ -185,18 +173,14 @@ impl<E: Engine> Service<E> {
 /// What PredictStream has sent so far of one request, to make its next replies.
 struct StreamReplies {
     tokenizer: Arc<crate::tokenizer::Tokenizer>,
-    format: OutputFormat,
-    splitter: ReasoningSplitter,
-    /// The answer's content so far (reasoning split off), where the tool calls are found.
-    content: String,
+    splitter: OutputSplitter,
     logprobs: Vec<(u32, TokenLogprob)>,
 }
 
 impl StreamReplies {
-    /// A reply carrying `text`, its content and reasoning split.
+    /// A reply carrying `text`, split into content, reasoning and the calls it completes.
     fn delta(&mut self, text: String) -> pb::Reply {
         let split = self.splitter.push(&text);
-        self.content.push_str(&split.content);
         pb::Reply {
             message: text.into_bytes(),
             chat_deltas: chat_delta(split),
@@ -210,25 +194,14 @@ impl StreamReplies {
         (!t.text.is_empty()).then(|| self.delta(t.text))
     }
 
-    /// The end: the held-back tail (if it has anything), then the last reply with the tool
-    /// calls, the logprobs and the summary.
+    /// The end: the held-back tail and any call still open (if it has anything), then the
+    /// last reply with the logprobs and the summary.
     fn done(&mut self, summary: &Summary) -> (Option<pb::Reply>, pb::Reply) {
         let mut tail = self.delta(summary.tail.clone());
-        let rest = self.splitter.finish();
-        self.content.push_str(&rest.content);
-        tail.chat_deltas.extend(chat_delta(rest));
+        tail.chat_deltas.extend(chat_delta(self.splitter.finish()));
         let has_tail = !tail.message.is_empty() || !tail.chat_deltas.is_empty();
-        let (calls, _) = parse_tool_calls(&self.format, &self.content);
-        let chat_deltas = match calls.is_empty() {
-            true => Vec::new(),
-            false => vec![pb::ChatDelta {
-                tool_calls: tool_call_deltas(calls),
-                ..Default::default()
-            }],
-        };
         let last = pb::Reply {
             logprobs: convert::logprobs_json(&self.tokenizer, &self.logprobs),
-            chat_deltas,
             ..Default::default()
         };
         (
@@ -239,17 +212,17 @@ impl StreamReplies {
 }
 
 fn chat_delta(split: Split) -> Vec<pb::ChatDelta> {
-    if split.content.is_empty() && split.reasoning.is_empty() {
+    if split.content.is_empty() && split.reasoning.is_empty() && split.calls.is_empty() {
         return Vec::new();
     }
     vec![pb::ChatDelta {
         content: split.content,
         reasoning_content: split.reasoning,
-        tool_calls: Vec::new(),
+        tool_calls: tool_call_deltas(split.calls),
     }]
 }
 
-fn tool_call_deltas(calls: Vec<crate::chat_output::ToolCall>) -> Vec<pb::ToolCallDelta> {
+fn tool_call_deltas(calls: Vec<ToolCall>) -> Vec<pb::ToolCallDelta> {
     calls
         .into_iter()
         .map(|c| pb::ToolCallDelta {
@@ -259,6 +232,31 @@ fn tool_call_deltas(calls: Vec<crate::chat_output::ToolCall>) -> Vec<pb::ToolCal
             arguments: c.arguments,
         })
         .collect()
+}
+
+/// ModelMetadata's markers of the model's tool-call format, where its fields describe it.
+fn tool_format_markers(format: &OutputFormat) -> Option<pb::ToolFormatMarkers> {
+    let m = format.tools?.markers()?;
+    let (reasoning_start, reasoning_end) = format.think.clone().unwrap_or_default();
+    Some(pb::ToolFormatMarkers {
+        format_type: m.format_type.into(),
+        section_start: m.section_start.into(),
+        section_end: m.section_end.into(),
+        per_call_start: m.per_call_start.into(),
+        per_call_end: m.per_call_end.into(),
+        func_name_prefix: m.func_name_prefix.into(),
+        func_name_suffix: m.func_name_suffix.into(),
+        func_close: m.func_close.into(),
+        arg_name_prefix: m.arg_name_prefix.into(),
+        arg_name_suffix: m.arg_name_suffix.into(),
+        arg_value_prefix: m.arg_value_prefix.into(),
+        arg_value_suffix: m.arg_value_suffix.into(),
+        name_field: m.name_field.into(),
+        args_field: m.args_field.into(),
+        reasoning_start,
+        reasoning_end,
+        ..Default::default()
+    })
 }
 
 /// A LoadModel/Free answer: success, or the error with what was being done.
@@ -552,28 +550,8 @@ impl<E: Engine> pb::backend_server::Backend for Service<E> {
         _: Request<pb::ModelOptions>,
     ) -> Result<Response<pb::ModelMetadataResponse>, Status> {
         let model = self.loaded()?;
-        let format = OutputFormat::detect(model.tokenizer.template_source());
-        let tool_format = format
-            .tool_call
-            .as_ref()
-            .map(|(start, end)| pb::ToolFormatMarkers {
-                format_type: "json".into(),
-                per_call_start: start.clone(),
-                per_call_end: end.clone(),
-                name_field: "name".into(),
-                args_field: "arguments".into(),
-                reasoning_start: format
-                    .think
-                    .as_ref()
-                    .map(|t| t.0.clone())
-                    .unwrap_or_default(),
-                reasoning_end: format
-                    .think
-                    .as_ref()
-                    .map(|t| t.1.clone())
-                    .unwrap_or_default(),
-                ..Default::default()
-            });
+        let format = OutputFormat::of(&model.tokenizer);
+        let tool_format = tool_format_markers(&format);
         Ok(Response::new(pb::ModelMetadataResponse {
             supports_thinking: format.think.is_some(),
             rendered_template: model
