@@ -40,7 +40,14 @@ impl Case {
                 .map(|i| (i % 7) as f32 * 0.01)
                 .collect(),
             bytes: (0..n * k / format.group)
-                .map(|i| (i % 7) as u8 + if format.mode == Mode::Nvfp4 { 0x30 } else { 124 })
+                .map(|i| {
+                    (i % 7) as u8
+                        + if format.mode == Mode::Nvfp4 {
+                            0x30
+                        } else {
+                            124
+                        }
+                })
                 .collect(),
             m,
             n,
