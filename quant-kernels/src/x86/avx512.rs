@@ -190,7 +190,7 @@ unsafe fn codes16<const BITS: u32, P: Stored>(at: *const u8) -> [__m512; 2] {
     let widen = |i: usize| _mm512_cvtepu8_epi32(_mm_loadu_si128(at.add(16 * i) as *const __m128i));
     if P::FLOAT {
         return match BITS {
-            8 => [e4m3(widen(0)), e4m3(widen(1))],
+            8 => [e4m3(at), e4m3(at.add(16))],
             _ => {
                 let bytes = widen(0);
                 [e2m1(bytes), e2m1(_mm512_srli_epi32::<4>(bytes))]
@@ -231,21 +231,19 @@ unsafe fn e2m1(q: __m512i) -> __m512 {
     _mm512_permutexvar_ps(q, _mm512_loadu_ps(E2M1.as_ptr()))
 }
 
-/// E4M3 values of bytes in 32-bit lanes, built in f32 bits as the AVX2 `e4m3`.
+/// E4M3 values of the 16 bytes at `at` as MLX's `FromFP8` makes them: each byte's bits 0..7
+/// shifted left 7 as an f16 (bit 7 carried on into the sign), widened, times 256. Exact.
+///
+/// # Safety
+/// AVX-512 F, and the 16 bytes are readable.
 #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
 #[inline]
-unsafe fn e4m3(q: __m512i) -> __m512 {
-    let magnitude = _mm512_and_si512(q, _mm512_set1_epi32(0x7F));
-    let normal = _mm512_add_epi32(
-        _mm512_slli_epi32::<20>(magnitude),
-        _mm512_set1_epi32(120 << 23),
-    );
-    let m = _mm512_cvtepi32_ps(_mm512_and_si512(magnitude, _mm512_set1_epi32(7)));
-    let subnormal = _mm512_mul_ps(m, _mm512_set1_ps(1.0 / 512.0));
-    let is_subnormal = _mm512_cmplt_epi32_mask(magnitude, _mm512_set1_epi32(8));
-    let v = _mm512_mask_blend_ps(is_subnormal, _mm512_castsi512_ps(normal), subnormal);
-    let sign = _mm512_slli_epi32::<24>(_mm512_and_si512(q, _mm512_set1_epi32(0x80)));
-    _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign))
+unsafe fn e4m3(at: *const u8) -> __m512 {
+    let b = _mm256_cvtepu8_epi16(_mm_loadu_si128(at as *const __m128i));
+    let sign = _mm256_and_si256(b, _mm256_set1_epi16(0x80));
+    // Bit 7 lands on bit 14; adding it there again carries it to bit 15.
+    let h = _mm256_slli_epi16::<7>(_mm256_add_epi16(b, sign));
+    _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0))
 }
 
 /// `lo | hi` as one 16-lane f32 vector (plain functions, not closures: they inline with the
