@@ -1,12 +1,13 @@
 //! The kernels alone, with SmolLM2-135M's shapes: weight bytes read per second for a 1-, 2-, 4-
 //! and 8-row product (decode), and for a 128-row one (prefill) GFLOP/s beside `cblas_sgemm` on
-//! the same weight dequantized to f32 (what the f32 mode runs).
+//! the same weight dequantized to f32 (what the f32 mode runs). First, MLX's float modes beside
+//! affine 4- and 8-bit on one decode shape.
 //!
 //! `cargo bench -p quant-cpu --bench kernels` (a benchmark, never run by CI).
 
 use std::time::{Duration, Instant};
 
-use quant_cpu::kernel::{self, Format, Operands, Params};
+use quant_cpu::kernel::{self, Format, Mode, Operands, Params};
 
 /// Weight shapes (n, k) of one SmolLM2-135M layer, and its tied head.
 const SHAPES: [(&str, usize, usize); 3] = [
@@ -20,6 +21,8 @@ struct Case {
     x: Vec<f32>,
     w: Vec<u8>,
     groups: Vec<f32>,
+    /// A float mode's scale bytes (E8M0 about 1, E4M3 about 0.1).
+    bytes: Vec<u8>,
     m: usize,
     n: usize,
     k: usize,
@@ -36,6 +39,16 @@ impl Case {
             groups: (0..n * k / format.group)
                 .map(|i| (i % 7) as f32 * 0.01)
                 .collect(),
+            bytes: (0..n * k / format.group)
+                .map(|i| {
+                    (i % 7) as u8
+                        + if format.mode == Mode::Nvfp4 {
+                            0x30
+                        } else {
+                            124
+                        }
+                })
+                .collect(),
             m,
             n,
             k,
@@ -44,16 +57,32 @@ impl Case {
     }
 
     fn ops(&self) -> Operands<'_> {
+        let (scales, biases) = match self.format.mode {
+            Mode::Affine => (Params::F32(&self.groups), Some(Params::F32(&self.groups))),
+            Mode::Nvfp4 => (Params::E4m3(&self.bytes), None),
+            _ => (Params::E8m0(&self.bytes), None),
+        };
         Operands {
             x: &self.x,
             m: self.m,
             k: self.k,
             w: &self.w,
-            scales: Params::F32(&self.groups),
-            biases: Params::F32(&self.groups),
+            scales,
+            biases,
             n: self.n,
             format: self.format,
         }
+    }
+
+    /// Bytes a product reads of the weight as stored: codes, and bf16 scales and biases
+    /// (affine) or one scale byte per group.
+    fn stored_bytes(&self) -> usize {
+        let groups = self.n * self.k / self.format.group;
+        self.w.len()
+            + match self.format.mode {
+                Mode::Affine => 2 * 2 * groups,
+                _ => groups,
+            }
     }
 }
 
@@ -96,25 +125,44 @@ fn decode(format: Format, name: &str, n: usize, k: usize, m: usize) {
     let case = Case::new(format, m, n, k);
     let mut out = vec![0f32; m * n];
     let secs = time(|| kernel::rows(&case.ops(), &mut out));
-    let bytes = (case.w.len() + 2 * 2 * case.groups.len()) as f64; // bf16 scales, as stored
+    let bytes = case.stored_bytes() as f64;
     println!(
-        "{}-bit g64 {name:<22} m={m}: {:>8.1} µs  {:>6.2} GB/s of weights  {:>6.2} G weights/s",
+        "{:<6} {}-bit g{:<3} {name:<22} m={m}: {:>8.1} µs  {:>6.2} GB/s of weights  {:>6.2} G weights/s",
+        format.mode.name(),
         format.bits,
+        format.group,
         secs * 1e6,
         bytes / secs / 1e9,
         (n * k) as f64 / secs / 1e9
     );
 }
 
+/// An affine format the benchmark runs (all valid).
+fn affine(bits: u32, group: usize) -> Format {
+    Format {
+        bits,
+        group,
+        mode: Mode::Affine,
+    }
+}
+
 fn main() {
     println!("isa {:?}", kernel::isa());
+    let (name, n, k) = SHAPES[0];
+    let floats = Mode::ALL.into_iter().filter_map(Mode::float_format);
+    for format in [affine(4, 64), affine(8, 64), affine(4, 32), affine(8, 32)]
+        .into_iter()
+        .chain(floats)
+    {
+        decode(format, name, n, k, 1);
+    }
     for (name, n, k) in SHAPES {
-        prefill(Format { bits: 4, group: 64 }, name, n, k);
+        prefill(affine(4, 64), name, n, k);
     }
     for bits in [4, 8, 2, 3, 6] {
         for (name, n, k) in SHAPES {
             for m in [1, 2, 4, 8] {
-                decode(Format { bits, group: 64 }, name, n, k, m);
+                decode(affine(bits, 64), name, n, k, m);
             }
         }
     }

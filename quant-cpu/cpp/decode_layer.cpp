@@ -155,7 +155,7 @@ struct LayerRun {
     for (int64_t r = 0; r < all; r += chunk) {
       kernel(x + r * k, std::min(chunk, all - r), k, w.data<uint8_t>(), scales.data<void>(),
              biases.data<void>(), mlxd::packed_params_code(scales.dtype()), n, spec.bits,
-             spec.group, y + r * n);
+             spec.group, MLXD_AFFINE, y + r * n);
     }
   }
 

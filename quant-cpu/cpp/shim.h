@@ -55,7 +55,8 @@ inline const float* mlxd_row_major(const mlx::core::array& a, std::vector<float>
 }
 
 // The kernel, passed in by the Rust side (so no symbol has to cross the link in reverse).
-// Scales and biases share one dtype, `params`: 0 float32, 1 bfloat16, 2 float16.
+// Scales and biases share one dtype, `params`: 0 float32, 1 bfloat16, 2 float16, 3 uint8 (a
+// float mode's scale bytes, `biases` null). `mode`: 0 affine, 1 mxfp4, 2 mxfp8, 3 nvfp4.
 typedef void (*mlxd_qmm_kernel)(
     const float* x,
     int64_t m,
@@ -67,4 +68,8 @@ typedef void (*mlxd_qmm_kernel)(
     int64_t n,
     int32_t bits,
     int32_t group,
+    int32_t mode,
     float* out);
+
+// The quantization modes, as the kernel's `mode` argument numbers them.
+enum MlxdMode : int32_t { MLXD_AFFINE = 0, MLXD_MXFP4 = 1, MLXD_MXFP8 = 2, MLXD_NVFP4 = 3 };

@@ -124,8 +124,15 @@ impl Drop for LayerNode {
 }
 
 impl LayerNode {
-    /// The layer, or an error naming the weight or setting the node does not take.
+    /// The layer, or an error naming the weight or setting the node does not take (the float
+    /// modes among them).
     pub fn new(w: &LayerWeights, shape: &LayerShape) -> Result<LayerNode, Exception> {
+        if shape.format.mode != crate::Mode::Affine {
+            let mode = shape.format.mode;
+            return Err(Exception::custom(format!(
+                "the layer node takes affine weights only, not {mode}: run the layer op by op"
+            )));
+        }
         let handles = weight_handles(w, shape);
         let spec = spec(w, shape);
         let mut raw = std::ptr::null_mut();

@@ -1,4 +1,5 @@
-//! Products with MLX affine-quantized weights as stored, on the CPU.
+//! Products with MLX quantized weights as stored (affine, and the float modes mxfp4, mxfp8 and
+//! nvfp4), on the CPU.
 //!
 //! MLX's CPU `quantized_matmul` is scalar code, so today's fast CPU mode dequantizes every
 //! weight to f32, which costs 5–8× the memory and reads 7× the bytes per token. This crate
@@ -30,8 +31,8 @@ pub mod layer;
 mod op;
 
 pub use host::{host_receive, HostSource};
-pub use kernel::{Format, FormatError, Operands, Params};
+pub use kernel::{Format, FormatError, Mode, Operands, Params};
 pub use op::{
     gather_quantized_matmul, quantized_matmul, quantized_matmuls, swiglu_quantized_matmul,
-    PackedWeight,
+    PackedWeight, QuantWeight,
 };

@@ -4,7 +4,7 @@
 use mlx_rs::error::Exception;
 use mlx_rs::{Array, Stream};
 
-use crate::kernel::{self, Format, Operands, Params};
+use crate::kernel::{self, Format, Mode, Operands, Params};
 
 extern "C" {
     /// `cpp/quantized_matmul.cpp`: builds the node, checking every operand's dtype and shape.
@@ -16,6 +16,7 @@ extern "C" {
         biases: mlx_sys::mlx_array,
         group: i32,
         bits: i32,
+        mode: i32,
         kernel: Kernel,
         stream: mlx_sys::mlx_stream,
     ) -> i32;
@@ -31,6 +32,7 @@ extern "C" {
         indices: mlx_sys::mlx_array,
         group: i32,
         bits: i32,
+        mode: i32,
         kernel: Kernel,
         stream: mlx_sys::mlx_stream,
     ) -> i32;
@@ -44,6 +46,7 @@ extern "C" {
         count: i32,
         group: i32,
         bits: i32,
+        mode: i32,
         kernel: Kernel,
         swiglu: bool,
         stream: mlx_sys::mlx_stream,
@@ -62,19 +65,48 @@ pub(crate) type Kernel = unsafe extern "C" fn(
     i64,
     i32,
     i32,
+    i32,
     *mut f32,
 );
 
+/// The shim's number of a mode (`MlxdMode` in `cpp/shim.h`).
+pub(crate) fn mode_code(mode: Mode) -> i32 {
+    match mode {
+        Mode::Affine => 0,
+        Mode::Mxfp4 => 1,
+        Mode::Mxfp8 => 2,
+        Mode::Nvfp4 => 3,
+    }
+}
+
+/// The mode the shim numbers `code`.
+fn mode_of(code: i32) -> Option<Mode> {
+    Mode::ALL.into_iter().find(|m| mode_code(*m) == code)
+}
+
+/// `biases`' handle, or an empty one (a float mode's weight has none).
+fn handle(biases: Option<&Array>) -> mlx_sys::mlx_array {
+    match biases {
+        Some(b) => b.as_ptr(),
+        None => mlx_sys::mlx_array {
+            ctx: std::ptr::null_mut(),
+        },
+    }
+}
+
 /// `x @ dequantize(w, scales, biases).T` for x [..., K] f32, w [N, K*bits/32] uint32 as MLX
 /// packs it, scales and biases [N, K/group] of one dtype (f32, bf16 or f16, as stored: the
-/// kernels widen them exactly); f32 out, lazy, like every MLX op.
-pub fn quantized_matmul(
+/// kernels widen them exactly); f32 out, lazy, like every MLX op. In a float mode
+/// (`format.mode`: mxfp4, mxfp8, nvfp4) scales are uint8 and `biases` is `None`; an affine
+/// weight passes `&biases` (or `Some`).
+pub fn quantized_matmul<'a>(
     x: &Array,
     w: &Array,
     scales: &Array,
-    biases: &Array,
+    biases: impl Into<Option<&'a Array>>,
     format: Format,
 ) -> Result<Array, Exception> {
+    let biases = biases.into();
     let stream = Stream::thread_local_or_default();
     // SAFETY: every handle is a live mlx-rs object; mlx-c copies what it keeps.
     mlx_rs::raw::try_array_op(|res| unsafe {
@@ -83,9 +115,10 @@ pub fn quantized_matmul(
             x.as_ptr(),
             w.as_ptr(),
             scales.as_ptr(),
-            biases.as_ptr(),
+            handle(biases),
             format.group as i32,
             format.bits as i32,
+            mode_code(format.mode),
             qmm_kernel,
             stream.as_ptr(),
         )
@@ -94,7 +127,8 @@ pub fn quantized_matmul(
 
 /// The product of a mixture-of-experts layer: row r of x [R, K] f32 times expert `indices[r]`
 /// of w [E, N, K*bits/32] uint32 (experts stacked as mlx-lm's `QuantizedSwitchLinear` stores
-/// them), scales and biases [E, N, K/group] of one dtype (f32, bf16 or f16); indices `[R]`
+/// them), scales and biases [E, N, K/group] of one dtype (f32, bf16 or f16; a float mode's
+/// uint8 scales and no biases, as in [`quantized_matmul`]); indices `[R]`
 /// uint32 or int32; [R, N] f32 out, lazy. That is MLX's `gather_qmm(x[:, None], w, scales, biases,
 /// rhs_indices=indices, transpose=True)` squeezed.
 ///
@@ -105,14 +139,15 @@ pub fn quantized_matmul(
 /// and the BLAS, within rounding of it. The indices are graph values, read when the node runs:
 /// a row whose index is outside `0..E` (negative int32 included) comes out zero and reads
 /// nothing: that is how expert parallelism passes the pairs whose expert another rank holds.
-pub fn gather_quantized_matmul(
+pub fn gather_quantized_matmul<'a>(
     x: &Array,
     w: &Array,
     scales: &Array,
-    biases: &Array,
+    biases: impl Into<Option<&'a Array>>,
     indices: &Array,
     format: Format,
 ) -> Result<Array, Exception> {
+    let biases = biases.into();
     let stream = Stream::thread_local_or_default();
     // SAFETY: every handle is a live mlx-rs object; mlx-c copies what it keeps.
     mlx_rs::raw::try_array_op(|res| unsafe {
@@ -121,18 +156,20 @@ pub fn gather_quantized_matmul(
             x.as_ptr(),
             w.as_ptr(),
             scales.as_ptr(),
-            biases.as_ptr(),
+            handle(biases),
             indices.as_ptr(),
             format.group as i32,
             format.bits as i32,
+            mode_code(format.mode),
             qmm_kernel,
             stream.as_ptr(),
         )
     })
 }
 
-/// One packed weight of a [`quantized_matmuls`] or [`swiglu_quantized_matmul`]: codes
-/// `[N, K*bits/32]` uint32, scales and biases `[N, K/group]` of one dtype.
+/// One affine packed weight of a [`quantized_matmuls`] or [`swiglu_quantized_matmul`]: codes
+/// `[N, K*bits/32]` uint32, scales and biases `[N, K/group]` of one dtype. ([`QuantWeight`]
+/// takes any mode.)
 #[derive(Clone, Copy)]
 pub struct PackedWeight<'a> {
     pub w: &'a Array,
@@ -140,39 +177,60 @@ pub struct PackedWeight<'a> {
     pub biases: &'a Array,
 }
 
-/// `x @ dequantize(w).T` for each weight (all of `format`), as one node: each output has the
-/// bits of its own [`quantized_matmul`]. A layer's q/k/v in one node instead of three.
-pub fn quantized_matmuls(
+/// One packed weight of any mode: codes `[N, K*bits/32]` uint32, scales `[N, K/group]`, and
+/// biases of the scales' dtype (affine) or none (mxfp4, mxfp8, nvfp4: uint8 scales).
+#[derive(Clone, Copy)]
+pub struct QuantWeight<'a> {
+    pub w: &'a Array,
+    pub scales: &'a Array,
+    pub biases: Option<&'a Array>,
+}
+
+impl<'a> From<PackedWeight<'a>> for QuantWeight<'a> {
+    fn from(p: PackedWeight<'a>) -> QuantWeight<'a> {
+        QuantWeight {
+            w: p.w,
+            scales: p.scales,
+            biases: Some(p.biases),
+        }
+    }
+}
+
+/// `x @ dequantize(w).T` for each weight (all of `format`; [`PackedWeight`]s or
+/// [`QuantWeight`]s), as one node: each output has the bits of its own [`quantized_matmul`].
+/// A layer's q/k/v in one node instead of three.
+pub fn quantized_matmuls<'a, W: Into<QuantWeight<'a>> + Copy>(
     x: &Array,
-    weights: &[PackedWeight],
+    weights: &[W],
     format: Format,
 ) -> Result<Vec<Array>, Exception> {
-    products(x, weights, format, false)
+    let weights: Vec<QuantWeight> = weights.iter().map(|w| (*w).into()).collect();
+    products(x, &weights, format, false)
 }
 
 /// `silu(x @ gate.T) * (x @ up.T)` (mlx-lm's MLP before its down projection) as one node,
 /// with the bits of `silu` and `multiply` over two [`quantized_matmul`]s on MLX's CPU.
-pub fn swiglu_quantized_matmul(
+pub fn swiglu_quantized_matmul<'a>(
     x: &Array,
-    gate: PackedWeight,
-    up: PackedWeight,
+    gate: impl Into<QuantWeight<'a>>,
+    up: impl Into<QuantWeight<'a>>,
     format: Format,
 ) -> Result<Array, Exception> {
-    let mut out = products(x, &[gate, up], format, true)?;
+    let mut out = products(x, &[gate.into(), up.into()], format, true)?;
     out.pop()
         .ok_or_else(|| Exception::custom("the SwiGLU node gave no output"))
 }
 
 fn products(
     x: &Array,
-    weights: &[PackedWeight],
+    weights: &[QuantWeight],
     format: Format,
     swiglu: bool,
 ) -> Result<Vec<Array>, Exception> {
     let stream = Stream::thread_local_or_default();
     let handles: Vec<mlx_sys::mlx_array> = weights
         .iter()
-        .flat_map(|p| [p.w.as_ptr(), p.scales.as_ptr(), p.biases.as_ptr()])
+        .flat_map(|p| [p.w.as_ptr(), p.scales.as_ptr(), handle(p.biases)])
         .collect();
     // SAFETY: every handle is a live mlx-rs object; mlx-c copies what it keeps.
     mlx_rs::raw::try_vector_array_op(|res| unsafe {
@@ -183,6 +241,7 @@ fn products(
             weights.len() as i32,
             format.group as i32,
             format.bits as i32,
+            mode_code(format.mode),
             qmm_kernel,
             swiglu,
             stream.as_ptr(),
@@ -195,8 +254,9 @@ fn products(
 ///
 /// # Safety
 /// `x` holds m*k floats, `w` n rows of k*bits/8 bytes, `scales` and `biases` n*k/group
-/// values of the dtype `params` names, `out` room for m*n floats, and (bits, group) is a
-/// supported format.
+/// values of the dtype `params` names (`biases` null in a float mode), `out` room for m*n
+/// floats, and (mode, bits, group) is a supported format.
+#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe extern "C" fn qmm_kernel(
     x: *const f32,
     m: i64,
@@ -208,10 +268,12 @@ pub(crate) unsafe extern "C" fn qmm_kernel(
     n: i64,
     bits: i32,
     group: i32,
+    mode: i32,
     out: *mut f32,
 ) {
     let (m, k, n) = (m as usize, k as usize, n as usize);
-    let Ok(format) = Format::new(bits as u32, group as usize) else {
+    let format = mode_of(mode).map(|mode| Format::with_mode(mode, bits as u32, group as usize));
+    let Some(Ok(format)) = format else {
         return; // the shim refused it when the node was built
     };
     let groups = n * (k / format.group);
@@ -220,22 +282,31 @@ pub(crate) unsafe extern "C" fn qmm_kernel(
         m,
         k,
         w: std::slice::from_raw_parts(w, n * format.row_bytes(k)),
-        scales: params_of(scales, groups, params),
-        biases: params_of(biases, groups, params),
+        scales: params_of(scales, groups, params, format.mode),
+        biases: (!biases.is_null()).then(|| params_of(biases, groups, params, format.mode)),
         n,
         format,
     };
     kernel::matmul(&ops, std::slice::from_raw_parts_mut(out, m * n));
 }
 
-/// `len` scales or biases at `at`, of the dtype the shim's code `params` names.
+/// `len` scales or biases at `at`, of the dtype the shim's code `params` names (bytes: the
+/// float mode's scale format).
 ///
 /// # Safety
 /// `at` holds `len` values of that dtype, alive while the kernel runs.
-unsafe fn params_of<'a>(at: *const std::ffi::c_void, len: usize, params: i32) -> Params<'a> {
-    match params {
-        1 => Params::Bf16(std::slice::from_raw_parts(at as *const u16, len)),
-        2 => Params::F16(std::slice::from_raw_parts(at as *const u16, len)),
+unsafe fn params_of<'a>(
+    at: *const std::ffi::c_void,
+    len: usize,
+    params: i32,
+    mode: Mode,
+) -> Params<'a> {
+    let bytes = || std::slice::from_raw_parts(at as *const u8, len);
+    match (params, mode) {
+        (1, _) => Params::Bf16(std::slice::from_raw_parts(at as *const u16, len)),
+        (2, _) => Params::F16(std::slice::from_raw_parts(at as *const u16, len)),
+        (3, Mode::Nvfp4) => Params::E4m3(bytes()),
+        (3, _) => Params::E8m0(bytes()),
         _ => Params::F32(std::slice::from_raw_parts(at as *const f32, len)),
     }
 }

@@ -82,7 +82,7 @@ fn mismatched_weights_are_errors_that_say_why() -> TestResult {
         .err()
         .ok_or("gate and up of different sizes accepted")?;
     assert!(e.to_string().contains("same output size"), "{e}");
-    let e = quantized_matmuls(&x, &[], format)
+    let e = quantized_matmuls::<PackedWeight>(&x, &[], format)
         .err()
         .ok_or("no weights accepted")?;
     assert!(e.to_string().contains("weights"), "{e}");

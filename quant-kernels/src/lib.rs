@@ -1,6 +1,6 @@
-//! Kernels for `y = x · dequantize(w)ᵀ` with MLX's affine formats, one per format and
-//! instruction set, chosen at run time (as llama.cpp's ggml-cpu does), each tested against
-//! [`reference`].
+//! Kernels for `y = x · dequantize(w)ᵀ` with MLX's quantized formats (affine, and the float
+//! modes of [`float`]), one per format and instruction set, chosen at run time (as llama.cpp's
+//! ggml-cpu does), each tested against [`reference`].
 //!
 //! MLX packs each weight row as a little-endian bit stream of `bits`-bit codes q, and stores
 //! one scale s and bias b per `group` codes: the weight is `s·q + b`. Every kernel computes an
@@ -11,11 +11,17 @@
 //! - the group sums of x ([`group_sums`]) are made once per product, and the bias part is
 //!   eight FMA chains over the groups, summed pairwise ([`bias_term`]), added last.
 //!
+//! The float modes (`mxfp4`, `mxfp8`, `nvfp4`) have no bias: q is the decoded E2M1 or E4M3
+//! code and s the decoded scale, in the same order, and there is no bias part. An `nvfp4` group
+//! (16 codes) is half a step: in the 4-bit lane order each vector holds codes of one group, so
+//! the fold takes each vector's own scale ([`layout`]).
+//!
 //! So a row's result is bit-identical whatever other rows share the call, and whichever
 //! kernel this machine runs. Folding s and b in per group (as llama.cpp does) costs one FMA
 //! per code and lane plus one per group, where dequantizing each weight first
 //! (`fma(s, q, b)`, then `fma(x, w, acc)`) costs two per code.
 
+pub mod float;
 pub mod layout;
 mod panels;
 pub use panels::sgemm_nt;
@@ -34,25 +40,39 @@ pub const BITS: [u32; 6] = [2, 3, 4, 5, 6, 8];
 /// Codes per scale and bias that MLX (and mlx-lm) write.
 pub const GROUPS: [usize; 3] = [32, 64, 128];
 
-/// A packed affine format: `bits` per code, one f32 scale and bias per `group` codes.
+pub use float::Mode;
+
+/// A packed format: `bits` per code, one scale (and, affine, one bias) per `group` codes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Format {
     pub bits: u32,
     pub group: usize,
+    pub mode: Mode,
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("unsupported quantization: {bits} bits with group size {group} (supported: bits 2, 3, 4, 5, 6, 8; groups 32, 64, 128)")]
+#[error("unsupported quantization: mode {mode} with {bits} bits and group size {group} (supported: {})", mode.supported())]
 pub struct FormatError {
+    pub mode: Mode,
     pub bits: u32,
     pub group: usize,
 }
 
 impl Format {
+    /// An affine format (MLX's default mode).
     pub fn new(bits: u32, group: usize) -> Result<Format, FormatError> {
-        match BITS.contains(&bits) && GROUPS.contains(&group) {
-            true => Ok(Format { bits, group }),
-            false => Err(FormatError { bits, group }),
+        Format::with_mode(Mode::Affine, bits, group)
+    }
+
+    /// A format of any mode, with MLX's rules for its bits and group size.
+    pub fn with_mode(mode: Mode, bits: u32, group: usize) -> Result<Format, FormatError> {
+        let fits = match mode.float_format() {
+            None => BITS.contains(&bits) && GROUPS.contains(&group),
+            Some(f) => f.bits == bits && f.group == group,
+        };
+        match fits {
+            true => Ok(Format { bits, group, mode }),
+            false => Err(FormatError { mode, bits, group }),
         }
     }
 
@@ -64,12 +84,15 @@ impl Format {
 
 /// Scales or biases in the dtype the checkpoint stores them in. Widening bf16 or f16 to f32 is
 /// exact, so they are widened per group as the kernels read them, and the numerics are those of
-/// f32 scales at a half (bf16/f16) of the bytes.
+/// f32 scales at a half (bf16/f16) of the bytes. The float modes' scales are bytes: E8M0
+/// (`mxfp4`, `mxfp8`) or E4M3 (`nvfp4`), decoded as MLX does ([`float`]).
 #[derive(Clone, Copy, Debug)]
 pub enum Params<'a> {
     F32(&'a [f32]),
     Bf16(&'a [u16]),
     F16(&'a [u16]),
+    E8m0(&'a [u8]),
+    E4m3(&'a [u8]),
 }
 
 impl<'a> Params<'a> {
@@ -80,6 +103,8 @@ impl<'a> Params<'a> {
             Params::F32(v) => v[i],
             Params::Bf16(v) => Bf16(v[i]).widen(),
             Params::F16(v) => F16(v[i]).widen(),
+            Params::E8m0(v) => float::E8m0(v[i]).widen(),
+            Params::E4m3(v) => float::E4m3(v[i]).widen(),
         }
     }
 
@@ -87,6 +112,7 @@ impl<'a> Params<'a> {
         match self {
             Params::F32(v) => v.len(),
             Params::Bf16(v) | Params::F16(v) => v.len(),
+            Params::E8m0(v) | Params::E4m3(v) => v.len(),
         }
     }
 
@@ -100,11 +126,24 @@ impl<'a> Params<'a> {
             Params::F32(v) => Params::F32(&v[range]),
             Params::Bf16(v) => Params::Bf16(&v[range]),
             Params::F16(v) => Params::F16(&v[range]),
+            Params::E8m0(v) => Params::E8m0(&v[range]),
+            Params::E4m3(v) => Params::E4m3(&v[range]),
+        }
+    }
+
+    /// Whether these are the scales `mode` stores (its byte format, or a float dtype when
+    /// affine).
+    pub fn fit(&self, mode: Mode) -> bool {
+        match self {
+            Params::E8m0(_) => matches!(mode, Mode::Mxfp4 | Mode::Mxfp8),
+            Params::E4m3(_) => mode == Mode::Nvfp4,
+            _ => mode == Mode::Affine,
         }
     }
 }
 
-/// The operands of one product: x [m, k], w [n rows of packed codes], scales and biases [n, k/group].
+/// The operands of one product: x [m, k], w [n rows of packed codes], scales and biases [n,
+/// k/group] (biases for the affine mode only: the float modes have none).
 #[derive(Clone, Copy)]
 pub struct Operands<'a> {
     pub x: &'a [f32],
@@ -112,12 +151,24 @@ pub struct Operands<'a> {
     pub k: usize,
     pub w: &'a [u8],
     pub scales: Params<'a>,
-    pub biases: Params<'a>,
+    pub biases: Option<Params<'a>>,
     pub n: usize,
     pub format: Format,
 }
 
 impl Operands<'_> {
+    /// Whether the scales and biases are what the format's mode stores: the kernels pick
+    /// their code decoding from the scales' dtype.
+    pub fn params_fit(&self) -> bool {
+        let mode = self.format.mode;
+        let biases = match (mode, self.biases) {
+            (Mode::Affine, Some(b)) => b.fit(mode),
+            (Mode::Affine, None) => false,
+            (_, b) => b.is_none(),
+        };
+        biases && self.scales.fit(mode)
+    }
+
     /// Packed codes of weight row `row`.
     fn w_row(&self, row: usize) -> &[u8] {
         let bytes = self.format.row_bytes(self.k);
@@ -125,21 +176,25 @@ impl Operands<'_> {
     }
 
     /// Scales and biases of weight row `row`.
-    fn groups(&self, row: usize) -> (Params<'_>, Params<'_>) {
+    fn groups(&self, row: usize) -> (Params<'_>, Option<Params<'_>>) {
         let per_row = self.k / self.format.group;
         let range = row * per_row..(row + 1) * per_row;
-        (self.scales.slice(range.clone()), self.biases.slice(range))
+        let biases = self.biases.map(|b| b.slice(range.clone()));
+        (self.scales.slice(range), biases)
     }
 }
 
 /// Each group's sum of x, `[row][group]`, into `dst`: per lane (x in lane order) the group's
 /// steps added in order from zero, then the 32 lane sums reduced as the accumulators are
 /// (`scalar::reduce`). They depend on x alone, so they are made once per product; every
-/// kernel takes them from here.
+/// kernel takes them from here. None without biases (the float modes).
 pub(crate) fn group_sums(ops: &Operands, dst: &mut Vec<f32>) {
     use layout::{LANES, STEP};
     let steps = ops.format.group / STEP;
     dst.clear();
+    if ops.biases.is_none() {
+        return;
+    }
     for group in ops.x[..ops.m * ops.k].chunks_exact(ops.format.group) {
         let mut sum = [[0f32; LANES]; layout::VECTORS];
         for step in group.chunks_exact(STEP).take(steps) {
@@ -175,8 +230,15 @@ pub(crate) fn bias_term<P: Stored>(biases: &[P], sums: &[f32]) -> f32 {
 }
 
 /// A dtype scales and biases are stored in, widened to f32 where a kernel reads one: the
-/// kernels are generic over it, so their loops have no branch on the dtype.
+/// kernels are generic over it, so their loops have no branch on the dtype. The scales' dtype
+/// also says the mode (as in MLX, where it follows from the mode): f32, bf16 and f16 are the
+/// affine mode's, the bytes ([`float::E8m0`], [`float::E4m3`]) the float modes'.
 pub(crate) trait Stored: Copy {
+    /// Codes are E2M1 (4 bits) or E4M3 (8 bits) values and there are no biases.
+    const FLOAT: bool = false;
+    /// Scales per step of [`layout::STEP`] codes: 2 for `nvfp4`'s 16-code groups, whose
+    /// scale each vector takes by its parity (`layout::lane_code`), else 1.
+    const PER_STEP: usize = 1;
     fn widen(self) -> f32;
 }
 
@@ -276,6 +338,10 @@ pub const PANEL_ROWS: usize = 16;
 /// `out[m, n] = Σ_k x[m, k] · (s·q + b)[n, k]` with the best kernel for the format and shape.
 pub fn matmul(ops: &Operands, out: &mut [f32]) {
     assert!(out.len() >= ops.m * ops.n, "the output holds m * n floats");
+    assert!(
+        ops.params_fit(),
+        "the scales and biases are the format's mode's"
+    );
     if ops.m > PANEL_ROWS {
         return panels::matmul(ops, out);
     }
@@ -291,6 +357,10 @@ thread_local! {
 /// columns shared out over skinny-gemm's threads.
 pub fn rows(ops: &Operands, out: &mut [f32]) {
     assert!(out.len() >= ops.m * ops.n, "the output holds m * n floats");
+    assert!(
+        ops.params_fit(),
+        "the scales and biases are the format's mode's"
+    );
     let bits = ops.format.bits;
     if layout::in_order(bits) {
         return share_columns(ops, out);

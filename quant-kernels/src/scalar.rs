@@ -10,32 +10,40 @@ use super::{bias_term, code, group_sums, Operands, Out};
 /// # Safety
 /// As `kernel::columns`.
 pub(super) unsafe fn matmul(ops: &Operands, cols: std::ops::Range<usize>, out: Out) {
-    let order = layout::order(ops.format.bits);
-    let (steps, groups) = (ops.format.group / STEP, ops.k / ops.format.group);
+    let (bits, mode, group) = (ops.format.bits, ops.format.mode, ops.format.group);
+    let order = layout::order(bits);
+    // A block is a group, or a step of two 16-code groups (`nvfp4`).
+    let block = group.max(STEP);
+    let (steps, blocks, groups) = (block / STEP, ops.k / block, ops.k / group);
     let mut sums = Vec::new();
     group_sums(ops, &mut sums);
     for n in cols {
         let row = ops.w_row(n);
         let (scales, biases) = ops.groups(n);
-        let biases: Vec<f32> = (0..groups).map(|g| biases.get(g)).collect();
+        let biases: Option<Vec<f32>> = biases.map(|b| (0..groups).map(|g| b.get(g)).collect());
         for m in 0..ops.m {
             let x = &ops.x[m * ops.k..(m + 1) * ops.k];
             let mut acc = [[0f32; LANES]; VECTORS];
-            for g in 0..groups {
+            for b in 0..blocks {
                 let mut p = [0f32; STEP];
-                for step in g * steps..(g + 1) * steps {
+                for step in b * steps..(b + 1) * steps {
                     for (i, &c) in order.iter().enumerate() {
-                        let q = code(row, step * STEP + c, ops.format.bits) as f32;
+                        let q = mode.code_value(code(row, step * STEP + c, bits), bits);
                         p[i] = q.mul_add(x[step * STEP + i], p[i]);
                     }
                 }
                 for (i, p) in p.iter().enumerate() {
+                    let g = (b * block + order[i]) / group;
                     let lane = &mut acc[i / LANES][i % LANES];
                     *lane = scales.get(g).mul_add(*p, *lane);
                 }
             }
-            let bias = bias_term(&biases, &sums[m * groups..(m + 1) * groups]);
-            out.write(m, n, ops.n, reduce(acc) + bias);
+            let v = reduce(acc);
+            let v = match &biases {
+                Some(b) => v + bias_term(b, &sums[m * groups..(m + 1) * groups]),
+                None => v,
+            };
+            out.write(m, n, ops.n, v);
         }
     }
 }
@@ -50,21 +58,26 @@ pub(super) fn reduce(acc: [[f32; LANES]; VECTORS]) -> f32 {
     pair[0] + pair[1]
 }
 
-/// Weight row `n` as f32 in natural order: `fma(s, q, b)` per code, for the panels.
+/// Weight row `n` as f32 in natural order, for the panels: `fma(s, q, b)` per code, or (float
+/// modes) `value(q) · s`, MLX's dequantized weight.
 pub(super) fn dequantize_row(ops: &Operands, n: usize, dst: &mut [f32]) {
     let row = ops.w_row(n);
     let (scales, biases) = ops.groups(n);
+    let (bits, mode) = (ops.format.bits, ops.format.mode);
     for (k, w) in dst.iter_mut().enumerate() {
         let g = k / ops.format.group;
-        *w = scales
-            .get(g)
-            .mul_add(code(row, k, ops.format.bits) as f32, biases.get(g));
+        let q = mode.code_value(code(row, k, bits), bits);
+        *w = match biases {
+            Some(b) => scales.get(g).mul_add(q, b.get(g)),
+            None => q * scales.get(g),
+        };
     }
 }
 
 /// The exact product in f64, element by element: what tests measure every kernel against.
 pub fn reference(ops: &Operands) -> Vec<f64> {
     let mut out = vec![0f64; ops.m * ops.n];
+    let (bits, mode) = (ops.format.bits, ops.format.mode);
     for n in 0..ops.n {
         let row = ops.w_row(n);
         let (scales, biases) = ops.groups(n);
@@ -73,9 +86,9 @@ pub fn reference(ops: &Operands) -> Vec<f64> {
             out[m * ops.n + n] = (0..ops.k)
                 .map(|k| {
                     let g = k / ops.format.group;
-                    let w = scales.get(g) as f64 * code(row, k, ops.format.bits) as f64
-                        + biases.get(g) as f64;
-                    x[k] as f64 * w
+                    let q = mode.code_value(code(row, k, bits), bits) as f64;
+                    let b = biases.map_or(0.0, |b| b.get(g) as f64);
+                    x[k] as f64 * (scales.get(g) as f64 * q + b)
                 })
                 .sum();
         }

@@ -29,6 +29,8 @@ struct Case {
     w: Vec<u8>,
     scales: Vec<f32>,
     biases: Vec<f32>,
+    /// The float modes' scales (E8M0 or E4M3 bytes).
+    bytes: Vec<u8>,
     m: usize,
     k: usize,
     n: usize,
@@ -36,17 +38,31 @@ struct Case {
 }
 
 impl Case {
+    /// Random operands, K three groups (three steps for `nvfp4`'s 16-code groups); the
+    /// weight's first bytes count up, so that every code value occurs.
     fn new(format: Format, m: usize, n: usize, seed: u64) -> Case {
         let mut rng = Rng(seed);
-        let k = format.group * 3;
+        let k = format.group.max(layout::STEP) * 3;
         let groups = n * k / format.group;
+        let mut w: Vec<u8> = (0..n * format.row_bytes(k))
+            .map(|_| rng.next() as u8)
+            .collect();
+        w.iter_mut()
+            .take(256)
+            .enumerate()
+            .for_each(|(i, b)| *b = i as u8);
         Case {
             x: (0..m * k).map(|_| rng.float()).collect(),
-            w: (0..n * format.row_bytes(k))
-                .map(|_| rng.next() as u8)
-                .collect(),
+            w,
             scales: (0..groups).map(|_| rng.float() * 0.1).collect(),
             biases: (0..groups).map(|_| rng.float() * 0.1).collect(),
+            // E8M0 within 2^±20; E4M3 any byte (signs, subnormals, ±480 included).
+            bytes: (0..groups)
+                .map(|_| match format.mode {
+                    Mode::Nvfp4 => rng.next() as u8,
+                    _ => 107 + (rng.next() % 41) as u8,
+                })
+                .collect(),
             m,
             k,
             n,
@@ -62,13 +78,18 @@ impl Case {
     }
 
     fn ops(&self) -> Operands<'_> {
+        let (scales, biases) = match self.format.mode {
+            Mode::Affine => (Params::F32(&self.scales), Some(Params::F32(&self.biases))),
+            Mode::Nvfp4 => (Params::E4m3(&self.bytes), None),
+            _ => (Params::E8m0(&self.bytes), None),
+        };
         Operands {
             x: &self.x,
             m: self.m,
             k: self.k,
             w: &self.w,
-            scales: Params::F32(&self.scales),
-            biases: Params::F32(&self.biases),
+            scales,
+            biases,
             n: self.n,
             format: self.format,
         }
@@ -78,6 +99,7 @@ impl Case {
     fn worst_error(&self, ours: &[f32]) -> f64 {
         let exact = reference(&self.ops());
         let ops = self.ops();
+        let (bits, mode) = (self.format.bits, self.format.mode);
         let mut worst = 0f64;
         for m in 0..self.m {
             for n in 0..self.n {
@@ -85,9 +107,9 @@ impl Case {
                 let scale: f64 = (0..self.k)
                     .map(|k| {
                         let g = k / self.format.group;
-                        let q = code(ops.w_row(n), k, self.format.bits) as f64;
-                        (self.x[m * self.k + k] as f64 * (s.get(g) as f64 * q + b.get(g) as f64))
-                            .abs()
+                        let q = mode.code_value(code(ops.w_row(n), k, bits), bits) as f64;
+                        let b = b.map_or(0.0, |b| b.get(g) as f64);
+                        (self.x[m * self.k + k] as f64 * (s.get(g) as f64 * q + b)).abs()
                     })
                     .sum();
                 let err = (ours[m * self.n + n] as f64 - exact[m * self.n + n]).abs();
@@ -98,9 +120,24 @@ impl Case {
     }
 }
 
+/// Every affine format, then the float modes'.
 fn formats() -> impl Iterator<Item = Format> {
-    BITS.into_iter()
-        .flat_map(|bits| GROUPS.into_iter().map(move |group| Format { bits, group }))
+    let affine = BITS.into_iter().flat_map(|bits| {
+        GROUPS.into_iter().map(move |group| Format {
+            bits,
+            group,
+            mode: Mode::Affine,
+        })
+    });
+    affine.chain(Mode::ALL.into_iter().filter_map(Mode::float_format))
+}
+
+fn affine(bits: u32, group: usize) -> Format {
+    Format {
+        bits,
+        group,
+        mode: Mode::Affine,
+    }
 }
 
 #[test]
@@ -226,6 +263,7 @@ fn a_row_alone_equals_the_row_in_a_batch() {
                 w: batch.w.clone(),
                 scales: batch.scales.clone(),
                 biases: batch.biases.clone(),
+                bytes: batch.bytes.clone(),
                 ..Case::new(format, 1, 9, 11)
             };
             let mut one = vec![0f32; 9];
@@ -283,11 +321,10 @@ fn codes_follow_mlx_packing() {
 #[test]
 fn shared_columns_equal_one_thread() {
     shared_pool();
-    for format in [
-        Format { bits: 4, group: 64 },
-        Format { bits: 2, group: 32 },
-        Format { bits: 3, group: 32 },
-    ] {
+    for format in [affine(4, 64), affine(2, 32), affine(3, 32)]
+        .into_iter()
+        .chain(Mode::ALL.into_iter().filter_map(Mode::float_format))
+    {
         let case = Case::new(format, 3, 1000, 5);
         assert!(case.n * case.k >= 64 * 1024, "big enough to share");
         let (mut shared, mut alone) = (vec![0f32; 3000], vec![0f32; 3000]);
@@ -308,7 +345,7 @@ fn shared_columns_equal_one_thread() {
 #[test]
 fn bf16_and_f16_params_equal_their_f32_values() {
     shared_pool();
-    let mut case = Case::new(Format { bits: 4, group: 32 }, 3, 700, 9);
+    let mut case = Case::new(affine(4, 32), 3, 700, 9);
     let bf16: Vec<u16> = case
         .scales
         .iter()
@@ -344,7 +381,7 @@ fn bf16_and_f16_params_equal_their_f32_values() {
             matmul(
                 &Operands {
                     scales: s,
-                    biases: b,
+                    biases: Some(b),
                     ..ops
                 },
                 &mut narrow,

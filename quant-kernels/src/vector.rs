@@ -3,6 +3,7 @@
 //! monomorphic; the per-thread group sums of x; and the walk over a call's columns and rows
 //! into which a set's row kernel inlines.
 
+use super::float::{E4m3, E8m0};
 use super::{bias_term, group_sums, Bf16, Operands, Out, Params, Stored, F16};
 
 /// `f::<BITS>(args)` for the format's bit width (`Format::new` checked it is one of these);
@@ -32,27 +33,36 @@ macro_rules! by_bits {
 pub(crate) use by_bits;
 
 /// `$body` with `$g` bound to the operands' scales and biases as [`Groups`] of their stored
-/// dtype. The MLX node never passes two dtypes (it checks that they share one); `Operands` can
-/// say so, and then both are widened to f32 first.
+/// dtype (the float modes' scale bytes, without biases). The MLX node never passes two dtypes
+/// (it checks that they share one); `Operands` can say so, and then both are widened to f32
+/// first.
 macro_rules! by_stored {
     ($ops:expr, $g:ident => $body:expr) => {{
         use $crate::vector::Groups;
         use $crate::Params;
         match ($ops.scales, $ops.biases) {
-            (Params::F32(scales), Params::F32(biases)) => {
+            (Params::F32(scales), Some(Params::F32(biases))) => {
                 let $g = Groups { scales, biases };
                 $body
             }
-            (Params::Bf16(s), Params::Bf16(b)) => {
+            (Params::Bf16(s), Some(Params::Bf16(b))) => {
                 let $g = Groups::<$crate::Bf16>::halves(s, b);
                 $body
             }
-            (Params::F16(s), Params::F16(b)) => {
+            (Params::F16(s), Some(Params::F16(b))) => {
                 let $g = Groups::<$crate::F16>::halves(s, b);
                 $body
             }
+            (Params::E8m0(s), _) => {
+                let $g = Groups::<$crate::float::E8m0>::bytes(s);
+                $body
+            }
+            (Params::E4m3(s), _) => {
+                let $g = Groups::<$crate::float::E4m3>::bytes(s);
+                $body
+            }
             (s, b) => {
-                let (scales, biases) = (s.to_f32(), b.to_f32());
+                let (scales, biases) = (s.to_f32(), b.map(|b| b.to_f32()).unwrap_or_default());
                 let $g = Groups {
                     scales: &scales[..],
                     biases: &biases[..],
@@ -64,7 +74,7 @@ macro_rules! by_stored {
 }
 pub(crate) use by_stored;
 
-/// The scales and biases of a product in one stored dtype.
+/// The scales and biases of a product in one stored dtype (no biases: the float modes).
 #[derive(Clone, Copy)]
 pub(crate) struct Groups<'a, P> {
     pub scales: &'a [P],
@@ -88,6 +98,27 @@ impl<'a, T: Half> Groups<'a, T> {
 /// `u16` bits as the half dtype `T`.
 fn as_halves<T: Half>(v: &[u16]) -> &[T] {
     // SAFETY: a `Half` is a repr(transparent) u16, so the slice has the same layout.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const T, v.len()) }
+}
+
+/// A float mode's scale byte: a `repr(transparent)` u8 (only `E8m0` and `E4m3` implement it).
+pub(crate) trait ScaleByte {}
+impl ScaleByte for E8m0 {}
+impl ScaleByte for E4m3 {}
+
+impl<'a, T: ScaleByte> Groups<'a, T> {
+    /// A float mode's scales, without biases.
+    pub(crate) fn bytes(scales: &'a [u8]) -> Groups<'a, T> {
+        Groups {
+            scales: as_scale_bytes(scales),
+            biases: &[],
+        }
+    }
+}
+
+/// Bytes as the scale byte type `T`.
+fn as_scale_bytes<T: ScaleByte>(v: &[u8]) -> &[T] {
+    // SAFETY: a `ScaleByte` is a repr(transparent) u8, so the slice has the same layout.
     unsafe { std::slice::from_raw_parts(v.as_ptr() as *const T, v.len()) }
 }
 
@@ -115,7 +146,8 @@ pub(crate) fn with_sums<R>(ops: &Operands, f: impl FnOnce(&[f32]) -> R) -> R {
 
 /// [`each_row`] with the set's kernels `$row::<BITS, STEPS, P>` (one row of x) and, where the
 /// set has one, `$pair::<BITS, STEPS, P>` (two rows sharing a step's unpacked codes), for the
-/// format's steps per group (1, 2 or 4), on this thread's group sums of x. Expanded in the
+/// format's steps per group (1, 2 or 4; 1 for two groups a step), on this thread's group sums
+/// of x. Expanded in the
 /// set's `#[target_feature]` function, whose features the closures inherit, so the kernels
 /// inline with their step count known.
 macro_rules! each_row_by_steps {
@@ -148,7 +180,8 @@ macro_rules! each_row_by_steps {
         }
         with_sums($ops, |sums| {
             match $ops.format.group / $crate::layout::STEP {
-                1 => walk!(1, sums),
+                // Groups of 16 (`nvfp4`): a step of two groups.
+                0 | 1 => walk!(1, sums),
                 2 => walk!(2, sums),
                 _ => walk!(4, sums),
             }
@@ -181,7 +214,10 @@ pub(crate) fn each_row<P: Stored>(
     let x = |m: usize| &ops.x[m * ops.k..(m + 1) * ops.k];
     for n in cols {
         let (w, scales) = (ops.w_row(n), &params.scales[n * groups..(n + 1) * groups]);
-        let biases = &params.biases[n * groups..(n + 1) * groups];
+        let biases = match P::FLOAT {
+            true => &[][..],
+            false => &params.biases[n * groups..(n + 1) * groups],
+        };
         let mut m = 0;
         while m + 2 <= ops.m {
             let [a, b] = two(w, [x(m), x(m + 1)], scales);
@@ -195,7 +231,7 @@ pub(crate) fn each_row<P: Stored>(
     }
 }
 
-/// Output `(m, n)`: `v` plus its bias part. Always inlined, so that `bias_term`'s FMAs take the
+/// Output `(m, n)`: `v` plus its bias part (none in the float modes). Always inlined, so that `bias_term`'s FMAs take the
 /// caller's target features (out of line, `mul_add` is a call to libm's `fmaf`).
 #[inline(always)]
 fn write<P: Stored>(
@@ -205,8 +241,13 @@ fn write<P: Stored>(
     v: f32,
     out: Out,
 ) {
-    let groups = biases.len();
-    let sums = &sums[m * groups..(m + 1) * groups];
+    let v = match P::FLOAT {
+        true => v,
+        false => {
+            let groups = biases.len();
+            v + bias_term(biases, &sums[m * groups..(m + 1) * groups])
+        }
+    };
     // SAFETY: the set's `matmul` was given an output of `m * n` values.
-    unsafe { out.write(m, n, ops.n, v + bias_term(biases, sums)) };
+    unsafe { out.write(m, n, ops.n, v) };
 }

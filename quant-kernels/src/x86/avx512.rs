@@ -16,6 +16,7 @@
 
 use std::arch::x86_64::*;
 
+use super::super::float::E2M1;
 use super::super::layout::{LANES, STEP};
 use super::super::vector::{by_bits, by_stored, with_sums, Groups};
 use super::super::{bias_term, Operands, Out, Stored};
@@ -53,7 +54,9 @@ struct Shape {
     k: usize,
     /// Groups per weight row.
     groups: usize,
-    /// Steps per group.
+    /// Blocks per weight row: groups, or steps of two groups (`nvfp4`).
+    blocks: usize,
+    /// Steps per block.
     steps: usize,
     step_bytes: usize,
     row_bytes: usize,
@@ -97,7 +100,8 @@ unsafe fn columns<const BITS: u32, P: Stored>(
     let shape = Shape {
         k: ops.k,
         groups,
-        steps: ops.format.group / STEP,
+        blocks: groups / P::PER_STEP,
+        steps: (ops.format.group / STEP).max(1),
         step_bytes: STEP * BITS as usize / 8,
         row_bytes: ops.format.row_bytes(ops.k),
         n: ops.n,
@@ -105,7 +109,7 @@ unsafe fn columns<const BITS: u32, P: Stored>(
     assert!(
         ops.w.len() >= cols.end * shape.row_bytes
             && params.scales.len() >= cols.end * groups
-            && params.biases.len() >= cols.end * groups,
+            && (P::FLOAT || params.biases.len() >= cols.end * groups),
         "the weight, scales and biases hold n rows"
     );
     with_sums(ops, |sums| {
@@ -127,7 +131,8 @@ unsafe fn blocks<const BITS: u32, P: Stored>(
         n0: n,
         rows: ops.w.as_ptr().add(n * shape.row_bytes),
         scales: params.scales.as_ptr().add(n * shape.groups),
-        biases: params.biases.as_ptr().add(n * shape.groups),
+        // No biases in a float mode: never read.
+        biases: params.biases.as_ptr().wrapping_add(n * shape.groups),
     };
     let mut n = cols.start;
     while n < cols.end {
@@ -181,8 +186,17 @@ unsafe fn stacked<const BITS: u32, P: Stored>(
 /// AVX-512 F, and the step's `4 * BITS` bytes are readable (nothing past them is read).
 #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
 #[inline]
-unsafe fn codes16<const BITS: u32>(at: *const u8) -> [__m512; 2] {
+unsafe fn codes16<const BITS: u32, P: Stored>(at: *const u8) -> [__m512; 2] {
     let widen = |i: usize| _mm512_cvtepu8_epi32(_mm_loadu_si128(at.add(16 * i) as *const __m128i));
+    if P::FLOAT {
+        return match BITS {
+            8 => [e4m3(at), e4m3(at.add(16))],
+            _ => {
+                let bytes = widen(0);
+                [e2m1(bytes), e2m1(_mm512_srli_epi32::<4>(bytes))]
+            }
+        };
+    }
     match BITS {
         8 => [_mm512_cvtepi32_ps(widen(0)), _mm512_cvtepi32_ps(widen(1))],
         4 => {
@@ -208,6 +222,28 @@ unsafe fn codes16<const BITS: u32>(at: *const u8) -> [__m512; 2] {
             [join(q[0], q[1]), join(q[2], q[3])]
         }
     }
+}
+
+/// E2M1 values of the low 4 bits of each lane: a 16-entry table, signs included (`vpermps`).
+#[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
+#[inline]
+unsafe fn e2m1(q: __m512i) -> __m512 {
+    _mm512_permutexvar_ps(q, _mm512_loadu_ps(E2M1.as_ptr()))
+}
+
+/// E4M3 values of the 16 bytes at `at` as MLX's `FromFP8` makes them: each byte's bits 0..7
+/// shifted left 7 as an f16 (bit 7 carried on into the sign), widened, times 256. Exact.
+///
+/// # Safety
+/// AVX-512 F, and the 16 bytes are readable.
+#[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
+#[inline]
+unsafe fn e4m3(at: *const u8) -> __m512 {
+    let b = _mm256_cvtepu8_epi16(_mm_loadu_si128(at as *const __m128i));
+    let sign = _mm256_and_si256(b, _mm256_set1_epi16(0x80));
+    // Bit 7 lands on bit 14; adding it there again carries it to bit 15.
+    let h = _mm256_slli_epi16::<7>(_mm256_add_epi16(b, sign));
+    _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0))
 }
 
 /// `lo | hi` as one 16-lane f32 vector (plain functions, not closures: they inline with the
@@ -246,7 +282,10 @@ unsafe fn write<const R: usize, const C: usize, P: Stored>(
     for (r, acc) in acc.into_iter().enumerate() {
         let sums = std::slice::from_raw_parts(sums.add(r * groups), groups);
         for (c, a) in acc.into_iter().enumerate() {
-            let v = reduce16(a) + bias_term(block.biases(shape, c), sums);
+            let v = match P::FLOAT {
+                true => reduce16(a),
+                false => reduce16(a) + bias_term(block.biases(shape, c), sums),
+            };
             out.write(m0 + r, block.n0 + c, shape.n, v);
         }
     }
@@ -269,17 +308,25 @@ unsafe fn fold<const R: usize, const C: usize>(
     }
 }
 
-/// The block's scales of group `g`, broadcast.
+/// The columns' scales of group block `b`, broadcast (`nvfp4`: the block's first group in
+/// lanes 0..8, AVX2's vectors 0 and 2, its second in lanes 8..16).
 #[target_feature(enable = "avx512f,avx512dq,avx2,fma")]
 #[inline]
 unsafe fn scales_of<const C: usize, P: Stored>(
     block: &Block<P>,
     shape: &Shape,
-    g: usize,
+    b: usize,
 ) -> [__m512; C] {
     let mut scales = [_mm512_setzero_ps(); C];
     for (c, s) in scales.iter_mut().enumerate() {
-        *s = _mm512_set1_ps((*block.scales.add(c * shape.groups + g)).widen());
+        let at = block.scales.add(c * shape.groups + b * P::PER_STEP);
+        *s = match P::PER_STEP {
+            1 => _mm512_set1_ps((*at).widen()),
+            _ => _mm512_insertf32x8::<1>(
+                _mm512_set1_ps((*at).widen()),
+                _mm256_set1_ps((*at.add(1)).widen()),
+            ),
+        };
     }
     scales
 }
@@ -302,14 +349,14 @@ unsafe fn rows<const BITS: u32, const R: usize, const C: usize, P: Stored>(
         sums.as_ptr().add(m0 * shape.groups),
     );
     let mut acc = [[[_mm512_setzero_ps(); 2]; C]; R];
-    for g in 0..shape.groups {
+    for b in 0..shape.blocks {
         let mut p = [[[_mm512_setzero_ps(); 2]; C]; R];
-        for step in g * shape.steps..(g + 1) * shape.steps {
+        for step in b * shape.steps..(b + 1) * shape.steps {
             let mut q = [[_mm512_setzero_ps(); 2]; C];
             for (c, q) in q.iter_mut().enumerate() {
                 let at = block.row(shape, c).add(step * shape.step_bytes);
                 _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(super::PREFETCH) as *const i8);
-                *q = codes16::<BITS>(at);
+                *q = codes16::<BITS, P>(at);
             }
             for h in 0..2 {
                 for (r, p) in p.iter_mut().enumerate() {
@@ -320,7 +367,7 @@ unsafe fn rows<const BITS: u32, const R: usize, const C: usize, P: Stored>(
                 }
             }
         }
-        fold(&mut acc, &p, scales_of::<C, P>(block, shape, g));
+        fold(&mut acc, &p, scales_of::<C, P>(block, shape, b));
     }
     write(acc, m0, sums, block, shape, out);
     C
