@@ -459,6 +459,11 @@ fn as_stored(_: &Value, _: &mut Weights) -> Result<()> {
     Ok(())
 }
 
+/// Every `model_type` the registry takes, aliases included, in its order.
+pub fn model_types() -> Vec<&'static str> {
+    FAMILIES.iter().map(|f| f.model_type).collect()
+}
+
 /// The registry's facts for `model_type`.
 pub fn facts(model_type: &str) -> Result<&'static FamilyFacts> {
     FAMILIES

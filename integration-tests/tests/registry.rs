@@ -1,0 +1,135 @@
+//! Every registered `model_type`, aliases included, against mlx-lm's greedy tokens on its
+//! family's tiny fixture: f32, packed on the CPU (the exact numerics), dequantized and as
+//! stored, one row alone and a batch of rows at different positions. In-process, so it costs
+//! seconds; a family cannot be registered without a row here.
+
+use std::path::{Path, PathBuf};
+
+use backend::cache::KvCache;
+use backend::loader::{self, LoadedModel};
+use backend::models::Row;
+use backend::weights::WeightMode;
+use integration_tests::goldens::{greedy_tokens, load_tiny_file, TinyGolden};
+use integration_tests::{fixture, TestResult};
+use mlx_rs::ops::indexing::IndexOp;
+use mlx_rs::Array;
+
+/// `model_type` → its float fixture and its quantized one (which may be an alias's).
+const REGISTRY: &[(&str, &str, &str)] = &[
+    ("llama", "tiny-llama3", "tiny-llama3-4bit"),
+    ("mistral", "tiny-llama3", "tiny-llama3-4bit"),
+    ("qwen2", "tiny-qwen2", "tiny-qwen2-4bit"),
+    ("qwen3", "tiny-qwen3", "tiny-qwen3-4bit"),
+    ("qwen3_moe", "tiny-qwen3-moe", "tiny-qwen3-moe-4bit"),
+    ("deepseek_v2", "tiny-deepseek-v2", "tiny-deepseek-v2-4bit"),
+    ("deepseek_v3", "tiny-deepseek-v3", "tiny-deepseek-v3-8bit"),
+    ("kimi_k2", "tiny-deepseek-v3", "tiny-deepseek-v3-8bit"),
+    ("kimi_k25", "tiny-kimi-k25", "tiny-kimi-k25-8bit"),
+    ("gemma3_text", "tiny-gemma3-text", "tiny-gemma3-text-4bit"),
+    ("gemma3", "tiny-gemma3", "tiny-gemma3-4bit"),
+    ("ministral3", "tiny-ministral3", "tiny-ministral3-8bit"),
+    ("mistral3", "tiny-mistral3", "tiny-mistral3-8bit"),
+    ("glm4", "tiny-glm4", "tiny-glm4-4bit"),
+];
+
+/// Rows in the batch; row r joins it r tokens after row 0, so the rows sit at different
+/// positions.
+const ROWS: usize = 3;
+
+#[test]
+fn every_model_type_is_in_the_table() {
+    let listed: Vec<&str> = REGISTRY.iter().map(|(t, _, _)| *t).collect();
+    assert_eq!(listed, backend::models::model_types());
+}
+
+#[test]
+fn every_model_type_equals_mlx_lm_in_every_mode_alone_and_batched() -> TestResult {
+    let root = std::env::temp_dir().join(format!("mlxd-registry-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    for (model_type, float, quantized) in REGISTRY {
+        let cases = [
+            (*float, WeightMode::AsStored, "golden.json"),
+            (*quantized, WeightMode::PackedF32, "golden.json"),
+            (*quantized, WeightMode::DequantizeF32, "golden.json"),
+            (*quantized, WeightMode::AsStored, "golden-as-stored.json"),
+        ];
+        for (folder, mode, file) in cases {
+            let golden = load_tiny_file(folder, file)?;
+            let dir = as_model_type(&root, folder, model_type)?;
+            let m = loader::load(&dir, mode)?;
+            let what = format!("{model_type} ({folder}, {mode:?})");
+            let n = golden.tokens.len();
+            let alone = greedy_tokens(&m, &golden.prompt_ids, n)?;
+            assert_eq!(alone, golden.tokens, "{what}: alone");
+            for (r, tokens) in batched(&m, &golden, ROWS)?.iter().enumerate() {
+                assert_eq!(tokens, &golden.tokens, "{what}: row {r} of a batch");
+            }
+        }
+    }
+    std::fs::remove_dir_all(&root)?;
+    Ok(())
+}
+
+/// The fixture as `model_type` names it: itself, or a folder of links with the alias (or
+/// the wrapper's text model type) written into its config.json.
+fn as_model_type(root: &Path, folder: &str, model_type: &str) -> TestResult<PathBuf> {
+    let dir = fixture(folder)?;
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("config.json"))?)?;
+    if config["model_type"] == model_type {
+        return Ok(dir);
+    }
+    let scratch = root.join(format!("{folder}-as-{model_type}"));
+    if !scratch.exists() {
+        std::fs::create_dir_all(&scratch)?;
+        for entry in std::fs::read_dir(&dir)? {
+            let entry = entry?;
+            if entry.file_name() != "config.json" {
+                std::os::unix::fs::symlink(entry.path(), scratch.join(entry.file_name()))?;
+            }
+        }
+        let mut config = config;
+        config["model_type"] = serde_json::json!(model_type);
+        std::fs::write(scratch.join("config.json"), serde_json::to_vec(&config)?)?;
+    }
+    Ok(scratch)
+}
+
+/// `rows` copies of the golden's prompt, row r decoded alone for r tokens and then all in one
+/// decode batch until each has the golden's length: each row's greedy tokens.
+fn batched(m: &LoadedModel, golden: &TinyGolden, rows: usize) -> TestResult<Vec<Vec<u32>>> {
+    let ids = &golden.prompt_ids;
+    let n = golden.tokens.len();
+    let mut caches: Vec<Vec<KvCache>> = (0..rows).map(|_| m.model.new_caches()).collect();
+    let mut out: Vec<Vec<u32>> = vec![Vec::new(); rows];
+    for (r, row) in caches.iter_mut().enumerate() {
+        let prompt = Array::from_slice(ids, &[1, ids.len() as i32]);
+        out[r].push(argmax_last(&m.model.forward(&prompt, row)?, 0)?);
+        for _ in 0..r {
+            let last = Array::from_slice(&out[r][out[r].len() - 1..], &[1, 1]);
+            out[r].push(argmax_last(&m.model.forward(&last, row)?, 0)?);
+        }
+    }
+    while out.iter().any(|o| o.len() < n) {
+        let last: Vec<u32> = out.iter().filter_map(|o| o.last().copied()).collect();
+        let inputs = Array::from_slice(&last, &[rows as i32, 1]);
+        let mut batch: Vec<Row> = (caches.iter_mut().enumerate())
+            .map(|(r, caches)| Row {
+                slot: r as u64,
+                caches,
+            })
+            .collect();
+        let logits = m.model.forward_rows(&inputs, &mut batch, Vec::new())?;
+        for (r, tokens) in out.iter_mut().enumerate() {
+            tokens.push(argmax_last(&logits, r as i32)?);
+        }
+    }
+    Ok(out.into_iter().map(|o| o[..n].to_vec()).collect())
+}
+
+/// The greedy token of row `r`'s last position.
+fn argmax_last(logits: &Array, r: i32) -> TestResult<u32> {
+    let last = logits.index((r, -1, ..));
+    let id = mlx_rs::ops::indexing::argmax_axis(&last, -1, None)?;
+    Ok(id.item_exact::<u32>())
+}
