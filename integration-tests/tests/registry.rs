@@ -14,48 +14,69 @@ use integration_tests::{fixture, TestResult};
 use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::Array;
 
-/// `model_type` → its float fixture and its quantized one (which may be an alias's).
-const REGISTRY: &[(&str, &str, &str)] = &[
-    ("llama", "tiny-llama3", "tiny-llama3-4bit"),
-    ("mistral", "tiny-llama3", "tiny-llama3-4bit"),
-    ("qwen2", "tiny-qwen2", "tiny-qwen2-4bit"),
-    ("qwen3", "tiny-qwen3", "tiny-qwen3-4bit"),
-    ("qwen3_moe", "tiny-qwen3-moe", "tiny-qwen3-moe-4bit"),
-    ("deepseek_v2", "tiny-deepseek-v2", "tiny-deepseek-v2-4bit"),
-    ("deepseek_v3", "tiny-deepseek-v3", "tiny-deepseek-v3-8bit"),
-    ("kimi_k2", "tiny-deepseek-v3", "tiny-deepseek-v3-8bit"),
-    ("kimi_k25", "tiny-kimi-k25", "tiny-kimi-k25-8bit"),
-    ("gemma3_text", "tiny-gemma3-text", "tiny-gemma3-text-4bit"),
-    ("gemma3", "tiny-gemma3", "tiny-gemma3-4bit"),
-    ("ministral3", "tiny-ministral3", "tiny-ministral3-8bit"),
-    ("mistral3", "tiny-mistral3", "tiny-mistral3-8bit"),
-    ("glm4", "tiny-glm4", "tiny-glm4-4bit"),
-];
+/// `model_type` → its float fixture and its quantized one (an alias's are its family's), as
+/// `scripts/fixtures/tiny_configs.py registry` lists them from the fixtures' recipes.
+fn registry() -> TestResult<Vec<(String, String, String)>> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/fixtures/tiny_configs.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg("registry")
+        .output()?;
+    if !out.status.success() {
+        return Err(format!(
+            "{}: {}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    let table: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&out.stdout)?;
+    let fixture = |row: &serde_json::Value, kind: &str| -> TestResult<String> {
+        let name = row[kind].as_str();
+        Ok(name
+            .ok_or_else(|| format!("no {kind} fixture in {row}"))?
+            .to_string())
+    };
+    (table.iter())
+        .map(|(t, row)| {
+            Ok((
+                t.clone(),
+                fixture(row, "float")?,
+                fixture(row, "quantized")?,
+            ))
+        })
+        .collect()
+}
 
 /// Rows in the batch; row r joins it r tokens after row 0, so the rows sit at different
 /// positions.
 const ROWS: usize = 3;
 
+/// A family is not registered without fixtures that prove it.
 #[test]
-fn every_model_type_is_in_the_table() {
-    let listed: Vec<&str> = REGISTRY.iter().map(|(t, _, _)| *t).collect();
-    assert_eq!(listed, backend::models::model_types());
+fn every_model_type_has_its_fixtures() -> TestResult {
+    let mut listed: Vec<String> = registry()?.into_iter().map(|(t, _, _)| t).collect();
+    let mut registered = backend::models::model_types();
+    listed.sort();
+    registered.sort_unstable();
+    assert_eq!(listed, registered);
+    Ok(())
 }
 
 #[test]
 fn every_model_type_equals_mlx_lm_in_every_mode_alone_and_batched() -> TestResult {
     let root = std::env::temp_dir().join(format!("mlxd-registry-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
-    for (model_type, float, quantized) in REGISTRY {
+    for (model_type, float, quantized) in registry()? {
         let cases = [
-            (*float, WeightMode::AsStored, "golden.json"),
-            (*quantized, WeightMode::PackedF32, "golden.json"),
-            (*quantized, WeightMode::DequantizeF32, "golden.json"),
-            (*quantized, WeightMode::AsStored, "golden-as-stored.json"),
+            (&float, WeightMode::AsStored, "golden.json"),
+            (&quantized, WeightMode::PackedF32, "golden.json"),
+            (&quantized, WeightMode::DequantizeF32, "golden.json"),
+            (&quantized, WeightMode::AsStored, "golden-as-stored.json"),
         ];
         for (folder, mode, file) in cases {
             let golden = load_tiny_file(folder, file)?;
-            let dir = as_model_type(&root, folder, model_type)?;
+            let dir = as_model_type(&root, folder, &model_type)?;
             let m = loader::load(&dir, mode)?;
             let what = format!("{model_type} ({folder}, {mode:?})");
             let n = golden.tokens.len();

@@ -349,6 +349,16 @@ impl LayerShape {
                 attn_softcap: cap @ SoftCap::Tanh(_),
                 ..
             } => format!("attention soft-capping {cap:?}"),
+            // YaRN scales the rotated dims alone; the rope scales the whole head.
+            LayerShape {
+                rope:
+                    RopeShape {
+                        span: RopeSpan::Partial { .. },
+                        scaling: RopeScaling::Yarn,
+                        ..
+                    },
+                ..
+            } => "YaRN over a partial rope".to_string(),
             LayerShape {
                 span: AttentionSpan::Sliding { window, .. },
                 ..
