@@ -2,6 +2,7 @@
 
 pub mod common;
 mod deepseek;
+mod ernie4_5;
 mod gemma3;
 mod glm4;
 mod llama;
@@ -440,6 +441,11 @@ const FAMILIES: &[FamilyFacts] = &[
         (mistral3::build, mistral3::shape, as_stored),
         Experts::Dense,
         mistral3::complete,
+    ),
+    FamilyFacts::text(
+        "ernie4_5",
+        (ernie4_5::build, ernie4_5::shape, as_stored),
+        Experts::Dense,
     ),
     FamilyFacts::text(
         "glm4",
