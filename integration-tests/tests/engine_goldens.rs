@@ -1,5 +1,6 @@
 //! The single-node engine against mlx-lm's greedy tokens: tokenizer and chat template
-//! (prompt ids), and generation in both numerics modes, on the SmolLM2 fixtures.
+//! (prompt ids), and generation in every weight mode, on the SmolLM2 fixtures: affine 4- and
+//! 8-bit, and MLX's float modes (mxfp4, mxfp8, nvfp4).
 
 use backend::generate::generate;
 use backend::loader::{self, LoadedModel};
@@ -168,4 +169,76 @@ fn bf16_as_stored_equals_mlx_lm() -> TestResult {
         WeightMode::AsStored,
         usize::MAX,
     )
+}
+
+// MLX's float quantization modes. Dequantized (and in the packed mode, which has no kernel for
+// them and dequantizes, counted in Status) against mlx-lm on the f32 twin; as stored through
+// MLX's own kernels in the mode against mlx-lm's 16-token goldens, a third of the cases each
+// (the kernels run at about 2 tok/s here), so each case runs once over the three modes.
+
+#[test]
+fn f32_mode_equals_mlx_lm_on_dequantized_mxfp4() -> TestResult {
+    let twin = "smollm2-135m-mxfp4-f32";
+    check(
+        "smollm2-135m-mxfp4",
+        twin,
+        WeightMode::DequantizeF32,
+        usize::MAX,
+    )
+}
+
+#[test]
+fn f32_mode_equals_mlx_lm_on_dequantized_mxfp8() -> TestResult {
+    let twin = "smollm2-135m-mxfp8-f32";
+    check(
+        "smollm2-135m-mxfp8",
+        twin,
+        WeightMode::DequantizeF32,
+        usize::MAX,
+    )
+}
+
+#[test]
+fn f32_mode_equals_mlx_lm_on_dequantized_nvfp4() -> TestResult {
+    let twin = "smollm2-135m-nvfp4-f32";
+    check(
+        "smollm2-135m-nvfp4",
+        twin,
+        WeightMode::DequantizeF32,
+        usize::MAX,
+    )
+}
+
+#[test]
+fn packed_mode_dequantizes_mxfp4_and_says_so() -> TestResult {
+    let m = loader::load(&fixture("smollm2-135m-mxfp4")?, WeightMode::PackedF32)?;
+    let stats = m.model.weight_stats();
+    // SmolLM2-135M: 30 layers of 7 matrices and the tied embedding.
+    assert_eq!((stats.dequantized_layers, stats.portable_layers), (211, 0));
+    drop(m);
+    let twin = "smollm2-135m-mxfp4-f32";
+    check(
+        "smollm2-135m-mxfp4",
+        twin,
+        WeightMode::PackedF32,
+        usize::MAX,
+    )
+}
+
+#[test]
+fn mirror_mode_equals_mlx_lm_on_mxfp4_as_stored() -> TestResult {
+    let name = "smollm2-135m-mxfp4";
+    check_some(name, name, WeightMode::AsStored, usize::MAX, |i| i % 3 == 0)
+}
+
+#[test]
+fn mirror_mode_equals_mlx_lm_on_mxfp8_as_stored() -> TestResult {
+    let name = "smollm2-135m-mxfp8";
+    check_some(name, name, WeightMode::AsStored, usize::MAX, |i| i % 3 == 1)
+}
+
+#[test]
+fn mirror_mode_equals_mlx_lm_on_nvfp4_as_stored() -> TestResult {
+    let name = "smollm2-135m-nvfp4";
+    check_some(name, name, WeightMode::AsStored, usize::MAX, |i| i % 3 == 2)
 }

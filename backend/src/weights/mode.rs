@@ -65,7 +65,11 @@ impl QuantizedMatrix {
     /// Rows `ids` of W dequantized, as mlx's `QuantizedEmbedding` looks them up (bf16 for the
     /// float modes, whose uint8 scales carry no dtype).
     pub fn rows(&self, ids: &Array) -> Result<Array> {
-        let biases = self.biases.as_ref().map(|b| b.take_axis(ids, 0)).transpose()?;
+        let biases = self
+            .biases
+            .as_ref()
+            .map(|b| b.take_axis(ids, 0))
+            .transpose()?;
         Ok(mlx_rs::ops::dequantize_mode(
             self.weight.take_axis(ids, 0)?,
             self.scales.take_axis(ids, 0)?,

@@ -92,7 +92,10 @@ pub(super) struct QuantConfig {
 
 impl QuantConfig {
     pub(super) fn from_config(config: &Value) -> Result<QuantConfig> {
-        let q = match (config.get("quantization"), config.get("quantization_config")) {
+        let q = match (
+            config.get("quantization"),
+            config.get("quantization_config"),
+        ) {
             (Some(q), _) => q.clone(),
             (None, Some(q)) => from_quant_method(q)?,
             (None, None) => return Ok(QuantConfig::default()),
@@ -143,7 +146,8 @@ fn from_quant_method(q: &Value) -> Result<Value> {
 
 impl QuantParams {
     fn from_json(value: &Value, what: &str) -> Result<QuantParams> {
-        let bad = |e: String| Error::Weights(format!("config.json \"quantization\" of {what}: {e}"));
+        let bad =
+            |e: String| Error::Weights(format!("config.json \"quantization\" of {what}: {e}"));
         let mode = match value.get("mode") {
             None => QuantMode::Affine,
             Some(m) => m.as_str().and_then(QuantMode::parse).ok_or_else(|| {
@@ -153,7 +157,10 @@ impl QuantParams {
                 ))
             })?,
         };
-        if value.get("global_scale").is_some_and(|g| g != &Value::Bool(false)) {
+        if value
+            .get("global_scale")
+            .is_some_and(|g| g != &Value::Bool(false))
+        {
             return Err(bad(format!(
                 "{} global scales are not supported (MLX 0.32.2's kernels take none)",
                 mode.name()
@@ -162,9 +169,12 @@ impl QuantParams {
         let (group, bits) = mode.defaults();
         let int = |name: &str, default: i64| match value.get(name) {
             None => Ok(default),
-            Some(v) => v
-                .as_i64()
-                .ok_or_else(|| bad(format!("{name} {} is not an integer", quote(&v.to_string())))),
+            Some(v) => v.as_i64().ok_or_else(|| {
+                bad(format!(
+                    "{name} {} is not an integer",
+                    quote(&v.to_string())
+                ))
+            }),
         };
         let small = |name: &str, v: i64| {
             i32::try_from(v).map_err(|_| bad(format!("{name} {v} is out of range")))
@@ -243,7 +253,12 @@ impl Weights {
     }
 
     /// Affine's biases, which must be there; a float mode's, which must not.
-    fn take_biases(&mut self, prefix: &str, q: QuantParams, groups: &[i32]) -> Result<Option<Array>> {
+    fn take_biases(
+        &mut self,
+        prefix: &str,
+        q: QuantParams,
+        groups: &[i32],
+    ) -> Result<Option<Array>> {
         let key = format!("{prefix}.biases");
         match (q.mode.has_biases(), self.contains(&key)) {
             (true, _) => Ok(Some(self.take(&key, groups)?)),

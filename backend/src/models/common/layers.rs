@@ -14,8 +14,9 @@ pub enum Linear {
         weight: Array,
         bias: Option<Array>,
     },
+    /// As stored, for MLX's kernels in the checkpoint's mode (boxed: the enum stays small).
     Quantized {
-        matrix: QuantizedMatrix,
+        matrix: Box<QuantizedMatrix>,
         bias: Option<Array>,
     },
     Packed {
@@ -144,9 +145,7 @@ pub(super) fn packed_alike<'a>(
 
 /// A token embedding table, usable as the output projection when tied.
 pub enum Embedding {
-    Dense {
-        weight: Array,
-    },
+    Dense { weight: Array },
     Quantized(QuantizedMatrix),
     Packed(Packed),
 }
@@ -252,7 +251,10 @@ impl Linear {
         match weight {
             MatrixWeight::Dense(weight) => Linear::Dense { weight, bias },
             MatrixWeight::Packed(packed) => Linear::Packed { packed, bias },
-            MatrixWeight::Quantized(matrix) => Linear::Quantized { matrix, bias },
+            MatrixWeight::Quantized(matrix) => Linear::Quantized {
+                matrix: Box::new(matrix),
+                bias,
+            },
         }
     }
 }

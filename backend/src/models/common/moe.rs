@@ -49,9 +49,9 @@ impl SwitchLinear {
                 gather_mm(rows()?, weight.swap_axes(-1, -2)?, None, experts, sorted)?
                     .squeeze_axes(&[-2])?
             }
-            SwitchLinear::Quantized(matrix) => {
-                matrix.gather(&rows()?, experts, sorted)?.squeeze_axes(&[-2])?
-            }
+            SwitchLinear::Quantized(matrix) => matrix
+                .gather(&rows()?, experts, sorted)?
+                .squeeze_axes(&[-2])?,
             SwitchLinear::Packed(p) => quant_cpu::gather_quantized_matmul(
                 x, &p.weight, &p.scales, &p.biases, experts, p.format,
             )?,

@@ -55,15 +55,18 @@ fn float_modes_compute_as_stored_and_dequantize_exactly() -> Result<()> {
     for (mode, group, bits) in FLOAT_MODES {
         let arrays = quantized(mode, group, bits, &[8, 64])?;
         let (codes, scales) = (&arrays["l.weight"], &arrays["l.scales"]);
-        let want = dequantize_mode(codes, scales, None, group, bits, mode)?.as_dtype(Dtype::Float32)?;
+        let want =
+            dequantize_mode(codes, scales, None, group, bits, mode)?.as_dtype(Dtype::Float32)?;
         let cfg = config(mode, group, bits);
-        let MatrixWeight::Quantized(stored) = take(arrays.clone(), &cfg, WeightMode::AsStored)? else {
+        let MatrixWeight::Quantized(stored) = take(arrays.clone(), &cfg, WeightMode::AsStored)?
+        else {
             panic!("{mode}: as stored is not quantized");
         };
         assert!(stored.biases.is_none(), "{mode}");
         let diff = max_diff(&stored.matmul(&x, true)?, &x.matmul(want.t())?)?;
         assert!(diff < 1e-4, "{mode}: as stored differs by {diff}");
-        let MatrixWeight::Dense(dense) = take(arrays.clone(), &cfg, WeightMode::DequantizeF32)? else {
+        let MatrixWeight::Dense(dense) = take(arrays.clone(), &cfg, WeightMode::DequantizeF32)?
+        else {
             panic!("{mode}: dequantized is not dense");
         };
         assert_eq!(dense.dtype(), Dtype::Float32);
@@ -86,7 +89,14 @@ fn float_mode_experts_gather_as_stored() -> Result<()> {
     let ids = Array::from_slice(&[1u32, 0, 0, 1], &[4]);
     for (mode, group, bits) in FLOAT_MODES {
         let arrays = quantized(mode, group, bits, &[2, 8, 64])?;
-        let dense = dequantize_mode(&arrays["l.weight"], &arrays["l.scales"], None, group, bits, mode)?;
+        let dense = dequantize_mode(
+            &arrays["l.weight"],
+            &arrays["l.scales"],
+            None,
+            group,
+            bits,
+            mode,
+        )?;
         let mut w = Weights::from_arrays(arrays, &config(mode, group, bits), WeightMode::AsStored)?;
         let experts = SwitchLinear::load(&mut w, "l", 2, (64, 8), Cut::Whole)?;
         let want = mlx_rs::ops::gather_mm(
@@ -106,7 +116,10 @@ fn float_mode_experts_gather_as_stored() -> Result<()> {
 #[test]
 fn modes_and_their_group_sizes_are_checked() {
     let bad = |q: Value| super::QuantConfig::from_config(&q).map(|_| ());
-    refused(bad(json!({"quantization": {"mode": "int3"}})), &["int3", "every quantized layer"]);
+    refused(
+        bad(json!({"quantization": {"mode": "int3"}})),
+        &["int3", "every quantized layer"],
+    );
     refused(
         bad(json!({"quantization": {"mode": "mxfp4", "group_size": 64, "bits": 4}})),
         &["mxfp4", "group size 32", "64"],
@@ -121,7 +134,9 @@ fn modes_and_their_group_sizes_are_checked() {
         &[layer, "mxfp8", "16"],
     );
     refused(
-        bad(json!({"quantization": {"mode": "nvfp4", layer: {"mode": "nvfp4", "global_scale": true}}})),
+        bad(
+            json!({"quantization": {"mode": "nvfp4", layer: {"mode": "nvfp4", "global_scale": true}}}),
+        ),
         &[layer, "global scale"],
     );
     refused(
@@ -130,7 +145,10 @@ fn modes_and_their_group_sizes_are_checked() {
     );
     // mlx-lm's defaults: a float mode alone gets its own group size and bits.
     for mode in ["mxfp4", "mxfp8", "nvfp4"] {
-        assert!(bad(json!({"quantization": {"mode": mode}})).is_ok(), "{mode}");
+        assert!(
+            bad(json!({"quantization": {"mode": mode}})).is_ok(),
+            "{mode}"
+        );
     }
     assert!(bad(json!({"quantization_config": {"quant_method": "mxfp4"}})).is_ok());
 }
@@ -142,10 +160,16 @@ fn bad_float_mode_tensors_are_named() -> Result<()> {
     // Affine's float scales (and its biases) under an mxfp4 config.
     let mut affine = quantized("affine", 32, 4, &[8, 64])?;
     let affine_biases = affine.remove("l.biases");
-    refused(take(affine, &cfg, WeightMode::AsStored), &["`l.scales`", "Float32", "mxfp4"]);
+    refused(
+        take(affine, &cfg, WeightMode::AsStored),
+        &["`l.scales`", "Float32", "mxfp4"],
+    );
     let mut with_biases = quantized("mxfp4", 32, 4, &[8, 64])?;
     with_biases.extend(affine_biases.map(|b| ("l.biases".to_string(), b)));
-    refused(take(with_biases, &cfg, WeightMode::AsStored), &["`l.biases`", "mxfp4", "no biases"]);
+    refused(
+        take(with_biases, &cfg, WeightMode::AsStored),
+        &["`l.biases`", "mxfp4", "no biases"],
+    );
     let mut global = quantized("nvfp4", 16, 4, &[8, 64])?;
     global.insert("l.global_scale".into(), Array::from_f32(1.0));
     refused(
@@ -156,7 +180,11 @@ fn bad_float_mode_tensors_are_named() -> Result<()> {
     let mut codes_only = quantized("mxfp4", 32, 4, &[8, 64])?;
     codes_only.insert("l.biases".into(), Array::zeros::<f32>(&[8, 2])?);
     refused(
-        take(codes_only, &config("affine", 32, 4), WeightMode::DequantizeF32),
+        take(
+            codes_only,
+            &config("affine", 32, 4),
+            WeightMode::DequantizeF32,
+        ),
         &["`l.scales`", "Uint8", "affine"],
     );
     Ok(())
