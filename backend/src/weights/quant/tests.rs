@@ -189,3 +189,13 @@ fn bad_float_mode_tensors_are_named() -> Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn the_patched_ops_refuse_a_bad_mode_without_a_panic() -> Result<()> {
+    let w = random::normal::<f32>(&[8, 64], None, None, None)?;
+    assert!(quantize_mode(&w, 32, 4, "nope").is_err());
+    assert!(quantize_mode(&w, 32, 4, "mx\0fp4").is_err());
+    let (_, _, biases) = quantize_mode(&w, 32, 4, "affine")?;
+    assert!(biases.is_some(), "affine keeps its biases");
+    Ok(())
+}

@@ -505,44 +505,6 @@ mod tests {
         }
     }
 
-    // mlx-distributed patch: the float modes, without biases, through every moded op.
-    #[test]
-    fn test_float_modes() {
-        use crate::ops::{dequantize_mode, gather_qmm_mode, quantize_mode, quantized_matmul_mode};
-        random::seed(0).unwrap();
-        let x = random::normal::<f32>(&[4, 64], None, None, None).unwrap();
-        let w = random::normal::<f32>(&[32, 64], None, None, None).unwrap();
-        for (mode, group, bits) in [("mxfp4", 32, 4), ("mxfp8", 32, 8), ("nvfp4", 16, 4)] {
-            let (w_q, scales, biases) = quantize_mode(&w, group, bits, mode).unwrap();
-            assert!(biases.is_none(), "{mode} has no biases");
-            assert_eq!(scales.dtype(), crate::Dtype::Uint8);
-            let w_hat = dequantize_mode(&w_q, &scales, None, group, bits, mode).unwrap();
-            let want = x.matmul(w_hat.as_dtype(crate::Dtype::Float32).unwrap().t()).unwrap();
-            let y = quantized_matmul_mode(&x, &w_q, &scales, None, true, group, bits, mode).unwrap();
-            assert!(y.all_close(&want, 1e-4, 1e-4, None).unwrap().item::<bool>(), "{mode}");
-            let stack = |a: &Array| crate::ops::stack(&[a, a], 0).unwrap();
-            let ids = Array::from_slice(&[1u32, 0, 1, 0], &[4]);
-            let g = gather_qmm_mode(
-                x.expand_dims(-2).unwrap(),
-                stack(&w_q),
-                stack(&scales),
-                None,
-                None,
-                &ids,
-                true,
-                group,
-                bits,
-                false,
-                mode,
-            )
-            .unwrap();
-            let g = g.squeeze_axes(&[-2]).unwrap();
-            assert!(g.all_close(&want, 1e-4, 1e-4, None).unwrap().item::<bool>(), "{mode}");
-        }
-        assert!(quantize_mode(&w, 32, 4, "nope").is_err());
-        assert!(quantize_mode(&w, 32, 4, "mx\0fp4").is_err());
-    }
-
     // Test adapted from Python test `test_quantized.py/test_qmm`
     #[test]
     fn test_quantized_matmul() {
