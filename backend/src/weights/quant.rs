@@ -240,10 +240,14 @@ impl Weights {
             )));
         };
         let groups = shape.with_cols(cols / q.group_size);
-        let weight = self.take(&format!("{prefix}.weight"), &shape.with_cols(packed))?;
-        let scales = self.take(&format!("{prefix}.scales"), &groups)?;
+        let (weight_key, scales_key) = (format!("{prefix}.weight"), format!("{prefix}.scales"));
+        // Dtypes first: a checkpoint in another mode is named as such, not by a shape.
+        if let (Some(w), Some(s)) = (self.tensors.get(&weight_key), self.tensors.get(&scales_key)) {
+            check_dtypes(prefix, q, w, s)?;
+        }
+        let weight = self.take(&weight_key, &shape.with_cols(packed))?;
+        let scales = self.take(&scales_key, &groups)?;
         let biases = self.take_biases(prefix, q, &groups)?;
-        check_dtypes(prefix, q, &weight, &scales)?;
         Ok(Some(QuantizedMatrix {
             weight,
             scales,
