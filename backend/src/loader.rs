@@ -122,7 +122,7 @@ pub fn load_part_noting(
 
 /// About how many bytes the model in `dir` holds once loaded in `mode`: its safetensors
 /// bytes, times the widening to f32 of the f32 modes (32 / bits for a quantized checkpoint
-/// dequantized, 2 for a 16-bit one; measured: a 4-bit 76 MB checkpoint holds 587 MB).
+/// dequantized, also a float-mode one in the packed mode, 2 for a 16-bit one; measured: a 4-bit 76 MB checkpoint holds 587 MB).
 pub fn resident_estimate(dir: &Path, mode: WeightMode) -> Result<u64> {
     let mut stored = 0u64;
     for file in safetensors_files(dir)? {
@@ -135,9 +135,13 @@ pub fn resident_estimate(dir: &Path, mode: WeightMode) -> Result<u64> {
     let bits = config["quantization"]["bits"]
         .as_u64()
         .filter(|b| (1..=32).contains(b));
+    // Only affine has packed kernels: the packed mode dequantizes the float modes.
+    let packs = config["quantization"]["mode"]
+        .as_str()
+        .is_none_or(|m| m == "affine");
     Ok(match (mode, bits) {
         // Packed codes, scales and biases as stored.
-        (WeightMode::PackedF32, Some(_)) => stored,
+        (WeightMode::PackedF32, Some(_)) if packs => stored,
         (_, Some(bits)) => stored.saturating_mul(32 / bits),
         (_, None) => stored.saturating_mul(2),
     })

@@ -1,5 +1,6 @@
 //! The single-node engine against mlx-lm's greedy tokens: tokenizer and chat template
-//! (prompt ids), and generation in both numerics modes, on the SmolLM2 fixtures.
+//! (prompt ids), and generation in every weight mode, on the SmolLM2 fixtures: affine 4- and
+//! 8-bit, and MLX's float modes (mxfp4, mxfp8, nvfp4).
 
 use backend::generate::generate;
 use backend::loader::{self, LoadedModel};
@@ -168,4 +169,61 @@ fn bf16_as_stored_equals_mlx_lm() -> TestResult {
         WeightMode::AsStored,
         usize::MAX,
     )
+}
+
+// MLX's float quantization modes. Dequantized (and in the packed mode, which has no kernel for
+// them and dequantizes, counted in Status) against mlx-lm on the f32 twin; as stored through
+// MLX's own kernels in the mode against mlx-lm's 16-token goldens, a third of the cases each
+// (the kernels run at about 2 tok/s here), so each case runs once over the three modes.
+
+/// SmolLM2 in a float `mode` against mlx-lm on its f32 twin.
+fn float_mode_on_twin(mode: &str, weights: WeightMode) -> TestResult {
+    let folder = format!("smollm2-135m-{mode}");
+    check(&folder, &format!("{folder}-f32"), weights, usize::MAX)
+}
+
+/// SmolLM2 in a float `mode` as stored against mlx-lm on it, the cases `pick` takes.
+fn float_mode_as_stored(mode: &str, pick: fn(usize) -> bool) -> TestResult {
+    let folder = format!("smollm2-135m-{mode}");
+    check_some(&folder, &folder, WeightMode::AsStored, usize::MAX, pick)
+}
+
+#[test]
+fn f32_mode_equals_mlx_lm_on_dequantized_mxfp4() -> TestResult {
+    float_mode_on_twin("mxfp4", WeightMode::DequantizeF32)
+}
+
+#[test]
+fn f32_mode_equals_mlx_lm_on_dequantized_mxfp8() -> TestResult {
+    float_mode_on_twin("mxfp8", WeightMode::DequantizeF32)
+}
+
+#[test]
+fn f32_mode_equals_mlx_lm_on_dequantized_nvfp4() -> TestResult {
+    float_mode_on_twin("nvfp4", WeightMode::DequantizeF32)
+}
+
+#[test]
+fn packed_mode_dequantizes_mxfp4_and_says_so() -> TestResult {
+    let m = loader::load(&fixture("smollm2-135m-mxfp4")?, WeightMode::PackedF32)?;
+    let stats = m.model.weight_stats();
+    // SmolLM2-135M: 30 layers of 7 matrices and the tied embedding.
+    assert_eq!((stats.dequantized_layers, stats.portable_layers), (211, 0));
+    drop(m);
+    float_mode_on_twin("mxfp4", WeightMode::PackedF32)
+}
+
+#[test]
+fn mirror_mode_equals_mlx_lm_on_mxfp4_as_stored() -> TestResult {
+    float_mode_as_stored("mxfp4", |i| i % 3 == 0)
+}
+
+#[test]
+fn mirror_mode_equals_mlx_lm_on_mxfp8_as_stored() -> TestResult {
+    float_mode_as_stored("mxfp8", |i| i % 3 == 1)
+}
+
+#[test]
+fn mirror_mode_equals_mlx_lm_on_nvfp4_as_stored() -> TestResult {
+    float_mode_as_stored("nvfp4", |i| i % 3 == 2)
 }

@@ -235,6 +235,20 @@ fn hostile_cases() -> TestResult<Vec<Case>> {
         Box::new(set_field("quantization", q)),
         "a layer's group 48",
     ));
+    // A float mode at another group size; an affine checkpoint that config.json calls mxfp4.
+    let float_mode = json!({"mode": "mxfp4", "group_size": 64, "bits": 4});
+    cases.push((
+        MODEL,
+        "mxfp4 takes group size 32 and 4 bits, not group size 64",
+        Box::new(set_field("quantization", float_mode)),
+        "mxfp4 at group 64",
+    ));
+    cases.push((
+        MODEL,
+        "scales` is Bfloat16, but mxfp4 scales are uint8",
+        Box::new(set_field("quantization", json!({"mode": "mxfp4"}))),
+        "affine scales called mxfp4",
+    ));
     cases.push((
         "tiny-qwen3",
         "model.safetensors",

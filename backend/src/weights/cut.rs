@@ -3,7 +3,7 @@
 
 use mlx_rs::Array;
 
-use super::quant::StoredQuantized;
+use super::quant::QuantizedMatrix;
 use super::{MatrixWeight, Weights};
 use crate::error::{Error, Result};
 
@@ -107,10 +107,14 @@ impl Weights {
                         )));
                     }
                 }
-                let stored = StoredQuantized {
+                let biases = match stored.biases {
+                    Some(b) => Some(cut(self, "biases", b)?),
+                    None => None,
+                };
+                let stored = QuantizedMatrix {
                     weight: cut(self, "weight", stored.weight)?,
                     scales: cut(self, "scales", stored.scales)?,
-                    biases: cut(self, "biases", stored.biases)?,
+                    biases,
                     q: stored.q,
                 };
                 self.quantized_for_mode(prefix, stored)

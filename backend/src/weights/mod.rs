@@ -14,6 +14,6 @@ mod store;
 
 pub use cut::{Cut, Shape};
 pub use mode::{MatrixWeight, Packed, WeightMode};
-pub use quant::QuantParams;
+pub use quant::{QuantMode, QuantParams, QuantizedMatrix};
 pub use reads::{PartAxes, PartReads};
 pub use store::{safetensors_files, Weights};

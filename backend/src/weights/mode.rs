@@ -2,7 +2,7 @@
 
 use mlx_rs::{Array, Dtype};
 
-use super::quant::{QuantParams, StoredQuantized};
+use super::quant::{QuantMode, QuantParams, QuantizedMatrix};
 use super::Weights;
 use crate::error::{Error, Result};
 
@@ -38,12 +38,113 @@ impl WeightMode {
 pub enum MatrixWeight {
     Dense(Array),
     Packed(Packed),
-    Quantized {
-        weight: Array,
-        scales: Array,
-        biases: Array,
-        q: QuantParams,
-    },
+    /// As stored, for MLX's own kernels in the checkpoint's mode.
+    Quantized(QuantizedMatrix),
+}
+
+impl QuantizedMatrix {
+    /// `x W^T` (`transpose`) or `x W` through MLX's `quantized_matmul` in the matrix's mode.
+    pub fn matmul(&self, x: &Array, transpose: bool) -> Result<Array> {
+        let QuantParams {
+            group_size,
+            bits,
+            mode,
+        } = self.q;
+        Ok(mlx_rs::ops::quantized_matmul_mode(
+            x,
+            &self.weight,
+            &self.scales,
+            self.biases.as_ref(),
+            transpose,
+            group_size,
+            bits,
+            mode.name(),
+        )?)
+    }
+
+    /// Rows `ids` of W dequantized, as mlx's `QuantizedEmbedding` looks them up (bf16 for the
+    /// float modes, whose uint8 scales carry no dtype).
+    pub fn rows(&self, ids: &Array) -> Result<Array> {
+        let biases = self
+            .biases
+            .as_ref()
+            .map(|b| b.take_axis(ids, 0))
+            .transpose()?;
+        Ok(mlx_rs::ops::dequantize_mode(
+            self.weight.take_axis(ids, 0)?,
+            self.scales.take_axis(ids, 0)?,
+            biases.as_ref(),
+            self.q.group_size,
+            self.q.bits,
+            self.q.mode.name(),
+        )?)
+    }
+
+    /// Row r of `rows` ([R, 1, in]) through matrix `experts[r]` of the stack, with MLX's
+    /// `gather_qmm` in the matrix's mode (what mlx-lm's `QuantizedSwitchLinear` runs).
+    pub fn gather(&self, rows: &Array, experts: &Array, sorted: bool) -> Result<Array> {
+        Ok(mlx_rs::ops::gather_qmm_mode(
+            rows,
+            &self.weight,
+            &self.scales,
+            self.biases.as_ref(),
+            None,
+            experts,
+            true,
+            self.q.group_size,
+            self.q.bits,
+            sorted,
+            self.q.mode.name(),
+        )?)
+    }
+
+    /// W in f32, as `mlx_lm convert --dequantize --dtype float32` makes it: affine's scales
+    /// and biases in f32 first; a float mode's bf16 result (exact: an FP4 or FP8 code times a
+    /// power of two or an E4M3 scale needs at most 6 significant bits) widened.
+    pub fn dequantize_f32(&self) -> Result<Array> {
+        let f32 = |a: &Array| a.as_dtype(Dtype::Float32);
+        let w = match (self.q.mode, &self.biases) {
+            (QuantMode::Affine, Some(b)) => mlx_rs::ops::dequantize(
+                &self.weight,
+                &f32(&self.scales)?,
+                &f32(b)?,
+                self.q.group_size,
+                self.q.bits,
+            )?,
+            _ => self.rows_all()?,
+        };
+        Ok(f32(&w)?)
+    }
+
+    /// Every row, dequantized in the mode's own dtype.
+    fn rows_all(&self) -> Result<Array> {
+        Ok(mlx_rs::ops::dequantize_mode(
+            &self.weight,
+            &self.scales,
+            self.biases.as_ref(),
+            self.q.group_size,
+            self.q.bits,
+            self.q.mode.name(),
+        )?)
+    }
+
+    /// The same reshaping or slicing applied to codes, scales and biases alike (they share
+    /// the leading axes).
+    pub fn map(&self, f: impl Fn(&Array) -> Result<Array>) -> Result<QuantizedMatrix> {
+        Ok(QuantizedMatrix {
+            weight: f(&self.weight)?,
+            scales: f(&self.scales)?,
+            biases: self.biases.as_ref().map(&f).transpose()?,
+            q: self.q,
+        })
+    }
+
+    pub fn arrays(&self) -> Vec<&Array> {
+        [Some(&self.weight), Some(&self.scales), self.biases.as_ref()]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
 }
 
 /// A quantized matrix kept as stored for `quant-cpu`'s kernels: packed codes, scales and
@@ -103,37 +204,50 @@ impl Weights {
     pub(super) fn quantized_for_mode(
         &mut self,
         prefix: &str,
-        stored: StoredQuantized,
+        stored: QuantizedMatrix,
     ) -> Result<MatrixWeight> {
-        let f32_params = |a: &Array| a.as_dtype(Dtype::Float32);
         match self.mode {
-            WeightMode::AsStored => Ok(MatrixWeight::Quantized {
-                weight: stored.weight,
-                scales: stored.scales,
-                biases: stored.biases,
-                q: stored.q,
-            }),
+            WeightMode::AsStored => Ok(MatrixWeight::Quantized(stored)),
             WeightMode::PackedF32 => self.packed(prefix, stored),
-            // As `mlx_lm convert --dequantize --dtype float32`: scales and biases in f32 first.
-            WeightMode::DequantizeF32 => Ok(MatrixWeight::Dense(mlx_rs::ops::dequantize(
-                &stored.weight,
-                &f32_params(&stored.scales)?,
-                &f32_params(&stored.biases)?,
-                stored.q.group_size,
-                stored.q.bits,
-            )?)),
+            WeightMode::DequantizeF32 => Ok(MatrixWeight::Dense(stored.dequantize_f32()?)),
         }
+    }
+
+    /// A layer whose mode `quant-cpu` has no packed kernel for: dequantized to f32 (the
+    /// numerics the packed mode promises, at the f32 matrix's memory), logged, and counted in
+    /// Status, like a layer on the portable kernel: never a silent fallback.
+    fn unpacked(&mut self, prefix: &str, stored: QuantizedMatrix) -> Result<MatrixWeight> {
+        tracing::warn!(
+            layer = prefix,
+            mode = stored.q.mode.name(),
+            "no packed CPU kernel for this quantization mode: the layer is dequantized to f32"
+        );
+        self.dequantized.push(prefix.to_string());
+        Ok(MatrixWeight::Dense(stored.dequantize_f32()?))
     }
 
     /// A matrix kept packed for `quant-cpu`, scales and biases as stored (the kernels widen
     /// bf16 and f16 to f32 exactly, so the numerics are those of f32 scales).
-    fn packed(&mut self, prefix: &str, stored: StoredQuantized) -> Result<MatrixWeight> {
-        let StoredQuantized {
+    /// The mode decides: affine has `quant-cpu`'s kernels; the float modes have none yet.
+    fn packed(&mut self, prefix: &str, stored: QuantizedMatrix) -> Result<MatrixWeight> {
+        let QuantizedMatrix {
             weight,
             scales,
             biases,
             q,
         } = stored;
+        let biases = match (q.mode, biases) {
+            (QuantMode::Affine, Some(biases)) => biases,
+            (_, biases) => {
+                let stored = QuantizedMatrix {
+                    weight,
+                    scales,
+                    biases,
+                    q,
+                };
+                return self.unpacked(prefix, stored);
+            }
+        };
         let format = quant_cpu::Format::new(q.bits as u32, q.group_size as usize)
             .map_err(|e| Error::Weights(format!("`{prefix}`: {e}")))?;
         if !quant_cpu::kernel::vectorized(format) {

@@ -1,13 +1,13 @@
-//! Linear, embedding and norm layers, dense or MLX affine-quantized.
+//! Linear, embedding and norm layers, dense or MLX-quantized (any of MLX's modes).
 
 use mlx_rs::nn::silu;
-use mlx_rs::ops::{addmm, dequantize, matmul, quantized_matmul};
+use mlx_rs::ops::{addmm, matmul};
 use mlx_rs::{fast, Array, Dtype};
 
 use super::shape::NormKind;
 use crate::error::Result;
 use crate::lora::{LowRank, Merge};
-use crate::weights::{Cut, MatrixWeight, Packed, QuantParams, Shape, Weights};
+use crate::weights::{Cut, MatrixWeight, Packed, QuantizedMatrix, Shape, Weights};
 
 /// `y = x W^T + b`, as mlx's `nn.Linear` or `nn.QuantizedLinear`.
 pub enum Linear {
@@ -15,12 +15,10 @@ pub enum Linear {
         weight: Array,
         bias: Option<Array>,
     },
+    /// As stored, for MLX's kernels in the checkpoint's mode (boxed: the enum stays small).
     Quantized {
-        weight: Array,
-        scales: Array,
-        biases: Array,
+        matrix: Box<QuantizedMatrix>,
         bias: Option<Array>,
-        q: QuantParams,
     },
     Packed {
         packed: Packed,
@@ -42,14 +40,8 @@ impl Linear {
                 weight,
                 bias: Some(b),
             } => addmm(b, x, weight.t(), None, None)?,
-            Linear::Quantized {
-                weight,
-                scales,
-                biases,
-                bias,
-                q,
-            } => {
-                let y = quantized_matmul(x, weight, scales, biases, true, q.group_size, q.bits)?;
+            Linear::Quantized { matrix, bias } => {
+                let y = matrix.matmul(x, true)?;
                 match bias {
                     Some(b) => y.add(b)?,
                     None => y,
@@ -110,16 +102,11 @@ impl Linear {
                 .into_iter()
                 .flatten()
                 .collect(),
-            Linear::Quantized {
-                weight,
-                scales,
-                biases,
-                bias,
-                ..
-            } => [Some(weight), Some(scales), Some(biases), bias.as_ref()]
-                .into_iter()
-                .flatten()
-                .collect(),
+            Linear::Quantized { matrix, bias } => {
+                let mut arrays = matrix.arrays();
+                arrays.extend(bias.as_ref());
+                arrays
+            }
             Linear::Packed { packed, bias } => {
                 let mut arrays = packed.arrays();
                 arrays.extend(bias.as_ref());
@@ -159,15 +146,8 @@ pub(super) fn packed_alike<'a>(
 
 /// A token embedding table, usable as the output projection when tied.
 pub enum Embedding {
-    Dense {
-        weight: Array,
-    },
-    Quantized {
-        weight: Array,
-        scales: Array,
-        biases: Array,
-        q: QuantParams,
-    },
+    Dense { weight: Array },
+    Quantized(QuantizedMatrix),
     Packed(Packed),
 }
 
@@ -176,18 +156,7 @@ impl Embedding {
     pub fn forward(&self, ids: &Array) -> Result<Array> {
         Ok(match self {
             Embedding::Dense { weight } => weight.take_axis(ids, 0)?,
-            Embedding::Quantized {
-                weight,
-                scales,
-                biases,
-                q,
-            } => dequantize(
-                weight.take_axis(ids, 0)?,
-                scales.take_axis(ids, 0)?,
-                &biases.take_axis(ids, 0)?,
-                q.group_size,
-                q.bits,
-            )?,
+            Embedding::Quantized(matrix) => matrix.rows(ids)?,
             Embedding::Packed(packed) => packed.rows(ids)?,
         })
     }
@@ -196,12 +165,7 @@ impl Embedding {
     pub fn as_linear(&self, x: &Array) -> Result<Array> {
         Ok(match self {
             Embedding::Dense { weight } => matmul(x, weight.t())?,
-            Embedding::Quantized {
-                weight,
-                scales,
-                biases,
-                q,
-            } => quantized_matmul(x, weight, scales, biases, true, q.group_size, q.bits)?,
+            Embedding::Quantized(matrix) => matrix.matmul(x, true)?,
             Embedding::Packed(packed) => packed.matmul(x)?,
         })
     }
@@ -209,12 +173,7 @@ impl Embedding {
     pub fn arrays(&self) -> Vec<&Array> {
         match self {
             Embedding::Dense { weight } => vec![weight],
-            Embedding::Quantized {
-                weight,
-                scales,
-                biases,
-                ..
-            } => vec![weight, scales, biases],
+            Embedding::Quantized(matrix) => matrix.arrays(),
             Embedding::Packed(packed) => packed.arrays(),
         }
     }
@@ -293,17 +252,9 @@ impl Linear {
         match weight {
             MatrixWeight::Dense(weight) => Linear::Dense { weight, bias },
             MatrixWeight::Packed(packed) => Linear::Packed { packed, bias },
-            MatrixWeight::Quantized {
-                weight,
-                scales,
-                biases,
-                q,
-            } => Linear::Quantized {
-                weight,
-                scales,
-                biases,
+            MatrixWeight::Quantized(matrix) => Linear::Quantized {
+                matrix: Box::new(matrix),
                 bias,
-                q,
             },
         }
     }
@@ -316,17 +267,7 @@ impl Embedding {
             match w.matrix(prefix, Shape::matrix(vocab, dim), Cut::Whole)? {
                 MatrixWeight::Dense(weight) => Embedding::Dense { weight },
                 MatrixWeight::Packed(packed) => Embedding::Packed(packed),
-                MatrixWeight::Quantized {
-                    weight,
-                    scales,
-                    biases,
-                    q,
-                } => Embedding::Quantized {
-                    weight,
-                    scales,
-                    biases,
-                    q,
-                },
+                MatrixWeight::Quantized(matrix) => Embedding::Quantized(matrix),
             },
         )
     }

@@ -6,14 +6,14 @@
 
 use mlx_rs::fast::scaled_dot_product_attention;
 use mlx_rs::ops::indexing::IndexOp;
-use mlx_rs::ops::{arange, concatenate, dequantize, ge, matmul, quantized_matmul};
+use mlx_rs::ops::{arange, concatenate, dequantize, ge, matmul};
 use mlx_rs::{Array, Dtype};
 
 use super::attend::offsets;
 use super::{Linear, RmsNorm, Rope, TensorCut};
 use crate::cache::KvCache;
 use crate::error::Result;
-use crate::weights::{Cut, MatrixWeight, Shape, Weights};
+use crate::weights::{Cut, MatrixWeight, QuantizedMatrix, Shape, Weights};
 
 /// The norms inside MLA use this epsilon whatever the config says (as mlx-lm).
 const LATENT_NORM_EPS: f32 = 1e-6;
@@ -325,13 +325,7 @@ pub struct MultiLinear {
 /// A stack of matrices, dense or as stored (MLX's quantized matmul over the stack).
 enum MultiWeight {
     Dense(Array),
-    Quantized {
-        weight: Array,
-        scales: Array,
-        biases: Array,
-        group: i32,
-        bits: i32,
-    },
+    Quantized(QuantizedMatrix),
 }
 
 impl MultiWeight {
@@ -340,18 +334,7 @@ impl MultiWeight {
     fn of(m: MatrixWeight) -> Result<MultiWeight> {
         Ok(match m {
             MatrixWeight::Dense(weight) => MultiWeight::Dense(weight),
-            MatrixWeight::Quantized {
-                weight,
-                scales,
-                biases,
-                q,
-            } => MultiWeight::Quantized {
-                weight,
-                scales,
-                biases,
-                group: q.group_size,
-                bits: q.bits,
-            },
+            MatrixWeight::Quantized(matrix) => MultiWeight::Quantized(matrix),
             MatrixWeight::Packed(p) => MultiWeight::Dense(dequantize(
                 &p.weight,
                 &p.scales.as_dtype(Dtype::Float32)?,
@@ -367,19 +350,7 @@ impl MultiWeight {
     fn map(&self, f: impl Fn(&Array) -> Result<Array>) -> Result<MultiWeight> {
         Ok(match self {
             MultiWeight::Dense(a) => MultiWeight::Dense(f(a)?),
-            MultiWeight::Quantized {
-                weight,
-                scales,
-                biases,
-                group,
-                bits,
-            } => MultiWeight::Quantized {
-                weight: f(weight)?,
-                scales: f(scales)?,
-                biases: f(biases)?,
-                group: *group,
-                bits: *bits,
-            },
+            MultiWeight::Quantized(matrix) => MultiWeight::Quantized(matrix.map(f)?),
         })
     }
 }
@@ -406,27 +377,14 @@ impl MultiLinear {
                 true => Ok(matmul(x, weight.swap_axes(-1, -2)?)?),
                 false => Ok(matmul(x, weight)?),
             },
-            MultiWeight::Quantized {
-                weight,
-                scales,
-                biases,
-                group,
-                bits,
-            } => Ok(quantized_matmul(
-                x, weight, scales, biases, transpose, *group, *bits,
-            )?),
+            MultiWeight::Quantized(matrix) => matrix.matmul(x, transpose),
         }
     }
 
     fn arrays(&self) -> Vec<&Array> {
         match &self.weight {
             MultiWeight::Dense(weight) => vec![weight],
-            MultiWeight::Quantized {
-                weight,
-                scales,
-                biases,
-                ..
-            } => vec![weight, scales, biases],
+            MultiWeight::Quantized(matrix) => matrix.arrays(),
         }
     }
 }

@@ -3,13 +3,13 @@
 
 use mlx_rs::ops::indexing::{topk_axis, IndexOp};
 use mlx_rs::ops::{
-    argpartition_axis, argsort_axis, broadcast_to, gather_mm, gather_qmm, sigmoid, softmax_axis,
+    argpartition_axis, argsort_axis, broadcast_to, gather_mm, sigmoid, softmax_axis,
 };
 use mlx_rs::{Array, Dtype};
 
 use super::{positive, ExpertCut, Linear, Mlp, TensorCut};
 use crate::error::{Error, Result};
-use crate::weights::{Cut, MatrixWeight, Packed, QuantParams, Shape, Weights};
+use crate::weights::{Cut, MatrixWeight, Packed, QuantizedMatrix, Shape, Weights};
 
 /// Below this many (token, expert) pairs the rows go in token order; from it on they are
 /// sorted by expert so that each expert's weights are read once (mlx-lm's threshold).
@@ -18,13 +18,8 @@ const SORT_FROM: i32 = 64;
 /// One projection of every expert: weights `[experts, out, in]`.
 pub enum SwitchLinear {
     Dense(Array),
-    /// As stored, through MLX's `gather_qmm` (what mlx-lm runs).
-    Quantized {
-        weight: Array,
-        scales: Array,
-        biases: Array,
-        q: QuantParams,
-    },
+    /// As stored, through MLX's `gather_qmm` in the checkpoint's mode (what mlx-lm runs).
+    Quantized(QuantizedMatrix),
     /// Packed, through `quant-cpu`'s gathered kernel (f32 numerics, the checkpoint's bytes).
     Packed(Packed),
 }
@@ -42,17 +37,7 @@ impl SwitchLinear {
         Ok(match w.matrix(prefix, shape, split)? {
             MatrixWeight::Dense(weight) => SwitchLinear::Dense(weight),
             MatrixWeight::Packed(packed) => SwitchLinear::Packed(packed),
-            MatrixWeight::Quantized {
-                weight,
-                scales,
-                biases,
-                q,
-            } => SwitchLinear::Quantized {
-                weight,
-                scales,
-                biases,
-                q,
-            },
+            MatrixWeight::Quantized(matrix) => SwitchLinear::Quantized(matrix),
         })
     }
 
@@ -64,24 +49,9 @@ impl SwitchLinear {
                 gather_mm(rows()?, weight.swap_axes(-1, -2)?, None, experts, sorted)?
                     .squeeze_axes(&[-2])?
             }
-            SwitchLinear::Quantized {
-                weight,
-                scales,
-                biases,
-                q,
-            } => gather_qmm(
-                rows()?,
-                weight,
-                scales,
-                biases,
-                None,
-                experts,
-                true,
-                q.group_size,
-                q.bits,
-                sorted,
-            )?
-            .squeeze_axes(&[-2])?,
+            SwitchLinear::Quantized(matrix) => matrix
+                .gather(&rows()?, experts, sorted)?
+                .squeeze_axes(&[-2])?,
             SwitchLinear::Packed(p) => quant_cpu::gather_quantized_matmul(
                 x, &p.weight, &p.scales, &p.biases, experts, p.format,
             )?,
@@ -91,12 +61,7 @@ impl SwitchLinear {
     pub fn arrays(&self) -> Vec<&Array> {
         match self {
             SwitchLinear::Dense(weight) => vec![weight],
-            SwitchLinear::Quantized {
-                weight,
-                scales,
-                biases,
-                ..
-            } => vec![weight, scales, biases],
+            SwitchLinear::Quantized(matrix) => matrix.arrays(),
             SwitchLinear::Packed(p) => vec![&p.weight, &p.scales, &p.biases],
         }
     }

@@ -1,5 +1,3 @@
-use std::ffi::CStr;
-
 use mlx_internal_macros::generate_macro;
 
 use crate::{
@@ -8,9 +6,16 @@ use crate::{
     Array, Stream,
 };
 
-const DEFAULT_MODE: &CStr = c"affine";
 const DEFAULT_GROUP_SIZE: i32 = 64;
 const DEFAULT_BITS: i32 = 4;
+
+/// mlx-distributed patch: a quantization mode (`"affine"`, `"mxfp4"`, `"mxfp8"`, `"nvfp4"`)
+/// as the C string mlx-c takes; an interior NUL is an error, not a panic.
+fn mode_cstr(mode: &str) -> Result<std::ffi::CString> {
+    std::ffi::CString::new(mode).map_err(|_| {
+        crate::error::Exception::custom(format!("quantization mode {mode:?} contains a NUL"))
+    })
+}
 
 /// Helper to convert Option<i32> to mlx_optional_int
 fn optional_int(value: Option<i32>, default: i32) -> mlx_sys::mlx_optional_int {
@@ -50,7 +55,24 @@ pub fn quantize(
     group_size: impl Into<Option<i32>>,
     bits: impl Into<Option<i32>>,
 ) -> Result<(Array, Array, Array)> {
+    let (w_q, scales, biases) = quantize_mode(w, group_size, bits, "affine")?;
+    let biases = biases.ok_or_else(|| {
+        crate::error::Exception::custom("Expected 3 arrays from quantize, got 2")
+    })?;
+    Ok((w_q, scales, biases))
+}
+
+/// mlx-distributed patch: [`quantize`] in `mode` (`"affine"`, `"mxfp4"`, `"mxfp8"` or
+/// `"nvfp4"`; group size and bits default to the mode's). The float modes have no biases:
+/// the third element is `None` for them.
+pub fn quantize_mode(
+    w: impl AsRef<Array>,
+    group_size: impl Into<Option<i32>>,
+    bits: impl Into<Option<i32>>,
+    mode: &str,
+) -> Result<(Array, Array, Option<Array>)> {
     let stream = Stream::thread_local_or_default();
+    let mode = mode_cstr(mode)?;
     let group_size = optional_int(group_size.into(), DEFAULT_GROUP_SIZE);
     let bits = optional_int(bits.into(), DEFAULT_BITS);
     let global_scale = unsafe { Array::from_ptr(mlx_sys::mlx_array_new()) };
@@ -61,25 +83,21 @@ pub fn quantize(
             w.as_ref().as_ptr(),
             group_size,
             bits,
-            DEFAULT_MODE.as_ptr(),
+            mode.as_ptr(),
             global_scale.as_ptr(),
             stream.as_ref().as_ptr(),
         )
     })?;
 
     let arrays: Vec<Array> = result.try_into_values()?;
-    if arrays.len() != 3 {
-        return Err(crate::error::Exception::custom(format!(
-            "Expected 3 arrays from quantize, got {}",
-            arrays.len()
-        )));
-    }
+    let count = arrays.len();
     let mut iter = arrays.into_iter();
-    Ok((
-        iter.next().unwrap(),
-        iter.next().unwrap(),
-        iter.next().unwrap(),
-    ))
+    match (iter.next(), iter.next(), iter.next(), iter.next()) {
+        (Some(w_q), Some(scales), biases, None) => Ok((w_q, scales, biases)),
+        _ => Err(crate::error::Exception::custom(format!(
+            "Expected 2 or 3 arrays from quantize, got {count}"
+        ))),
+    }
 }
 
 /// Compatibility shim for [`quantize`].
@@ -110,7 +128,23 @@ pub fn quantized_matmul<'a>(
     group_size: impl Into<Option<i32>>,
     bits: impl Into<Option<i32>>,
 ) -> Result<Array> {
+    quantized_matmul_mode(x, w, scales, biases, transpose, group_size, bits, "affine")
+}
+
+/// mlx-distributed patch: [`quantized_matmul`] in `mode` (the float modes take no biases).
+#[allow(clippy::too_many_arguments)]
+pub fn quantized_matmul_mode<'a>(
+    x: impl AsRef<Array>,
+    w: impl AsRef<Array>,
+    scales: impl AsRef<Array>,
+    biases: impl Into<Option<&'a Array>>,
+    transpose: impl Into<Option<bool>>,
+    group_size: impl Into<Option<i32>>,
+    bits: impl Into<Option<i32>>,
+    mode: &str,
+) -> Result<Array> {
     let stream = Stream::thread_local_or_default();
+    let mode = mode_cstr(mode)?;
     let transpose = transpose.into().unwrap_or(false);
     let group_size = optional_int(group_size.into(), DEFAULT_GROUP_SIZE);
     let bits = optional_int(bits.into(), DEFAULT_BITS);
@@ -128,7 +162,7 @@ pub fn quantized_matmul<'a>(
             transpose,
             group_size,
             bits,
-            DEFAULT_MODE.as_ptr(),
+            mode.as_ptr(),
             stream.as_ref().as_ptr(),
         )
     })
@@ -168,7 +202,21 @@ pub fn dequantize<'a>(
     group_size: impl Into<Option<i32>>,
     bits: impl Into<Option<i32>>,
 ) -> Result<Array> {
+    dequantize_mode(w, scales, biases, group_size, bits, "affine")
+}
+
+/// mlx-distributed patch: [`dequantize`] in `mode` (the float modes take no biases; their
+/// result is bfloat16, as MLX infers it from uint8 scales).
+pub fn dequantize_mode<'a>(
+    w: impl AsRef<Array>,
+    scales: impl AsRef<Array>,
+    biases: impl Into<Option<&'a Array>>,
+    group_size: impl Into<Option<i32>>,
+    bits: impl Into<Option<i32>>,
+    mode: &str,
+) -> Result<Array> {
     let stream = Stream::thread_local_or_default();
+    let mode = mode_cstr(mode)?;
     let group_size = optional_int(group_size.into(), DEFAULT_GROUP_SIZE);
     let bits = optional_int(bits.into(), DEFAULT_BITS);
     let global_scale = unsafe { Array::from_ptr(mlx_sys::mlx_array_new()) };
@@ -184,7 +232,7 @@ pub fn dequantize<'a>(
                 .unwrap_or(mlx_sys::mlx_array_new()),
             group_size,
             bits,
-            DEFAULT_MODE.as_ptr(),
+            mode.as_ptr(),
             global_scale.as_ptr(),
             optional_dtype_none(),
             stream.as_ref().as_ptr(),
@@ -241,7 +289,38 @@ pub fn gather_qmm<'b, 'lhs, 'rhs>(
     bits: impl Into<Option<i32>>,
     sorted_indices: impl Into<Option<bool>>,
 ) -> Result<Array> {
+    gather_qmm_mode(
+        x,
+        w,
+        scales,
+        biases,
+        lhs_indices,
+        rhs_indices,
+        transpose,
+        group_size,
+        bits,
+        sorted_indices,
+        "affine",
+    )
+}
+
+/// mlx-distributed patch: [`gather_qmm`] in `mode` (the float modes take no biases).
+#[allow(clippy::too_many_arguments)]
+pub fn gather_qmm_mode<'b, 'lhs, 'rhs>(
+    x: impl AsRef<Array>,
+    w: impl AsRef<Array>,
+    scales: impl AsRef<Array>,
+    biases: impl Into<Option<&'b Array>>,
+    lhs_indices: impl Into<Option<&'lhs Array>>,
+    rhs_indices: impl Into<Option<&'rhs Array>>,
+    transpose: impl Into<Option<bool>>,
+    group_size: impl Into<Option<i32>>,
+    bits: impl Into<Option<i32>>,
+    sorted_indices: impl Into<Option<bool>>,
+    mode: &str,
+) -> Result<Array> {
     let stream = Stream::thread_local_or_default();
+    let mode = mode_cstr(mode)?;
     let transpose = transpose.into().unwrap_or(true);
     let group_size = optional_int(group_size.into(), DEFAULT_GROUP_SIZE);
     let bits = optional_int(bits.into(), DEFAULT_BITS);
@@ -273,7 +352,7 @@ pub fn gather_qmm<'b, 'lhs, 'rhs>(
                 transpose,
                 group_size,
                 bits,
-                DEFAULT_MODE.as_ptr(),
+                mode.as_ptr(),
                 sorted,
                 stream.as_ref().as_ptr(),
             )
