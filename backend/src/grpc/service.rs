@@ -631,11 +631,6 @@ fn memory_usage(snapshot: &Snapshot) -> pb::MemoryUsageData {
                 "portable_kernel_layers".to_string(),
                 weights.portable_layers as u64,
             ),
-            // Packed-mode layers in a quantization mode with no packed kernel: dequantized.
-            (
-                "dequantized_layers".to_string(),
-                weights.dequantized_layers as u64,
-            ),
             // Layers whose declared shape the one-node decode layer does not take.
             (
                 "op_by_op_layers".to_string(),

@@ -147,44 +147,83 @@ impl QuantizedMatrix {
     }
 }
 
-/// A quantized matrix kept as stored for `quant-cpu`'s kernels: packed codes, scales and
-/// biases in their stored dtype (f32, bf16 or f16).
+/// A quantized matrix kept as stored for `quant-cpu`'s kernels: packed codes, scales (and an
+/// affine matrix's biases) in their stored dtype (f32, bf16 or f16; uint8 for the float modes).
 pub struct Packed {
     pub weight: Array,
     pub scales: Array,
-    pub biases: Array,
+    pub biases: Option<Array>,
     pub format: quant_cpu::Format,
 }
 
 impl Packed {
     /// `x W^T` without a dequantized copy of W.
     pub fn matmul(&self, x: &Array) -> Result<Array> {
-        let Packed {
-            weight,
-            scales,
-            biases,
-            format,
-        } = self;
         Ok(quant_cpu::quantized_matmul(
-            x, weight, scales, biases, *format,
+            x,
+            &self.weight,
+            &self.scales,
+            self.biases.as_ref(),
+            self.format,
         )?)
     }
 
     /// Rows `ids` of W, dequantized in f32 (an embedding lookup).
     pub fn rows(&self, ids: &Array) -> Result<Array> {
-        let f32 = mlx_rs::Dtype::Float32;
-        Ok(mlx_rs::ops::dequantize(
-            self.weight.take_axis(ids, 0)?,
-            self.scales.take_axis(ids, 0)?.as_dtype(f32)?,
-            &self.biases.take_axis(ids, 0)?.as_dtype(f32)?,
-            self.format.group as i32,
-            self.format.bits as i32,
-        )?)
+        let take = |a: &Array| a.take_axis(ids, 0);
+        let biases = self.biases.as_ref().map(take).transpose()?;
+        dequantize_f32(
+            &take(&self.weight)?,
+            &take(&self.scales)?,
+            biases.as_ref(),
+            self.format,
+        )
+    }
+
+    /// All of W in f32.
+    pub fn dequantize_f32(&self) -> Result<Array> {
+        dequantize_f32(
+            &self.weight,
+            &self.scales,
+            self.biases.as_ref(),
+            self.format,
+        )
+    }
+
+    /// The weight as the kernels take it.
+    pub fn operand(&self) -> quant_cpu::QuantWeight<'_> {
+        quant_cpu::QuantWeight {
+            w: &self.weight,
+            scales: &self.scales,
+            biases: self.biases.as_ref(),
+        }
     }
 
     pub fn arrays(&self) -> Vec<&Array> {
-        vec![&self.weight, &self.scales, &self.biases]
+        [Some(&self.weight), Some(&self.scales), self.biases.as_ref()]
+            .into_iter()
+            .flatten()
+            .collect()
     }
+}
+
+/// Codes dequantized in f32 as mlx-lm's f32 twin holds them: affine's scales and biases in f32
+/// first; a float mode's result (exact in bf16) widened.
+fn dequantize_f32(
+    w: &Array,
+    scales: &Array,
+    biases: Option<&Array>,
+    format: quant_cpu::Format,
+) -> Result<Array> {
+    let f32 = Dtype::Float32;
+    let (group, bits) = (format.group as i32, format.bits as i32);
+    Ok(match biases {
+        Some(b) => {
+            mlx_rs::ops::dequantize(w, scales.as_dtype(f32)?, &b.as_dtype(f32)?, group, bits)?
+        }
+        None => mlx_rs::ops::dequantize_mode(w, scales, None, group, bits, format.mode.name())?
+            .as_dtype(f32)?,
+    })
 }
 
 impl Weights {
@@ -213,22 +252,9 @@ impl Weights {
         }
     }
 
-    /// A layer whose mode `quant-cpu` has no packed kernel for: dequantized to f32 (the
-    /// numerics the packed mode promises, at the f32 matrix's memory), logged, and counted in
-    /// Status, like a layer on the portable kernel: never a silent fallback.
-    fn unpacked(&mut self, prefix: &str, stored: QuantizedMatrix) -> Result<MatrixWeight> {
-        tracing::warn!(
-            layer = prefix,
-            mode = stored.q.mode.name(),
-            "no packed CPU kernel for this quantization mode: the layer is dequantized to f32"
-        );
-        self.dequantized.push(prefix.to_string());
-        Ok(MatrixWeight::Dense(stored.dequantize_f32()?))
-    }
-
     /// A matrix kept packed for `quant-cpu`, scales and biases as stored (the kernels widen
-    /// bf16 and f16 to f32 exactly, so the numerics are those of f32 scales).
-    /// The mode decides: affine has `quant-cpu`'s kernels; the float modes have none yet.
+    /// bf16 and f16 to f32 exactly, so the numerics are those of f32 scales; a float mode's
+    /// uint8 scales are decoded by the kernels themselves).
     fn packed(&mut self, prefix: &str, stored: QuantizedMatrix) -> Result<MatrixWeight> {
         let QuantizedMatrix {
             weight,
@@ -236,19 +262,13 @@ impl Weights {
             biases,
             q,
         } = stored;
-        let biases = match (q.mode, biases) {
-            (QuantMode::Affine, Some(biases)) => biases,
-            (_, biases) => {
-                let stored = QuantizedMatrix {
-                    weight,
-                    scales,
-                    biases,
-                    q,
-                };
-                return self.unpacked(prefix, stored);
-            }
-        };
-        let format = quant_cpu::Format::new(q.bits as u32, q.group_size as usize)
+        let mode = quant_cpu::Mode::parse(q.mode.name()).ok_or_else(|| {
+            Error::Weights(format!(
+                "`{prefix}`: no packed kernels for mode {}",
+                q.mode.name()
+            ))
+        })?;
+        let format = quant_cpu::Format::with_mode(mode, q.bits as u32, q.group_size as usize)
             .map_err(|e| Error::Weights(format!("`{prefix}`: {e}")))?;
         if !quant_cpu::kernel::vectorized(format) {
             // Never a silent slow path: the log and Status say which layers.
@@ -261,14 +281,16 @@ impl Weights {
             self.portable.push(prefix.to_string());
         }
         let kept = [Dtype::Float32, Dtype::Bfloat16, Dtype::Float16];
-        let (scales, biases) =
-            match kept.contains(&scales.dtype()) && biases.dtype() == scales.dtype() {
-                true => (scales, biases),
-                false => (
-                    scales.as_dtype(Dtype::Float32)?,
-                    biases.as_dtype(Dtype::Float32)?,
-                ),
-            };
+        let (scales, biases) = match biases {
+            None => (scales, None),
+            Some(b) if kept.contains(&scales.dtype()) && b.dtype() == scales.dtype() => {
+                (scales, Some(b))
+            }
+            Some(b) => (
+                scales.as_dtype(Dtype::Float32)?,
+                Some(b.as_dtype(Dtype::Float32)?),
+            ),
+        };
         Ok(MatrixWeight::Packed(Packed {
             weight,
             scales,

@@ -44,8 +44,6 @@ pub struct Weights {
     pub(super) mode: WeightMode,
     /// Packed layers whose format has no vector kernel on this CPU (they run the portable one).
     pub(super) portable: Vec<String>,
-    /// Packed-mode layers in a quantization mode `quant-cpu` has no kernel for, dequantized.
-    pub(super) dequantized: Vec<String>,
     /// LoRA updates still to be taken by their linear layers.
     pub(super) updates: Updates,
     /// Where the tensors read as parts are noted, when a caller asks.
@@ -81,7 +79,6 @@ impl Weights {
             quant: QuantConfig::from_config(config)?,
             mode,
             portable: Vec::new(),
-            dequantized: Vec::new(),
             updates: Updates::default(),
             part_reads: None,
             renamed: HashMap::new(),
@@ -95,12 +92,6 @@ impl Weights {
     /// The packed layers taken so far that run the portable kernel on this CPU.
     pub fn portable_layers(&self) -> &[String] {
         &self.portable
-    }
-
-    /// The packed-mode layers taken so far that were dequantized (no packed kernel for their
-    /// quantization mode).
-    pub fn dequantized_layers(&self) -> &[String] {
-        &self.dequantized
     }
 
     /// Every key not taken yet.

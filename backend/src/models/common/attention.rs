@@ -3,7 +3,7 @@
 use mlx_rs::Array;
 
 use super::attend::{offsets, Heads};
-use super::layers::packed_alike;
+use super::layers::{affine_operand, packed_alike};
 use super::shape::{AttnBias, LayerShape, NormKind, QueryScaling};
 use super::{Linear, RmsNorm, Rope, TensorCut};
 use crate::cache::KvCache;
@@ -126,6 +126,7 @@ impl Attention {
     /// layer's epsilon, a rope it runs, no tensor cut.
     pub fn layer_node_parts(&self, eps: f32) -> Option<AttentionParts<'_>> {
         let (w, format) = packed_alike(&[&self.q_proj, &self.k_proj, &self.v_proj, &self.o_proj])?;
+        let w: Vec<PackedWeight> = w.into_iter().map(affine_operand).collect::<Option<_>>()?;
         let [q, k, v, o]: [PackedWeight; 4] = w.try_into().ok()?;
         let biases = [&self.q_proj, &self.k_proj, &self.v_proj].map(Linear::bias);
         let qkv_bias = match biases {

@@ -376,8 +376,6 @@ pub struct WeightStats {
     pub bytes: u64,
     /// Packed layers on the portable kernel (no vector kernel for their format here).
     pub portable_layers: usize,
-    /// Packed-mode layers dequantized: no packed kernel for their quantization mode.
-    pub dequantized_layers: usize,
     /// Layers whose shape the one-node decode layer does not take: they decode op by op.
     pub op_by_op_layers: usize,
 }
@@ -421,8 +419,6 @@ pub struct Decoder {
     /// Packed layers that run the portable kernel on this CPU (none where a vector kernel
     /// covers the format).
     portable_layers: usize,
-    /// Packed-mode layers dequantized (no packed kernel for their quantization mode).
-    dequantized_layers: usize,
     /// Layers whose shape the one-node decode layer does not take.
     op_by_op_layers: usize,
     /// The embedding's output scale (Gemma's √hidden, rounded to bf16), if any.
@@ -495,7 +491,6 @@ impl Decoder {
             norm,
             lm_head,
             portable_layers: w.portable_layers().len(),
-            dequantized_layers: w.dequantized_layers().len(),
             op_by_op_layers,
             embed_scale: embed_scale(s.ends.embed_scale, hidden),
             model_windows: s.windows.clone(),
@@ -612,7 +607,6 @@ impl Transformer for Decoder {
         WeightStats {
             bytes: self.arrays().iter().map(|a| a.nbytes() as u64).sum(),
             portable_layers: self.portable_layers,
-            dequantized_layers: self.dequantized_layers,
             op_by_op_layers: self.op_by_op_layers,
         }
     }

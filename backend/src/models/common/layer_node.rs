@@ -168,6 +168,9 @@ fn mlp_parts(mlp: &Mlp) -> Option<([PackedWeight<'_>; 3], quant_cpu::Format)> {
         return None;
     }
     let (weights, format) = packed_alike(&layers)?;
+    let weights: Vec<PackedWeight> = (weights.into_iter())
+        .map(super::layers::affine_operand)
+        .collect::<Option<_>>()?;
     Some((weights.try_into().ok()?, format))
 }
 

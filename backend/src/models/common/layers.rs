@@ -121,10 +121,11 @@ impl Linear {
     }
 }
 
-/// The packed weights of `layers` and their one format, when every layer is packed in it.
+/// The packed weights of `layers` and their one format (its mode included), when every layer
+/// is packed in it.
 pub(super) fn packed_alike<'a>(
     layers: &[&'a Linear],
-) -> Option<(Vec<quant_cpu::PackedWeight<'a>>, quant_cpu::Format)> {
+) -> Option<(Vec<quant_cpu::QuantWeight<'a>>, quant_cpu::Format)> {
     let mut format = None;
     let mut weights = Vec::with_capacity(layers.len());
     for layer in layers {
@@ -135,11 +136,7 @@ pub(super) fn packed_alike<'a>(
             return None;
         }
         format = Some(packed.format);
-        weights.push(quant_cpu::PackedWeight {
-            w: &packed.weight,
-            scales: &packed.scales,
-            biases: &packed.biases,
-        });
+        weights.push(packed.operand());
     }
     Some((weights, format?))
 }
@@ -319,4 +316,14 @@ pub fn geglu_tanh(gate: &Array, up: &Array) -> Result<Array> {
         .multiply(x)?
         .multiply(scalar(1.0)?.add(&tanh)?)?;
     Ok(gelu.multiply(up)?)
+}
+
+/// An affine packed weight as the one-node decode layer takes it (`None` for a float mode's,
+/// which the node does not compute: such a layer runs op by op).
+pub(super) fn affine_operand(w: quant_cpu::QuantWeight<'_>) -> Option<quant_cpu::PackedWeight<'_>> {
+    Some(quant_cpu::PackedWeight {
+        w: w.w,
+        scales: w.scales,
+        biases: w.biases?,
+    })
 }

@@ -6,8 +6,8 @@
 
 use mlx_rs::fast::scaled_dot_product_attention;
 use mlx_rs::ops::indexing::IndexOp;
-use mlx_rs::ops::{arange, concatenate, dequantize, ge, matmul};
-use mlx_rs::{Array, Dtype};
+use mlx_rs::ops::{arange, concatenate, ge, matmul};
+use mlx_rs::Array;
 
 use super::attend::offsets;
 use super::{Linear, RmsNorm, Rope, TensorCut};
@@ -335,13 +335,7 @@ impl MultiWeight {
         Ok(match m {
             MatrixWeight::Dense(weight) => MultiWeight::Dense(weight),
             MatrixWeight::Quantized(matrix) => MultiWeight::Quantized(matrix),
-            MatrixWeight::Packed(p) => MultiWeight::Dense(dequantize(
-                &p.weight,
-                &p.scales.as_dtype(Dtype::Float32)?,
-                &p.biases.as_dtype(Dtype::Float32)?,
-                p.format.group as i32,
-                p.format.bits as i32,
-            )?),
+            MatrixWeight::Packed(p) => MultiWeight::Dense(p.dequantize_f32()?),
         })
     }
 

@@ -53,7 +53,12 @@ impl SwitchLinear {
                 .gather(&rows()?, experts, sorted)?
                 .squeeze_axes(&[-2])?,
             SwitchLinear::Packed(p) => quant_cpu::gather_quantized_matmul(
-                x, &p.weight, &p.scales, &p.biases, experts, p.format,
+                x,
+                &p.weight,
+                &p.scales,
+                p.biases.as_ref(),
+                experts,
+                p.format,
             )?,
         })
     }
@@ -62,7 +67,7 @@ impl SwitchLinear {
         match self {
             SwitchLinear::Dense(weight) => vec![weight],
             SwitchLinear::Quantized(matrix) => matrix.arrays(),
-            SwitchLinear::Packed(p) => vec![&p.weight, &p.scales, &p.biases],
+            SwitchLinear::Packed(p) => p.arrays(),
         }
     }
 }

@@ -73,11 +73,17 @@ fn float_modes_compute_as_stored_and_dequantize_exactly() -> Result<()> {
         assert_eq!(max_diff(&dense, &want)?, 0.0, "{mode}");
         let mut w = Weights::from_arrays(arrays, &cfg, WeightMode::PackedF32)?;
         let packed = w.matrix("l", Shape::matrix(8, 64), Cut::Whole)?;
-        let MatrixWeight::Dense(dense) = packed else {
-            panic!("{mode}: the packed mode has no kernel for it, so it dequantizes");
+        let MatrixWeight::Packed(packed) = packed else {
+            panic!("{mode}: the packed mode keeps it packed for quant-cpu's kernels");
         };
-        assert_eq!(max_diff(&dense, &want)?, 0.0, "{mode}");
-        assert_eq!(w.dequantized_layers(), ["l"], "{mode}: counted for Status");
+        assert!(packed.biases.is_none(), "{mode}");
+        assert_eq!(max_diff(&packed.dequantize_f32()?, &want)?, 0.0, "{mode}");
+        let diff = max_diff(&packed.matmul(&x)?, &x.matmul(want.t())?)?;
+        assert!(diff < 1e-4, "{mode}: packed differs by {diff}");
+        assert!(
+            w.portable_layers().is_empty(),
+            "{mode}: a vector kernel covers it"
+        );
     }
     Ok(())
 }
