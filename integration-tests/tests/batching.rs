@@ -180,6 +180,7 @@ async fn eight_concurrent_streams_on_mixtures_of_experts_equal_each_alone() -> T
         "tiny-gemma3-text",
         "tiny-ministral3-8bit",
         "tiny-glm4-4bit",
+        "smollm2-135m-nvfp4",
     ] {
         let loaded = load_fixture(&mut c.clone(), model, &[]).await?;
         assert!(loaded.success, "{model}: {loaded:?}");
