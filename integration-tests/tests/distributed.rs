@@ -3,12 +3,13 @@
 
 use std::time::{Duration, Instant};
 
-use backend::grpc::pb;
+use backend::grpc::pb::{self, backend_client::BackendClient};
 use integration_tests::cluster::Cluster;
 use integration_tests::goldens;
 use integration_tests::rpc::{golden_request, load_fixture, stream_error, stream_text};
 use integration_tests::TestResult;
 use tokio_stream::StreamExt;
+use tonic::transport::Channel;
 use tonic::Code;
 
 /// Our default CPU mode on the 4-bit fixture equals mlx-lm on its f32 dequantization.
@@ -289,29 +290,13 @@ async fn moe_families_pipeline_tensor_and_expert_equal_single_node() -> TestResu
     let rank0 = cluster.rank0(&[]).await?;
     let mut c = rank0.client().await?;
     let every: &[&str] = &["pipeline", "tensor", "expert"];
-    let req = pb::PredictOptions {
-        prompt: "The quick brown fox".into(),
-        tokens: 24,
-        ignore_eos: true,
-        ..Default::default()
-    };
-    for (tiny, modes) in [
+    let cases = [
         ("tiny-qwen3-moe", every),
         ("tiny-deepseek-v2", every),
         ("tiny-deepseek-v3", every),
         ("tiny-qwen3-moe-4bit", &["pipeline", "expert"][..]),
-    ] {
-        assert!(load_fixture(&mut one, tiny, &[]).await?.success);
-        let want = one.predict(req.clone()).await?.into_inner();
-        for mode in modes {
-            let option = format!("parallelism:{mode}");
-            let loaded = load_fixture(&mut c, tiny, &[option.as_str()]).await?;
-            assert!(loaded.success, "{tiny} {mode}: {loaded:?}");
-            let got = c.predict(req.clone()).await?.into_inner();
-            assert_eq!(got.message, want.message, "{tiny} {mode}");
-            assert_eq!(got.tokens, want.tokens, "{tiny} {mode}");
-        }
-    }
+    ];
+    splits_equal_single_node((&mut one, &mut c), "The quick brown fox", &cases).await?;
     let refused = load_fixture(&mut c, "tiny-qwen3-moe-4bit", &["parallelism:tensor"]).await?;
     assert!(
         !refused.success && refused.message.contains("group size 32"),
@@ -333,13 +318,7 @@ async fn families_of_2026_pipeline_and_tensor_equal_single_node() -> TestResult 
     let rank0 = cluster.rank0(&[]).await?;
     let mut c = rank0.client().await?;
     let split: &[&str] = &["pipeline", "tensor"];
-    let req = pb::PredictOptions {
-        prompt: "The quick brown fox jumps over the lazy dog".into(),
-        tokens: 24,
-        ignore_eos: true,
-        ..Default::default()
-    };
-    for (tiny, modes) in [
+    let cases = [
         ("tiny-gemma3-text", split),
         ("tiny-gemma3", split),
         ("tiny-glm4", split),
@@ -353,18 +332,9 @@ async fn families_of_2026_pipeline_and_tensor_equal_single_node() -> TestResult 
         ("smollm2-135m-mxfp4", &["pipeline"][..]),
         ("smollm2-135m-mxfp8", &["pipeline"][..]),
         ("smollm2-135m-nvfp4", &["pipeline"][..]),
-    ] {
-        assert!(load_fixture(&mut one, tiny, &[]).await?.success, "{tiny}");
-        let want = one.predict(req.clone()).await?.into_inner();
-        for mode in modes {
-            let option = format!("parallelism:{mode}");
-            let loaded = load_fixture(&mut c, tiny, &[option.as_str()]).await?;
-            assert!(loaded.success, "{tiny} {mode}: {loaded:?}");
-            let got = c.predict(req.clone()).await?.into_inner();
-            assert_eq!(got.message, want.message, "{tiny} {mode}");
-            assert_eq!(got.tokens, want.tokens, "{tiny} {mode}");
-        }
-    }
+    ];
+    let prompt = "The quick brown fox jumps over the lazy dog";
+    splits_equal_single_node((&mut one, &mut c), prompt, &cases).await?;
     Ok(())
 }
 
@@ -404,6 +374,34 @@ async fn moe_three_rank_pipeline_and_splits_that_do_not_divide() -> TestResult {
             !refused.success && refused.message.contains(part),
             "{part:?} not in {refused:?}"
         );
+    }
+    Ok(())
+}
+
+/// Each fixture of `cases`, loaded on the single node and on the cluster in each of its
+/// parallel modes, answers `prompt` (24 greedy tokens) with the same text on both.
+async fn splits_equal_single_node(
+    (one, c): (&mut BackendClient<Channel>, &mut BackendClient<Channel>),
+    prompt: &str,
+    cases: &[(&str, &[&str])],
+) -> TestResult {
+    let req = pb::PredictOptions {
+        prompt: prompt.into(),
+        tokens: 24,
+        ignore_eos: true,
+        ..Default::default()
+    };
+    for (tiny, modes) in cases {
+        assert!(load_fixture(one, tiny, &[]).await?.success, "{tiny}");
+        let want = one.predict(req.clone()).await?.into_inner();
+        for mode in *modes {
+            let option = format!("parallelism:{mode}");
+            let loaded = load_fixture(c, tiny, &[option.as_str()]).await?;
+            assert!(loaded.success, "{tiny} {mode}: {loaded:?}");
+            let got = c.predict(req.clone()).await?.into_inner();
+            assert_eq!(got.message, want.message, "{tiny} {mode}");
+            assert_eq!(got.tokens, want.tokens, "{tiny} {mode}");
+        }
     }
     Ok(())
 }

@@ -90,12 +90,8 @@ pub fn shape(config: &Value) -> Result<ModelShape> {
 
 pub fn build(config: &Value, w: &mut Weights, part: &RankPart) -> Result<Box<dyn Transformer>> {
     let a: Args = args(config)?;
-    let head_dim = match a.head_dim {
-        Some(d) => d,
-        None => a.base.default_head_dim()?,
-    };
     let traits = FamilyTraits {
-        head_dim,
+        head_dim: a.base.head_dim(a.head_dim)?,
         rope_theta: a.rope_number("rope_theta")?,
         shape: declare(&a)?,
     };

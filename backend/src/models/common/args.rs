@@ -73,6 +73,14 @@ impl BaseArgs {
         Ok(hidden / heads)
     }
 
+    /// `explicit` (config.json's `head_dim`), or `hidden_size / num_attention_heads`.
+    pub fn head_dim(&self, explicit: Option<i32>) -> Result<i32> {
+        match explicit {
+            Some(d) => Ok(d),
+            None => self.default_head_dim(),
+        }
+    }
+
     /// Checks every size before any arithmetic uses it: a zero, negative, huge or
     /// inconsistent value is an error naming the field, never a panic or an overflow.
     fn validate(&self, t: &FamilyTraits) -> Result<()> {
