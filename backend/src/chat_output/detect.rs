@@ -67,7 +67,10 @@ pub(crate) fn named_format(name: &str) -> Option<ToolFormat> {
     let format = ToolFormat::from_name(name);
     if format.is_none() {
         static SAID: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
-        if SAID.lock().is_ok_and(|mut said| said.insert(name.to_string())) {
+        if SAID
+            .lock()
+            .is_ok_and(|mut said| said.insert(name.to_string()))
+        {
             tracing::warn!(
                 "the model's tool calls are mlx-lm's {name} format, which this backend does \
                  not parse: they stay in the content"

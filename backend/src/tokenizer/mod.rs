@@ -2,6 +2,8 @@
 
 mod chat;
 mod detokenizer;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeSet;
 use std::path::Path;
