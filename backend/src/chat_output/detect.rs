@@ -53,20 +53,27 @@ fn from_template(t: &str) -> Option<&'static str> {
         .map(|(_, name)| name)
 }
 
-/// The format mlx-lm would pick, where this backend parses it. A format it does not parse
-/// leaves the output as content, said once per format in the log.
+/// The format mlx-lm would pick, where this backend parses it.
 pub(crate) fn tool_format(
     template: Option<&str>,
     in_vocab: &dyn Fn(&str) -> bool,
 ) -> Option<ToolFormat> {
-    let name = mlx_parser(template, in_vocab)?;
+    named_format(mlx_parser(template, in_vocab)?)
+}
+
+/// The format of mlx-lm's parser `name`. A format this backend does not parse leaves the
+/// output as content, said once per name in the log.
+pub(crate) fn named_format(name: &str) -> Option<ToolFormat> {
     let format = ToolFormat::from_name(name);
     if format.is_none() {
-        static SAID: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
-        if SAID.lock().is_ok_and(|mut said| said.insert(name)) {
+        static SAID: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+        if SAID
+            .lock()
+            .is_ok_and(|mut said| said.insert(name.to_string()))
+        {
             tracing::warn!(
-                "the chat template's tool calls are mlx-lm's {name} format, which this backend \
-                 does not parse: they stay in the content"
+                "the model's tool calls are mlx-lm's {name} format, which this backend does \
+                 not parse: they stay in the content"
             );
         }
     }

@@ -35,10 +35,18 @@ pub struct OutputFormat {
 }
 
 impl OutputFormat {
-    /// The format of a loaded model: its chat template first, then its vocabulary.
+    /// The format of a loaded model: the tool parser `tokenizer_config.json` names (as
+    /// mlx-lm takes it), else its chat template, then its vocabulary.
     pub fn of(tokenizer: &Tokenizer) -> OutputFormat {
         let in_vocab = |token: &str| tokenizer.inner().token_to_id(token).is_some();
-        OutputFormat::detect(tokenizer.template_source(), &in_vocab)
+        let template = tokenizer.template_source();
+        OutputFormat {
+            think: detect::thinking(template, &in_vocab),
+            tools: match tokenizer.tool_parser_type() {
+                Some(name) => detect::named_format(name),
+                None => detect::tool_format(template, &in_vocab),
+            },
+        }
     }
 
     /// The format from a template's source and a vocabulary lookup.

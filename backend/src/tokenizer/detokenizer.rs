@@ -1,4 +1,5 @@
-//! Incremental, UTF-8-safe detokenizing: the deltas concatenate to exactly `decode(all ids)`.
+//! Incremental, UTF-8-safe detokenizing: the deltas concatenate to exactly `decode(all ids)`,
+//! special tokens included (as mlx-lm's streaming detokenizers give them).
 
 use super::Tokenizer;
 use crate::error::Result;

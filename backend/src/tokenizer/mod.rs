@@ -2,6 +2,8 @@
 
 mod chat;
 mod detokenizer;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -19,6 +21,7 @@ pub struct Tokenizer {
     eos_token: Option<String>,
     eos_ids: BTreeSet<u32>,
     template: Option<ChatTemplate>,
+    tool_parser_type: Option<String>,
 }
 
 impl Tokenizer {
@@ -36,12 +39,7 @@ impl Tokenizer {
         let (bos_token, eos_token) = (token("bos_token"), token("eos_token"));
 
         let mut eos_ids = BTreeSet::new();
-        for file in ["generation_config.json", "config.json"] {
-            collect_ids(
-                &optional_json(&dir.join(file))?["eos_token_id"],
-                &mut eos_ids,
-            );
-        }
+        collect_ids(&configured_eos(dir)?, &mut eos_ids);
         if let Some(id) = eos_token.as_deref().and_then(|t| inner.token_to_id(t)) {
             eos_ids.insert(id);
         }
@@ -53,6 +51,7 @@ impl Tokenizer {
             eos_token,
             eos_ids,
             template,
+            tool_parser_type: tool_parser_type(&config)?,
         })
     }
 
@@ -69,10 +68,13 @@ impl Tokenizer {
         Ok(encoding.get_ids().to_vec())
     }
 
-    /// Text of `ids`, without special tokens.
+    /// Text of `ids`, special tokens included, as mlx-lm's streaming detokenizers and
+    /// `tokenizer.decode` give it: tool-call and reasoning markers a tokenizer marks special
+    /// (`[TOOL_CALLS]`, `<|tool_calls_section_begin|>`) reach the output parsers. The end token
+    /// that stops generation is never decoded: it never reaches the detokenizer.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
         self.inner
-            .decode(ids, true)
+            .decode(ids, false)
             .map_err(|e| Error::Tokenizer(e.to_string()))
     }
 
@@ -90,8 +92,15 @@ impl Tokenizer {
         self.template.as_ref().map(ChatTemplate::source)
     }
 
+    /// The ids that end generation: mlx-lm's `eos_token_ids`. The one generated is not decoded.
     pub fn eos_ids(&self) -> &BTreeSet<u32> {
         &self.eos_ids
+    }
+
+    /// `tokenizer_config.json`'s `tool_parser_type`: the mlx-lm tool parser the model names,
+    /// which mlx-lm takes before inferring one from the chat template.
+    pub fn tool_parser_type(&self) -> Option<&str> {
+        self.tool_parser_type.as_deref()
     }
 
     pub fn vocab_size(&self) -> usize {
@@ -145,6 +154,34 @@ fn optional_json(path: &Path) -> Result<Value> {
         read_json(path)
     } else {
         Ok(Value::Null)
+    }
+}
+
+/// The configured end ids as mlx-lm's `load_config` takes them: `generation_config.json`'s
+/// `eos_token_id` replaces `config.json`'s unless Python finds it false (null, 0, `[]`).
+fn configured_eos(dir: &Path) -> Result<Value> {
+    let generation = optional_json(&dir.join("generation_config.json"))?;
+    let ids = &generation["eos_token_id"];
+    let falsy = match ids {
+        Value::Null | Value::Bool(false) => true,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::Array(items) => items.is_empty(),
+        _ => false,
+    };
+    match falsy {
+        true => Ok(optional_json(&dir.join("config.json"))?["eos_token_id"].take()),
+        false => Ok(ids.clone()),
+    }
+}
+
+/// `tool_parser_type`, which must be a parser's name when present.
+fn tool_parser_type(config: &Value) -> Result<Option<String>> {
+    match &config["tool_parser_type"] {
+        Value::Null => Ok(None),
+        Value::String(name) => Ok(Some(name.clone())),
+        other => Err(Error::Tokenizer(format!(
+            "tokenizer_config.json: tool_parser_type must be a parser's name, not {other}"
+        ))),
     }
 }
 
