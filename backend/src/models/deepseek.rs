@@ -11,8 +11,8 @@ use super::common::shape::{
 use super::common::{
     keys, positive, positive_f32, stack_experts, yarn_attention_factor, AttentionBlock, Decoder,
     DecoderLayer, EndShape, FeedForward, Groups, HeadKind, LatentAttention, LatentConfig,
-    LayerShape, Linear, Mlp, ModelShape, Moe, RankPart, Rope, Router, Routing, Skeleton, SwitchGlu,
-    TensorCut, MAX_EXPERTS,
+    LayerShape, Mlp, ModelShape, Moe, MoeSizes, RankPart, Rope, Routing, Skeleton, TensorCut,
+    MAX_EXPERTS,
 };
 use super::{args, Transformer};
 use crate::error::{Error, Result};
@@ -202,10 +202,10 @@ fn build(config: &Value, w: &mut Weights, part: &RankPart, version: Version) -> 
 
 /// The router's settings, before its weights.
 #[derive(Clone, Copy)]
-struct RoutingSpec {
-    experts: i32,
-    top_k: i32,
-    groups: Option<Groups>,
+pub struct RoutingSpec {
+    pub experts: i32,
+    pub top_k: i32,
+    pub groups: Option<Groups>,
 }
 
 impl Family {
@@ -310,7 +310,6 @@ impl Family {
     }
 
     fn moe(&self, w: &mut Weights, mlp: &str, tensor: &Option<TensorCut>) -> Result<Moe> {
-        let (hidden, inter) = (self.a.hidden_size, self.a.moe_intermediate_size);
         let r = self.routing;
         let routing = match self.version {
             Version::V2 => Routing::SoftmaxGroups {
@@ -318,48 +317,46 @@ impl Family {
                 groups: r.groups,
                 scaling: self.a.routed_scaling_factor,
             },
-            Version::V3 => Routing::Sigmoid {
-                top_k: r.top_k,
-                groups: r.groups.unwrap_or(Groups { count: 1, keep: 1 }),
-                norm_topk_prob: self.a.norm_topk_prob,
-                scaling: self.a.routed_scaling_factor,
-                // Kept as stored, as mlx-lm's cast predicate keeps it.
-                correction: w.take(&format!("{mlp}.gate.e_score_correction_bias"), &[r.experts])?,
-            },
-        };
-        let shared = match self.a.n_shared_experts {
-            Some(n) => {
-                let dims = (
-                    hidden,
-                    inter * positive("n_shared_experts", n, MAX_EXPERTS)?,
-                );
-                Some(Mlp::load(
-                    w,
-                    &format!("{mlp}.shared_experts"),
-                    dims,
-                    false,
-                    tensor,
-                )?)
-            }
-            None => None,
-        };
-        Ok(Moe {
-            router: Router {
-                gate: Linear::load(w, &format!("{mlp}.gate"), hidden, r.experts, false)?,
-                routing,
-            },
-            experts: SwitchGlu::load(
+            Version::V3 => sigmoid_routing(
                 w,
-                &format!("{mlp}.switch_mlp"),
-                r.experts,
-                (hidden, inter),
-                tensor,
+                mlp,
+                r,
+                (self.a.norm_topk_prob, self.a.routed_scaling_factor),
             )?,
-            shared,
-            cast_sum: self.version == Version::V3,
-            tensor: tensor.clone(),
-        })
+        };
+        let sizes = MoeSizes {
+            hidden: self.a.hidden_size,
+            inter: self.a.moe_intermediate_size,
+            experts: r.experts,
+            shared: self.a.n_shared_experts,
+        };
+        Moe::load(
+            w,
+            mlp,
+            (sizes, routing),
+            self.version == Version::V3,
+            tensor,
+        )
     }
+}
+
+/// DeepSeek-V3's router (GLM-4.5's too): sigmoid, chosen with `{mlp}.gate`'s
+/// `e_score_correction_bias` within the best groups, weights normalized where
+/// `norm_topk_prob` says and scaled.
+pub fn sigmoid_routing(
+    w: &mut Weights,
+    mlp: &str,
+    r: RoutingSpec,
+    (norm_topk_prob, scaling): (bool, f32),
+) -> Result<Routing> {
+    Ok(Routing::Sigmoid {
+        top_k: r.top_k,
+        groups: r.groups.unwrap_or(Groups { count: 1, keep: 1 }),
+        norm_topk_prob,
+        scaling,
+        // Kept as stored, as mlx-lm's cast predicate keeps it.
+        correction: w.take(&format!("{mlp}.gate.e_score_correction_bias"), &[r.experts])?,
+    })
 }
 
 /// The router settings, checked: V2's `topk_method` is greedy or group-limited greedy, V3's
@@ -389,14 +386,8 @@ fn routing_spec(a: &Args, version: Version) -> Result<RoutingSpec> {
         (Version::V2, None | Some("gready" | "greedy")) => None,
         (Version::V2, Some("group_limited_greedy")) => groups(a.n_group, a.topk_group)?,
         (Version::V3, None | Some("noaux_tc")) => {
-            let count = a.n_group.unwrap_or(1);
-            // A group is ranked by the sum of its two best scores.
-            if count > 1 && experts / count.max(1) < 2 {
-                return Err(Error::Config(format!(
-                    "n_group {count} leaves fewer than 2 of the {experts} experts per group"
-                )));
-            }
-            groups(Some(count), Some(a.topk_group.unwrap_or(1)))?
+            let (count, keep) = (a.n_group.unwrap_or(1), a.topk_group.unwrap_or(1));
+            Some(Groups::ranked_by_two(count, keep, experts)?)
         }
         (_, Some(other)) => {
             return Err(Error::Config(format!(

@@ -5,6 +5,7 @@ mod deepseek;
 mod ernie4_5;
 mod gemma3;
 mod glm4;
+mod glm4_moe;
 mod llama;
 mod ministral3;
 mod mistral3;
@@ -451,6 +452,11 @@ const FAMILIES: &[FamilyFacts] = &[
         "glm4",
         (glm4::build, glm4::shape, glm4::sanitize),
         Experts::Dense,
+    ),
+    FamilyFacts::text(
+        "glm4_moe",
+        (glm4_moe::build, glm4_moe::shape, deepseek::sanitize_v3),
+        Experts::CountedBy("n_routed_experts"),
     ),
 ];
 

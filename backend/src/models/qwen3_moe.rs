@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use super::common::shape::{FeedForwardKind, RoutingKind};
 use super::common::{
-    positive, stack_experts, Decoder, DecoderConfig, DecoderLayer, FeedForward, Linear, Mlp,
-    ModelShape, Moe, RankPart, Router, Routing, SwitchGlu, TensorCut, MAX_EXPERTS,
+    positive, stack_experts, Decoder, DecoderConfig, DecoderLayer, FeedForward, Mlp, ModelShape,
+    Moe, MoeSizes, RankPart, Routing, TensorCut, MAX_EXPERTS,
 };
 use super::{args, qwen3, Transformer};
 use crate::error::Result;
@@ -99,25 +99,25 @@ fn layer(
             false,
             tensor,
         )?),
-        FeedForwardKind::Moe { .. } => FeedForward::Moe(Box::new(Moe {
-            router: Router {
-                gate: Linear::load(w, &format!("{mlp}.gate"), hidden, a.num_experts, false)?,
-                routing: Routing::Softmax {
-                    top_k: a.num_experts_per_tok,
-                    norm_topk_prob: a.norm_topk_prob,
-                },
-            },
-            experts: SwitchGlu::load(
+        FeedForwardKind::Moe { .. } => {
+            let sizes = MoeSizes {
+                hidden,
+                inter: a.moe_intermediate_size,
+                experts: a.num_experts,
+                shared: None,
+            };
+            let routing = Routing::Softmax {
+                top_k: a.num_experts_per_tok,
+                norm_topk_prob: a.norm_topk_prob,
+            };
+            FeedForward::Moe(Box::new(Moe::load(
                 w,
-                &format!("{mlp}.switch_mlp"),
-                a.num_experts,
-                (hidden, a.moe_intermediate_size),
+                &mlp,
+                (sizes, routing),
+                true,
                 tensor,
-            )?,
-            shared: None,
-            cast_sum: true,
-            tensor: tensor.clone(),
-        })),
+            )?))
+        }
     };
     let norms = (hidden, c.attention.rms_norm_eps);
     DecoderLayer::new(w, prefix, norms, shape, (attention, ffn))

@@ -433,3 +433,36 @@ fn bad_window_and_layer_types_are_refused_by_name() {
     let err = declared(&gemma).err().map(|e| e.to_string());
     assert!(err.is_some_and(|e| e.contains("sliding_window_pattern")));
 }
+
+#[test]
+fn glm4_moe_declares_partial_rope_and_sigmoid_experts_after_its_dense_layers() -> Result<()> {
+    let config = tiny(
+        "glm4_moe",
+        json!({"num_hidden_layers": 3, "head_dim": 32, "partial_rotary_factor": 0.5,
+            "use_qk_norm": true, "attention_bias": true, "moe_intermediate_size": 32,
+            "n_routed_experts": 8, "n_shared_experts": 1, "num_experts_per_tok": 2,
+            "n_group": 4, "topk_group": 2, "norm_topk_prob": true,
+            "routed_scaling_factor": 2.5, "first_k_dense_replace": 1,
+            "tie_word_embeddings": false}),
+    );
+    let (layers, ends) = declared(&config)?;
+    let moe = FeedForwardKind::Moe {
+        routing: RoutingKind::SigmoidCorrected,
+        shared: Some(1),
+    };
+    let kinds: Vec<FeedForwardKind> = layers.iter().map(|l| l.feed_forward).collect();
+    assert_eq!(kinds, [FeedForwardKind::Dense, moe, moe]);
+    assert_eq!(layers[0].rope.span, RopeSpan::Partial { fraction: 0.5 });
+    assert_eq!(layers[0].rope.pairs, RopePairs::Halves);
+    assert_eq!(
+        (layers[0].qk_norm, layers[0].bias),
+        (Some(NormKind::Rms), AttnBias::Qkv)
+    );
+    assert_eq!(ends.head, HeadKind::Untied);
+    assert_eq!(facts_of(&config)?.expert_count(&config), Some(8));
+    let mut softmax = config;
+    softmax["scoring_func"] = json!("softmax");
+    let err = declared(&softmax).err().map(|e| e.to_string());
+    assert!(err.is_some_and(|e| e.contains("scoring_func `softmax`")));
+    Ok(())
+}

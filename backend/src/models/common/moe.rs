@@ -254,6 +254,17 @@ impl Groups {
         Ok(Groups { count, keep })
     }
 
+    /// Groups ranked by the sum of their two best scores (DeepSeek-V3's `noaux_tc`): each group
+    /// must hold at least two experts when there are several.
+    pub fn ranked_by_two(count: i32, keep: i32, experts: i32) -> Result<Groups> {
+        if count > 1 && experts / count.max(1) < 2 {
+            return Err(Error::Config(format!(
+                "n_group {count} leaves fewer than 2 of the {experts} experts per group"
+            )));
+        }
+        Groups::new(count, keep, experts)
+    }
+
     /// Zeroes the scores of every group outside the best `keep` (ranked by `rank`).
     fn mask(&self, scores: &Array, rank: impl Fn(&Array) -> Result<Array>) -> Result<Array> {
         let shape = scores.shape().to_vec();
@@ -365,7 +376,62 @@ pub struct Moe {
     pub tensor: Option<TensorCut>,
 }
 
+/// A mixture's sizes: what its checkpoint holds at `{mlp}.gate`, `{mlp}.switch_mlp` and
+/// `{mlp}.shared_experts`.
+#[derive(Debug, Clone, Copy)]
+pub struct MoeSizes {
+    pub hidden: i32,
+    /// Each routed expert's neurons.
+    pub inter: i32,
+    pub experts: i32,
+    /// Always-on experts, each `inter` wide (one MLP of their sum).
+    pub shared: Option<i32>,
+}
+
 impl Moe {
+    /// The mixture at `mlp` of `sizes`, routed by `routing`; `cast_sum` as mlx-lm's family does.
+    pub fn load(
+        w: &mut Weights,
+        mlp: &str,
+        (sizes, routing): (MoeSizes, Routing),
+        cast_sum: bool,
+        tensor: &Option<TensorCut>,
+    ) -> Result<Moe> {
+        let MoeSizes {
+            hidden,
+            inter,
+            experts,
+            shared,
+        } = sizes;
+        let shared = match shared {
+            Some(n) => {
+                let dims = (
+                    hidden,
+                    inter * positive("n_shared_experts", n, MAX_EXPERTS)?,
+                );
+                let prefix = format!("{mlp}.shared_experts");
+                Some(Mlp::load(w, &prefix, dims, false, tensor)?)
+            }
+            None => None,
+        };
+        Ok(Moe {
+            router: Router {
+                gate: Linear::load(w, &format!("{mlp}.gate"), hidden, experts, false)?,
+                routing,
+            },
+            experts: SwitchGlu::load(
+                w,
+                &format!("{mlp}.switch_mlp"),
+                experts,
+                (hidden, inter),
+                tensor,
+            )?,
+            shared,
+            cast_sum,
+            tensor: tensor.clone(),
+        })
+    }
+
     pub fn forward(&self, x: &Array) -> Result<Array> {
         let shape = x.shape().to_vec();
         let hidden = shape[shape.len() - 1];
