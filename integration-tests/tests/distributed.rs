@@ -327,6 +327,7 @@ async fn families_of_2026_pipeline_and_tensor_equal_single_node() -> TestResult 
         ("tiny-kimi-k25", &["pipeline", "tensor", "expert"][..]),
         ("tiny-glm4-moe", &["pipeline", "tensor", "expert"][..]),
         ("tiny-glm4-moe-4bit", &["pipeline"][..]),
+        ("tiny-glm4-moe-lite", &["pipeline", "tensor", "expert"][..]),
         ("tiny-gemma3-text-4bit", split),
         ("tiny-glm4-4bit", split),
         ("tiny-ministral3-8bit", split),

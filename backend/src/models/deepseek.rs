@@ -90,15 +90,48 @@ fn theta() -> f32 {
     10000.0
 }
 
-/// mlx-lm's default when config.json has no `q_lora_rank` at all; `null` means none.
-const DEFAULT_Q_LORA_RANK: i32 = 1536;
+/// What differs between the families on this architecture beyond the router.
+#[derive(Debug, Clone, Copy)]
+struct Flavor {
+    version: Version,
+    /// mlx-lm's default when config.json has no `q_lora_rank` at all (`null` means none).
+    q_lora_rank: i32,
+    /// The latent norms' epsilon: fixed, or `None` for config.json's `rms_norm_eps`.
+    latent_eps: Option<f32>,
+}
+
+const DEEPSEEK_V2: Flavor = Flavor {
+    version: Version::V2,
+    q_lora_rank: 1536,
+    latent_eps: Some(1e-6),
+};
+const DEEPSEEK_V3: Flavor = Flavor {
+    version: Version::V3,
+    ..DEEPSEEK_V2
+};
+/// GLM-4.7-Flash (`glm4_moe_lite`): DeepSeek-V3's layers under GLM's defaults.
+const GLM_LITE: Flavor = Flavor {
+    version: Version::V3,
+    q_lora_rank: 768,
+    latent_eps: None,
+};
 
 pub fn build_v2(config: &Value, w: &mut Weights, part: &RankPart) -> Result<Box<dyn Transformer>> {
-    Ok(Box::new(build(config, w, part, Version::V2)?))
+    Ok(Box::new(build(config, w, part, DEEPSEEK_V2)?))
 }
 
 pub fn build_v3(config: &Value, w: &mut Weights, part: &RankPart) -> Result<Box<dyn Transformer>> {
-    Ok(Box::new(build(config, w, part, Version::V3)?))
+    Ok(Box::new(build(config, w, part, DEEPSEEK_V3)?))
+}
+
+/// GLM-4.7-Flash: DeepSeek-V3's latent attention and sigmoid-routed experts, its latent norms
+/// at `rms_norm_eps` (mlx-lm's `glm4_moe_lite`).
+pub fn build_glm_lite(
+    config: &Value,
+    w: &mut Weights,
+    part: &RankPart,
+) -> Result<Box<dyn Transformer>> {
+    Ok(Box::new(build(config, w, part, GLM_LITE)?))
 }
 
 /// Hugging Face's per-expert tensors, stacked.
@@ -176,16 +209,16 @@ struct Family {
     routing: RoutingSpec,
 }
 
-fn build(config: &Value, w: &mut Weights, part: &RankPart, version: Version) -> Result<Decoder> {
+fn build(config: &Value, w: &mut Weights, part: &RankPart, flavor: Flavor) -> Result<Decoder> {
     let a: Args = args(config)?;
     let q_lora_rank = match config.get("q_lora_rank") {
-        None => Some(DEFAULT_Q_LORA_RANK),
+        None => Some(flavor.q_lora_rank),
         Some(Value::Null) => None,
         Some(v) => Some(v.as_i64().ok_or_else(|| {
             Error::Config(format!("q_lora_rank is {v}; it must be an integer or null"))
         })? as i32),
     };
-    let f = Family::new(a, q_lora_rank, version)?;
+    let f = Family::new(a, q_lora_rank, flavor)?;
     let skeleton = Skeleton {
         vocab_size: f.a.vocab_size,
         num_hidden_layers: f.a.num_hidden_layers,
@@ -209,7 +242,8 @@ pub struct RoutingSpec {
 }
 
 impl Family {
-    fn new(a: Args, q_lora_rank: Option<i32>, version: Version) -> Result<Family> {
+    fn new(a: Args, q_lora_rank: Option<i32>, flavor: Flavor) -> Result<Family> {
+        let version = flavor.version;
         for (field, value) in [
             ("hidden_size", a.hidden_size),
             ("num_hidden_layers", a.num_hidden_layers),
@@ -255,6 +289,7 @@ impl Family {
             v_head_dim: a.v_head_dim,
             attention_bias: a.attention_bias,
             scale: softmax_scale(&a, scaling),
+            norm_eps: flavor.latent_eps.unwrap_or(a.rms_norm_eps),
         };
         Ok(Family {
             a,

@@ -454,6 +454,15 @@ const FAMILIES: &[FamilyFacts] = &[
         Experts::Dense,
     ),
     FamilyFacts::text(
+        "glm4_moe_lite",
+        (
+            deepseek::build_glm_lite,
+            deepseek::shape_v3,
+            deepseek::sanitize_v3,
+        ),
+        Experts::CountedBy("n_routed_experts"),
+    ),
+    FamilyFacts::text(
         "glm4_moe",
         (glm4_moe::build, glm4_moe::shape, deepseek::sanitize_v3),
         Experts::CountedBy("n_routed_experts"),

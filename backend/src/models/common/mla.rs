@@ -15,9 +15,6 @@ use crate::cache::KvCache;
 use crate::error::Result;
 use crate::weights::{Cut, MatrixWeight, QuantizedMatrix, Shape, Weights};
 
-/// The norms inside MLA use this epsilon whatever the config says (as mlx-lm).
-const LATENT_NORM_EPS: f32 = 1e-6;
-
 /// MLA's sizes, from the family's config.
 #[derive(Debug, Clone, Copy)]
 pub struct LatentConfig {
@@ -31,6 +28,9 @@ pub struct LatentConfig {
     pub attention_bias: bool,
     /// Softmax scale (YaRN's `mscale_all_dim` folded in by the family).
     pub scale: f32,
+    /// The epsilon of the norms on the query and key-value latents (DeepSeek fixes it at 1e-6
+    /// whatever the config says; GLM-4.7-Flash takes `rms_norm_eps`).
+    pub norm_eps: f32,
 }
 
 impl LatentConfig {
@@ -90,7 +90,7 @@ impl LatentAttention {
             )?),
             Some(rank) => QueryProj::LowRank {
                 q_a_proj: Linear::load(w, &key("q_a_proj"), c.hidden_size, rank, c.attention_bias)?,
-                q_a_layernorm: RmsNorm::load(w, &key("q_a_layernorm"), rank, LATENT_NORM_EPS)?,
+                q_a_layernorm: RmsNorm::load(w, &key("q_a_layernorm"), rank, c.norm_eps)?,
                 q_b_proj: Linear::load_split(w, &key("q_b_proj"), rank, q_out, false, rows)?,
             },
         };
@@ -105,12 +105,7 @@ impl LatentAttention {
                 latent,
                 c.attention_bias,
             )?,
-            kv_a_layernorm: RmsNorm::load(
-                w,
-                &key("kv_a_layernorm"),
-                c.kv_lora_rank,
-                LATENT_NORM_EPS,
-            )?,
+            kv_a_layernorm: RmsNorm::load(w, &key("kv_a_layernorm"), c.kv_lora_rank, c.norm_eps)?,
             embed_q,
             unembed_out,
             o_proj: Linear::load_split(
