@@ -518,6 +518,12 @@ async fn a_multimodal_checkpoint_serves_its_text_model_alone() -> TestResult {
         .expect_err("an image is refused");
     assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
     assert!(err.message().contains("Images"), "{err:?}");
+    // Sliding-window layers keep no quantized cache (mlx-lm's rotating cache cannot either).
+    let quantized_kv = load_fixture(&mut c, "tiny-gemma3-text", &["kv_bits:8"]).await?;
+    assert!(
+        !quantized_kv.success && quantized_kv.message.contains("sliding-window"),
+        "{quantized_kv:?}"
+    );
     assert!(load_fixture(&mut c, "tiny-gemma3-text", &[]).await?.success);
     let status = c.status(pb::HealthMessage {}).await?.into_inner();
     let memory = status.memory.ok_or("no memory in Status")?;
