@@ -231,7 +231,7 @@ fn hostile_cases() -> TestResult<Vec<Case>> {
     q["model.layers.3.mlp.down_proj"] = json!({"group_size": 48, "bits": 4});
     cases.push((
         MODEL,
-        "layer `model.layers.3.mlp.down_proj`: unsupported quantization: 4 bits with group size 48",
+        "layer `model.layers.3.mlp.down_proj`: unsupported quantization: mode affine with 4 bits and group size 48",
         Box::new(set_field("quantization", q)),
         "a layer's group 48",
     ));
