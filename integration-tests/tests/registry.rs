@@ -1,7 +1,7 @@
 //! Every registered `model_type`, aliases included, against mlx-lm's greedy tokens on its
 //! family's tiny fixture: f32, packed on the CPU (the exact numerics), dequantized and as
-//! stored, one row alone and a batch of rows at different positions. In-process, so it costs
-//! seconds; a family cannot be registered without a row here.
+//! stored, one row alone, a batch of rows at different positions, and resumed from a cached
+//! prefix. In-process, so it costs seconds; a family cannot be registered without fixtures.
 
 use std::path::{Path, PathBuf};
 
@@ -85,6 +85,8 @@ fn every_model_type_equals_mlx_lm_in_every_mode_alone_and_batched() -> TestResul
             for (r, tokens) in batched(&m, &golden, ROWS)?.iter().enumerate() {
                 assert_eq!(tokens, &golden.tokens, "{what}: row {r} of a batch");
             }
+            let resumed = from_a_cached_prefix(&m, &golden)?;
+            assert_eq!(resumed, golden.tokens, "{what}: from a cached prefix");
         }
     }
     std::fs::remove_dir_all(&root)?;
@@ -146,6 +148,30 @@ fn batched(m: &LoadedModel, golden: &TinyGolden, rows: usize) -> TestResult<Vec<
         }
     }
     Ok(out.into_iter().map(|o| o[..n].to_vec()).collect())
+}
+
+/// A prefix-cache hit as the engine makes one: caches that went past the prompt (its answer
+/// fed), shared back to the prompt's first `len - 3` positions (`KvCache::prefix`, which a
+/// sliding layer allows only where `can_cut_to` says), the rest of the prompt fed, then greedy.
+fn from_a_cached_prefix(m: &LoadedModel, golden: &TinyGolden) -> TestResult<Vec<u32>> {
+    let ids = &golden.prompt_ids;
+    let fed: Vec<u32> = ids.iter().chain(&golden.tokens).copied().collect();
+    let mut stored = m.model.new_caches();
+    let all = Array::from_slice(&fed, &[1, fed.len() as i32]);
+    m.model.forward(&all, &mut stored)?;
+    let len = ids.len() - 3;
+    assert!(
+        stored.iter().all(|c| c.can_cut_to(len)),
+        "the window holds it"
+    );
+    let mut caches: Vec<KvCache> = stored.iter().map(|c| c.prefix(len)).collect();
+    let rest = Array::from_slice(&ids[len..], &[1, 3]);
+    let mut out = vec![argmax_last(&m.model.forward(&rest, &mut caches)?, 0)?];
+    while out.len() < golden.tokens.len() {
+        let last = Array::from_slice(&out[out.len() - 1..], &[1, 1]);
+        out.push(argmax_last(&m.model.forward(&last, &mut caches)?, 0)?);
+    }
+    Ok(out)
 }
 
 /// The greedy token of row `r`'s last position.
