@@ -212,7 +212,9 @@ impl AttentionBlock {
     }
 }
 
-/// A layer's feed-forward block: one SwiGLU, or a mixture of experts.
+/// A layer's feed-forward block: one gated MLP, or a mixture of experts.
+// Most layers are dense: the mixture is the boxed one, not the common case.
+#[allow(clippy::large_enum_variant)]
 pub enum FeedForward {
     Dense(Mlp),
     Moe(Box<Moe>),
