@@ -3,23 +3,23 @@ use super::*;
 /// A pool of 3 threads whatever the machine (the default leaves a core to the engine's
 /// thread, so on 2 cores nothing would be shared out): called first by every test here,
 /// before any product starts the pool.
-fn shared_pool() {
+pub(crate) fn shared_pool() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| std::env::set_var("MLX_DISTRIBUTED_GEMM_THREADS", "3"));
 }
 
 /// SplitMix64, for seeded operands.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
-    fn float(&mut self) -> f32 {
+    pub(crate) fn float(&mut self) -> f32 {
         (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
     }
 }

@@ -96,7 +96,7 @@ impl<'a, T: Half> Groups<'a, T> {
 }
 
 /// `u16` bits as the half dtype `T`.
-fn as_halves<T: Half>(v: &[u16]) -> &[T] {
+pub(crate) fn as_halves<T: Half>(v: &[u16]) -> &[T] {
     // SAFETY: a `Half` is a repr(transparent) u16, so the slice has the same layout.
     unsafe { std::slice::from_raw_parts(v.as_ptr() as *const T, v.len()) }
 }

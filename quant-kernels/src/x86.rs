@@ -309,7 +309,7 @@ unsafe fn in_order8<const BITS: u32>(at: *const u8) -> __m256i {
 /// The 8 lanes summed pairwise (`scalar::reduce`'s order).
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-unsafe fn sum_lanes(v: __m256) -> f32 {
+pub(crate) unsafe fn sum_lanes(v: __m256) -> f32 {
     let quad = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     let pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
     _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)))

@@ -1,0 +1,360 @@
+//! The integer path: `y = x · dequantize(w)ᵀ` with each row of x quantized to int8, and the
+//! weight's codes multiplied with it in integer dot products (as llama.cpp's ggml-cpu does),
+//! where the f32 kernels of the crate root spend an FMA per code and lane.
+//!
+//! - **Activations** ([`Activations::quantize`]): x in the format's lane order
+//!   ([`layout::permute`]), cut into blocks of [`BLOCK`] values (a step: a block never
+//!   straddles a weight group); per block a scale `d = max|x| / 127` and codes
+//!   `round_ties_even(x · 127 / max|x|)` in -127..=127. The affine bias part keeps f32: each
+//!   group's exact sum of x ([`group_sums`]) times its bias, as the f32 kernels add it.
+//! - **Products:** per block, lane `l` (of [`LANES`]) is the integer sum of the products at the
+//!   block's positions `4l..4l+4`: what one 256-bit `vpdpbusd` (or `maddubs` + `madd`, or two
+//!   NEON `sdot`) computes. The sums are exact, so every instruction set gets the same lanes.
+//! - **Combination in f32**, in one fixed order: per block `c = s_w · d` (the weight group's
+//!   scale times the block's), then `acc[b % 4][l] = fma(c, lane_l, acc[b % 4][l])`: four
+//!   accumulators of 8 lanes (two AVX-512 registers hold them); at the end
+//!   `(acc0 + acc1) + (acc2 + acc3)` lane by lane, the lanes summed pairwise, the bias part
+//!   ([`bias_term`]) added last.
+//!
+//! So a row's result is bit-identical whatever other rows share the call and whichever of this
+//! module's kernels the machine runs: the quantization is one portable function, the integer
+//! sums are exact, and the float steps are the same ops in the same order everywhere.
+//!
+//! Formats: the affine ones at 2, 4 and 8 bits have vector kernels; the others run the portable
+//! kernel here (exact, slow), which is why [`vectorized`] is what a caller asks before taking
+//! this path.
+
+use super::layout::{self, STEP};
+use super::{bias_term, group_sums, Format, Mode, Operands, Out, Stored};
+
+mod scalar;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+pub use scalar::reference;
+
+/// Values of x per int8 scale: a step of the lane order.
+pub const BLOCK: usize = STEP;
+/// Integer lanes per block, each the sum of 4 adjacent products.
+pub const LANES: usize = 8;
+/// Accumulators: block `b` folds into `b % ACCUMULATORS`.
+pub const ACCUMULATORS: usize = 4;
+/// Positions each lane sums.
+const PER_LANE: usize = BLOCK / LANES;
+
+/// Rows of x as int8, in the format's lane order.
+#[derive(Default, Debug, Clone)]
+pub struct Activations {
+    /// `[m][k]` codes, each block's in lane order.
+    pub codes: Vec<i8>,
+    /// `[m][k / BLOCK]` scales.
+    pub scales: Vec<f32>,
+    /// `[m][k / BLOCK][LANES]` sums of each lane's codes: what the unsigned-times-signed
+    /// kernels add back when they shift 8-bit weight codes into the signed range.
+    pub lane_sums: Vec<i32>,
+    /// `[m][k / group]` exact f32 sums of x per weight group (the bias part's).
+    pub sums: Vec<f32>,
+    pub k: usize,
+    /// For the AVX-512 kernels ([`Activations::arrange_wide`]): each block's scale 8 times
+    /// and 4 times, and 4-bit codes with each 4 blocks' first halves before their second ones.
+    pub dup8: Vec<f32>,
+    pub dup4: Vec<f32>,
+    pub quads: Vec<i8>,
+}
+
+/// One row's part of [`Activations`].
+#[derive(Clone, Copy)]
+pub(crate) struct Row<'a> {
+    pub codes: &'a [i8],
+    pub scales: &'a [f32],
+    pub lane_sums: &'a [i32],
+    pub dup8: &'a [f32],
+    pub dup4: &'a [f32],
+    pub quads: &'a [i8],
+}
+
+impl Activations {
+    /// Quantizes the rows of `ops.x` (already in the format's lane order) into `self`.
+    pub fn quantize(&mut self, ops: &Operands) {
+        let (m, k) = (ops.m, ops.k);
+        let blocks = m * k / BLOCK;
+        self.k = k;
+        self.codes.resize(m * k, 0);
+        self.scales.resize(blocks, 0.0);
+        self.lane_sums.resize(blocks * LANES, 0);
+        let x = &ops.x[..m * k];
+        #[cfg(target_arch = "x86_64")]
+        if x86::has_avx2() {
+            // SAFETY: the CPU has AVX2; the buffers hold what `x` quantizes into.
+            unsafe { x86::quantize(x, &mut self.codes, &mut self.scales) };
+        } else {
+            quantize_portable(x, &mut self.codes, &mut self.scales);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        quantize_portable(x, &mut self.codes, &mut self.scales);
+        for (sum, lane) in self
+            .lane_sums
+            .iter_mut()
+            .zip(self.codes.chunks_exact(PER_LANE))
+        {
+            *sum = lane.iter().map(|&c| i32::from(c)).sum();
+        }
+        group_sums(ops, &mut self.sums);
+    }
+
+    /// What the AVX-512 kernels read besides the codes: the scales spread as they multiply
+    /// them, and (4 bits) the codes of every 4 whole blocks as `[first halves][second halves]`,
+    /// the order in which 64 packed bytes come apart into low and high nibbles.
+    pub fn arrange_wide(&mut self, bits: u32) {
+        let spread = |n: usize| {
+            self.scales
+                .iter()
+                .flat_map(move |&d| std::iter::repeat_n(d, n))
+        };
+        self.dup8.clear();
+        self.dup8.extend(spread(8));
+        self.dup4.clear();
+        self.dup4.extend(spread(4));
+        self.quads.clear();
+        if bits != 4 {
+            return;
+        }
+        const HALF: usize = BLOCK / 2;
+        for row in self.codes.chunks_exact(self.k) {
+            let (whole, tail) = row.split_at(row.len() / (4 * BLOCK) * 4 * BLOCK);
+            for quad in whole.chunks_exact(4 * BLOCK) {
+                for half in [0, HALF] {
+                    let blocks = quad.chunks_exact(BLOCK);
+                    blocks.for_each(|b| self.quads.extend_from_slice(&b[half..half + HALF]));
+                }
+            }
+            self.quads.extend_from_slice(tail);
+        }
+    }
+
+    /// Row `m`.
+    pub(crate) fn row(&self, m: usize) -> Row<'_> {
+        let blocks = self.k / BLOCK;
+        let range = |per: usize| m * blocks * per..(m + 1) * blocks * per;
+        Row {
+            codes: &self.codes[m * self.k..(m + 1) * self.k],
+            scales: &self.scales[m * blocks..(m + 1) * blocks],
+            lane_sums: &self.lane_sums[m * blocks * LANES..(m + 1) * blocks * LANES],
+            dup8: self.dup8.get(range(8)).unwrap_or_default(),
+            dup4: self.dup4.get(range(4)).unwrap_or_default(),
+            quads: self
+                .quads
+                .get(m * self.k..(m + 1) * self.k)
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// A block's scale `max|x| / 127` and the multiplier `127 / max|x|` its codes are made with
+/// (both 0 for a block whose values are all below 1e-30, which would overflow the multiplier
+/// and add nothing an f32 output can hold): the one place both are computed, for every set.
+#[inline(always)]
+pub(crate) fn block_scale_of(amax: f32) -> (f32, f32) {
+    match amax > 1e-30 {
+        true => (amax / 127.0, 127.0 / amax),
+        false => (0.0, 0.0),
+    }
+}
+
+/// Each block of `x` to its scale and codes, `round_ties_even(x · 127 / max|x|)`: the
+/// reference the vector quantizers equal.
+pub(crate) fn quantize_portable(x: &[f32], codes: &mut [i8], scales: &mut [f32]) {
+    let blocks = x.chunks_exact(BLOCK).zip(codes.chunks_exact_mut(BLOCK));
+    for ((x, codes), scale) in blocks.zip(scales.iter_mut()) {
+        let (d, id) = block_scale_of(x.iter().fold(0f32, |a, x| a.max(x.abs())));
+        *scale = d;
+        codes
+            .iter_mut()
+            .zip(x)
+            .for_each(|(c, x)| *c = (x * id).round_ties_even() as i8);
+    }
+}
+
+/// The integer kernels this machine can run, best first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isa {
+    /// AVX-512 VNNI (with F, BW, VL): two blocks per `vpdpbusd`.
+    Avx512Vnni,
+    /// AVX-VNNI: the VEX `vpdpbusd`, a block per instruction.
+    AvxVnni,
+    /// AVX2: `vpmaddubsw` + `vpmaddwd` (8-bit codes shifted into the signed range).
+    Avx2,
+    /// Portable code: the reference, and the floor everywhere.
+    Scalar,
+}
+
+impl Isa {
+    /// Every set this CPU has, best first (the portable one last).
+    pub fn available() -> Vec<Isa> {
+        let mut sets = Vec::new();
+        #[cfg(target_arch = "x86_64")]
+        sets.extend(x86::available());
+        sets.push(Isa::Scalar);
+        sets
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Avx512Vnni => "avx512-vnni",
+            Isa::AvxVnni => "avx-vnni",
+            Isa::Avx2 => "avx2",
+            Isa::Scalar => "portable",
+        }
+    }
+}
+
+/// The best integer kernel set here (detected once). `MLX_DISTRIBUTED_INT8_KERNELS` caps it,
+/// to measure or test a lesser set on any machine: a name of [`Isa::name`].
+pub fn isa() -> Isa {
+    static ISA: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
+    *ISA.get_or_init(|| {
+        let cap = std::env::var("MLX_DISTRIBUTED_INT8_KERNELS").unwrap_or_default();
+        let sets = Isa::available();
+        let from = sets.iter().position(|s| s.name() == cap).unwrap_or(0);
+        sets[from]
+    })
+}
+
+/// Whether `format` has a vector integer kernel here (the others are better off on the f32
+/// kernels).
+pub fn vectorized(format: Format) -> bool {
+    format.mode == Mode::Affine && matches!(format.bits, 2 | 4 | 8) && isa() != Isa::Scalar
+}
+
+thread_local! {
+    /// The caller's x in lane order and its int8 rows, kept between products.
+    static WORK: std::cell::RefCell<(Vec<f32>, Activations)> =
+        std::cell::RefCell::new((Vec::new(), Activations::default()));
+}
+
+/// `out[m, n] = Σ_k x[m, k] · (s·q + b)[n, k]` through int8 activations, with the best integer
+/// kernel here; x in natural order.
+pub fn rows(ops: &Operands, out: &mut [f32]) {
+    rows_with(isa(), ops, out)
+}
+
+/// [`rows`] with the kernel set `set` (which this CPU must have: [`Isa::available`]).
+pub fn rows_with(set: Isa, ops: &Operands, out: &mut [f32]) {
+    assert!(out.len() >= ops.m * ops.n, "the output holds m * n floats");
+    assert!(ops.params_fit(), "the scales and biases are the format's");
+    assert!(
+        ops.format.mode == Mode::Affine,
+        "the integer path is affine"
+    );
+    assert!(Isa::available().contains(&set), "{set:?} runs on this CPU");
+    WORK.with_borrow_mut(|(x, acts)| {
+        layout::permute(ops.x, ops.m, ops.k, ops.format.bits, x);
+        let ops = Operands { x: &x[..], ..*ops };
+        acts.quantize(&ops);
+        if set == Isa::Avx512Vnni {
+            acts.arrange_wide(ops.format.bits);
+        }
+        let out = Out(out.as_mut_ptr());
+        skinny_gemm::share(ops.n, ops.n * ops.k, &|n0, n1| {
+            // SAFETY: `out` holds m * n floats and each chunk writes only its columns n0..n1;
+            // `set` runs here.
+            unsafe { columns(set, &ops, acts, n0..n1, out) }
+        });
+    })
+}
+
+/// Output columns `cols` with the kernel set `set`.
+///
+/// # Safety
+/// The CPU has `set`; `out` points to m * n floats, and no other thread writes these columns.
+unsafe fn columns(
+    set: Isa,
+    ops: &Operands,
+    acts: &Activations,
+    cols: std::ops::Range<usize>,
+    out: Out,
+) {
+    match set {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512Vnni | Isa::AvxVnni | Isa::Avx2 => x86::matmul(set, ops, acts, cols, out),
+        _ => scalar::matmul(ops, acts, cols, out),
+    }
+}
+
+/// Each weight row of `cols` against each row of x: `row(w, x, scales)` (a set's kernel, the
+/// part without biases), then the bias part.
+#[inline(always)]
+pub(crate) fn each_row<P: Stored>(
+    (ops, acts, cols, out): (&Operands, &Activations, std::ops::Range<usize>, Out),
+    (scales, biases): (&[P], &[P]),
+    row: impl Fn(&[u8], Row, &[P]) -> f32,
+) {
+    let groups = ops.k / ops.format.group;
+    for n in cols {
+        let w = ops.w_row(n);
+        let (s, b) = (
+            &scales[n * groups..(n + 1) * groups],
+            &biases[n * groups..(n + 1) * groups],
+        );
+        for m in 0..ops.m {
+            let sums = &acts.sums[m * groups..(m + 1) * groups];
+            let v = row(w, acts.row(m), s) + bias_term(b, sums);
+            // SAFETY: the caller was given an output of `m * n` values.
+            unsafe { out.write(m, n, ops.n, v) };
+        }
+    }
+}
+
+/// The combined scale of block `b`: its weight group's scale times the block's own.
+#[inline(always)]
+pub(crate) fn block_scale<P: Stored>(scales: &[P], group_shift: u32, x: &Row, b: usize) -> f32 {
+    scales[b >> group_shift].widen() * x.scales[b]
+}
+
+/// `log2(group / BLOCK)`: block `b` is in group `b >> shift`.
+pub(crate) fn group_shift(format: Format) -> u32 {
+    (format.group / BLOCK).trailing_zeros()
+}
+
+/// The four accumulators' lanes added, then summed pairwise: the order every set ends with.
+pub(crate) fn reduce(acc: [[f32; LANES]; ACCUMULATORS]) -> f32 {
+    let a: [f32; LANES] =
+        std::array::from_fn(|l| (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]));
+    let quad = [a[0] + a[4], a[1] + a[5], a[2] + a[6], a[3] + a[7]];
+    let pair = [quad[0] + quad[2], quad[1] + quad[3]];
+    pair[0] + pair[1]
+}
+
+/// `$body` with `$s` and `$b` the operands' affine scales and biases as their stored dtype
+/// (f32, `Bf16` or `F16`; both widened to f32 first where they differ).
+macro_rules! with_affine_params {
+    ($ops:expr, |$s:ident, $b:ident| $body:expr) => {{
+        use $crate::Params;
+        match ($ops.scales, $ops.biases) {
+            (Params::F32($s), Some(Params::F32($b))) => $body,
+            (Params::Bf16(s), Some(Params::Bf16(b))) => {
+                let ($s, $b) = (
+                    $crate::vector::as_halves::<$crate::Bf16>(s),
+                    $crate::vector::as_halves::<$crate::Bf16>(b),
+                );
+                $body
+            }
+            (Params::F16(s), Some(Params::F16(b))) => {
+                let ($s, $b) = (
+                    $crate::vector::as_halves::<$crate::F16>(s),
+                    $crate::vector::as_halves::<$crate::F16>(b),
+                );
+                $body
+            }
+            (s, b) => {
+                let (s, b) = (s.to_f32(), b.map(|b| b.to_f32()).unwrap_or_default());
+                let ($s, $b) = (&s[..], &b[..]);
+                $body
+            }
+        }
+    }};
+}
+pub(crate) use with_affine_params;
+
+#[cfg(test)]
+mod tests;

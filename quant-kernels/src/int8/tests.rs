@@ -1,0 +1,238 @@
+use super::*;
+use crate::tests::{shared_pool, Rng};
+use crate::{Format, Params, BITS, GROUPS};
+
+/// Random operands of an affine format: K three groups, seven at group 32 (whole runs of 4
+/// blocks and a tail of 1..3 for every group size),
+/// the scales and biases in `dtype` ("f32", "bf16" or "f16"); the weight's first bytes count up,
+/// so that every code value occurs.
+struct Case {
+    x: Vec<f32>,
+    w: Vec<u8>,
+    scales: Vec<u32>,
+    biases: Vec<u32>,
+    dtype: &'static str,
+    m: usize,
+    k: usize,
+    n: usize,
+    format: Format,
+}
+
+impl Case {
+    fn new(format: Format, (m, n): (usize, usize), dtype: &'static str, seed: u64) -> Case {
+        let mut rng = Rng(seed);
+        let k = format.group * if format.group == 32 { 7 } else { 3 };
+        let groups = n * k / format.group;
+        let mut w: Vec<u8> = (0..n * format.row_bytes(k))
+            .map(|_| rng.next() as u8)
+            .collect();
+        w.iter_mut()
+            .take(256)
+            .enumerate()
+            .for_each(|(i, b)| *b = i as u8);
+        let mut param = |scale: f32| -> u32 {
+            let v = rng.float() * scale;
+            match dtype {
+                "bf16" => u32::from(half::bf16::from_f32(v).to_bits()),
+                "f16" => u32::from(half::f16::from_f32(v).to_bits()),
+                _ => v.to_bits(),
+            }
+        };
+        let scales = (0..groups).map(|_| param(0.1)).collect();
+        let biases = (0..groups).map(|_| param(0.1)).collect();
+        // Some rows of x all zero (a zero scale), some with one large value.
+        let mut x: Vec<f32> = (0..m * k).map(|_| rng.float()).collect();
+        x.iter_mut().take(BLOCK).for_each(|v| *v = 0.0);
+        if let Some(v) = x.get_mut(BLOCK + 3) {
+            *v = 40.0;
+        }
+        Case {
+            x,
+            w,
+            scales,
+            biases,
+            dtype,
+            m,
+            k,
+            n,
+            format,
+        }
+    }
+
+    fn with_ops<R>(&self, f: impl FnOnce(&Operands) -> R) -> R {
+        let halves = |v: &[u32]| v.iter().map(|&b| b as u16).collect::<Vec<u16>>();
+        let floats = |v: &[u32]| v.iter().map(|&b| f32::from_bits(b)).collect::<Vec<f32>>();
+        let (sh, bh) = (halves(&self.scales), halves(&self.biases));
+        let (sf, bf) = (floats(&self.scales), floats(&self.biases));
+        let (scales, biases) = match self.dtype {
+            "bf16" => (Params::Bf16(&sh), Params::Bf16(&bh)),
+            "f16" => (Params::F16(&sh), Params::F16(&bh)),
+            _ => (Params::F32(&sf), Params::F32(&bf)),
+        };
+        f(&Operands {
+            x: &self.x,
+            m: self.m,
+            k: self.k,
+            w: &self.w,
+            scales,
+            biases: Some(biases),
+            n: self.n,
+            format: self.format,
+        })
+    }
+
+    fn product(&self, set: Isa) -> Vec<f32> {
+        let mut out = vec![0f32; self.m * self.n];
+        self.with_ops(|ops| rows_with(set, ops, &mut out));
+        out
+    }
+}
+
+fn affine(bits: u32, group: usize) -> Format {
+    Format::new(bits, group).expect("an affine format")
+}
+
+fn dtypes() -> [&'static str; 3] {
+    ["f32", "bf16", "f16"]
+}
+
+/// Every set this CPU lacks, said once per test run rather than passed over in silence.
+fn say_missing_sets() {
+    let have = Isa::available();
+    for set in [Isa::Avx512Vnni, Isa::AvxVnni, Isa::Avx2] {
+        if !have.contains(&set) {
+            println!(
+                "int8: this CPU has no {}: its kernel is not tested here",
+                set.name()
+            );
+        }
+    }
+}
+
+#[test]
+fn the_portable_kernel_does_the_stated_arithmetic() {
+    shared_pool();
+    for bits in BITS {
+        for group in GROUPS {
+            let case = Case::new(affine(bits, group), (3, 7), "f32", u64::from(bits));
+            let ours = case.product(Isa::Scalar);
+            case.with_ops(|ops| {
+                let mut x = Vec::new();
+                layout::permute(ops.x, ops.m, ops.k, bits, &mut x);
+                let lane_ops = Operands { x: &x, ..*ops };
+                let mut acts = Activations::default();
+                acts.quantize(&lane_ops);
+                let exact = reference(&lane_ops, &acts);
+                for (i, (o, e)) in ours.iter().zip(&exact).enumerate() {
+                    let err = (*o as f64 - e).abs() / e.abs().max(1.0);
+                    assert!(
+                        err < 1e-5,
+                        "{bits} bits, group {group}, output {i}: {o} vs {e}"
+                    );
+                }
+            });
+        }
+    }
+}
+
+#[test]
+fn the_integer_product_is_close_to_the_f32_one() {
+    shared_pool();
+    for bits in BITS {
+        let case = Case::new(affine(bits, 64), (2, 9), "f32", 11);
+        let ours = case.product(Isa::Scalar);
+        let exact = case.with_ops(crate::reference);
+        // Each activation is off by at most half a step of its block (max|x| / 254).
+        let bound = case.with_ops(|ops| {
+            (0..ops.m * ops.n)
+                .map(|i| {
+                    let (m, n) = (i / ops.n, i % ops.n);
+                    let row = &ops.x[m * ops.k..(m + 1) * ops.k];
+                    let amax = row.iter().fold(0f32, |a, v| a.max(v.abs())) as f64;
+                    let s = ops.scales.get(n * ops.k / 64).abs() as f64;
+                    amax / 254.0 * s * ((1u64 << bits) as f64) * ops.k as f64
+                })
+                .collect::<Vec<f64>>()
+        });
+        for (i, (o, e)) in ours.iter().zip(&exact).enumerate() {
+            assert!((*o as f64 - e).abs() <= bound[i], "{bits} bits, output {i}");
+        }
+    }
+}
+
+#[test]
+fn every_set_equals_the_portable_kernel_bit_for_bit() {
+    shared_pool();
+    say_missing_sets();
+    for set in Isa::available() {
+        for bits in [2, 4, 8] {
+            for group in GROUPS {
+                for dtype in dtypes() {
+                    let case = Case::new(affine(bits, group), (5, 11), dtype, 3 + u64::from(bits));
+                    let (fast, portable) = (case.product(set), case.product(Isa::Scalar));
+                    assert_eq!(
+                        fast, portable,
+                        "{set:?}, {bits} bits, group {group}, {dtype}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_rows_result_does_not_depend_on_its_batch() {
+    shared_pool();
+    for set in Isa::available() {
+        let batch = Case::new(affine(4, 32), (6, 13), "bf16", 5);
+        let together = batch.product(set);
+        for m in 0..batch.m {
+            let alone = Case {
+                x: batch.x[m * batch.k..(m + 1) * batch.k].to_vec(),
+                m: 1,
+                ..Case::new(affine(4, 32), (6, 13), "bf16", 5)
+            };
+            let one = alone.product(set);
+            assert_eq!(
+                one[..],
+                together[m * batch.n..(m + 1) * batch.n],
+                "{set:?} row {m}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_zero_row_gives_the_bias_part_alone() {
+    shared_pool();
+    let mut case = Case::new(affine(8, 32), (1, 4), "f32", 9);
+    case.x.iter_mut().for_each(|v| *v = 0.0);
+    for set in Isa::available() {
+        assert!(case.product(set).iter().all(|v| *v == 0.0), "{set:?}");
+    }
+}
+
+#[test]
+fn the_vector_quantizer_equals_the_portable_one() {
+    let mut rng = Rng(21);
+    let mut x: Vec<f32> = (0..BLOCK * 40).map(|_| rng.float() * 3.0).collect();
+    // A block of zeros, exact halves, a lone extreme, tiny values.
+    x[..BLOCK].iter_mut().for_each(|v| *v = 0.0);
+    x[BLOCK..2 * BLOCK]
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, v)| *v = i as f32 - 15.5);
+    x[2 * BLOCK + 5] = -1e30;
+    x[3 * BLOCK..4 * BLOCK].iter_mut().for_each(|v| *v *= 1e-38);
+    let (mut c1, mut s1) = (vec![0i8; x.len()], vec![0f32; x.len() / BLOCK]);
+    quantize_portable(&x, &mut c1, &mut s1);
+    #[cfg(target_arch = "x86_64")]
+    if x86::has_avx2() {
+        let (mut c2, mut s2) = (vec![0i8; x.len()], vec![0f32; x.len() / BLOCK]);
+        // SAFETY: the CPU has AVX2; the buffers are sized for x.
+        unsafe { x86::quantize(&x, &mut c2, &mut s2) };
+        assert_eq!((c1, s1), (c2, s2));
+        return;
+    }
+    println!("int8: no vector quantizer on this CPU");
+}

@@ -1,0 +1,425 @@
+//! x86-64 integer kernels: AVX2 (`vpmaddubsw` + `vpmaddwd`), AVX-VNNI (`vpdpbusd` on 256
+//! bits) and AVX-512 VNNI (`vpdpbusd` on 512 bits, two blocks at once). Codes are unpacked
+//! in registers into unsigned bytes in the lane order of [`crate::layout`], which is the order
+//! the activations' codes are in.
+
+use std::arch::x86_64::*;
+use std::sync::OnceLock;
+
+use super::{block_scale, each_row, group_shift, with_affine_params, Activations, Isa, Row};
+use super::{BLOCK, LANES};
+use crate::x86::sum_lanes;
+use crate::{Bf16, Operands, Out, Stored, F16};
+
+/// How far ahead of the block being multiplied the kernels ask for weight bytes (as the f32
+/// kernels: short rows read side by side outrun the hardware prefetchers).
+const PREFETCH: usize = 8192;
+
+/// The sets this CPU has, best first.
+pub(super) fn available() -> Vec<Isa> {
+    static SETS: OnceLock<Vec<Isa>> = OnceLock::new();
+    SETS.get_or_init(|| {
+        let avx2 = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
+        let avx512 = avx2
+            && is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl")
+            && is_x86_feature_detected!("avx512vnni");
+        let vnni = avx2 && is_x86_feature_detected!("avxvnni");
+        [
+            (avx512, Isa::Avx512Vnni),
+            (vnni, Isa::AvxVnni),
+            (avx2, Isa::Avx2),
+        ]
+        .into_iter()
+        .filter_map(|(has, set)| has.then_some(set))
+        .collect()
+    })
+    .clone()
+}
+
+/// Whether the CPU has AVX2 and FMA (the quantizer's and every set's floor).
+pub(super) fn has_avx2() -> bool {
+    available().contains(&Isa::Avx2)
+}
+
+/// [`super::quantize_portable`] on 32 values a block, bit for bit: the same maximum, the
+/// same scale and multiplier, the same product rounded to nearest even.
+///
+/// # Safety
+/// AVX2; `codes` holds `x.len()` values and `scales` one a block.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn quantize(x: &[f32], codes: &mut [i8], scales: &mut [f32]) {
+    let sign = _mm256_set1_ps(-0.0);
+    let blocks = x.chunks_exact(BLOCK).zip(codes.chunks_exact_mut(BLOCK));
+    for ((x, codes), scale) in blocks.zip(scales.iter_mut()) {
+        let v: [__m256; 4] = std::array::from_fn(|i| _mm256_loadu_ps(x.as_ptr().add(8 * i)));
+        let a = v.map(|v| _mm256_andnot_ps(sign, v));
+        let m = _mm256_max_ps(_mm256_max_ps(a[0], a[1]), _mm256_max_ps(a[2], a[3]));
+        let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
+        let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        let m = _mm_max_ss(m, _mm_shuffle_ps::<1>(m, m));
+        let (d, id) = super::block_scale_of(_mm_cvtss_f32(m));
+        *scale = d;
+        let id = _mm256_set1_ps(id);
+        const NEAREST: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        let q = v.map(|v| _mm256_cvtps_epi32(_mm256_round_ps::<NEAREST>(_mm256_mul_ps(v, id))));
+        // Packing works within 128-bit halves: the dwords end up in order 0 2 4 6 1 3 5 7.
+        let words = [
+            _mm256_packs_epi32(q[0], q[1]),
+            _mm256_packs_epi32(q[2], q[3]),
+        ];
+        let bytes = _mm256_packs_epi16(words[0], words[1]);
+        let bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256(codes.as_mut_ptr() as *mut __m256i, bytes);
+    }
+}
+
+/// Columns `cols` of `out[m, n]` with `set`.
+///
+/// # Safety
+/// The CPU has `set`; the format is affine at 2, 4 or 8 bits; as `int8::columns`.
+pub(super) unsafe fn matmul(
+    set: Isa,
+    ops: &Operands,
+    acts: &Activations,
+    cols: std::ops::Range<usize>,
+    out: Out,
+) {
+    let walk = (ops, acts, cols, out);
+    match set {
+        Isa::Avx512Vnni => by_bits!(ops.format.bits, avx512::columns(walk)),
+        Isa::AvxVnni => by_bits!(ops.format.bits, vnni::columns(walk)),
+        _ => by_bits!(ops.format.bits, avx2::columns(walk)),
+    }
+}
+
+/// `f::<BITS>(args)` for the vector formats' bit widths.
+macro_rules! by_bits {
+    ($bits:expr, $m:ident::$f:ident($($arg:expr),*)) => {
+        match $bits {
+            2 => $m::$f::<2>($($arg),*),
+            4 => $m::$f::<4>($($arg),*),
+            _ => $m::$f::<8>($($arg),*),
+        }
+    };
+}
+use by_bits;
+
+type Walk<'a> = (
+    &'a Operands<'a>,
+    &'a Activations,
+    std::ops::Range<usize>,
+    Out,
+);
+
+/// One block's 32 codes as unsigned bytes, in lane order.
+///
+/// # Safety
+/// AVX2; `w` points to the block's `4 * BITS` packed bytes.
+#[inline(always)]
+unsafe fn block_codes<const BITS: u32>(w: *const u8) -> __m256i {
+    match BITS {
+        // Low nibbles (even codes) then high nibbles (odd codes).
+        4 => {
+            let v = _mm_loadu_si128(w as *const __m128i);
+            let low = _mm_set1_epi8(0x0F);
+            let hi = _mm_and_si128(_mm_srli_epi16::<4>(v), low);
+            _mm256_set_m128i(hi, _mm_and_si128(v, low))
+        }
+        // Quarter v of the register takes the v-th code of each of the 8 bytes.
+        2 => {
+            let v = _mm256_set1_epi64x((w as *const i64).read_unaligned());
+            let v = _mm256_srlv_epi64(v, _mm256_set_epi64x(6, 4, 2, 0));
+            _mm256_and_si256(v, _mm256_set1_epi8(3))
+        }
+        _ => _mm256_loadu_si256(w as *const __m256i),
+    }
+}
+
+/// The walk over a call's columns and rows with `row` as the set's kernel, generic over the
+/// stored dtype of the scales.
+macro_rules! columns_with {
+    ($features:literal, $row:ident) => {
+        #[target_feature(enable = $features)]
+        pub(super) unsafe fn columns<const BITS: u32>(walk: super::Walk) {
+            let ops = walk.0;
+            let shift = super::group_shift(ops.format);
+            super::with_affine_params!(ops, |scales, biases| super::each_row(
+                walk,
+                (scales, biases),
+                // SAFETY: this function's features are the kernel's.
+                |w, x, s| unsafe { $row::<BITS, _>(w, x, s, shift) }
+            ))
+        }
+    };
+}
+
+/// A 256-bit set's row kernel: `$dot(q, x, lane_sums)` gives a block's 8 lanes.
+macro_rules! row256 {
+    ($features:literal, $dot:ident) => {
+        /// One weight row against one int8 row of x, without the bias part.
+        ///
+        /// # Safety
+        /// The set's features; `w` holds the packed codes of `x.scales.len()` blocks.
+        #[target_feature(enable = $features)]
+        #[inline]
+        unsafe fn row<const BITS: u32, P: Stored>(
+            w: &[u8],
+            x: Row,
+            scales: &[P],
+            shift: u32,
+        ) -> f32 {
+            let step = BLOCK * BITS as usize / 8;
+            let blocks = x.scales.len();
+            debug_assert!(w.len() >= blocks * step && x.codes.len() >= blocks * BLOCK);
+            let mut acc = [_mm256_setzero_ps(); 4];
+            for b in 0..blocks {
+                let at = w.as_ptr().add(b * step);
+                _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH) as *const i8);
+                let q = block_codes::<BITS>(at);
+                let xs = _mm256_loadu_si256(x.codes.as_ptr().add(b * BLOCK) as *const __m256i);
+                let sums = x.lane_sums.as_ptr().add(b * LANES) as *const __m256i;
+                let p = $dot::<BITS>(q, xs, sums);
+                let c = _mm256_set1_ps(block_scale(scales, shift, &x, b));
+                acc[b % 4] = _mm256_fmadd_ps(c, _mm256_cvtepi32_ps(p), acc[b % 4]);
+            }
+            reduce(acc)
+        }
+    };
+}
+
+mod avx2 {
+    use super::*;
+
+    row256!("avx2,fma", dot);
+    columns_with!("avx2,fma", row);
+
+    /// A block's lanes with `vpmaddubsw` (unsigned times signed bytes, pairs summed into i16)
+    /// and `vpmaddwd` by ones (pairs of those into i32). At 8 bits a pair could pass i16, so
+    /// the codes are shifted into the signed range (`q - 128`) and multiplied as magnitude
+    /// times sign-moved x, and `128 · Σx` per lane added back (all exact).
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn dot<const BITS: u32>(q: __m256i, x: __m256i, sums: *const __m256i) -> __m256i {
+        let ones = _mm256_set1_epi16(1);
+        match BITS {
+            8 => {
+                let c = _mm256_xor_si256(q, _mm256_set1_epi8(-128));
+                let p = _mm256_maddubs_epi16(_mm256_abs_epi8(c), _mm256_sign_epi8(x, c));
+                let back = _mm256_slli_epi32::<7>(_mm256_loadu_si256(sums));
+                _mm256_add_epi32(_mm256_madd_epi16(p, ones), back)
+            }
+            _ => _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), ones),
+        }
+    }
+}
+
+mod vnni {
+    use super::*;
+
+    row256!("avx2,fma,avxvnni", dot);
+    columns_with!("avx2,fma,avxvnni", row);
+
+    /// A block's lanes in one `vpdpbusd` (unsigned codes times signed x, 4 per i32 lane).
+    #[target_feature(enable = "avx2,fma,avxvnni")]
+    #[inline]
+    unsafe fn dot<const BITS: u32>(q: __m256i, x: __m256i, _: *const __m256i) -> __m256i {
+        _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), q, x)
+    }
+}
+
+/// An affine scale dtype whose first few values load as f32 lanes of one register.
+pub(super) trait Wide: Stored {
+    /// Values `0..` of `at` where `mask` has a bit (at most 4), widened; the rest 0.
+    ///
+    /// # Safety
+    /// AVX-512 F/BW/VL; the masked values are readable.
+    unsafe fn load(at: *const Self, mask: u8) -> __m128;
+}
+
+impl Wide for f32 {
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn load(at: *const f32, mask: u8) -> __m128 {
+        _mm_maskz_loadu_ps(mask, at)
+    }
+}
+
+impl Wide for Bf16 {
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn load(at: *const Bf16, mask: u8) -> __m128 {
+        let h = _mm_maskz_loadu_epi16(mask, at as *const i16);
+        _mm_castsi128_ps(_mm_slli_epi32::<16>(_mm_cvtepu16_epi32(h)))
+    }
+}
+
+impl Wide for F16 {
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,f16c")]
+    #[inline]
+    unsafe fn load(at: *const F16, mask: u8) -> __m128 {
+        _mm_cvtph_ps(_mm_maskz_loadu_epi16(mask, at as *const i16))
+    }
+}
+
+/// The four accumulators summed as [`super::reduce`] does.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn reduce(acc: [__m256; 4]) -> f32 {
+    sum_lanes(_mm256_add_ps(
+        _mm256_add_ps(acc[0], acc[1]),
+        _mm256_add_ps(acc[2], acc[3]),
+    ))
+}
+
+mod avx512 {
+    use super::*;
+
+    /// Which weight scale (of the up to 4 loaded) each of the 16 lanes takes, per group
+    /// size (`shift`): `quad` the 4-bit layout (lane `L` in block `L / 4`), `pairs` the
+    /// others' (blocks `L / 8` and `2 + L / 8`).
+    #[derive(Clone, Copy)]
+    struct Spread {
+        quad: __m512i,
+        pairs: [__m512i; 2],
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn spread(shift: u32) -> Spread {
+        let index = |block: &dyn Fn(i32) -> i32| {
+            let v: [i32; 16] = std::array::from_fn(|l| block(l as i32) >> shift);
+            _mm512_loadu_si512(v.as_ptr() as *const __m512i)
+        };
+        Spread {
+            quad: index(&|l| l / 4),
+            pairs: [index(&|l| l / 8), index(&|l| 2 + l / 8)],
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(super) unsafe fn columns<const BITS: u32>(walk: super::Walk) {
+        let ops = walk.0;
+        let shift = super::group_shift(ops.format);
+        let spread = spread(shift);
+        super::with_affine_params!(ops, |scales, biases| super::each_row(
+            walk,
+            (scales, biases),
+            // SAFETY: this function's features are the kernel's.
+            |w, x, s| unsafe { row::<BITS, _>(w, x, s, (shift, spread)) }
+        ))
+    }
+
+    /// The weight scales of 4 blocks from block `b`, widened, in lanes 0..4: as many as the 4
+    /// blocks span (4, 2 or 1 groups), the other lanes 0 and taken by no lane of [`Spread`].
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn four_scales<P: Wide>(scales: &[P], b: usize, shift: u32) -> __m512 {
+        let (g, count) = (b >> shift, (4usize >> shift).max(1));
+        debug_assert!(scales.len() >= g + count);
+        _mm512_castps128_ps512(P::load(scales.as_ptr().add(g), (1u8 << count) - 1))
+    }
+
+    /// Two blocks' codes (`w` at block `b`), `b` in the low half and `b + 1` in the high one.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn pair_codes<const BITS: u32>(w: *const u8) -> __m512i {
+        match BITS {
+            2 => {
+                let v = _mm512_castsi128_si512(_mm_loadu_si128(w as *const __m128i));
+                let v = _mm512_permutexvar_epi64(_mm512_set_epi64(1, 1, 1, 1, 0, 0, 0, 0), v);
+                let v = _mm512_srlv_epi64(v, _mm512_set_epi64(6, 4, 2, 0, 6, 4, 2, 0));
+                _mm512_and_si512(v, _mm512_set1_epi8(3))
+            }
+            _ => _mm512_loadu_si512(w as *const __m512i),
+        }
+    }
+
+    /// One weight row against one int8 row of x, without the bias part: 4 blocks at a time
+    /// into two registers that hold the four accumulators, a last 1..3 blocks on 256 bits.
+    ///
+    /// # Safety
+    /// AVX-512 F/BW/VL/VNNI; `w` holds the packed codes of `x.scales.len()` blocks; `x` was
+    /// arranged ([`Activations::arrange_wide`]).
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn row<const BITS: u32, P: Wide>(
+        w: &[u8],
+        x: Row,
+        scales: &[P],
+        (shift, spread): (u32, Spread),
+    ) -> f32 {
+        let step = BLOCK * BITS as usize / 8;
+        let blocks = x.scales.len();
+        debug_assert!(w.len() >= blocks * step && x.codes.len() >= blocks * BLOCK);
+        let quads = blocks / 4;
+        let mut acc = [_mm512_setzero_ps(); 2];
+        for b in (0..quads * 4).step_by(4) {
+            let at = w.as_ptr().add(b * step);
+            _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH) as *const i8);
+            let s = four_scales(scales, b, shift);
+            let zero = _mm512_setzero_si512();
+            if BITS == 4 {
+                let v = _mm512_loadu_si512(at as *const __m512i);
+                let low = _mm512_set1_epi8(0x0F);
+                let q = [
+                    _mm512_and_si512(v, low),
+                    _mm512_and_si512(_mm512_srli_epi16::<4>(v), low),
+                ];
+                let xs = x.quads.as_ptr().add(b * BLOCK) as *const __m512i;
+                let d = _mm512_loadu_ps(x.dup4.as_ptr().add(b * 4));
+                let c = _mm512_mul_ps(_mm512_permutexvar_ps(spread.quad, s), d);
+                for (h, (acc, q)) in acc.iter_mut().zip(q).enumerate() {
+                    let p = _mm512_dpbusd_epi32(zero, q, _mm512_loadu_si512(xs.add(h)));
+                    *acc = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), *acc);
+                }
+            } else {
+                for (h, acc) in acc.iter_mut().enumerate() {
+                    let q = pair_codes::<BITS>(at.add(2 * h * step));
+                    let xs = x.codes.as_ptr().add((b + 2 * h) * BLOCK) as *const __m512i;
+                    let p = _mm512_dpbusd_epi32(zero, q, _mm512_loadu_si512(xs));
+                    let d = _mm512_loadu_ps(x.dup8.as_ptr().add((b + 2 * h) * 8));
+                    let c = _mm512_mul_ps(_mm512_permutexvar_ps(spread.pairs[h], s), d);
+                    *acc = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), *acc);
+                }
+            }
+        }
+        let mut four = accumulators::<BITS>(acc);
+        for b in quads * 4..blocks {
+            let q = block_codes::<BITS>(w.as_ptr().add(b * step));
+            let xs = _mm256_loadu_si256(x.codes.as_ptr().add(b * BLOCK) as *const __m256i);
+            let p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, xs);
+            let c = _mm256_set1_ps(block_scale(scales, shift, &x, b));
+            four[b % 4] = _mm256_fmadd_ps(c, _mm256_cvtepi32_ps(p), four[b % 4]);
+        }
+        reduce(four)
+    }
+
+    /// The four 8-lane accumulators out of the two registers: at 4 bits, 128-bit lane `j` of
+    /// the first holds accumulator `j`'s lanes 0..4 and of the second its lanes 4..8; else
+    /// the halves hold accumulators 0, 1 and 2, 3.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn accumulators<const BITS: u32>(acc: [__m512; 2]) -> [__m256; 4] {
+        let half = |v: __m512, i: usize| match i {
+            0 => _mm512_castps512_ps256(v),
+            _ => _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v))),
+        };
+        if BITS != 4 {
+            return [
+                half(acc[0], 0),
+                half(acc[0], 1),
+                half(acc[1], 0),
+                half(acc[1], 1),
+            ];
+        }
+        let lane = |v: __m512, j: usize| match j {
+            0 => _mm512_extractf32x4_ps::<0>(v),
+            1 => _mm512_extractf32x4_ps::<1>(v),
+            2 => _mm512_extractf32x4_ps::<2>(v),
+            _ => _mm512_extractf32x4_ps::<3>(v),
+        };
+        std::array::from_fn(|j| _mm256_set_m128(lane(acc[1], j), lane(acc[0], j)))
+    }
+}
