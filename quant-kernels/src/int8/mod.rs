@@ -20,6 +20,9 @@
 //! module's kernels the machine runs: the quantization is one portable function, the integer
 //! sums are exact, and the float steps are the same ops in the same order everywhere.
 //!
+//! The sets: AVX-512 VNNI, AVX-VNNI and AVX2 (x86-64), `sdot` and plain NEON (aarch64), and
+//! the portable kernel.
+//!
 //! Formats: the affine ones at 2, 4 and 8 bits have vector kernels; the others run the portable
 //! kernel here (exact, slow), which is why [`vectorized`] is what a caller asks before taking
 //! this path.
@@ -27,6 +30,8 @@
 use super::layout::{self, STEP};
 use super::{bias_term, group_sums, Format, Mode, Operands, Out, Stored};
 
+#[cfg(target_arch = "aarch64")]
+mod neon;
 mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod x86;
@@ -62,8 +67,9 @@ pub struct Activations {
     pub quads: Vec<i8>,
 }
 
-/// One row's part of [`Activations`].
+/// One row's part of [`Activations`] (the spread scales and quads are the AVX-512 kernels').
 #[derive(Clone, Copy)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) struct Row<'a> {
     pub codes: &'a [i8],
     pub scales: &'a [f32],
@@ -184,6 +190,10 @@ pub enum Isa {
     AvxVnni,
     /// AVX2: `vpmaddubsw` + `vpmaddwd` (8-bit codes shifted into the signed range).
     Avx2,
+    /// aarch64's dot-product extension: `sdot`, 16 products into 4 lanes.
+    NeonDot,
+    /// Plain NEON: `smull` and pairwise adds.
+    Neon,
     /// Portable code: the reference, and the floor everywhere.
     Scalar,
 }
@@ -194,6 +204,8 @@ impl Isa {
         let mut sets = Vec::new();
         #[cfg(target_arch = "x86_64")]
         sets.extend(x86::available());
+        #[cfg(target_arch = "aarch64")]
+        sets.extend(neon::available());
         sets.push(Isa::Scalar);
         sets
     }
@@ -203,6 +215,8 @@ impl Isa {
             Isa::Avx512Vnni => "avx512-vnni",
             Isa::AvxVnni => "avx-vnni",
             Isa::Avx2 => "avx2",
+            Isa::NeonDot => "neon-dot",
+            Isa::Neon => "neon",
             Isa::Scalar => "portable",
         }
     }
@@ -277,6 +291,8 @@ unsafe fn columns(
     match set {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512Vnni | Isa::AvxVnni | Isa::Avx2 => x86::matmul(set, ops, acts, cols, out),
+        #[cfg(target_arch = "aarch64")]
+        Isa::NeonDot | Isa::Neon => neon::matmul(set, ops, acts, cols, out),
         _ => scalar::matmul(ops, acts, cols, out),
     }
 }

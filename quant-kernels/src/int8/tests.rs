@@ -99,7 +99,11 @@ fn dtypes() -> [&'static str; 3] {
 /// Every set this CPU lacks, said once per test run rather than passed over in silence.
 fn say_missing_sets() {
     let have = Isa::available();
-    for set in [Isa::Avx512Vnni, Isa::AvxVnni, Isa::Avx2] {
+    let sets = match cfg!(target_arch = "aarch64") {
+        true => vec![Isa::NeonDot, Isa::Neon],
+        false => vec![Isa::Avx512Vnni, Isa::AvxVnni, Isa::Avx2],
+    };
+    for set in sets {
         if !have.contains(&set) {
             println!(
                 "int8: this CPU has no {}: its kernel is not tested here",
