@@ -1,6 +1,7 @@
 //! DeepSeek-V2 (and V2-Lite, DeepSeek-Coder-V2) and DeepSeek-V3 (and Kimi K2): multi-head
 //! latent attention, and MoE layers with shared experts from `first_k_dense_replace` on.
 //! V2 routes by softmax (greedy or group-limited); V3 by sigmoid with a correction bias.
+//! DeepSeek-V3.2 and GLM-5 are V3 with sparse attention (a lightning indexer per layer).
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -510,7 +511,9 @@ pub fn build_glm_dsa(
 
 /// The shape a DeepSeek-V3.2 `config` declares: V3's, every layer's attention sparse.
 pub fn shape_v32(config: &Value) -> Result<ModelShape> {
-    let mut shape = declare(&args(config)?, Version::V3)?;
+    let a: Args = args(config)?;
+    index_args(config, &a)?;
+    let mut shape = declare(&a, Version::V3)?;
     for layer in &mut shape.layers {
         layer.attention = AttentionKind::SparseLatent;
     }
@@ -552,6 +555,30 @@ struct IndexArgs {
     indexer_rope_interleave: Option<bool>,
 }
 
+/// The indexer's fields, checked: sizes positive, its head wide enough for the rope, and a
+/// query latent for it to read.
+fn index_args(config: &Value, a: &Args) -> Result<IndexArgs> {
+    if config.get("q_lora_rank").is_some_and(Value::is_null) {
+        return Err(null_q_lora_rank());
+    }
+    let ix: IndexArgs = args(config)?;
+    positive("index_n_heads", ix.index_n_heads, 1 << 16)?;
+    positive("index_topk", ix.index_topk, i32::MAX)?;
+    positive("index_head_dim", ix.index_head_dim, 1 << 16)?;
+    if ix.index_head_dim < a.qk_rope_head_dim {
+        return Err(Error::Config(format!(
+            "index_head_dim {} is below qk_rope_head_dim {}: the indexer's rope rotates that \
+             many of its dims",
+            ix.index_head_dim, a.qk_rope_head_dim
+        )));
+    }
+    Ok(ix)
+}
+
+fn null_q_lora_rank() -> Error {
+    Error::Config("q_lora_rank is null: sparse attention's indexer reads the query latent".into())
+}
+
 fn index_head_dim() -> i32 {
     128
 }
@@ -565,20 +592,8 @@ fn index_topk() -> i32 {
 impl Family {
     /// Every layer's attention sparse, with the indexer `config` sizes (checked).
     fn make_sparse(&mut self, config: &Value, sparse: Sparse) -> Result<()> {
-        let ix: IndexArgs = args(config)?;
-        let q_lora_rank = self.latent.q_lora_rank.ok_or_else(|| {
-            Error::Config("q_lora_rank is null: the indexer reads the query latent".into())
-        })?;
-        positive("index_n_heads", ix.index_n_heads, 1 << 16)?;
-        positive("index_topk", ix.index_topk, i32::MAX)?;
-        positive("index_head_dim", ix.index_head_dim, 1 << 16)?;
-        if ix.index_head_dim < self.a.qk_rope_head_dim {
-            return Err(Error::Config(format!(
-                "index_head_dim {} is below qk_rope_head_dim {}: the indexer's rope rotates \
-                 that many of its dims",
-                ix.index_head_dim, self.a.qk_rope_head_dim
-            )));
-        }
+        let ix = index_args(config, &self.a)?;
+        let q_lora_rank = self.latent.q_lora_rank.ok_or_else(null_q_lora_rank)?;
         let scaling = self.a.rope_scaling.as_ref();
         let interleave = ix.indexer_rope_interleave.unwrap_or(sparse.interleave);
         let shape = RopeShape {
@@ -611,9 +626,8 @@ impl Family {
             return Ok(AttentionBlock::Latent(attention));
         };
         let indexer = Indexer::load(w, &format!("{attn}.indexer"), c, rope.clone())?;
-        Ok(AttentionBlock::SparseLatent(SparseLatentAttention {
-            attention,
-            indexer,
-        }))
+        Ok(AttentionBlock::SparseLatent(Box::new(
+            SparseLatentAttention { attention, indexer },
+        )))
     }
 }

@@ -171,8 +171,9 @@ impl Mlp {
 pub enum AttentionBlock {
     Standard(Attention),
     Latent(LatentAttention),
-    /// Latent attention over the keys its indexer picks (DeepSeek Sparse Attention).
-    SparseLatent(SparseLatentAttention),
+    /// Latent attention over the keys its indexer picks (DeepSeek Sparse Attention; boxed:
+    /// the enum stays small).
+    SparseLatent(Box<SparseLatentAttention>),
 }
 
 impl AttentionBlock {
