@@ -153,7 +153,11 @@ async fn a_shared_prefix_is_reused_by_mixtures_of_experts() -> TestResult {
     let _serial = serial();
     let server = integration_tests::server::BackendProcess::start(&[]).await?;
     let mut c = server.client().await?;
-    for model in ["tiny-deepseek-v3", "tiny-deepseek-v32", "tiny-qwen3-moe-4bit"] {
+    for model in [
+        "tiny-deepseek-v3",
+        "tiny-deepseek-v32",
+        "tiny-qwen3-moe-4bit",
+    ] {
         bounded(hits_equal_misses(&mut c, model, &[])).await??;
     }
     Ok(())
