@@ -307,8 +307,9 @@ async fn moe_families_pipeline_tensor_and_expert_equal_single_node() -> TestResu
 
 /// The 2026 families over two ranks, pipeline and tensor (and expert for Kimi K2.5), equal
 /// the single node: sliding-window layers (a window of 8, past which the prompt and answer
-/// run), sandwich norms, partial rope, Llama 4's query temperature, and wrappers whose text
-/// model sits under `language_model.`.
+/// run), sandwich norms, partial rope, Llama 4's query temperature, wrappers whose text
+/// model sits under `language_model.`, and sparse attention (an indexer keeps 12 keys, past
+/// which the answer runs; its heads whole on every rank).
 #[tokio::test]
 async fn families_of_2026_pipeline_and_tensor_equal_single_node() -> TestResult {
     let _serial = serial();
@@ -328,6 +329,8 @@ async fn families_of_2026_pipeline_and_tensor_equal_single_node() -> TestResult 
         ("tiny-glm4-moe", &["pipeline", "tensor", "expert"][..]),
         ("tiny-glm4-moe-4bit", &["pipeline"][..]),
         ("tiny-glm4-moe-lite", &["pipeline", "tensor", "expert"][..]),
+        ("tiny-deepseek-v32", &["pipeline", "tensor", "expert"][..]),
+        ("tiny-glm-moe-dsa", &["pipeline", "tensor", "expert"][..]),
         ("tiny-gemma3-text-4bit", split),
         ("tiny-glm4-4bit", split),
         ("tiny-ministral3-8bit", split),

@@ -72,6 +72,51 @@ fn deepseek_v3_cached_latent_and_sigmoid_routing_with_its_correction_bias() -> T
     check("tiny-deepseek-v3")
 }
 
+/// `golden-dense.json`'s `index_topk` (tiny_models.py's `DENSE_TOPK`): above any context.
+const DENSE_TOPK: i64 = 1 << 20;
+
+/// DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): the prompt runs past the indexer's 12
+/// picked keys; with an `index_topk` above the context DeepSeek-V3.2's weights attend densely,
+/// and give mlx-lm's other tokens.
+#[test]
+fn sparse_attention_picks_mlx_lms_keys_and_is_dense_past_the_context() -> TestResult {
+    let root = std::env::temp_dir().join(format!("mlxd-dense-{}", std::process::id()));
+    check("tiny-glm-moe-dsa")?;
+    let folder = "tiny-deepseek-v32";
+    check(folder)?;
+    let golden = load_tiny_file(folder, "golden-dense.json")?;
+    let dense = with_config(&root, folder, "index_topk", DENSE_TOPK.into())?;
+    let m = loader::load(&dense, WeightMode::AsStored)?;
+    let tokens = greedy_tokens(&m, &golden.prompt_ids, golden.tokens.len())?;
+    assert_eq!(tokens, golden.tokens, "{folder} dense: greedy tokens");
+    std::fs::remove_dir_all(&root)?;
+    Ok(())
+}
+
+/// A folder of links to `folder`'s files with `key` set to `value` in its config.json.
+fn with_config(
+    root: &std::path::Path,
+    folder: &str,
+    key: &str,
+    value: serde_json::Value,
+) -> TestResult<std::path::PathBuf> {
+    let dir = fixture(folder)?;
+    let scratch = root.join(folder);
+    std::fs::create_dir_all(&scratch)?;
+    for entry in std::fs::read_dir(&dir)? {
+        let entry = entry?;
+        let link = scratch.join(entry.file_name());
+        if entry.file_name() != "config.json" && !link.exists() {
+            std::os::unix::fs::symlink(entry.path(), link)?;
+        }
+    }
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("config.json"))?)?;
+    config[key] = value;
+    std::fs::write(scratch.join("config.json"), serde_json::to_vec(&config)?)?;
+    Ok(scratch)
+}
+
 #[test]
 fn gemma3_sliding_windows_sandwich_norms_geglu_and_scaled_embedding() -> TestResult {
     check("tiny-gemma3-text")

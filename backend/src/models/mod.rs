@@ -467,6 +467,24 @@ const FAMILIES: &[FamilyFacts] = &[
         (glm4_moe::build, glm4_moe::shape, deepseek::sanitize_v3),
         Experts::CountedBy("n_routed_experts"),
     ),
+    FamilyFacts::text(
+        "deepseek_v32",
+        (
+            deepseek::build_v32,
+            deepseek::shape_v32,
+            deepseek::sanitize_v3,
+        ),
+        Experts::CountedBy("n_routed_experts"),
+    ),
+    FamilyFacts::text(
+        "glm_moe_dsa",
+        (
+            deepseek::build_glm_dsa,
+            deepseek::shape_glm_dsa,
+            deepseek::sanitize_v3,
+        ),
+        Experts::CountedBy("n_routed_experts"),
+    ),
 ];
 
 const GEMMA3: (Builder, Declare, Sanitize) = (gemma3::build, gemma3::shape, as_stored);

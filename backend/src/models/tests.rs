@@ -149,6 +149,63 @@ fn deepseek_declares_latent_attention_and_its_routing() -> Result<()> {
     Ok(())
 }
 
+/// tiny-deepseek-v32 and tiny-glm-moe-dsa's sizes: DeepSeek-V3's with an indexer.
+fn sparse(model_type: &str) -> Value {
+    let mut config = deepseek(model_type);
+    for (k, v) in [
+        ("q_lora_rank", json!(64)),
+        ("index_head_dim", json!(32)),
+        ("index_n_heads", json!(4)),
+        ("index_topk", json!(12)),
+    ] {
+        config[k] = v;
+    }
+    if model_type == "glm_moe_dsa" {
+        let rope = config["rope_scaling"].take();
+        config["rope_parameters"] = json!({"rope_theta": 1000000.0});
+        config["rope_parameters"]["rope_type"] = rope["type"].clone();
+        for k in [
+            "factor",
+            "mscale",
+            "mscale_all_dim",
+            "original_max_position_embeddings",
+        ] {
+            config["rope_parameters"][k] = rope[k].clone();
+        }
+    }
+    config
+}
+
+#[test]
+fn sparse_attention_families_declare_it_and_refuse_bad_indexer_fields() -> Result<()> {
+    for model_type in ["deepseek_v32", "glm_moe_dsa"] {
+        let (layers, _) = declared(&sparse(model_type))?;
+        assert!(layers.iter().all(
+            |l| l.attention == AttentionKind::SparseLatent && l.scale == AttnScale::YarnMscale
+        ));
+        assert!(!layers.iter().any(layer_node_supports));
+        let bad = |field: &str, value: Value| {
+            let mut config = sparse(model_type);
+            config[field] = value;
+            declared(&config)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        assert!(bad("q_lora_rank", Value::Null).contains("q_lora_rank is null"));
+        assert!(bad("index_topk", json!(0)).contains("index_topk"));
+        assert!(bad("index_head_dim", json!(8)).contains("index_head_dim 8 is below"));
+    }
+    let mut glm = sparse("glm_moe_dsa");
+    glm["rope_parameters"] = json!({"rope_type": "default"});
+    let err = declared(&glm)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("rope_parameters.rope_theta"), "{err}");
+    Ok(())
+}
+
 #[test]
 fn the_one_node_layer_takes_the_dense_families_shapes_only() -> Result<()> {
     for config in [

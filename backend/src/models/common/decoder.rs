@@ -11,7 +11,7 @@ use super::shape::{
 };
 use super::{
     Attention, AttentionConfig, Embedding, LatentAttention, Linear, Moe, RankPart, RmsNorm, Rope,
-    TensorCut,
+    SparseLatentAttention, TensorCut,
 };
 use crate::cache::{KvCache, KvFormat};
 use crate::error::Result;
@@ -171,6 +171,9 @@ impl Mlp {
 pub enum AttentionBlock {
     Standard(Attention),
     Latent(LatentAttention),
+    /// Latent attention over the keys its indexer picks (DeepSeek Sparse Attention; boxed:
+    /// the enum stays small).
+    SparseLatent(Box<SparseLatentAttention>),
 }
 
 impl AttentionBlock {
@@ -178,6 +181,7 @@ impl AttentionBlock {
         match self {
             AttentionBlock::Standard(a) => a.forward(x, caches),
             AttentionBlock::Latent(a) => a.forward(x, caches),
+            AttentionBlock::SparseLatent(a) => a.forward(x, caches),
         }
     }
 
@@ -193,6 +197,14 @@ impl AttentionBlock {
                     .into(),
             ),
             AttentionBlock::Latent(_) => Ok(()),
+            // The indexer's keys decide which keys attend: quantized, they would pick others.
+            AttentionBlock::SparseLatent(_) if format.quantizes() => Err(
+                "a quantized KV cache is not supported with sparse latent attention \
+                 (DeepSeek-V3.2, GLM-5): its indexer picks keys by their exact scores; use \
+                 cache type f16 or bf16"
+                    .into(),
+            ),
+            AttentionBlock::SparseLatent(_) => Ok(()),
         }
     }
 
@@ -201,6 +213,7 @@ impl AttentionBlock {
         match self {
             AttentionBlock::Standard(a) => a.kv_elements(),
             AttentionBlock::Latent(a) => a.kv_elements(),
+            AttentionBlock::SparseLatent(a) => a.kv_elements(),
         }
     }
 
@@ -208,6 +221,7 @@ impl AttentionBlock {
         match self {
             AttentionBlock::Standard(a) => a.arrays(),
             AttentionBlock::Latent(a) => a.arrays(),
+            AttentionBlock::SparseLatent(a) => a.arrays(),
         }
     }
 }

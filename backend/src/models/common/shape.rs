@@ -175,6 +175,9 @@ pub enum AttentionKind {
     GroupedQuery,
     /// Multi-head latent attention (DeepSeek).
     Latent,
+    /// Latent attention over the keys a lightning indexer picks (DeepSeek Sparse Attention:
+    /// DeepSeek-V3.2, GLM-5).
+    SparseLatent,
 }
 
 /// Which positions a layer attends to.
