@@ -328,6 +328,9 @@ async fn families_of_2026_pipeline_and_tensor_equal_single_node() -> TestResult 
         ("tiny-glm4-moe", &["pipeline", "tensor", "expert"][..]),
         ("tiny-glm4-moe-4bit", &["pipeline"][..]),
         ("tiny-glm4-moe-lite", &["pipeline", "tensor", "expert"][..]),
+        ("tiny-minimax", &["pipeline", "tensor", "expert"][..]),
+        // 16 expert neurons a rank would not fill a quantization group of 32: no tensor split.
+        ("tiny-minimax-4bit", &["pipeline", "expert"][..]),
         ("tiny-gemma3-text-4bit", split),
         ("tiny-glm4-4bit", split),
         ("tiny-ministral3-8bit", split),
@@ -373,6 +376,14 @@ async fn moe_three_rank_pipeline_and_splits_that_do_not_divide() -> TestResult {
         "over 3 ranks",
         "1, 2, 4",
     ] {
+        assert!(
+            !refused.success && refused.message.contains(part),
+            "{part:?} not in {refused:?}"
+        );
+    }
+    // MiniMax's q/k norms span every head: its heads must divide before the norms are cut.
+    let refused = load_fixture(&mut c, "tiny-minimax", &["parallelism:tensor"]).await?;
+    for part in ["4 attention heads", "2 KV heads", "over 3 ranks", "1, 2"] {
         assert!(
             !refused.success && refused.message.contains(part),
             "{part:?} not in {refused:?}"

@@ -160,6 +160,12 @@ fn family_cases() -> Vec<Case> {
             "partial_rotary_factor 0",
         ),
         (
+            "tiny-minimax",
+            "rotary_dim is 33",
+            Box::new(set_field("rotary_dim", json!(33))),
+            "an odd rotary_dim",
+        ),
+        (
             "tiny-llama3",
             "unsupported model_type `mamba`",
             Box::new(set_field("model_type", json!("mamba"))),

@@ -7,6 +7,7 @@ mod gemma3;
 mod glm4;
 mod glm4_moe;
 mod llama;
+mod minimax;
 mod ministral3;
 mod mistral3;
 mod qwen2;
@@ -467,10 +468,18 @@ const FAMILIES: &[FamilyFacts] = &[
         (glm4_moe::build, glm4_moe::shape, deepseek::sanitize_v3),
         Experts::CountedBy("n_routed_experts"),
     ),
+    FamilyFacts::text("minimax", MINIMAX, Experts::CountedBy("num_local_experts")),
+    // mlx-lm maps `minimax_m2` (MiniMax M2's own model_type) onto `minimax`.
+    FamilyFacts::text(
+        "minimax_m2",
+        MINIMAX,
+        Experts::CountedBy("num_local_experts"),
+    ),
 ];
 
 const GEMMA3: (Builder, Declare, Sanitize) = (gemma3::build, gemma3::shape, as_stored);
 const MINISTRAL3: (Builder, Declare, Sanitize) = (ministral3::build, ministral3::shape, as_stored);
+const MINIMAX: (Builder, Declare, Sanitize) = (minimax::build, minimax::shape, minimax::sanitize);
 
 /// A wrapper whose text config needs nothing from around it.
 fn as_given(_: &Value, _: &mut Value) {}

@@ -229,6 +229,10 @@ fn one_extra_feature_sends_a_layer_op_by_op() {
             ..taken
         },
         LayerShape {
+            qk_norm_span: QkNormSpan::AllHeads,
+            ..taken
+        },
+        LayerShape {
             query_scaling: QueryScaling::Llama4 {
                 beta: 0.1,
                 original: 8192.0,
@@ -464,5 +468,56 @@ fn glm4_moe_declares_partial_rope_and_sigmoid_experts_after_its_dense_layers() -
     softmax["scoring_func"] = json!("softmax");
     let err = declared(&softmax).err().map(|e| e.to_string());
     assert!(err.is_some_and(|e| e.contains("scoring_func `softmax`")));
+    Ok(())
+}
+
+#[test]
+fn minimax_declares_all_head_norms_partial_rope_and_normalized_sigmoid_experts() -> Result<()> {
+    let config = tiny(
+        "minimax",
+        json!({"head_dim": 32, "rotary_dim": 16, "intermediate_size": 32,
+            "num_local_experts": 8, "num_experts_per_tok": 2, "use_qk_norm": true,
+            "tie_word_embeddings": false}),
+    );
+    let (layers, ends) = declared(&config)?;
+    let want = LayerShape {
+        rope: RopeShape {
+            span: RopeSpan::Partial { fraction: 0.5 },
+            ..LayerShape::llama(RopeScaling::None).rope
+        },
+        qk_norm: Some(NormKind::Rms),
+        qk_norm_span: QkNormSpan::AllHeads,
+        feed_forward: FeedForwardKind::Moe {
+            routing: RoutingKind::SigmoidNormalized,
+            shared: None,
+        },
+        ..LayerShape::llama(RopeScaling::None)
+    };
+    assert_eq!(layers, [want; 2]);
+    assert!(!layers.iter().any(layer_node_supports));
+    assert_eq!(ends.head, HeadKind::Untied);
+    assert_eq!(facts_of(&config)?.expert_count(&config), Some(8));
+    let mut alias = config.clone();
+    alias["model_type"] = json!("minimax_m2");
+    assert_eq!(declared(&alias)?, (layers, ends));
+    // A rotary span whose fraction rounds below it in f32 still rotates exactly rotary_dim.
+    let odd = tiny(
+        "minimax",
+        json!({"head_dim": 96, "rotary_dim": 58, "num_local_experts": 8,
+            "num_experts_per_tok": 2, "num_attention_heads": 4}),
+    );
+    let (layers, _) = declared(&odd)?;
+    assert_eq!(layers[0].rope.dims(96), 58);
+    for (field, value, named) in [
+        ("rotary_dim", json!(15), "rotary_dim is 15"),
+        ("rotary_dim", json!(64), "rotary_dim is 64"),
+        ("scoring_func", json!("softmax"), "scoring_func `softmax`"),
+        ("num_experts_per_tok", json!(9), "num_experts_per_tok is 9"),
+    ] {
+        let mut bad = config.clone();
+        bad[field] = value;
+        let err = declared(&bad).err().map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains(named)), "{field}");
+    }
     Ok(())
 }

@@ -233,6 +233,10 @@ pub enum Routing {
         scaling: f32,
         correction: Array,
     },
+    /// MiniMax: the gate over f32 inputs, sigmoid, selection biased by the block's
+    /// `e_score_correction_bias`, weights from the unbiased scores always normalized (over
+    /// their sum plus 1e-20) and cast to the input's dtype; no groups, no scaling.
+    SigmoidNormalized { top_k: i32, correction: Array },
 }
 
 /// Group-limited routing: experts in `count` groups, only the best `keep` groups chosen.
@@ -297,6 +301,9 @@ pub struct Router {
 impl Router {
     /// Expert indices and their weights, both [B, L, k], for `x` ([B, L, hidden]).
     pub fn route(&self, x: &Array) -> Result<(Array, Array)> {
+        if let Routing::SigmoidNormalized { top_k, correction } = &self.routing {
+            return self.route_normalized(x, *top_k, correction);
+        }
         let gates = self.gate.forward(x)?;
         match &self.routing {
             Routing::Softmax {
@@ -331,7 +338,20 @@ impl Router {
                 Ok((inds, picked.multiply(Array::from_f32(*scaling))?))
             }
             Routing::Sigmoid { .. } => self.route_sigmoid(&gates),
+            Routing::SigmoidNormalized { .. } => Err(Error::Internal(
+                "a normalized sigmoid router is routed apart".into(),
+            )),
         }
+    }
+
+    /// MiniMax's router, op for op as its `MiniMaxSparseMoeBlock`.
+    fn route_normalized(&self, x: &Array, k: i32, correction: &Array) -> Result<(Array, Array)> {
+        let gates = self.gate.forward(&x.as_dtype(Dtype::Float32)?)?;
+        let original = sigmoid(&gates)?;
+        let inds = smallest_k(&original.add(correction)?.negative()?, k)?;
+        let picked = original.take_along_axis(&inds, -1)?;
+        let total = picked.sum_axis(-1, true)?.add(Array::from_f32(1e-20))?;
+        Ok((inds, picked.divide(&total)?.as_dtype(x.dtype())?))
     }
 
     /// DeepSeek-V3's `group_expert_select`.
@@ -455,7 +475,9 @@ impl Moe {
         let mut out = self.router.gate.arrays();
         out.extend(self.experts.arrays());
         out.extend(self.shared.iter().flat_map(Mlp::arrays));
-        if let Routing::Sigmoid { correction, .. } = &self.router.routing {
+        if let Routing::Sigmoid { correction, .. } | Routing::SigmoidNormalized { correction, .. } =
+            &self.router.routing
+        {
             out.push(correction);
         }
         out
