@@ -331,6 +331,12 @@ async fn families_of_2026_pipeline_and_tensor_equal_single_node() -> TestResult 
         ("tiny-minimax", &["pipeline", "tensor", "expert"][..]),
         // 16 expert neurons a rank would not fill a quantization group of 32: no tensor split.
         ("tiny-minimax-4bit", &["pipeline", "expert"][..]),
+        ("tiny-mistral4", &["pipeline", "tensor", "expert"][..]),
+        (
+            "tiny-mistral3-mistral4",
+            &["pipeline", "tensor", "expert"][..],
+        ),
+        ("tiny-mistral4-8bit", &["pipeline"][..]),
         ("tiny-gemma3-text-4bit", split),
         ("tiny-glm4-4bit", split),
         ("tiny-ministral3-8bit", split),

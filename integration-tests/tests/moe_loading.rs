@@ -126,6 +126,35 @@ fn minimax_w1_w2_w3_experts_load_as_the_stacked_experts_do() -> TestResult {
     Ok(())
 }
 
+/// Mistral 4's Hugging Face layout: each layer's experts fused as `mlp.experts.gate_up_proj`
+/// ([experts, 2 * inter, hidden]) and `mlp.experts.down_proj`, without `.weight`.
+#[test]
+fn mistral4_fused_experts_load_as_the_stacked_experts_do() -> TestResult {
+    let (config, tensors) = checkpoint("tiny-mistral4")?;
+    let stacked = logits(&build(&config, tensors.clone(), WeightMode::AsStored)?)?;
+    let mut fused = tensors.clone();
+    for key in tensors.keys() {
+        let Some(layer) = key.strip_suffix(".mlp.switch_mlp.gate_proj.weight") else {
+            continue;
+        };
+        let mut take = |proj: &str| {
+            fused
+                .remove(&format!("{layer}.mlp.switch_mlp.{proj}.weight"))
+                .ok_or("no proj")
+        };
+        let (gate, up, down) = (take("gate_proj")?, take("up_proj")?, take("down_proj")?);
+        fused.insert(
+            format!("{layer}.mlp.experts.gate_up_proj"),
+            concatenate(&[gate, up], 1)?,
+        );
+        fused.insert(format!("{layer}.mlp.experts.down_proj"), down);
+    }
+    assert!(fused.contains_key("model.layers.2.mlp.experts.gate_up_proj"));
+    let got = logits(&build(&config, fused, WeightMode::AsStored)?)?;
+    assert!(stacked == got, "logits differ");
+    Ok(())
+}
+
 #[test]
 fn a_missing_expert_and_a_misshapen_stack_are_named() -> TestResult {
     let (config, tensors) = checkpoint("tiny-qwen3-moe")?;
@@ -244,6 +273,7 @@ fn a_decode_batch_gives_each_row_its_logits_alone() -> TestResult {
         ("tiny-deepseek-v3", WeightMode::AsStored),
         ("tiny-qwen3-moe-4bit", WeightMode::PackedF32),
         ("tiny-minimax", WeightMode::AsStored),
+        ("tiny-mistral4", WeightMode::AsStored),
     ] {
         let (config, tensors) = checkpoint(folder)?;
         let model = build(&config, tensors, mode)?;

@@ -10,6 +10,7 @@ mod llama;
 mod minimax;
 mod ministral3;
 mod mistral3;
+mod mistral4;
 mod qwen2;
 mod qwen3;
 mod qwen3_moe;
@@ -440,8 +441,8 @@ const FAMILIES: &[FamilyFacts] = &[
     FamilyFacts::text("ministral3", MINISTRAL3, Experts::Dense),
     FamilyFacts::wrapper(
         "mistral3",
-        (mistral3::build, mistral3::shape, as_stored),
-        Experts::Dense,
+        (mistral3::build, mistral3::shape, mistral3::sanitize),
+        Experts::CountedBy("n_routed_experts"),
         mistral3::complete,
     ),
     FamilyFacts::text(
@@ -474,6 +475,11 @@ const FAMILIES: &[FamilyFacts] = &[
         "minimax_m2",
         MINIMAX,
         Experts::CountedBy("num_local_experts"),
+    ),
+    FamilyFacts::text(
+        "mistral4",
+        (mistral4::build, mistral4::shape, mistral4::sanitize),
+        Experts::CountedBy("n_routed_experts"),
     ),
 ];
 

@@ -252,7 +252,11 @@ fn qk_norm(
 /// The rotated queries ([B, heads, L, d], row b from `offsets[b]`) times Llama 4's temperature
 /// `1 + beta * ln(1 + floor(position / original))`, op for op as mlx-lm's
 /// `_get_llama_4_attn_scale` (1 below `original` positions, where it changes nothing).
-fn query_temperature(scaling: QueryScaling, queries: &Array, offsets: &[i32]) -> Result<Array> {
+pub(super) fn query_temperature(
+    scaling: QueryScaling,
+    queries: &Array,
+    offsets: &[i32],
+) -> Result<Array> {
     let QueryScaling::Llama4 { beta, original } = scaling else {
         return Ok(queries.clone());
     };

@@ -283,6 +283,8 @@ pub enum RoutingKind {
     SigmoidCorrected,
     /// Sigmoid of an f32 gate with a correction bias, no groups, always normalized (MiniMax).
     SigmoidNormalized,
+    /// Softmax, by groups ranked by their top-2 sum, optionally normalized, scaled (Mistral 4).
+    SoftmaxGroupsByTwo,
 }
 
 /// The feed-forward block.
