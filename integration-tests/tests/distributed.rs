@@ -387,13 +387,21 @@ async fn moe_three_rank_pipeline_and_splits_that_do_not_divide() -> TestResult {
             "{part:?} not in {refused:?}"
         );
     }
-    // MiniMax's q/k norms span every head: its heads must divide before the norms are cut.
-    let refused = load_fixture(&mut c, "tiny-minimax", &["parallelism:tensor"]).await?;
-    for part in ["4 attention heads", "2 KV heads", "over 3 ranks", "1, 2"] {
-        assert!(
-            !refused.success && refused.message.contains(part),
-            "{part:?} not in {refused:?}"
-        );
+    // MiniMax's q/k norms span every head: its heads must divide before the norms are cut;
+    // Mistral 4 under mistral3 names its heads and experts as DeepSeek does.
+    let cases = [
+        ("tiny-minimax", "tensor", "2 KV heads"),
+        ("tiny-mistral3-mistral4", "expert", "8 routed experts"),
+    ];
+    for (tiny, mode, named) in cases {
+        let option = format!("parallelism:{mode}");
+        let refused = load_fixture(&mut c, tiny, &[option.as_str()]).await?;
+        for part in ["4 attention heads", named, "over 3 ranks", "1, 2"] {
+            assert!(
+                !refused.success && refused.message.contains(part),
+                "{tiny}: {part:?} not in {refused:?}"
+            );
+        }
     }
     Ok(())
 }
