@@ -331,6 +331,15 @@ async fn families_of_2026_pipeline_and_tensor_equal_single_node() -> TestResult 
         ("tiny-glm4-moe-lite", &["pipeline", "tensor", "expert"][..]),
         ("tiny-deepseek-v32", &["pipeline", "tensor", "expert"][..]),
         ("tiny-glm-moe-dsa", &["pipeline", "tensor", "expert"][..]),
+        ("tiny-minimax", &["pipeline", "tensor", "expert"][..]),
+        // 16 expert neurons a rank would not fill a quantization group of 32: no tensor split.
+        ("tiny-minimax-4bit", &["pipeline", "expert"][..]),
+        ("tiny-mistral4", &["pipeline", "tensor", "expert"][..]),
+        (
+            "tiny-mistral3-mistral4",
+            &["pipeline", "tensor", "expert"][..],
+        ),
+        ("tiny-mistral4-8bit", &["pipeline"][..]),
         ("tiny-gemma3-text-4bit", split),
         ("tiny-glm4-4bit", split),
         ("tiny-ministral3-8bit", split),
@@ -380,6 +389,22 @@ async fn moe_three_rank_pipeline_and_splits_that_do_not_divide() -> TestResult {
             !refused.success && refused.message.contains(part),
             "{part:?} not in {refused:?}"
         );
+    }
+    // MiniMax's q/k norms span every head: its heads must divide before the norms are cut;
+    // Mistral 4 under mistral3 names its heads and experts as DeepSeek does.
+    let cases = [
+        ("tiny-minimax", "tensor", "2 KV heads"),
+        ("tiny-mistral3-mistral4", "expert", "8 routed experts"),
+    ];
+    for (tiny, mode, named) in cases {
+        let option = format!("parallelism:{mode}");
+        let refused = load_fixture(&mut c, tiny, &[option.as_str()]).await?;
+        for part in ["4 attention heads", named, "over 3 ranks", "1, 2"] {
+            assert!(
+                !refused.success && refused.message.contains(part),
+                "{tiny}: {part:?} not in {refused:?}"
+            );
+        }
     }
     Ok(())
 }

@@ -132,6 +132,35 @@ fn ministral3_yarn_llama4_query_temperature_and_sliding_layers() -> TestResult {
     check("tiny-ministral3")
 }
 
+/// MiniMax's q/k norms over all heads and normalized sigmoid router, quantized too (its router
+/// at 8 bits by mlx-lm's quant predicate).
+#[test]
+fn minimax_all_head_norms_partial_rope_and_normalized_sigmoid_routing() -> TestResult {
+    check("tiny-minimax")?;
+    check_with("tiny-minimax-4bit", WeightMode::PackedF32, "golden.json")?;
+    check_with(
+        "tiny-minimax-4bit",
+        WeightMode::AsStored,
+        "golden-as-stored.json",
+    )
+}
+
+/// Mistral 4: latent attention with Llama 4's query temperature (its prompts through the
+/// additive-mask attention, mlx-lm's concatenated one within rounding), grouped softmax
+/// routing; alone and under `mistral3`.
+#[test]
+fn mistral4_latent_attention_llama4_temperature_and_grouped_softmax() -> TestResult {
+    for folder in ["tiny-mistral4", "tiny-mistral3-mistral4"] {
+        check(folder)?;
+    }
+    check_with("tiny-mistral4-8bit", WeightMode::PackedF32, "golden.json")?;
+    check_with(
+        "tiny-mistral4-8bit",
+        WeightMode::AsStored,
+        "golden-as-stored.json",
+    )
+}
+
 /// Multimodal wrappers: the text model under `language_model.`, its config under
 /// `text_config`, the vision tower beside it dropped.
 #[test]

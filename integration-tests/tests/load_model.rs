@@ -124,10 +124,14 @@ fn family_cases() -> Vec<Case> {
             "kimi_k25 without text_config",
         ),
         (
-            "tiny-mistral3",
-            "mistral4",
-            Box::new(set_text_field("model_type", json!("mistral4"))),
-            "mistral3 over mistral4",
+            "tiny-mistral3-mistral4",
+            "rope_parameters has no number `llama_4_scaling_beta`",
+            Box::new(set_text_field(
+                "rope_parameters",
+                json!({"rope_type": "yarn", "rope_theta": 10000.0, "factor": 16.0,
+                    "original_max_position_embeddings": 16}),
+            )),
+            "mistral3 over mistral4 without Llama 4 scaling",
         ),
         (
             "tiny-mistral3",
@@ -158,6 +162,12 @@ fn family_cases() -> Vec<Case> {
             "partial_rotary_factor",
             Box::new(set_field("partial_rotary_factor", json!(0.0))),
             "partial_rotary_factor 0",
+        ),
+        (
+            "tiny-minimax",
+            "rotary_dim is 33",
+            Box::new(set_field("rotary_dim", json!(33))),
+            "an odd rotary_dim",
         ),
         (
             "tiny-llama3",

@@ -7,8 +7,10 @@ mod gemma3;
 mod glm4;
 mod glm4_moe;
 mod llama;
+mod minimax;
 mod ministral3;
 mod mistral3;
+mod mistral4;
 mod qwen2;
 mod qwen3;
 mod qwen3_moe;
@@ -439,8 +441,8 @@ const FAMILIES: &[FamilyFacts] = &[
     FamilyFacts::text("ministral3", MINISTRAL3, Experts::Dense),
     FamilyFacts::wrapper(
         "mistral3",
-        (mistral3::build, mistral3::shape, as_stored),
-        Experts::Dense,
+        (mistral3::build, mistral3::shape, mistral3::sanitize),
+        Experts::CountedBy("n_routed_experts"),
         mistral3::complete,
     ),
     FamilyFacts::text(
@@ -485,10 +487,23 @@ const FAMILIES: &[FamilyFacts] = &[
         ),
         Experts::CountedBy("n_routed_experts"),
     ),
+    FamilyFacts::text("minimax", MINIMAX, Experts::CountedBy("num_local_experts")),
+    // mlx-lm maps `minimax_m2` (MiniMax M2's own model_type) onto `minimax`.
+    FamilyFacts::text(
+        "minimax_m2",
+        MINIMAX,
+        Experts::CountedBy("num_local_experts"),
+    ),
+    FamilyFacts::text(
+        "mistral4",
+        (mistral4::build, mistral4::shape, mistral4::sanitize),
+        Experts::CountedBy("n_routed_experts"),
+    ),
 ];
 
 const GEMMA3: (Builder, Declare, Sanitize) = (gemma3::build, gemma3::shape, as_stored);
 const MINISTRAL3: (Builder, Declare, Sanitize) = (ministral3::build, ministral3::shape, as_stored);
+const MINIMAX: (Builder, Declare, Sanitize) = (minimax::build, minimax::shape, minimax::sanitize);
 
 /// A wrapper whose text config needs nothing from around it.
 fn as_given(_: &Value, _: &mut Value) {}

@@ -10,7 +10,9 @@ use mlx_rs::ops::{arange, concatenate, ge, matmul};
 use mlx_rs::Array;
 
 use super::attend::offsets;
+use super::attention::query_temperature;
 use super::indexer::{gather, picked_mask, IndexStep, Indexer};
+use super::shape::QueryScaling;
 use super::{Linear, RmsNorm, Rope, TensorCut};
 use crate::cache::KvCache;
 use crate::error::{Error, Result};
@@ -64,6 +66,8 @@ pub struct LatentAttention {
     /// Heads on this rank.
     heads: i32,
     tensor: Option<TensorCut>,
+    /// A temperature on the whole rotated query by position (Mistral 4's Llama 4 scaling).
+    query_scaling: QueryScaling,
 }
 
 impl LatentAttention {
@@ -121,7 +125,17 @@ impl LatentAttention {
             c: *c,
             heads: c.heads / n,
             tensor: tensor.clone(),
+            query_scaling: QueryScaling::None,
         })
+    }
+
+    /// The same block with Llama 4's query temperature on both query parts after rope, as
+    /// mlx-lm's `mistral4` scales them.
+    pub fn with_query_scaling(self, query_scaling: QueryScaling) -> LatentAttention {
+        LatentAttention {
+            query_scaling,
+            ..self
+        }
     }
 
     /// `x`: [B, L, hidden]; row b extends `caches[b]` (rows of a batch decode one token each).
@@ -137,6 +151,8 @@ impl LatentAttention {
         let q_pe = self
             .rope
             .for_rows(&q.index((.., .., .., nope..)), &offsets)?;
+        let q_nope = query_temperature(self.query_scaling, &q_nope, &offsets)?;
+        let q_pe = query_temperature(self.query_scaling, &q_pe, &offsets)?;
         let compressed = self.kv_a_proj_with_mqa.forward(x)?;
         let latent =
             self.kv_a_layernorm

@@ -233,6 +233,19 @@ pub enum Routing {
         scaling: f32,
         correction: Array,
     },
+    /// MiniMax: the gate over f32 inputs, sigmoid, selection biased by the block's
+    /// `e_score_correction_bias`, weights from the unbiased scores always normalized (over
+    /// their sum plus 1e-20) and cast to the input's dtype; no groups, no scaling.
+    SigmoidNormalized { top_k: i32, correction: Array },
+    /// Mistral 4: softmax over f32 gates, selection within the best groups (ranked by their
+    /// top-2 sum), weights from the unmasked scores, normalized (sum plus 1e-20) where
+    /// `norm_topk_prob` says, and scaled.
+    SoftmaxGroupsByTwo {
+        top_k: i32,
+        groups: Groups,
+        norm_topk_prob: bool,
+        scaling: f32,
+    },
 }
 
 /// Group-limited routing: experts in `count` groups, only the best `keep` groups chosen.
@@ -297,6 +310,9 @@ pub struct Router {
 impl Router {
     /// Expert indices and their weights, both [B, L, k], for `x` ([B, L, hidden]).
     pub fn route(&self, x: &Array) -> Result<(Array, Array)> {
+        if let Routing::SigmoidNormalized { top_k, correction } = &self.routing {
+            return self.route_normalized(x, *top_k, correction);
+        }
         let gates = self.gate.forward(x)?;
         match &self.routing {
             Routing::Softmax {
@@ -331,7 +347,46 @@ impl Router {
                 Ok((inds, picked.multiply(Array::from_f32(*scaling))?))
             }
             Routing::Sigmoid { .. } => self.route_sigmoid(&gates),
+            Routing::SigmoidNormalized { .. } => Err(Error::Internal(
+                "a normalized sigmoid router is routed apart".into(),
+            )),
+            Routing::SoftmaxGroupsByTwo { .. } => self.route_softmax_by_two(&gates),
         }
+    }
+
+    /// Mistral 4's `mistral4_expert_select`, op for op.
+    fn route_softmax_by_two(&self, gates: &Array) -> Result<(Array, Array)> {
+        let Routing::SoftmaxGroupsByTwo {
+            top_k,
+            groups,
+            norm_topk_prob,
+            scaling,
+        } = &self.routing
+        else {
+            return Err(Error::Internal("not a grouped softmax router".into()));
+        };
+        let scores = softmax_axis(gates.as_dtype(Dtype::Float32)?, -1, false)?;
+        let choice = match groups.count > 1 {
+            true => groups.mask(&scores, |s| Ok(topk_axis(s, 2, -1)?.sum_axis(-1, true)?))?,
+            false => scores.clone(),
+        };
+        let inds = smallest_k(&choice.negative()?, *top_k)?;
+        let mut picked = scores.take_along_axis(&inds, -1)?;
+        if *norm_topk_prob {
+            let total = picked.sum_axis(-1, true)?.add(Array::from_f32(1e-20))?;
+            picked = picked.divide(&total)?;
+        }
+        Ok((inds, picked.multiply(Array::from_f32(*scaling))?))
+    }
+
+    /// MiniMax's router, op for op as its `MiniMaxSparseMoeBlock`.
+    fn route_normalized(&self, x: &Array, k: i32, correction: &Array) -> Result<(Array, Array)> {
+        let gates = self.gate.forward(&x.as_dtype(Dtype::Float32)?)?;
+        let original = sigmoid(&gates)?;
+        let inds = smallest_k(&original.add(correction)?.negative()?, k)?;
+        let picked = original.take_along_axis(&inds, -1)?;
+        let total = picked.sum_axis(-1, true)?.add(Array::from_f32(1e-20))?;
+        Ok((inds, picked.divide(&total)?.as_dtype(x.dtype())?))
     }
 
     /// DeepSeek-V3's `group_expert_select`.
@@ -455,7 +510,9 @@ impl Moe {
         let mut out = self.router.gate.arrays();
         out.extend(self.experts.arrays());
         out.extend(self.shared.iter().flat_map(Mlp::arrays));
-        if let Routing::Sigmoid { correction, .. } = &self.router.routing {
+        if let Routing::Sigmoid { correction, .. } | Routing::SigmoidNormalized { correction, .. } =
+            &self.router.routing
+        {
             out.push(correction);
         }
         out

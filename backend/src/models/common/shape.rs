@@ -168,6 +168,14 @@ pub enum QueryScaling {
     Llama4 { beta: f32, original: f32 },
 }
 
+/// What one q or k norm spans: each head alone (Qwen3, Gemma 3), or every head of the
+/// projection at once (MiniMax: one weight of `heads * head_dim`, one mean of squares).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QkNormSpan {
+    PerHead,
+    AllHeads,
+}
+
 /// The attention mechanism.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttentionKind {
@@ -276,6 +284,10 @@ pub enum RoutingKind {
     SoftmaxGroups,
     /// Sigmoid with a correction bias, by groups (DeepSeek-V3).
     SigmoidCorrected,
+    /// Sigmoid of an f32 gate with a correction bias, no groups, always normalized (MiniMax).
+    SigmoidNormalized,
+    /// Softmax, by groups ranked by their top-2 sum, optionally normalized, scaled (Mistral 4).
+    SoftmaxGroupsByTwo,
 }
 
 /// The feed-forward block.
@@ -300,6 +312,7 @@ pub struct LayerShape {
     pub scale: AttnScale,
     pub query_scaling: QueryScaling,
     pub qk_norm: Option<NormKind>,
+    pub qk_norm_span: QkNormSpan,
     pub bias: AttnBias,
     pub mlp_bias: MlpBias,
     pub attn_softcap: SoftCap,
@@ -323,6 +336,7 @@ impl LayerShape {
             scale: AttnScale::InvSqrtHeadDim,
             query_scaling: QueryScaling::None,
             qk_norm: None,
+            qk_norm_span: QkNormSpan::PerHead,
             bias: AttnBias::None,
             mlp_bias: MlpBias::None,
             attn_softcap: SoftCap::None,
