@@ -6,6 +6,7 @@ mod ernie4_5;
 mod gemma3;
 mod glm4;
 mod glm4_moe;
+mod gpt_oss;
 mod llama;
 mod ministral3;
 mod mistral3;
@@ -466,6 +467,11 @@ const FAMILIES: &[FamilyFacts] = &[
         "glm4_moe",
         (glm4_moe::build, glm4_moe::shape, deepseek::sanitize_v3),
         Experts::CountedBy("n_routed_experts"),
+    ),
+    FamilyFacts::text(
+        "gpt_oss",
+        (gpt_oss::build, gpt_oss::shape, gpt_oss::sanitize),
+        Experts::CountedBy("num_local_experts"),
     ),
 ];
 

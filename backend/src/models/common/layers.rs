@@ -318,6 +318,18 @@ pub fn geglu_tanh(gate: &Array, up: &Array) -> Result<Array> {
     Ok(gelu.multiply(up)?)
 }
 
+/// gpt-oss's clamped SwiGLU, op for op as mlx-lm's `swiglu_oai` (alpha 1.702, limit 7):
+/// `(clip(up, -7, 7) + 1) * (g * sigmoid(1.702 * g))` with `g = minimum(gate, 7)`.
+pub fn clamped_swiglu(gate: &Array, up: &Array) -> Result<Array> {
+    const ALPHA: f32 = 1.702;
+    const LIMIT: f32 = 7.0;
+    let scalar = |v: f32| Array::from_f32(v).as_dtype(gate.dtype());
+    let g = mlx_rs::ops::minimum(gate, scalar(LIMIT)?)?;
+    let x = mlx_rs::ops::clip(up, (scalar(-LIMIT)?, scalar(LIMIT)?))?;
+    let glu = g.multiply(mlx_rs::ops::sigmoid(&scalar(ALPHA)?.multiply(&g)?)?)?;
+    Ok(x.add(scalar(1.0)?)?.multiply(&glu)?)
+}
+
 /// An affine packed weight as the one-node decode layer takes it (`None` for a float mode's,
 /// which the node does not compute: such a layer runs op by op).
 pub(super) fn affine_operand(w: quant_cpu::QuantWeight<'_>) -> Option<quant_cpu::PackedWeight<'_>> {

@@ -83,7 +83,8 @@ pub enum Activation {
     SwiGlu,
     /// `gelu_tanh(gate) * up` (Gemma).
     GeGluTanh,
-    /// SwiGLU with clamped inputs and biases (gpt-oss).
+    /// gpt-oss's SwiGLU: the gate clamped from above and the linear part clamped both
+    /// ways (at 7), `(up + 1) * gate * sigmoid(1.702 * gate)`.
     ClampedSwiGlu,
 }
 
@@ -175,6 +176,9 @@ pub enum AttentionKind {
     GroupedQuery,
     /// Multi-head latent attention (DeepSeek).
     Latent,
+    /// Grouped-query attention with a learned logit per head (`self_attn.sinks`) that joins
+    /// each query's softmax as one more key with no value (gpt-oss).
+    GroupedQuerySinks,
 }
 
 /// Which positions a layer attends to.
@@ -273,6 +277,8 @@ pub enum RoutingKind {
     SoftmaxGroups,
     /// Sigmoid with a correction bias, by groups (DeepSeek-V3).
     SigmoidCorrected,
+    /// The top k of the (biased) router's logits, softmaxed among themselves (gpt-oss).
+    TopLogitsSoftmax,
 }
 
 /// The feed-forward block.
@@ -338,9 +344,6 @@ impl LayerShape {
                 norms: NormShape { placement, .. },
                 ..
             } if placement == NormPlacement::Post => format!("norm placement {placement:?}"),
-            LayerShape { activation, .. } if activation == Activation::ClampedSwiGlu => {
-                format!("activation {activation:?}")
-            }
             LayerShape {
                 qk_norm: Some(kind),
                 ..
@@ -514,7 +517,8 @@ mod tests {
         );
         let mut shape = LayerShape::llama(RopeScaling::None);
         shape.activation = Activation::ClampedSwiGlu;
-        assert!(shape.check_implemented().is_err());
+        shape.attention = AttentionKind::GroupedQuerySinks;
+        assert!(shape.check_implemented().is_ok());
         shape.activation = Activation::GeGluTanh;
         shape.span = AttentionSpan::Sliding {
             window: 0,
