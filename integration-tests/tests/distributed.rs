@@ -334,6 +334,8 @@ async fn families_of_2026_pipeline_and_tensor_equal_single_node() -> TestResult 
         // Sinks cut with the heads, biased experts cut by neurons or held whole.
         ("tiny-gpt-oss", &["pipeline", "tensor", "expert"][..]),
         ("tiny-gpt-oss-4bit", &["pipeline", "expert"][..]),
+        ("tiny-gpt-oss-mxfp4", &["pipeline", "expert"][..]),
+        ("tiny-gpt-oss-hf-mxfp4", &["pipeline", "expert"][..]),
         // MLX's float modes, packed (SmolLM2's 3 KV heads do not split over 2 ranks).
         ("smollm2-135m-mxfp4", &["pipeline"][..]),
         ("smollm2-135m-mxfp8", &["pipeline"][..]),
