@@ -298,6 +298,32 @@ mod tests {
         Ok(())
     }
 
+    /// gpt-oss-20b's own config.json (its fields mlx-lm ignores included) declares 24
+    /// layers, sliding over 128 and full in turn.
+    #[test]
+    fn gpt_oss_20b_config_declares_its_layers() -> Result<()> {
+        let types: Vec<&str> = (0..12)
+            .flat_map(|_| ["sliding_attention", "full_attention"])
+            .collect();
+        let config = json!({"architectures": ["GptOssForCausalLM"], "attention_bias": true,
+            "experts_per_token": 4, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2880,
+            "initial_context_length": 4096, "intermediate_size": 2880, "layer_types": types,
+            "max_position_embeddings": 131072, "model_type": "gpt_oss",
+            "num_attention_heads": 64, "num_experts_per_tok": 4, "num_hidden_layers": 24,
+            "num_key_value_heads": 8, "num_local_experts": 32,
+            "quantization_config": {"quant_method": "mxfp4"}, "rms_norm_eps": 1e-05,
+            "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+                "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": false},
+            "rope_theta": 150000, "sliding_window": 128, "swiglu_limit": 7.0,
+            "tie_word_embeddings": false, "vocab_size": 201088});
+        let model = shape(&config)?;
+        assert_eq!(model.layers.len(), 24);
+        assert_eq!(model.windows(), [128]);
+        assert_eq!(model.layers[23].window(), None);
+        assert_eq!(model.ends.head, HeadKind::Untied);
+        Ok(())
+    }
+
     #[test]
     fn bad_layer_types_and_expert_counts_are_refused_by_name() {
         let err = |extra: Value| shape(&tiny(extra)).err().map(|e| e.to_string());

@@ -344,6 +344,47 @@ mod tests {
         Ok(a.subtract(b)?.abs()?.max(None)?.item_exact::<f32>())
     }
 
+    /// Sinks join each head's softmax as one more logit with no value: a chunk (causal) and
+    /// then a decode step equal that softmax written out, one query head per KV head here.
+    #[test]
+    fn sinks_join_the_softmax_as_a_logit_without_a_value() -> Result<()> {
+        let heads = Heads {
+            heads: 2,
+            kv_heads: 2,
+            scale: 0.25,
+            window: None,
+        };
+        let sinks = Array::from_slice(&[0.5f32, -1.0], &[2]);
+        let mut cache = KvCache::new();
+        let (mut all_k, mut all_v) = (Vec::new(), Vec::new());
+        for (len, seed) in [(3, 0.0), (1, 50.0)] {
+            let q = array(&[1, 2, len, 16], seed);
+            let (k, v) = (
+                array(&[1, 2, len, 16], seed + 1.0),
+                array(&[1, 2, len, 16], seed + 2.0),
+            );
+            let ours = heads.attend((&q, &k, &v), &mut [&mut cache], Some(&sinks))?;
+            all_k.push(k);
+            all_v.push(v);
+            let (k, v) = (concatenate(&all_k, 2)?, concatenate(&all_v, 2)?);
+            let seen = k.shape()[2];
+            let mut scores = q
+                .multiply(Array::from_f32(0.25))?
+                .matmul(k.swap_axes(-1, -2)?)?;
+            if len > 1 {
+                let rows = arange::<i32, i32>(seen - len, seen, None)?.reshape(&[-1, 1])?;
+                let cols = arange::<i32, i32>(None, seen, None)?.reshape(&[1, -1])?;
+                scores = select(rows.ge(&cols)?, &scores, Array::from_f32(f32::NEG_INFINITY))?;
+            }
+            let sink = mlx_rs::ops::broadcast_to(sinks.reshape(&[1, 2, 1, 1])?, &[1, 2, len, 1])?;
+            let weights = softmax_axes(&concatenate(&[sink, scores], -1)?, &[-1], true)?;
+            let want = weights.index((.., .., .., 1..)).matmul(&v)?;
+            let diff = max_difference(&ours, &want)?;
+            assert!(diff < 1e-5, "{len} positions: {diff}");
+        }
+        Ok(())
+    }
+
     /// A chunk (causal) and then a decode step, over a cache of 8-bit and of 4-bit codes, equal
     /// plain attention over the codes' dequantized keys and values (grouped query heads).
     #[test]

@@ -339,3 +339,26 @@ pub(super) fn affine_operand(w: quant_cpu::QuantWeight<'_>) -> Option<quant_cpu:
         biases: w.biases?,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The gate clamped from above only, the linear part both ways, plus one.
+    #[test]
+    fn clamped_swiglu_clamps_as_swiglu_oai() -> Result<()> {
+        let gate = Array::from_slice(&[10.0f32, -10.0, 1.0, 7.0], &[4]);
+        let up = Array::from_slice(&[-9.0f32, 9.0, 0.5, 0.0], &[4]);
+        let out = clamped_swiglu(&gate, &up)?;
+        out.eval()?;
+        let glu = |g: f32| g * (1.0 / (1.0 + (-1.702 * g).exp()));
+        let want = [-6.0 * glu(7.0), 8.0 * glu(-10.0), 1.5 * glu(1.0), glu(7.0)];
+        for (got, want) in out.as_slice::<f32>().iter().zip(want) {
+            assert!(
+                (got - want).abs() <= 1e-5 * want.abs().max(1.0),
+                "{got} vs {want}"
+            );
+        }
+        Ok(())
+    }
+}
