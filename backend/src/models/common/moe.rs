@@ -284,7 +284,8 @@ impl SwitchGlu {
         )?;
         let h = match self.activation {
             Activation::ClampedSwiGlu => super::layers::clamped_swiglu(&gate, &up)?,
-            Activation::SwiGlu | Activation::GeGluTanh => mlx_rs::nn::silu(gate)?.multiply(up)?,
+            Activation::GeGluTanh => super::layers::geglu_tanh(&gate, &up)?,
+            Activation::SwiGlu => mlx_rs::nn::silu(gate)?.multiply(up)?,
         };
         let down = self.down_proj.forward(&h, experts, sorted)?;
         biased(down, b.and_then(|b| b.down.as_ref()))
