@@ -308,8 +308,9 @@ async fn moe_families_pipeline_tensor_and_expert_equal_single_node() -> TestResu
 /// The 2026 families over two ranks, pipeline and tensor (and expert for Kimi K2.5), equal
 /// the single node: sliding-window layers (a window of 8, past which the prompt and answer
 /// run), sandwich norms, partial rope, Llama 4's query temperature, wrappers whose text
-/// model sits under `language_model.`, and sparse attention (an indexer keeps 12 keys, past
-/// which the answer runs; its heads whole on every rank).
+/// model sits under `language_model.`, sparse attention (an indexer keeps 12 keys, past
+/// which the answer runs; its heads whole on every rank), and gpt-oss's sinks and biased
+/// experts.
 #[tokio::test]
 async fn families_of_2026_pipeline_and_tensor_equal_single_node() -> TestResult {
     let _serial = serial();
@@ -343,6 +344,11 @@ async fn families_of_2026_pipeline_and_tensor_equal_single_node() -> TestResult 
         ("tiny-gemma3-text-4bit", split),
         ("tiny-glm4-4bit", split),
         ("tiny-ministral3-8bit", split),
+        // Sinks cut with the heads, biased experts cut by neurons or held whole.
+        ("tiny-gpt-oss", &["pipeline", "tensor", "expert"][..]),
+        ("tiny-gpt-oss-4bit", &["pipeline", "expert"][..]),
+        ("tiny-gpt-oss-mxfp4", &["pipeline", "expert"][..]),
+        ("tiny-gpt-oss-hf-mxfp4", &["pipeline", "expert"][..]),
         // MLX's float modes, packed (SmolLM2's 3 KV heads do not split over 2 ranks).
         ("smollm2-135m-mxfp4", &["pipeline"][..]),
         ("smollm2-135m-mxfp8", &["pipeline"][..]),
@@ -405,6 +411,13 @@ async fn moe_three_rank_pipeline_and_splits_that_do_not_divide() -> TestResult {
                 "{tiny}: {part:?} not in {refused:?}"
             );
         }
+    }
+    let refused = load_fixture(&mut c, "tiny-gpt-oss", &["parallelism:expert"]).await?;
+    for part in ["8 routed experts", "over 3 ranks"] {
+        assert!(
+            !refused.success && refused.message.contains(part),
+            "gpt_oss: {part:?} not in {refused:?}"
+        );
     }
     Ok(())
 }

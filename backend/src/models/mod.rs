@@ -6,6 +6,7 @@ mod ernie4_5;
 mod gemma3;
 mod glm4;
 mod glm4_moe;
+mod gpt_oss;
 mod llama;
 mod minimax;
 mod ministral3;
@@ -498,6 +499,11 @@ const FAMILIES: &[FamilyFacts] = &[
         "mistral4",
         (mistral4::build, mistral4::shape, mistral4::sanitize),
         Experts::CountedBy("n_routed_experts"),
+    ),
+    FamilyFacts::text(
+        "gpt_oss",
+        (gpt_oss::build, gpt_oss::shape, gpt_oss::sanitize),
+        Experts::CountedBy("num_local_experts"),
     ),
 ];
 

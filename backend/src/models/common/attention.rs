@@ -5,7 +5,7 @@ use mlx_rs::Array;
 
 use super::attend::{offsets, Heads};
 use super::layers::{affine_operand, packed_alike};
-use super::shape::{AttnBias, LayerShape, NormKind, QkNormSpan, QueryScaling};
+use super::shape::{AttentionKind, AttnBias, LayerShape, NormKind, QkNormSpan, QueryScaling};
 use super::{Linear, RmsNorm, Rope, TensorCut};
 use crate::cache::KvCache;
 use crate::error::Result;
@@ -44,6 +44,8 @@ pub struct Attention {
     rope: Rope,
     /// A temperature on the rotated queries by position (Mistral 3).
     query_scaling: QueryScaling,
+    /// One logit per head (this rank's heads) that joins each softmax (gpt-oss).
+    sinks: Option<Array>,
     tensor: Option<TensorCut>,
 }
 
@@ -83,6 +85,14 @@ impl Attention {
         let k_proj = proj("k_proj", (c.hidden_size, kv_out), c.bias.on_qkv(), rows)?;
         let v_proj = proj("v_proj", (c.hidden_size, kv_out), c.bias.on_qkv(), rows)?;
         let o_proj = proj("o_proj", (q_out, c.hidden_size), c.bias.on_o(), cols)?;
+        let sinks = match shape.attention {
+            AttentionKind::GroupedQuerySinks => {
+                Some(w.vector(&format!("{prefix}.sinks"), c.heads, rows)?)
+            }
+            AttentionKind::GroupedQuery | AttentionKind::Latent | AttentionKind::SparseLatent => {
+                None
+            }
+        };
         Ok(Attention {
             q_proj,
             k_proj,
@@ -100,6 +110,7 @@ impl Attention {
             head_dim: c.head_dim,
             rope: rope.clone(),
             query_scaling: shape.query_scaling,
+            sinks,
             tensor: tensor.clone(),
         })
     }
@@ -136,7 +147,7 @@ impl Attention {
         let queries = self.rope.for_rows(&queries, &offsets)?;
         let queries = query_temperature(self.query_scaling, &queries, &offsets)?;
         let keys = self.rope.for_rows(&keys, &offsets)?;
-        let out = h.attend(&queries, &keys, &values, caches)?;
+        let out = h.attend((&queries, &keys, &values), caches, self.sinks.as_ref())?;
         let out = out.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?;
         TensorCut::all_sum(&self.tensor, self.o_proj.forward(&out)?)
     }
@@ -165,7 +176,8 @@ impl Attention {
         };
         let plain = self.tensor.is_none()
             && self.o_proj.bias().is_none()
-            && self.qk_norm_span == QkNormSpan::PerHead;
+            && self.qk_norm_span == QkNormSpan::PerHead
+            && self.sinks.is_none();
         plain.then_some(AttentionParts {
             projections: [q, k, v, o],
             format,
@@ -202,6 +214,11 @@ impl Attention {
         Ok(y.as_dtype(x.dtype())?)
     }
 
+    /// Whether a logit per head joins the softmax (gpt-oss's sinks).
+    pub fn has_sinks(&self) -> bool {
+        self.sinks.is_some()
+    }
+
     pub fn head_dim(&self) -> i32 {
         self.head_dim
     }
@@ -220,6 +237,7 @@ impl Attention {
             .into_iter()
             .flat_map(Linear::arrays)
             .chain(norms)
+            .chain(self.sinks.iter())
             .collect()
     }
 }

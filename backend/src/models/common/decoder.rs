@@ -97,11 +97,6 @@ impl Mlp {
         bias: bool,
         tensor: &Option<TensorCut>,
     ) -> Result<Mlp> {
-        if activation == Activation::ClampedSwiGlu {
-            return Err(crate::error::Error::Config(format!(
-                "{prefix}: activation ClampedSwiGlu is not implemented yet"
-            )));
-        }
         let (rows, cols) = (Cut::rows(tensor), Cut::cols(tensor));
         Ok(Mlp {
             gate_proj: Linear::load_split(
@@ -145,11 +140,10 @@ impl Mlp {
             Activation::GeGluTanh => {
                 super::layers::geglu_tanh(&self.gate_proj.forward(x)?, &self.up_proj.forward(x)?)?
             }
-            Activation::ClampedSwiGlu => {
-                return Err(crate::error::Error::Internal(
-                    "a clamped SwiGLU MLP was built".into(),
-                ))
-            }
+            Activation::ClampedSwiGlu => super::layers::clamped_swiglu(
+                &self.gate_proj.forward(x)?,
+                &self.up_proj.forward(x)?,
+            )?,
         };
         self.down_proj.forward(&hidden)
     }
@@ -190,6 +184,11 @@ impl AttentionBlock {
     /// cast but not quantized (mlx-lm's `deepseek_v3` cannot either).
     pub fn check_kv_format(&self, format: &KvFormat) -> std::result::Result<(), String> {
         match self {
+            AttentionBlock::Standard(a) if a.has_sinks() && format.quantizes() => Err(
+                "a quantized KV cache is not supported with attention sinks (gpt-oss; mlx-lm's \
+                 quantized attention cannot take them either): use cache type f16 or bf16"
+                    .into(),
+            ),
             AttentionBlock::Standard(a) => format.check_widths(a.head_dim(), a.head_dim()),
             AttentionBlock::Latent(_) if format.quantizes() => Err(
                 "a quantized KV cache is not supported with multi-head latent attention \

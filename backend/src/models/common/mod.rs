@@ -24,7 +24,8 @@ pub use layer_node::supports as layer_node_supports;
 pub use layers::{cpu_f32, Embedding, Linear, RmsNorm};
 pub use mla::{LatentAttention, LatentConfig};
 pub use moe::{
-    stack_experts, Groups, Moe, MoeSizes, Router, Routing, SwitchGlu, SwitchLinear, MAX_EXPERTS,
+    stack_experts, Groups, Moe, MoeLayout, MoeSizes, Router, Routing, SwitchGlu, SwitchLinear,
+    MAX_EXPERTS,
 };
 pub use rope::{yarn_attention_factor, Rope};
 pub use shape::{EndShape, HeadKind, LayerShape, ModelShape};

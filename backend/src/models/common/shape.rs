@@ -83,7 +83,8 @@ pub enum Activation {
     SwiGlu,
     /// `gelu_tanh(gate) * up` (Gemma).
     GeGluTanh,
-    /// SwiGLU with clamped inputs and biases (gpt-oss).
+    /// gpt-oss's SwiGLU: the gate clamped from above and the linear part clamped both
+    /// ways (at 7), `(up + 1) * gate * sigmoid(1.702 * gate)`.
     ClampedSwiGlu,
 }
 
@@ -186,6 +187,9 @@ pub enum AttentionKind {
     /// Latent attention over the keys a lightning indexer picks (DeepSeek Sparse Attention:
     /// DeepSeek-V3.2, GLM-5).
     SparseLatent,
+    /// Grouped-query attention with a learned logit per head (`self_attn.sinks`) that joins
+    /// each query's softmax as one more key with no value (gpt-oss).
+    GroupedQuerySinks,
 }
 
 /// Which positions a layer attends to.
@@ -288,6 +292,8 @@ pub enum RoutingKind {
     SigmoidNormalized,
     /// Softmax, by groups ranked by their top-2 sum, optionally normalized, scaled (Mistral 4).
     SoftmaxGroupsByTwo,
+    /// The top k of the (biased) router's logits, softmaxed among themselves (gpt-oss).
+    TopLogitsSoftmax,
 }
 
 /// The feed-forward block.
@@ -355,9 +361,6 @@ impl LayerShape {
                 norms: NormShape { placement, .. },
                 ..
             } if placement == NormPlacement::Post => format!("norm placement {placement:?}"),
-            LayerShape { activation, .. } if activation == Activation::ClampedSwiGlu => {
-                format!("activation {activation:?}")
-            }
             LayerShape {
                 qk_norm: Some(kind),
                 ..
@@ -531,7 +534,8 @@ mod tests {
         );
         let mut shape = LayerShape::llama(RopeScaling::None);
         shape.activation = Activation::ClampedSwiGlu;
-        assert!(shape.check_implemented().is_err());
+        shape.attention = AttentionKind::GroupedQuerySinks;
+        assert!(shape.check_implemented().is_ok());
         shape.activation = Activation::GeGluTanh;
         shape.span = AttentionSpan::Sliding {
             window: 0,
