@@ -85,14 +85,7 @@ impl Attention {
         let k_proj = proj("k_proj", (c.hidden_size, kv_out), c.bias.on_qkv(), rows)?;
         let v_proj = proj("v_proj", (c.hidden_size, kv_out), c.bias.on_qkv(), rows)?;
         let o_proj = proj("o_proj", (q_out, c.hidden_size), c.bias.on_o(), cols)?;
-        let sinks = match shape.attention {
-            AttentionKind::GroupedQuerySinks => {
-                Some(w.vector(&format!("{prefix}.sinks"), c.heads, rows)?)
-            }
-            AttentionKind::GroupedQuery | AttentionKind::Latent | AttentionKind::SparseLatent => {
-                None
-            }
-        };
+        let sinks = sinks(w, (prefix, shape), c.heads, rows)?;
         Ok(Attention {
             q_proj,
             k_proj,
@@ -307,4 +300,19 @@ pub struct AttentionParts<'a> {
 /// A 1-D f32 array (a bias or a norm's weight, as the CPU nodes take them).
 pub fn f32_vector(a: &Array) -> bool {
     a.dtype() == mlx_rs::Dtype::Float32 && a.ndim() == 1
+}
+
+/// A layer's sinks (a logit per head, cut with the heads), where its shape has them.
+fn sinks(
+    w: &mut Weights,
+    (prefix, shape): (&str, &LayerShape),
+    heads: i32,
+    rows: Cut,
+) -> Result<Option<Array>> {
+    Ok(match shape.attention {
+        AttentionKind::GroupedQuerySinks => {
+            Some(w.vector(&format!("{prefix}.sinks"), heads, rows)?)
+        }
+        AttentionKind::GroupedQuery | AttentionKind::Latent | AttentionKind::SparseLatent => None,
+    })
 }
