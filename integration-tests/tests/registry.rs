@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use backend::cache::KvCache;
+use backend::cache::LayerCache;
 use backend::loader::{self, LoadedModel};
 use backend::models::Row;
 use backend::weights::WeightMode;
@@ -123,7 +123,7 @@ fn as_model_type(root: &Path, folder: &str, model_type: &str) -> TestResult<Path
 fn batched(m: &LoadedModel, golden: &TinyGolden, rows: usize) -> TestResult<Vec<Vec<u32>>> {
     let ids = &golden.prompt_ids;
     let n = golden.tokens.len();
-    let mut caches: Vec<Vec<KvCache>> = (0..rows).map(|_| m.model.new_caches()).collect();
+    let mut caches: Vec<Vec<LayerCache>> = (0..rows).map(|_| m.model.new_caches()).collect();
     let mut out: Vec<Vec<u32>> = vec![Vec::new(); rows];
     for (r, row) in caches.iter_mut().enumerate() {
         let prompt = Array::from_slice(ids, &[1, ids.len() as i32]);
@@ -150,21 +150,32 @@ fn batched(m: &LoadedModel, golden: &TinyGolden, rows: usize) -> TestResult<Vec<
     Ok(out.into_iter().map(|o| o[..n].to_vec()).collect())
 }
 
-/// A prefix-cache hit as the engine makes one: caches that went past the prompt (its answer
-/// fed), shared back to the prompt's first `len - 3` positions (`KvCache::prefix`, which a
-/// sliding layer allows only where `can_cut_to` says), the rest of the prompt fed, then greedy.
+/// A prefix-cache hit as the engine makes one: the prompt's first `len - 3` positions fed
+/// and kept (the entry a prefilled prompt leaves), then its rest and the answer fed and the
+/// earlier entry's cut points adopted (`LayerCache::adopt`, as an entry that covers another
+/// does), shared back to `len - 3` (`LayerCache::prefix`, which a sliding layer or a
+/// recurrent state allows only where `can_cut_to` says), the rest of the prompt fed, then
+/// greedy.
 fn from_a_cached_prefix(m: &LoadedModel, golden: &TinyGolden) -> TestResult<Vec<u32>> {
     let ids = &golden.prompt_ids;
-    let fed: Vec<u32> = ids.iter().chain(&golden.tokens).copied().collect();
+    let len = ids.len() - 3;
     let mut stored = m.model.new_caches();
+    m.model.forward(
+        &Array::from_slice(&ids[..len], &[1, len as i32]),
+        &mut stored,
+    )?;
+    let early = stored.clone();
+    let fed: Vec<u32> = ids[len..].iter().chain(&golden.tokens).copied().collect();
     let all = Array::from_slice(&fed, &[1, fed.len() as i32]);
     m.model.forward(&all, &mut stored)?;
-    let len = ids.len() - 3;
+    for (cache, earlier) in stored.iter_mut().zip(&early) {
+        cache.adopt(earlier);
+    }
     assert!(
         stored.iter().all(|c| c.can_cut_to(len)),
-        "the window holds it"
+        "the window or the checkpoints hold it"
     );
-    let mut caches: Vec<KvCache> = stored.iter().map(|c| c.prefix(len)).collect();
+    let mut caches: Vec<LayerCache> = stored.iter().map(|c| c.prefix(len)).collect();
     let rest = Array::from_slice(&ids[len..], &[1, 3]);
     let mut out = vec![argmax_last(&m.model.forward(&rest, &mut caches)?, 0)?];
     while out.len() < golden.tokens.len() {

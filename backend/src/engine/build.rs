@@ -52,6 +52,7 @@ impl EngineThread {
                 loader::load_adapted(&dir, recipe, config.kv)?
             }
         };
+        check_speculation(config, &model.config)?;
         let text = crate::models::text_config_of(&model.config)?;
         let model_context = text["max_position_embeddings"].as_u64().map(|n| n as usize);
         let context = [
@@ -112,6 +113,28 @@ pub(super) struct Built {
     /// Whether it was loaded over the engine's cluster.
     pub(super) on_cluster: bool,
     pub(super) draft: Option<DraftModel>,
+}
+
+/// Refuses speculative decoding on a model with linear-attention layers: a step's rejected
+/// proposals are taken back by cutting the caches, and a recurrent state cannot be cut back
+/// to a position between its checkpoints.
+fn check_speculation(config: &LoadConfig, model: &serde_json::Value) -> Result<()> {
+    let drafting = config.spec.drafting != crate::speculative::Drafting::Off;
+    if !drafting && config.spec.draft_model.is_none() {
+        return Ok(());
+    }
+    let shape = crate::models::facts_of(model)?.shape(model)?;
+    let recurrent = (shape.layers.iter())
+        .any(|l| l.attention == crate::models::common::shape::AttentionKind::GatedDelta);
+    match recurrent {
+        true => Err(crate::error::Error::InvalidRequest(
+            "speculative decoding is not supported on a model with linear-attention layers \
+             (qwen3_next, qwen3_5, qwen3_5_moe): their recurrent state cannot be taken back \
+             by a rejected proposal; leave speculative and DraftModel unset"
+                .into(),
+        )),
+        false => Ok(()),
+    }
 }
 
 /// `config`'s draft model, on this rank only, before the model itself (so a draft that
