@@ -239,6 +239,7 @@ pub fn build_hybrid(
         (skeleton.tensor_counts).push(TensorCut::expert_count(&part.tensor, experts, inter));
     }
     let delta = a.delta(projections);
+    (skeleton.tensor_counts).extend(delta.tensor_counts());
     let decoder = Decoder::assemble(w, &skeleton, part, &|w, prefix, i, tensor| {
         layer(w, (prefix, i), (a, &c, &delta), tensor)
     })?;

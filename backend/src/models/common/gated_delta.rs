@@ -38,6 +38,23 @@ pub struct DeltaConfig {
 }
 
 impl DeltaConfig {
+    /// One rank's share of `size`: its key and value heads (whole groups of them).
+    fn part(&self, size: i32) -> DeltaConfig {
+        DeltaConfig {
+            k_heads: self.k_heads / size,
+            v_heads: self.v_heads / size,
+            ..*self
+        }
+    }
+
+    /// What a tensor split must divide, named by their config keys.
+    pub fn tensor_counts(&self) -> [(&'static str, i32); 2] {
+        [
+            ("linear_num_key_heads", self.k_heads),
+            ("linear_num_value_heads", self.v_heads),
+        ]
+    }
+
     fn key_dim(&self) -> i32 {
         self.k_heads * self.k_dim
     }
@@ -74,7 +91,9 @@ pub struct GatedDeltaNet {
     a_log: Array,
     norm: RmsNorm,
     out_proj: Linear,
+    /// This rank's sizes (its share of the heads under a tensor split).
     c: DeltaConfig,
+    tensor: Option<TensorCut>,
 }
 
 /// One step's inputs to the recurrence, per position: [B, S, heads, dim] (g and beta [B, S, Hv]).
@@ -87,28 +106,27 @@ struct Recurrence {
 }
 
 impl GatedDeltaNet {
-    /// The block at `prefix` (`{prefix}.linear_attn`'s keys); a tensor split is refused.
+    /// The block at `prefix` (`{prefix}.linear_attn`'s keys). A tensor split gives each rank
+    /// whole key heads and their value heads: the input projections cut by output (q, k and
+    /// v each, where they are one tensor), the convolution's channels likewise, `dt_bias` and
+    /// `A_log` by head, `out_proj` by input and summed over the ranks (mlx-lm's `shard`).
     pub fn load(
         w: &mut Weights,
         prefix: &str,
         c: &DeltaConfig,
         tensor: &Option<TensorCut>,
     ) -> Result<GatedDeltaNet> {
-        if tensor.is_some() {
-            return Err(Error::Config(
-                "tensor parallelism over linear attention is not implemented yet".into(),
-            ));
-        }
+        let size = tensor.as_ref().map_or(1, |t| t.size);
+        let local = c.part(size as i32);
         let (hidden, kd, vd, nv) = (c.hidden_size, c.key_dim(), c.value_dim(), c.v_heads);
+        let segments = [kd, kd, vd];
+        if let (DeltaProjections::Separate, Some(_)) = (c.projections, tensor) {
+            // q, k and v are cut each: their rows laid out rank by rank, then cut as one.
+            segment_rows(w, &format!("{prefix}.in_proj_qkv"), &segments, size)?;
+        }
         let mut proj = |name: &str, out: i32| {
-            Linear::load_split(
-                w,
-                &format!("{prefix}.{name}"),
-                hidden,
-                out,
-                false,
-                Cut::Whole,
-            )
+            let key = format!("{prefix}.{name}");
+            Linear::load_split(w, &key, hidden, out, false, Cut::rows(tensor))
         };
         let inputs = match c.projections {
             DeltaProjections::Interleaved => InProjections::Interleaved {
@@ -122,15 +140,31 @@ impl GatedDeltaNet {
                 a: proj("in_proj_a", nv)?,
             },
         };
-        let conv_key = format!("{prefix}.conv1d.weight");
+        let conv = w.take_float(
+            &format!("{prefix}.conv1d.weight"),
+            &[c.conv_dim(), c.conv_kernel, 1],
+        )?;
+        let rank = tensor.as_ref().map_or(0, |t| t.rank);
+        let by_head = |w: &mut Weights, name: &str| -> Result<Array> {
+            let v = w.take_float(&format!("{prefix}.{name}"), &[nv])?;
+            take_rows(&v, &rows_of(&[nv], rank, size))
+        };
         Ok(GatedDeltaNet {
             inputs,
-            conv_weight: w.take_float(&conv_key, &[c.conv_dim(), c.conv_kernel, 1])?,
-            dt_bias: w.take_float(&format!("{prefix}.dt_bias"), &[nv])?,
-            a_log: w.take_float(&format!("{prefix}.A_log"), &[nv])?,
+            conv_weight: take_rows(&conv, &rows_of(&segments, rank, size))?,
+            dt_bias: by_head(w, "dt_bias")?,
+            a_log: by_head(w, "A_log")?,
             norm: RmsNorm::load(w, &format!("{prefix}.norm"), c.v_dim, c.rms_norm_eps)?,
-            out_proj: Linear::load(w, &format!("{prefix}.out_proj"), vd, hidden, false)?,
-            c: *c,
+            out_proj: Linear::load_split(
+                w,
+                &format!("{prefix}.out_proj"),
+                vd,
+                hidden,
+                false,
+                Cut::cols(tensor),
+            )?,
+            c: local,
+            tensor: tensor.clone(),
         })
     }
 
@@ -165,7 +199,10 @@ impl GatedDeltaNet {
         let (ys, steps) = self.recur(r, state)?;
         self.keep(states, &conv_input, &steps, s)?;
         let out = self.gated_norm(&ys, &z)?;
-        self.out_proj.forward(&out.reshape(&[b, s, -1])?)
+        TensorCut::all_sum(
+            &self.tensor,
+            self.out_proj.forward(&out.reshape(&[b, s, -1])?)?,
+        )
     }
 
     /// qkv [B, S, conv_dim], z [B, S, Hv, dv], b and a [B, S, Hv], as mlx-lm splits them.
@@ -362,6 +399,73 @@ impl GatedDeltaNet {
     }
 }
 
+/// Rank `rank`'s rows of `size` when each of `segments` (consecutive row blocks) is cut in
+/// `size` equal parts: its part of each block, in order.
+fn rows_of(segments: &[i32], rank: usize, size: usize) -> Vec<i32> {
+    let (rank, size) = (rank as i32, size as i32);
+    let mut rows = Vec::new();
+    let mut start = 0;
+    for seg in segments {
+        let part = seg / size;
+        rows.extend(start + rank * part..start + (rank + 1) * part);
+        start += seg;
+    }
+    rows
+}
+
+/// `rows` of `a` (along its first axis), copied out.
+fn take_rows(a: &Array, rows: &[i32]) -> Result<Array> {
+    let all = (0..a.shape()[0]).eq(rows.iter().copied());
+    if all {
+        return Ok(a.clone());
+    }
+    let idx = Array::from_slice(rows, &[rows.len() as i32]);
+    Ok(a.take_axis(&idx, 0)?)
+}
+
+/// Lays out the rows of the matrix at `prefix` (and its quantization's) rank by rank, each
+/// rank's part of every segment together, so that a cut by output gives each rank its parts.
+fn segment_rows(w: &mut Weights, prefix: &str, segments: &[i32], size: usize) -> Result<()> {
+    let order: Vec<i32> = (0..size).flat_map(|r| rows_of(segments, r, size)).collect();
+    for part in ["weight", "scales", "biases"] {
+        let key = format!("{prefix}.{part}");
+        if !w.contains(&key) {
+            continue;
+        }
+        let a = w.take_unchecked(&key)?;
+        if a.shape().first() != Some(&(order.len() as i32)) {
+            return Err(Error::Weights(format!(
+                "`{key}` has shape {:?}, expected {} rows",
+                a.shape(),
+                order.len()
+            )));
+        }
+        w.insert(&key, take_rows(&a, &order)?);
+    }
+    Ok(())
+}
+
 fn split_error() -> Error {
     Error::Internal("linear attention: a split gave the wrong number of parts".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each rank takes its part of every segment; laid out rank by rank, the rows are a
+    /// permutation that a cut by output splits into those parts.
+    #[test]
+    fn segments_are_cut_rank_by_rank() -> Result<()> {
+        assert_eq!(rows_of(&[4, 4, 2], 1, 2), [2, 3, 6, 7, 9]);
+        assert_eq!(rows_of(&[4, 2], 0, 1), [0, 1, 2, 3, 4, 5]);
+        let a = Array::from_slice(&[10.0f32, 11.0, 12.0, 13.0], &[4]);
+        let permuted = take_rows(&a, &[2, 3, 0, 1])?;
+        assert_eq!(permuted.as_slice::<f32>(), [12.0, 13.0, 10.0, 11.0]);
+        assert_eq!(
+            take_rows(&a, &[0, 1, 2, 3])?.as_slice::<f32>(),
+            a.as_slice::<f32>()
+        );
+        Ok(())
+    }
 }
