@@ -87,6 +87,7 @@ fn every_model_type_equals_mlx_lm_in_every_mode_alone_and_batched() -> TestResul
             }
             let resumed = from_a_cached_prefix(&m, &golden)?;
             assert_eq!(resumed, golden.tokens, "{what}: from a cached prefix");
+            budget_counts_states(&m, &what);
         }
     }
     std::fs::remove_dir_all(&root)?;
@@ -183,6 +184,24 @@ fn from_a_cached_prefix(m: &LoadedModel, golden: &TinyGolden) -> TestResult<Vec<
         out.push(argmax_last(&m.model.forward(&last, &mut caches)?, 0)?);
     }
     Ok(out)
+}
+
+/// The KV budget counts a recurrent state whatever the length, and once more for each
+/// checkpoint a sequence passes (every 256 positions).
+fn budget_counts_states(m: &LoadedModel, what: &str) {
+    let recurrent = (m.model.new_caches().iter()).any(|c| matches!(c, LayerCache::Recurrent(_)));
+    let (empty, long) = (m.model.kv_bytes(0, 1), m.model.kv_bytes(512, 512));
+    let per_position = m.model.kv_bytes_per_position();
+    match recurrent {
+        true => {
+            assert!(empty > 0, "{what}: the states are counted");
+            assert!(
+                long > empty + 512 * per_position,
+                "{what}: and their checkpoints"
+            );
+        }
+        false => assert_eq!(empty, 0, "{what}"),
+    }
 }
 
 /// The greedy token of row `r`'s last position.
