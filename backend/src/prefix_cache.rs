@@ -315,4 +315,35 @@ mod tests {
         let want: Vec<f32> = (553..560).map(|t| t as f32).chain([7777.0]).collect();
         assert_eq!(seen, want, "the window before 560, then the new position");
     }
+
+    /// A recurrent layer's entry resumes only at its last cut point within the shared prefix
+    /// (checkpoints every 256 positions and its end); a match with none is a miss.
+    #[test]
+    fn a_recurrent_entry_resumes_at_its_last_shared_checkpoint() {
+        use crate::cache::{Checkpoint, RecurrentState};
+        let state = |v: f32| {
+            (
+                Array::from_slice(&[v], &[1, 1, 1]),
+                Array::from_slice(&[v], &[1, 1, 1, 1]),
+            )
+        };
+        let mut r = RecurrentState::new();
+        let (conv, st) = state(256.0);
+        let at256 = Checkpoint {
+            at: 256,
+            conv,
+            state: st,
+        };
+        r.advance(state(600.0), 600, vec![at256]);
+        let tokens: Vec<u32> = (0..600).collect();
+        let mut cache = PrefixCache::new(4);
+        cache.insert(&tokens, &[LayerCache::Recurrent(r)]);
+        let within = [&tokens[..400], &[9999, 9999]].concat();
+        let hit = cache.lookup(&within).unwrap();
+        assert_eq!((hit.len, hit.caches[0].offset()), (256, 256));
+        let whole = [&tokens[..], &[9999]].concat();
+        assert_eq!(cache.lookup(&whole).map(|h| h.len), Some(600));
+        let early = [&tokens[..200], &[9999, 9999]].concat();
+        assert!(cache.lookup(&early).is_none(), "no checkpoint before 200");
+    }
 }

@@ -144,3 +144,47 @@ impl RecurrentState {
         self.held().into_iter().map(Array::nbytes).sum()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A state of `value` everywhere (conv [1, 3, 2], state [1, 1, 1, 1]).
+    fn arrays(value: f32) -> (Array, Array) {
+        (
+            Array::from_slice(&[value; 6], &[1, 3, 2]),
+            Array::from_slice(&[value], &[1, 1, 1, 1]),
+        )
+    }
+
+    fn checkpoint(at: i32) -> Checkpoint {
+        let (conv, state) = arrays(at as f32);
+        Checkpoint { at, conv, state }
+    }
+
+    fn value(s: &RecurrentState) -> f32 {
+        s.arrays().map_or(-1.0, |(_, st)| st.as_slice::<f32>()[0])
+    }
+
+    /// Cut back exactly at a checkpoint, the offset or 0, nowhere else; an entry that covers
+    /// another adopts its end as a checkpoint.
+    #[test]
+    fn a_state_is_cut_only_where_it_has_kept_itself() {
+        let mut s = RecurrentState::new();
+        s.advance(arrays(300.0), 300, vec![checkpoint(256)]);
+        s.advance(arrays(600.0), 300, vec![checkpoint(512)]);
+        assert_eq!(s.cut_points(), [256, 512, 600]);
+        assert!(s.can_cut_to(512) && s.can_cut_to(0) && s.can_cut_to(700));
+        assert!(!s.can_cut_to(300), "between checkpoints");
+        let back = s.prefix(512);
+        assert_eq!((back.offset(), value(&back)), (512, 512.0));
+        assert_eq!(back.cut_points(), [256, 512]);
+        let mut kept = s.prefix(300);
+        assert_eq!(kept.offset(), 600, "a cut elsewhere keeps the state whole");
+        let mut shorter = RecurrentState::new();
+        shorter.advance(arrays(300.0), 300, vec![checkpoint(256)]);
+        kept.adopt(&shorter);
+        assert_eq!(kept.cut_points(), [256, 300, 512, 600]);
+        assert_eq!(value(&kept.prefix(300)), 300.0);
+    }
+}

@@ -123,10 +123,7 @@ fn check_speculation(config: &LoadConfig, model: &serde_json::Value) -> Result<(
     if !drafting && config.spec.draft_model.is_none() {
         return Ok(());
     }
-    let shape = crate::models::facts_of(model)?.shape(model)?;
-    let recurrent = (shape.layers.iter())
-        .any(|l| l.attention == crate::models::common::shape::AttentionKind::GatedDelta);
-    match recurrent {
+    match has_linear_attention(model)? {
         true => Err(crate::error::Error::InvalidRequest(
             "speculative decoding is not supported on a model with linear-attention layers \
              (qwen3_next, qwen3_5, qwen3_5_moe): their recurrent state cannot be taken back \
@@ -135,6 +132,13 @@ fn check_speculation(config: &LoadConfig, model: &serde_json::Value) -> Result<(
         )),
         false => Ok(()),
     }
+}
+
+/// Whether the model config.json describes has linear-attention layers (recurrent states).
+fn has_linear_attention(model: &serde_json::Value) -> Result<bool> {
+    let shape = crate::models::facts_of(model)?.shape(model)?;
+    let linear = crate::models::common::shape::AttentionKind::GatedDelta;
+    Ok(shape.layers.iter().any(|l| l.attention == linear))
 }
 
 /// `config`'s draft model, on this rank only, before the model itself (so a draft that
@@ -157,6 +161,12 @@ pub(super) fn load_draft(config: &LoadConfig) -> Result<Option<DraftModel>> {
         .same_as(&Tokenizer::load(&dir).map_err(|e| refuse(e.to_string()))?)
         .map_err(|why| refuse(format!("its tokenizer differs ({why})")))?;
     let loaded = loader::load_with_kv(&dir, config.weight_mode, KvFormat::default())?;
+    if has_linear_attention(&loaded.config)? {
+        return Err(refuse(
+            "it has linear-attention layers, whose state cannot take back rejected proposals"
+                .into(),
+        ));
+    }
     let vocab = target.vocab_size();
     Ok(Some(DraftModel::new(
         loaded.model,
