@@ -94,6 +94,38 @@ fn every_model_type_equals_mlx_lm_in_every_mode_alone_and_batched() -> TestResul
     Ok(())
 }
 
+/// Qwen3.5's configs come flat or under `text_config` (its multimodal checkpoints): mlx-lm
+/// takes both, and so does the registry, with the same tokens.
+#[test]
+fn qwen3_5_configs_nested_under_text_config_equal_mlx_lm() -> TestResult {
+    let root = std::env::temp_dir().join(format!("mlxd-nested-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    for folder in ["tiny-qwen3-5", "tiny-qwen3-5-moe-4bit"] {
+        let dir = fixture(folder)?;
+        let scratch = root.join(folder);
+        std::fs::create_dir_all(&scratch)?;
+        for entry in std::fs::read_dir(&dir)? {
+            let entry = entry?;
+            if entry.file_name() != "config.json" {
+                std::os::unix::fs::symlink(entry.path(), scratch.join(entry.file_name()))?;
+            }
+        }
+        let text: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("config.json"))?)?;
+        let mut nested = serde_json::json!({"model_type": text["model_type"], "text_config": text});
+        if let Some(q) = nested["text_config"].get("quantization").cloned() {
+            nested["quantization"] = q;
+        }
+        std::fs::write(scratch.join("config.json"), serde_json::to_vec(&nested)?)?;
+        let golden = load_tiny_file(folder, "golden.json")?;
+        let m = loader::load(&scratch, WeightMode::PackedF32)?;
+        let got = greedy_tokens(&m, &golden.prompt_ids, golden.tokens.len())?;
+        assert_eq!(got, golden.tokens, "{folder} nested");
+    }
+    std::fs::remove_dir_all(&root)?;
+    Ok(())
+}
+
 /// The fixture as `model_type` names it: itself, or a folder of links with the alias (or
 /// the wrapper's text model type) written into its config.json.
 fn as_model_type(root: &Path, folder: &str, model_type: &str) -> TestResult<PathBuf> {

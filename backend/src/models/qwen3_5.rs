@@ -69,12 +69,15 @@ pub fn build(config: &Value, w: &mut Weights, part: &RankPart) -> Result<Box<dyn
     qwen3_next::build_hybrid(&a, shape, (w, part), DeltaProjections::Separate)
 }
 
-/// mlx-lm's `sanitize`: `mtp.` dropped; a Hugging Face checkpoint (its convolutions laid out
+/// mlx-lm's `sanitize`: `mtp.` and the vision tower (`model.visual`, `vision_tower`) dropped;
+/// a Hugging Face checkpoint (its convolutions laid out
 /// `[channels, 1, kernel]`) converted, norms stored as `1 + w`.
 pub fn sanitize(_: &Value, w: &mut Weights) -> Result<()> {
     let keys: Vec<String> = w.keys().cloned().collect();
     let unsanitized = keys.iter().any(|k| qwen3_next::unsanitized_conv(w, k));
-    w.drop_keys(|k| k.contains("mtp."));
+    w.drop_keys(|k| {
+        k.contains("mtp.") || k.starts_with("model.visual") || k.starts_with("vision_tower")
+    });
     qwen3_next::convert_convs_and_norms(w, unsanitized)
 }
 

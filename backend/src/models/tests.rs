@@ -531,6 +531,7 @@ fn qwen3_5_moe_converts_hugging_faces_layout() -> Result<()> {
         ("model.layers.0.input_layernorm.weight", vec![64]),
         ("model.layers.0.linear_attn.norm.weight", vec![16]),
         ("mtp.fc.weight", vec![4, 4]),
+        ("model.visual.patch_embed.weight", vec![4, 4]),
     ];
     let arrays = tensors
         .iter()
@@ -555,6 +556,7 @@ fn qwen3_5_moe_converts_hugging_faces_layout() -> Result<()> {
     let conv = "model.layers.0.linear_attn.conv1d.weight";
     assert_eq!(shape(&w, conv), Some(vec![192, 4, 1]));
     assert!(!w.contains("mtp.fc.weight"));
+    assert!(!w.contains("model.visual.patch_embed.weight"));
     let norm = w.take("model.layers.0.input_layernorm.weight", &[64])?;
     assert_eq!(norm.as_slice::<f32>()[0], 1.0, "1 + w");
     let gated = w.take("model.layers.0.linear_attn.norm.weight", &[16])?;
