@@ -6,7 +6,7 @@ use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::ops::logsumexp_axis;
 use mlx_rs::{Array, Dtype};
 
-use crate::cache::KvCache;
+use crate::cache::LayerCache;
 use crate::error::{Error, Result};
 use crate::models::common::cpu_f32;
 use crate::models::{LanguageModel, Queueing};
@@ -29,7 +29,7 @@ pub fn last_logprobs(logits: &Array) -> Result<Array> {
 fn logprobs_graph(
     model: &dyn LanguageModel,
     input: &Array,
-    caches: &mut [KvCache],
+    caches: &mut [LayerCache],
 ) -> Result<Array> {
     last_logprobs(&model.forward(input, caches)?)
 }
@@ -38,7 +38,7 @@ fn logprobs_graph(
 pub fn step_logprobs(
     model: &dyn LanguageModel,
     ids: &[u32],
-    caches: &mut [KvCache],
+    caches: &mut [LayerCache],
 ) -> Result<Vec<f32>> {
     let input = Array::from_slice(ids, &[1, ids.len() as i32]);
     let logprobs = logprobs_graph(model, &input, caches)?.as_dtype(Dtype::Float32)?;
@@ -55,7 +55,7 @@ struct GreedyPipeline {
 
 impl GreedyPipeline {
     /// The greedy token after `input` ([1, 1] ids), lazily: argmax of log-probabilities, as mlx-lm.
-    fn step(model: &dyn LanguageModel, input: &Array, caches: &mut [KvCache]) -> Result<Array> {
+    fn step(model: &dyn LanguageModel, input: &Array, caches: &mut [LayerCache]) -> Result<Array> {
         Ok(argmax_axis(
             logprobs_graph(model, input, caches)?,
             -1,
@@ -68,7 +68,7 @@ impl GreedyPipeline {
         &mut self,
         model: &dyn LanguageModel,
         input: u32,
-        caches: &mut [KvCache],
+        caches: &mut [LayerCache],
     ) -> Result<u32> {
         let current = match self.pending.take() {
             Some(a) => a,

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::cache::KvCache;
+use crate::cache::LayerCache;
 
 /// One cached state: the tokens whose keys and values `caches` hold (one cache per layer).
 struct Entry {
@@ -13,7 +13,7 @@ struct Entry {
     /// Positions the caches held when they were stored (a sliding layer's have let go of
     /// the front by then: `cache::window_dropped`).
     held_to: usize,
-    caches: Vec<KvCache>,
+    caches: Vec<LayerCache>,
     bytes: usize,
     used: u64,
 }
@@ -22,7 +22,7 @@ struct Entry {
 pub struct Hit {
     pub entry: u64,
     pub len: usize,
-    pub caches: Vec<KvCache>,
+    pub caches: Vec<LayerCache>,
 }
 
 /// Counters for Status and GetMetrics.
@@ -41,6 +41,9 @@ pub struct CacheStats {
 pub struct Inserted {
     pub id: Option<u64>,
     pub evicted: Vec<u64>,
+    /// The evicted entries the new one covers (a prefix of its tokens), whose cut points it
+    /// adopted.
+    pub covered: Vec<u64>,
 }
 
 #[derive(Default)]
@@ -87,7 +90,12 @@ impl PrefixCache {
         let best = self
             .entries
             .iter_mut()
-            .map(|e| (common_prefix(&e.tokens, &prompt[..usable]), e))
+            .filter_map(|e| {
+                Some((
+                    resumable(e, common_prefix(&e.tokens, &prompt[..usable]))?,
+                    e,
+                ))
+            })
             .filter(|(len, e)| *len > 0 && keeps(e, *len))
             .max_by_key(|(len, e)| (*len, e.used));
         let Some((len, entry)) = best else {
@@ -107,10 +115,14 @@ impl PrefixCache {
 
     /// Keeps `caches` (sharing their arrays) under `tokens`. Entries that hold a prefix of
     /// `tokens` are replaced; the least recently used go past `max_entries`.
-    pub fn insert(&mut self, tokens: &[u32], caches: &[KvCache]) -> Inserted {
+    pub fn insert(&mut self, tokens: &[u32], caches: &[LayerCache]) -> Inserted {
         let mut evicted = Vec::new();
         if !self.enabled() || tokens.is_empty() {
-            return Inserted { id: None, evicted };
+            return Inserted {
+                id: None,
+                evicted,
+                covered: Vec::new(),
+            };
         }
         self.clock += 1;
         if let Some(e) = self
@@ -119,23 +131,33 @@ impl PrefixCache {
             .find(|e| e.tokens.starts_with(tokens))
         {
             e.used = self.clock;
-            return Inserted { id: None, evicted };
+            return Inserted {
+                id: None,
+                evicted,
+                covered: Vec::new(),
+            };
         }
+        let held_to = caches.first().map_or(0, |c| c.offset().max(0) as usize);
+        let mut caches: Vec<LayerCache> = caches.iter().map(|c| c.prefix(tokens.len())).collect();
         self.entries.retain(|e| {
             let covered = tokens.starts_with(&e.tokens);
             if covered {
                 evicted.push(e.id);
+                // Its cut points stay reachable through the entry that covers it.
+                caches
+                    .iter_mut()
+                    .zip(&e.caches)
+                    .for_each(|(c, old)| c.adopt(old));
             }
             !covered
         });
+        let covered = evicted.clone();
         self.next_id += 1;
-        let held_to = caches.first().map_or(0, |c| c.offset().max(0) as usize);
-        let caches: Vec<KvCache> = caches.iter().map(|c| c.prefix(tokens.len())).collect();
         self.entries.push(Entry {
             id: self.next_id,
             tokens: tokens.to_vec(),
             held_to,
-            bytes: caches.iter().map(KvCache::nbytes).sum(),
+            bytes: caches.iter().map(LayerCache::nbytes).sum(),
             caches,
             used: self.clock,
         });
@@ -145,6 +167,7 @@ impl PrefixCache {
         Inserted {
             id: Some(self.next_id),
             evicted,
+            covered,
         }
     }
 
@@ -176,6 +199,18 @@ impl PrefixCache {
     }
 }
 
+/// The longest of an entry's first `common` positions it can resume from exactly: all of them,
+/// or (a model with recurrent states) its last cut point within them.
+fn resumable(e: &Entry, common: usize) -> Option<usize> {
+    let Some(points) = e.caches.iter().find_map(LayerCache::cut_points) else {
+        return Some(common);
+    };
+    (points.into_iter())
+        .filter_map(|p| usize::try_from(p).ok())
+        .filter(|p| *p <= common && e.caches.iter().all(|c| c.can_cut_to(*p)))
+        .max()
+}
+
 fn common_prefix(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
@@ -186,18 +221,18 @@ mod tests {
     use mlx_rs::Array;
 
     /// One layer's cache holding `tokens` positions whose keys are the token ids.
-    fn caches_for(tokens: &[u32]) -> Vec<KvCache> {
-        let mut c = KvCache::new();
+    fn caches_for(tokens: &[u32]) -> Vec<LayerCache> {
+        let mut c = LayerCache::Kv(crate::cache::KvCache::new());
         let n = tokens.len() as i32;
         let k = Array::from_slice(tokens, &[1, 1, n, 1]).as_dtype(mlx_rs::Dtype::Float32);
         let k = k.unwrap();
-        c.update_and_fetch(&k, &k).unwrap();
+        c.kv().unwrap().update_and_fetch(&k, &k).unwrap();
         vec![c]
     }
 
-    fn keys(c: &mut KvCache, next: u32) -> Vec<f32> {
+    fn keys(c: &mut LayerCache, next: u32) -> Vec<f32> {
         let x = Array::from_slice(&[next as f32], &[1, 1, 1, 1]);
-        let (k, _) = c.update_and_fetch(&x, &x).unwrap();
+        let (k, _) = c.kv().unwrap().update_and_fetch(&x, &x).unwrap();
         k.eval().unwrap();
         k.as_slice::<f32>().to_vec()
     }
@@ -255,12 +290,15 @@ mod tests {
     fn a_window_prefix_is_reused_only_where_the_window_is_held() {
         let window = 8;
         let tokens: Vec<u32> = (0..600).collect();
-        let mut c = KvCache::for_layer(crate::cache::KvFormat::default(), Some(window));
+        let kind = crate::cache::CacheKind::Kv {
+            window: Some(window),
+        };
+        let mut c = LayerCache::new(crate::cache::KvFormat::default(), kind);
         for chunk in tokens.chunks(100) {
             let n = chunk.len() as i32;
             let k = Array::from_slice(chunk, &[1, 1, n, 1]).as_dtype(mlx_rs::Dtype::Float32);
             let k = k.unwrap();
-            let (seen, _) = c.update_and_fetch(&k, &k).unwrap();
+            let (seen, _) = c.kv().unwrap().update_and_fetch(&k, &k).unwrap();
             assert_eq!(seen.shape()[2], (n + window - 1).min(c.offset()));
         }
         let mut cache = PrefixCache::new(4).with_windows(vec![window]);
@@ -276,5 +314,36 @@ mod tests {
         let seen = keys(&mut hit.caches[0], 7777);
         let want: Vec<f32> = (553..560).map(|t| t as f32).chain([7777.0]).collect();
         assert_eq!(seen, want, "the window before 560, then the new position");
+    }
+
+    /// A recurrent layer's entry resumes only at its last cut point within the shared prefix
+    /// (checkpoints every 256 positions and its end); a match with none is a miss.
+    #[test]
+    fn a_recurrent_entry_resumes_at_its_last_shared_checkpoint() {
+        use crate::cache::{Checkpoint, RecurrentState};
+        let state = |v: f32| {
+            (
+                Array::from_slice(&[v], &[1, 1, 1]),
+                Array::from_slice(&[v], &[1, 1, 1, 1]),
+            )
+        };
+        let mut r = RecurrentState::new();
+        let (conv, st) = state(256.0);
+        let at256 = Checkpoint {
+            at: 256,
+            conv,
+            state: st,
+        };
+        r.advance(state(600.0), 600, vec![at256]);
+        let tokens: Vec<u32> = (0..600).collect();
+        let mut cache = PrefixCache::new(4);
+        cache.insert(&tokens, &[LayerCache::Recurrent(r)]);
+        let within = [&tokens[..400], &[9999, 9999]].concat();
+        let hit = cache.lookup(&within).unwrap();
+        assert_eq!((hit.len, hit.caches[0].offset()), (256, 256));
+        let whole = [&tokens[..], &[9999]].concat();
+        assert_eq!(cache.lookup(&whole).map(|h| h.len), Some(600));
+        let early = [&tokens[..200], &[9999, 9999]].concat();
+        assert!(cache.lookup(&early).is_none(), "no checkpoint before 200");
     }
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use mlx_rs::Array;
 
-use crate::cache::KvCache;
+use crate::cache::LayerCache;
 use crate::distributed::protocol::CacheOp;
 use crate::error::{Error, Result};
 use crate::grammar::Mask;
@@ -20,7 +20,7 @@ use crate::tokenizer::{Detokenizer, Tokenizer};
 pub struct Sequence {
     /// How every rank names this sequence's caches.
     pub slot: u64,
-    pub caches: Vec<KvCache>,
+    pub caches: Vec<LayerCache>,
     prompt: Vec<u32>,
     /// Prompt tokens already in the caches (all but the last, which is the first step's input).
     prefilled: usize,
@@ -47,7 +47,7 @@ impl Sequence {
         slot: u64,
         prompt: &[u32],
         opts: GenerateOptions,
-        caches: Vec<KvCache>,
+        caches: Vec<LayerCache>,
     ) -> Result<Sequence> {
         let Some(&input) = prompt.last() else {
             return Err(Error::InvalidRequest("the prompt is empty".into()));
@@ -81,7 +81,7 @@ impl Sequence {
     }
 
     /// Starts from a cached prefix of the prompt (a prefix-cache hit) instead of position 0.
-    pub fn resume(&mut self, caches: Vec<KvCache>) {
+    pub fn resume(&mut self, caches: Vec<LayerCache>) {
         let len = caches.first().map_or(0, |c| c.offset() as usize);
         self.prefilled = len.min(self.prompt.len() - 1);
         self.caches = caches;

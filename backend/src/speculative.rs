@@ -8,7 +8,7 @@ use mlx_rs::ops::concatenate;
 use mlx_rs::ops::indexing::{argmax_axis, IndexOp};
 use mlx_rs::Array;
 
-use crate::cache::KvCache;
+use crate::cache::LayerCache;
 use crate::error::Result;
 use crate::models::{LanguageModel, Row};
 
@@ -125,7 +125,7 @@ pub struct DraftModel {
 /// A row's place in the draft model: its caches, and how many of the row's tokens they hold.
 #[derive(Default)]
 pub struct DraftState {
-    caches: Vec<KvCache>,
+    caches: Vec<LayerCache>,
     fed: usize,
 }
 

@@ -181,6 +181,8 @@ async fn eight_concurrent_streams_on_mixtures_of_experts_equal_each_alone() -> T
         "tiny-ministral3-8bit",
         "tiny-glm4-4bit",
         "smollm2-135m-nvfp4",
+        "tiny-qwen3-next",
+        "tiny-qwen3-5-moe-4bit",
     ] {
         let loaded = load_fixture(&mut c.clone(), model, &[]).await?;
         assert!(loaded.success, "{model}: {loaded:?}");

@@ -349,6 +349,13 @@ async fn families_of_2026_pipeline_and_tensor_equal_single_node() -> TestResult 
         ("tiny-gpt-oss-4bit", &["pipeline", "expert"][..]),
         ("tiny-gpt-oss-mxfp4", &["pipeline", "expert"][..]),
         ("tiny-gpt-oss-hf-mxfp4", &["pipeline", "expert"][..]),
+        // Linear attention: its states stay on the rank that holds their layers (pipeline),
+        // or each rank keeps its heads' (tensor, expert).
+        ("tiny-qwen3-next", &["pipeline", "tensor", "expert"][..]),
+        ("tiny-qwen3-5", split),
+        ("tiny-qwen3-5-moe", &["pipeline", "tensor", "expert"][..]),
+        ("tiny-qwen3-next-4bit", &["pipeline"][..]),
+        ("tiny-qwen3-5-4bit", split),
         // MLX's float modes, packed (SmolLM2's 3 KV heads do not split over 2 ranks).
         ("smollm2-135m-mxfp4", &["pipeline"][..]),
         ("smollm2-135m-mxfp8", &["pipeline"][..]),
@@ -383,6 +390,17 @@ async fn moe_three_rank_pipeline_and_splits_that_do_not_divide() -> TestResult {
         assert!(loaded.success, "{tiny}: {loaded:?}");
         let got = c.predict(req.clone()).await?.into_inner();
         assert_eq!(got.message, want.message, "{tiny}");
+    }
+    let refused = load_fixture(&mut c, "tiny-qwen3-5", &["parallelism:tensor"]).await?;
+    for part in [
+        "2 linear_num_key_heads",
+        "4 linear_num_value_heads",
+        "over 3 ranks",
+    ] {
+        assert!(
+            !refused.success && refused.message.contains(part),
+            "{part:?} not in {refused:?}"
+        );
     }
     let refused = load_fixture(&mut c, "tiny-deepseek-v3", &["parallelism:expert"]).await?;
     for part in [

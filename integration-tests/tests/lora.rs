@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use backend::cache::KvCache;
+use backend::cache::{KvCache, LayerCache};
 use backend::grpc::pb::{self, backend_client::BackendClient};
 use backend::loader::{self, LoadedModel, Recipe};
 use backend::lora::{AdapterPlan, AdapterSpec, Merge};
@@ -94,7 +94,9 @@ fn load(case: &Case, model: &str, mode: WeightMode, merge: Merge) -> TestResult<
 
 /// The largest |logit - mlx-lm's| at the prompt's last position, and the greedy tokens.
 fn run(m: &LoadedModel, case: &Case) -> TestResult<(f32, Vec<u32>)> {
-    let mut caches: Vec<_> = (0..m.model.num_layers()).map(|_| KvCache::new()).collect();
+    let mut caches: Vec<_> = (0..m.model.num_layers())
+        .map(|_| LayerCache::Kv(KvCache::new()))
+        .collect();
     let ids = &case.prompt_ids;
     let input = Array::from_slice(ids, &[1, ids.len() as i32]);
     let logits = m.model.forward(&input, &mut caches)?;

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use backend::cache::{KvCache, KvFormat};
+use backend::cache::{KvCache, KvFormat, LayerCache};
 use backend::models::common::RankPart;
 use backend::models::{self, LanguageModel, LocalModel, Row};
 use backend::weights::{WeightMode, Weights};
@@ -45,7 +45,9 @@ fn build_error(config: &Value, tensors: Tensors) -> TestResult<String> {
 /// Last-position logits for a fixed prompt, as f32 values.
 fn logits(model: &dyn LanguageModel) -> TestResult<Vec<f32>> {
     let ids: Vec<u32> = (0..12u32).map(|i| (i * 7919 + 5) % 49152).collect();
-    let mut caches: Vec<KvCache> = (0..model.num_layers()).map(|_| KvCache::new()).collect();
+    let mut caches: Vec<LayerCache> = (0..model.num_layers())
+        .map(|_| LayerCache::Kv(KvCache::new()))
+        .collect();
     let out = model.forward(
         &Array::from_slice(&ids, &[1, ids.len() as i32]),
         &mut caches,
@@ -285,9 +287,11 @@ fn a_decode_batch_gives_each_row_its_logits_alone() -> TestResult {
 fn batch_equals_alone(model: &dyn LanguageModel, folder: &str) -> TestResult {
     let layers = model.num_layers();
     let prompts: [&[u32]; 3] = [&[11, 22, 33], &[44, 55, 66, 77, 88], &[99]];
-    let mut caches: Vec<Vec<KvCache>> = Vec::new();
+    let mut caches: Vec<Vec<LayerCache>> = Vec::new();
     for p in prompts {
-        let mut c: Vec<KvCache> = (0..layers).map(|_| KvCache::new()).collect();
+        let mut c: Vec<LayerCache> = (0..layers)
+            .map(|_| LayerCache::Kv(KvCache::new()))
+            .collect();
         let mut row = Row {
             slot: 0,
             caches: &mut c,
@@ -304,7 +308,8 @@ fn batch_equals_alone(model: &dyn LanguageModel, folder: &str) -> TestResult {
         .iter()
         .zip(next)
         .map(|(c, id)| {
-            let mut own: Vec<KvCache> = c.iter().map(|k| k.prefix(k.offset() as usize)).collect();
+            let mut own: Vec<LayerCache> =
+                c.iter().map(|k| k.prefix(k.offset() as usize)).collect();
             let out = model.forward(&Array::from_slice(&[id], &[1, 1]), &mut own)?;
             let row = out.index((0, 0, ..));
             row.eval()?;

@@ -181,3 +181,55 @@ async fn a_shared_prefix_is_reused_exactly_by_sliding_window_models() -> TestRes
     let tensor = ["parallelism:tensor"];
     bounded(hits_equal_misses(&mut c, "tiny-gemma3-text", &tensor)).await?
 }
+
+/// Linear attention (Qwen3-Next, Qwen3.5): an entry's recurrent states resume only at a
+/// checkpoint (every 256 positions) or an entry's end within the shared prefix, and then answer
+/// exactly as uncached: on one node and over a two-rank pipeline (the states stay on the rank
+/// that holds their layers).
+#[tokio::test]
+async fn a_shared_prefix_is_reused_at_checkpoints_by_linear_attention() -> TestResult {
+    let _serial = serial();
+    let server = BackendProcess::start(&[]).await?;
+    let mut c = server.client().await?;
+    for model in ["tiny-qwen3-next", "tiny-qwen3-5-moe-4bit"] {
+        bounded(hits_equal_misses(&mut c, model, &[])).await??;
+        let reused = cache_stats(&mut c).await?["reused_tokens"].as_u64();
+        assert!(reused.is_some_and(|r| r > 0), "{model}: nothing reused");
+    }
+    bounded(eight_streams_equal_each_alone(&c, "tiny-qwen3-5")).await??;
+    drop(server);
+    let cluster = Cluster::start(2, "prefix-linear")?;
+    let rank0 = cluster.rank0(&[]).await?;
+    let mut c = rank0.client().await?;
+    bounded(hits_equal_misses(&mut c, "tiny-qwen3-next", &[])).await?
+}
+
+/// 8 concurrent streams that share the long prefix (each resuming from a checkpoint of an
+/// earlier one's entry) each equal their own run without the cache.
+async fn eight_streams_equal_each_alone(c: &BackendClient<Channel>, model: &str) -> TestResult {
+    let prefix = shared_prefix();
+    let prompts: Vec<String> = (0..8)
+        .map(|i| format!("{prefix}Question {i}: what is fact {}?\nAnswer:", 7 * i))
+        .collect();
+    let loaded = load_fixture(&mut c.clone(), model, &["max_cache_entries:0"]).await?;
+    assert!(loaded.success, "{loaded:?}");
+    let mut alone = Vec::new();
+    for p in &prompts {
+        alone.push(answer(&mut c.clone(), p).await?);
+    }
+    let loaded = load_fixture(&mut c.clone(), model, &[]).await?;
+    assert!(loaded.success, "{loaded:?}");
+    answer(&mut c.clone(), &prompts[0]).await?;
+    let tasks: Vec<_> = (prompts.into_iter())
+        .map(|p| {
+            let mut c = c.clone();
+            tokio::spawn(async move { answer(&mut c, &p).await.map_err(|e| e.to_string()) })
+        })
+        .collect();
+    for (i, (task, want)) in tasks.into_iter().zip(&alone).enumerate() {
+        assert_eq!(&task.await??, want, "{model}: stream {i}");
+    }
+    let stats = cache_stats(&mut c.clone()).await?;
+    assert!(stats["hits"].as_u64() >= Some(8), "{stats}");
+    Ok(())
+}

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use backend::cache::KvCache;
+use backend::cache::LayerCache;
 use backend::loader::{self, LoadedModel};
 use backend::models::Row;
 use backend::weights::WeightMode;
@@ -93,7 +93,40 @@ fn every_model_type_equals_mlx_lm_in_every_mode_alone_and_batched() -> TestResul
             }
             let resumed = from_a_cached_prefix(&m, &golden)?;
             assert_eq!(resumed, golden.tokens, "{what}: from a cached prefix");
+            budget_counts_states(&m, &what);
         }
+    }
+    std::fs::remove_dir_all(&root)?;
+    Ok(())
+}
+
+/// Qwen3.5's configs come flat or under `text_config` (its multimodal checkpoints): mlx-lm
+/// takes both, and so does the registry, with the same tokens.
+#[test]
+fn qwen3_5_configs_nested_under_text_config_equal_mlx_lm() -> TestResult {
+    let root = std::env::temp_dir().join(format!("mlxd-nested-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    for folder in ["tiny-qwen3-5", "tiny-qwen3-5-moe-4bit"] {
+        let dir = fixture(folder)?;
+        let scratch = root.join(folder);
+        std::fs::create_dir_all(&scratch)?;
+        for entry in std::fs::read_dir(&dir)? {
+            let entry = entry?;
+            if entry.file_name() != "config.json" {
+                std::os::unix::fs::symlink(entry.path(), scratch.join(entry.file_name()))?;
+            }
+        }
+        let text: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("config.json"))?)?;
+        let mut nested = serde_json::json!({"model_type": text["model_type"], "text_config": text});
+        if let Some(q) = nested["text_config"].get("quantization").cloned() {
+            nested["quantization"] = q;
+        }
+        std::fs::write(scratch.join("config.json"), serde_json::to_vec(&nested)?)?;
+        let golden = load_tiny_file(folder, "golden.json")?;
+        let m = loader::load(&scratch, WeightMode::PackedF32)?;
+        let got = greedy_tokens(&m, &golden.prompt_ids, golden.tokens.len())?;
+        assert_eq!(got, golden.tokens, "{folder} nested");
     }
     std::fs::remove_dir_all(&root)?;
     Ok(())
@@ -129,7 +162,7 @@ fn as_model_type(root: &Path, folder: &str, model_type: &str) -> TestResult<Path
 fn batched(m: &LoadedModel, golden: &TinyGolden, rows: usize) -> TestResult<Vec<Vec<u32>>> {
     let ids = &golden.prompt_ids;
     let n = golden.tokens.len();
-    let mut caches: Vec<Vec<KvCache>> = (0..rows).map(|_| m.model.new_caches()).collect();
+    let mut caches: Vec<Vec<LayerCache>> = (0..rows).map(|_| m.model.new_caches()).collect();
     let mut out: Vec<Vec<u32>> = vec![Vec::new(); rows];
     for (r, row) in caches.iter_mut().enumerate() {
         let prompt = Array::from_slice(ids, &[1, ids.len() as i32]);
@@ -156,21 +189,32 @@ fn batched(m: &LoadedModel, golden: &TinyGolden, rows: usize) -> TestResult<Vec<
     Ok(out.into_iter().map(|o| o[..n].to_vec()).collect())
 }
 
-/// A prefix-cache hit as the engine makes one: caches that went past the prompt (its answer
-/// fed), shared back to the prompt's first `len - 3` positions (`KvCache::prefix`, which a
-/// sliding layer allows only where `can_cut_to` says), the rest of the prompt fed, then greedy.
+/// A prefix-cache hit as the engine makes one: the prompt's first `len - 3` positions fed
+/// and kept (the entry a prefilled prompt leaves), then its rest and the answer fed and the
+/// earlier entry's cut points adopted (`LayerCache::adopt`, as an entry that covers another
+/// does), shared back to `len - 3` (`LayerCache::prefix`, which a sliding layer or a
+/// recurrent state allows only where `can_cut_to` says), the rest of the prompt fed, then
+/// greedy.
 fn from_a_cached_prefix(m: &LoadedModel, golden: &TinyGolden) -> TestResult<Vec<u32>> {
     let ids = &golden.prompt_ids;
-    let fed: Vec<u32> = ids.iter().chain(&golden.tokens).copied().collect();
+    let len = ids.len() - 3;
     let mut stored = m.model.new_caches();
+    m.model.forward(
+        &Array::from_slice(&ids[..len], &[1, len as i32]),
+        &mut stored,
+    )?;
+    let early = stored.clone();
+    let fed: Vec<u32> = ids[len..].iter().chain(&golden.tokens).copied().collect();
     let all = Array::from_slice(&fed, &[1, fed.len() as i32]);
     m.model.forward(&all, &mut stored)?;
-    let len = ids.len() - 3;
+    for (cache, earlier) in stored.iter_mut().zip(&early) {
+        cache.adopt(earlier);
+    }
     assert!(
         stored.iter().all(|c| c.can_cut_to(len)),
-        "the window holds it"
+        "the window or the checkpoints hold it"
     );
-    let mut caches: Vec<KvCache> = stored.iter().map(|c| c.prefix(len)).collect();
+    let mut caches: Vec<LayerCache> = stored.iter().map(|c| c.prefix(len)).collect();
     let rest = Array::from_slice(&ids[len..], &[1, 3]);
     let mut out = vec![argmax_last(&m.model.forward(&rest, &mut caches)?, 0)?];
     while out.len() < golden.tokens.len() {
@@ -178,6 +222,24 @@ fn from_a_cached_prefix(m: &LoadedModel, golden: &TinyGolden) -> TestResult<Vec<
         out.push(argmax_last(&m.model.forward(&last, &mut caches)?, 0)?);
     }
     Ok(out)
+}
+
+/// The KV budget counts a recurrent state whatever the length, and once more for each
+/// checkpoint a sequence passes (every 256 positions).
+fn budget_counts_states(m: &LoadedModel, what: &str) {
+    let recurrent = (m.model.new_caches().iter()).any(|c| matches!(c, LayerCache::Recurrent(_)));
+    let (empty, long) = (m.model.kv_bytes(0, 1), m.model.kv_bytes(512, 512));
+    let per_position = m.model.kv_bytes_per_position();
+    match recurrent {
+        true => {
+            assert!(empty > 0, "{what}: the states are counted");
+            assert!(
+                long > empty + 512 * per_position,
+                "{what}: and their checkpoints"
+            );
+        }
+        false => assert_eq!(empty, 0, "{what}"),
+    }
 }
 
 /// The greedy token of row `r`'s last position.

@@ -293,3 +293,23 @@ async fn what_cannot_be_honoured_is_refused_by_name() -> TestResult {
     assert!(status.message().contains("NDraft"), "{status:?}");
     Ok(())
 }
+
+/// A model with linear-attention layers refuses speculation at load, naming it: a rejected
+/// proposal cannot be taken back from a recurrent state. The model loads without it.
+#[tokio::test]
+async fn speculation_on_linear_attention_is_refused_by_name() -> TestResult {
+    let _serial = SERIAL.lock().await;
+    let server = BackendProcess::start(&[]).await?;
+    let mut c = server.client().await?;
+    let reply = load_fixture(&mut c, "tiny-qwen3-next", &["speculative:ngram"]).await?;
+    assert!(!reply.success, "{reply:?}");
+    assert!(
+        reply
+            .message
+            .contains("speculative decoding is not supported"),
+        "{reply:?}"
+    );
+    let reply = load_fixture(&mut c, "tiny-qwen3-next", &[]).await?;
+    assert!(reply.success, "{reply:?}");
+    Ok(())
+}

@@ -1,9 +1,15 @@
-//! Per-layer KV cache that grows in steps, as mlx-lm's `KVCache`, stored as its
-//! [`KvFormat`] says: as computed, cast, or quantized like mlx-lm's `QuantizedKVCache`.
+//! What a layer keeps of each sequence ([`LayerCache`]): an attention layer's KV cache that
+//! grows in steps, as mlx-lm's `KVCache`, stored as its [`KvFormat`] says (as computed, cast,
+//! or quantized like mlx-lm's `QuantizedKVCache`), or a linear-attention layer's recurrent
+//! state ([`RecurrentState`]).
 
 mod format;
+mod layer;
+mod recurrent;
 
 pub use format::{KvEncoding, KvFloat, KvFormat, CACHE_TYPES};
+pub use layer::{CacheKind, LayerCache};
+pub use recurrent::{Checkpoint, RecurrentState, CHECKPOINT_EVERY};
 
 use mlx_rs::ops::indexing::{IndexOp, TryIndexMutOp};
 use mlx_rs::ops::{concatenate, quantize, zeros_dtype};
@@ -454,13 +460,6 @@ impl KvCache {
     /// The cached arrays, to evaluate after prefill.
     pub fn state(&self) -> Vec<&Array> {
         self.keys.iter().chain(self.values.iter()).collect()
-    }
-
-    /// Every cached array of every row (each row one cache per layer), to evaluate a step.
-    pub fn states(rows: &[&mut [KvCache]]) -> Vec<Array> {
-        rows.iter()
-            .flat_map(|r| r.iter().flat_map(|c| c.state().into_iter().cloned()))
-            .collect()
     }
 }
 

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 pub use super::board::StepTimes;
 
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL: u32 = 11;
+pub const PROTOCOL: u32 = 12;
 
 /// What must be equal on every rank for them to compute together.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -414,6 +414,9 @@ pub enum CacheOp {
     Release { slot: u64 },
     /// Drop prefix-cache entry `entry`.
     Evict { entry: u64 },
+    /// Entry `entry` keeps what entry `from` (a prefix of it, about to be evicted) can be cut
+    /// back to: a recurrent state's checkpoints (`LayerCache::adopt`).
+    Adopt { entry: u64, from: u64 },
     /// Keep only `slot`'s first `len` positions: a speculative step's rejected proposals.
     Trim { slot: u64, len: usize },
 }

@@ -658,6 +658,8 @@ fn save(cache: &mut PrefixCache, ops: &mut Vec<CacheOp>, seq: &Sequence) {
             entry,
             len: tokens.len(),
         });
+        let covered = inserted.covered.iter();
+        ops.extend(covered.map(|&from| CacheOp::Adopt { entry, from }));
     }
     ops.extend(
         inserted

@@ -52,6 +52,7 @@ impl EngineThread {
                 loader::load_adapted(&dir, recipe, config.kv)?
             }
         };
+        check_speculation(config, &model.config)?;
         let text = crate::models::text_config_of(&model.config)?;
         let model_context = text["max_position_embeddings"].as_u64().map(|n| n as usize);
         let context = [
@@ -114,6 +115,32 @@ pub(super) struct Built {
     pub(super) draft: Option<DraftModel>,
 }
 
+/// Refuses speculative decoding on a model with linear-attention layers: a step's rejected
+/// proposals are taken back by cutting the caches, and a recurrent state cannot be cut back
+/// to a position between its checkpoints.
+fn check_speculation(config: &LoadConfig, model: &serde_json::Value) -> Result<()> {
+    let drafting = config.spec.drafting != crate::speculative::Drafting::Off;
+    if !drafting && config.spec.draft_model.is_none() {
+        return Ok(());
+    }
+    match has_linear_attention(model)? {
+        true => Err(crate::error::Error::InvalidRequest(
+            "speculative decoding is not supported on a model with linear-attention layers \
+             (qwen3_next, qwen3_5, qwen3_5_moe): their recurrent state cannot be taken back \
+             by a rejected proposal; leave speculative and DraftModel unset"
+                .into(),
+        )),
+        false => Ok(()),
+    }
+}
+
+/// Whether the model config.json describes has linear-attention layers (recurrent states).
+fn has_linear_attention(model: &serde_json::Value) -> Result<bool> {
+    let shape = crate::models::facts_of(model)?.shape(model)?;
+    let linear = crate::models::common::shape::AttentionKind::GatedDelta;
+    Ok(shape.layers.iter().any(|l| l.attention == linear))
+}
+
 /// `config`'s draft model, on this rank only, before the model itself (so a draft that
 /// cannot serve costs nothing): refused unless it tokenizes as the model does.
 pub(super) fn load_draft(config: &LoadConfig) -> Result<Option<DraftModel>> {
@@ -134,6 +161,12 @@ pub(super) fn load_draft(config: &LoadConfig) -> Result<Option<DraftModel>> {
         .same_as(&Tokenizer::load(&dir).map_err(|e| refuse(e.to_string()))?)
         .map_err(|why| refuse(format!("its tokenizer differs ({why})")))?;
     let loaded = loader::load_with_kv(&dir, config.weight_mode, KvFormat::default())?;
+    if has_linear_attention(&loaded.config)? {
+        return Err(refuse(
+            "it has linear-attention layers, whose state cannot take back rejected proposals"
+                .into(),
+        ));
+    }
     let vocab = target.vocab_size();
     Ok(Some(DraftModel::new(
         loaded.model,

@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use mlx_rs::ops::zeros;
 use mlx_rs::{Array, Dtype};
 
-use crate::cache::KvCache;
+use crate::cache::LayerCache;
 use crate::distributed::protocol::CacheOp;
 use crate::error::{Error, Result};
 use crate::models::common::WeightStats;
@@ -169,7 +169,7 @@ impl LanguageModel for FakeModel {
         self.in_prefill.set(false);
         out?;
         Ok(mlx_rs::transforms::eval(
-            row.caches.iter().flat_map(KvCache::state),
+            row.caches.iter().flat_map(LayerCache::state),
         )?)
     }
 
@@ -194,15 +194,15 @@ impl LanguageModel for FakeModel {
 fn step_row(row: &Row) -> StepRow {
     StepRow {
         slot: row.slot,
-        offset: row.caches.first().map_or(0, KvCache::offset),
+        offset: row.caches.first().map_or(0, LayerCache::offset),
     }
 }
 
 /// Appends `len` positions to every layer's cache, through the same update a model uses.
-fn extend(caches: &mut [KvCache], len: i32) -> Result<()> {
+fn extend(caches: &mut [LayerCache], len: i32) -> Result<()> {
     let kv = zeros::<f32>(&[1, 1, len, 1])?;
     for cache in caches {
-        cache.update(&kv, &kv)?;
+        cache.kv()?.update(&kv, &kv)?;
     }
     Ok(())
 }
@@ -276,6 +276,16 @@ fn apply(
         }
         CacheOp::Evict { entry } => {
             saved.remove(&entry).ok_or("the entry is not cached")?;
+        }
+        CacheOp::Adopt { entry, from } => {
+            let (new, old) = (saved.get(&entry), saved.get(&from));
+            let (new, old) = (
+                new.ok_or("the entry is not cached")?,
+                old.ok_or("no entry to adopt")?,
+            );
+            if old > new {
+                return Err("an entry adopts from one longer than itself".into());
+            }
         }
         CacheOp::Trim { slot, len } => {
             let have = slots.get_mut(&slot).ok_or("the slot is not cached")?;

@@ -11,7 +11,7 @@ use mlx_rs::Array;
 
 use super::cluster_load::rank_part;
 use super::relay::Stage;
-use crate::cache::{KvCache, KvFormat};
+use crate::cache::{CacheKind, KvFormat, LayerCache};
 use crate::distributed::link::Link;
 use crate::distributed::protocol::{
     state_fingerprint, CacheOp, LoadPlan, Part, PlanRow, Shipment, StepPlan, ToLeader, ToWorker,
@@ -127,9 +127,9 @@ struct Follower<'a> {
 #[derive(Default)]
 struct RankCaches {
     /// Each live sequence's caches (one per layer of this rank's part), by the slot rank 0 gave it.
-    slots: HashMap<u64, Vec<KvCache>>,
+    slots: HashMap<u64, Vec<LayerCache>>,
     /// This rank's layers of each prefix-cache entry, under the id rank 0 gave it.
-    saved: HashMap<u64, Vec<KvCache>>,
+    saved: HashMap<u64, Vec<LayerCache>>,
 }
 
 impl Follower<'_> {
@@ -282,7 +282,7 @@ impl Follower<'_> {
         };
         let mut taken = self
             .caches
-            .take(&p.rows, &m.transformer.layer_windows(), m.kv)?;
+            .take(&p.rows, &m.transformer.layer_caches(), m.kv)?;
         let outcome = run_part(m, group, p, link, &mut taken, &self.times);
         let rows = self.caches.put_back(taken);
         outcome?;
@@ -346,6 +346,12 @@ impl RankCaches {
             CacheOp::Evict { entry } => {
                 self.saved.remove(&entry);
             }
+            CacheOp::Adopt { entry, from } => {
+                let old = self.saved.get(&from).cloned().unwrap_or_default();
+                let new = self.saved.get_mut(&entry);
+                let new = new.ok_or_else(|| missing(&format!("prefix-cache entry {entry}")))?;
+                new.iter_mut().zip(&old).for_each(|(c, o)| c.adopt(o));
+            }
             CacheOp::Trim { slot, len } => {
                 let caches = self
                     .slots
@@ -364,9 +370,9 @@ impl RankCaches {
     fn take(
         &mut self,
         rows: &[PlanRow],
-        windows: &[Option<i32>],
+        kinds: &[CacheKind],
         format: KvFormat,
-    ) -> Result<Vec<(u64, Vec<KvCache>)>> {
+    ) -> Result<Vec<(u64, Vec<LayerCache>)>> {
         for row in rows.iter().filter(|r| r.offset > 0) {
             let have = self.slots.get(&row.slot).and_then(|c| c.first());
             let have = have.map_or(0, |c| c.offset() as usize);
@@ -377,7 +383,7 @@ impl RankCaches {
                 )));
             }
         }
-        let fresh = || KvCache::for_layers(format, windows);
+        let fresh = || LayerCache::for_layers(format, kinds);
         Ok(rows
             .iter()
             .map(|row| match row.offset {
@@ -388,7 +394,7 @@ impl RankCaches {
     }
 
     /// Puts a step's caches back: each row where it now is.
-    fn put_back(&mut self, taken: Vec<(u64, Vec<KvCache>)>) -> Vec<PlanRow> {
+    fn put_back(&mut self, taken: Vec<(u64, Vec<LayerCache>)>) -> Vec<PlanRow> {
         let rows = taken
             .iter()
             .map(|(slot, c)| PlanRow {
@@ -412,11 +418,12 @@ fn run_part(
     group: &Group,
     p: &StepPlan,
     link: &Link,
-    taken: &mut [(u64, Vec<KvCache>)],
+    taken: &mut [(u64, Vec<LayerCache>)],
     times: &Cell<StepTimes>,
 ) -> Result<()> {
     let (b, len) = (p.rows.len() as i32, p.len as i32);
-    let mut caches: Vec<&mut [KvCache]> = taken.iter_mut().map(|(_, c)| c.as_mut_slice()).collect();
+    let mut caches: Vec<&mut [LayerCache]> =
+        taken.iter_mut().map(|(_, c)| c.as_mut_slice()).collect();
     match m.part {
         Part::Pipeline { .. } => {
             let stage = Stage {
@@ -431,7 +438,7 @@ fn run_part(
             let ids = Array::from_slice(&p.tokens, &[b, len]);
             let h = m.transformer.embed(&ids)?;
             let h = m.transformer.run_layers(&h, &mut caches)?;
-            let mut computed = KvCache::states(&caches);
+            let mut computed = LayerCache::states(&caches);
             if p.output {
                 computed.push(h);
             }
@@ -462,11 +469,12 @@ mod tests {
 
     /// One step of `len` positions for every row, as a layer's update makes it.
     fn step(caches: &mut RankCaches, rows: &[PlanRow], len: i32) -> Result<Vec<PlanRow>> {
-        let mut taken = caches.take(rows, &[None; LAYERS], KvFormat::default())?;
+        let kinds = [CacheKind::Kv { window: None }; LAYERS];
+        let mut taken = caches.take(rows, &kinds, KvFormat::default())?;
         let kv = zeros::<f32>(&[1, 1, len, 1])?;
         for (_, layers) in &mut taken {
             for cache in layers.iter_mut() {
-                cache.update(&kv, &kv)?;
+                cache.kv()?.update(&kv, &kv)?;
             }
         }
         Ok(caches.put_back(taken))

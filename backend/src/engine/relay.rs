@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use mlx_rs::Array;
 
-use crate::cache::KvCache;
+use crate::cache::LayerCache;
 use crate::distributed::inbox::bytes_of;
 use crate::distributed::link::Link;
 use crate::distributed::pipeline::{announce_and_send, receive};
@@ -226,7 +226,7 @@ impl Stage<'_> {
         &self,
         layers: &dyn Transformer,
         p: &StepPlan,
-        caches: &mut [&mut [KvCache]],
+        caches: &mut [&mut [LayerCache]],
     ) -> Result<()> {
         let handoff = p
             .handoff
@@ -271,12 +271,12 @@ impl Stage<'_> {
         &self,
         layers: &dyn Transformer,
         p: &StepPlan,
-        caches: &mut [&mut [KvCache]],
+        caches: &mut [&mut [LayerCache]],
         dtype: mlx_rs::Dtype,
     ) -> Result<()> {
         let h = receive(self.group, &self.shape, dtype)?;
         let h = layers.run_layers(&h, caches)?;
-        let mut computed = KvCache::states(caches);
+        let mut computed = LayerCache::states(caches);
         computed.push(h.clone());
         self.timed(Phase::Waiting, || self.await_go(p.seq))?;
         self.timed(Phase::Compute, || mlx_rs::transforms::eval(&computed))?;
@@ -301,13 +301,13 @@ impl Stage<'_> {
         &self,
         layers: &dyn Transformer,
         p: &StepPlan,
-        caches: &mut [&mut [KvCache]],
+        caches: &mut [&mut [LayerCache]],
         dtype: mlx_rs::Dtype,
     ) -> Result<()> {
         let inbox = self.link.inbox();
         let h = inbox.receive(p.seq, &self.shape, dtype)?;
         let out = layers.run_layers(&h, caches)?.contiguous()?;
-        let mut computed = KvCache::states(caches);
+        let mut computed = LayerCache::states(caches);
         computed.push(out.clone());
         let started = Instant::now();
         mlx_rs::transforms::eval(&computed)?;

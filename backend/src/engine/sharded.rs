@@ -9,7 +9,7 @@ use std::time::Duration;
 use mlx_rs::Array;
 
 use super::relay::Leader;
-use crate::cache::{KvCache, KvFormat};
+use crate::cache::{CacheKind, KvFormat, LayerCache};
 use crate::distributed::pipeline::handoff_for;
 use crate::distributed::protocol::{
     state_fingerprint, CacheOp, Part, PlanRow, StepPlan, ToLeader, ToWorker,
@@ -179,13 +179,13 @@ impl ShardedModel {
     fn pipeline_step(
         &self,
         h: &Array,
-        caches: &mut [&mut [KvCache]],
+        caches: &mut [&mut [LayerCache]],
         mut plan: StepPlan,
     ) -> Result<StepOutput> {
         let h = self.transformer.run_layers(h, caches)?;
         let handoff = handoff_for(&h).map_err(Error::Internal)?;
         plan.handoff = Some(handoff);
-        let mut computed = KvCache::states(caches);
+        let mut computed = LayerCache::states(caches);
         self.verify_pending_check(plan.seq)?;
         computed.extend(self.relay.take_unreceived()?);
         let (seq, output) = (plan.seq, plan.output);
@@ -268,8 +268,8 @@ impl LanguageModel for ShardedModel {
         self.transformer.kv_bytes(&self.kv, positions, chunk)
     }
 
-    fn layer_windows(&self) -> Vec<Option<i32>> {
-        self.transformer.layer_windows()
+    fn layer_caches(&self) -> Vec<CacheKind> {
+        self.transformer.layer_caches()
     }
 
     fn model_windows(&self) -> Vec<i32> {

@@ -14,12 +14,14 @@ mod mistral3;
 mod mistral4;
 mod qwen2;
 mod qwen3;
+mod qwen3_5;
 mod qwen3_moe;
+mod qwen3_next;
 
 use mlx_rs::Array;
 use serde_json::Value;
 
-use crate::cache::{KvCache, KvFormat};
+use crate::cache::{CacheKind, KvFormat, LayerCache};
 use crate::distributed::protocol::CacheOp;
 use crate::error::{Error, Result};
 use crate::weights::Weights;
@@ -29,12 +31,12 @@ use common::{keys, HeadKind, ModelShape, RankPart, WeightStats};
 /// per layer).
 pub struct Row<'a> {
     pub slot: u64,
-    pub caches: &'a mut [KvCache],
+    pub caches: &'a mut [LayerCache],
 }
 
 impl Row<'_> {
     /// The caches of each row, as the decoder takes them.
-    pub fn caches<'b>(rows: &'b mut [Row<'_>]) -> Vec<&'b mut [KvCache]> {
+    pub fn caches<'b>(rows: &'b mut [Row<'_>]) -> Vec<&'b mut [LayerCache]> {
         rows.iter_mut().map(|r| &mut *r.caches).collect()
     }
 }
@@ -55,7 +57,7 @@ pub trait LanguageModel {
     ) -> Result<Array>;
     fn num_layers(&self) -> usize;
     /// One sequence (slot 0): ids [1, L] to logits [1, L, vocab].
-    fn forward(&self, inputs: &Array, caches: &mut [KvCache]) -> Result<Array> {
+    fn forward(&self, inputs: &Array, caches: &mut [LayerCache]) -> Result<Array> {
         self.forward_rows(inputs, &mut [Row { slot: 0, caches }], Vec::new())
     }
     /// Runs prompt ids through, evaluating only what later steps need (the caches).
@@ -64,7 +66,7 @@ pub trait LanguageModel {
         let slot = row.slot;
         self.forward_rows(inputs, &mut [Row { slot, caches }], cache_ops)?;
         Ok(mlx_rs::transforms::eval(
-            row.caches.iter().flat_map(KvCache::state),
+            row.caches.iter().flat_map(LayerCache::state),
         )?)
     }
     /// Bytes of keys and values one position of one sequence takes on this rank.
@@ -74,9 +76,9 @@ pub trait LanguageModel {
     fn kv_bytes(&self, positions: usize, _chunk: usize) -> usize {
         positions * self.kv_bytes_per_position()
     }
-    /// Each layer's window on this rank, for a sliding layer.
-    fn layer_windows(&self) -> Vec<Option<i32>> {
-        vec![None; self.num_layers()]
+    /// The kind of cache each layer on this rank takes (a sliding layer's window).
+    fn layer_caches(&self) -> Vec<CacheKind> {
+        vec![CacheKind::Kv { window: None }; self.num_layers()]
     }
     /// The windows of the whole model's sliding layers: what a stored prefix must keep.
     fn model_windows(&self) -> Vec<i32> {
@@ -87,8 +89,8 @@ pub trait LanguageModel {
         KvFormat::default()
     }
     /// One sequence's caches, one per layer this rank holds, in the model's format.
-    fn new_caches(&self) -> Vec<KvCache> {
-        KvCache::for_layers(self.kv_format(), &self.layer_windows())
+    fn new_caches(&self) -> Vec<LayerCache> {
+        LayerCache::for_layers(self.kv_format(), &self.layer_caches())
     }
     /// The parameters this rank holds: what Status reports.
     fn weight_stats(&self) -> WeightStats;
@@ -131,7 +133,7 @@ pub trait Transformer {
     /// Token ids [B, L] to the first layer's input (where this rank holds the embedding).
     fn embed(&self, inputs: &Array) -> Result<Array>;
     /// This rank's layers over `h` ([B, L, hidden]); row b extends `rows[b]` (a cache a layer).
-    fn run_layers(&self, h: &Array, rows: &mut [&mut [KvCache]]) -> Result<Array>;
+    fn run_layers(&self, h: &Array, rows: &mut [&mut [LayerCache]]) -> Result<Array>;
     /// The last layer's output to logits (where this rank holds the final norm and head).
     fn head(&self, h: &Array) -> Result<Array>;
     /// This rank's layers.
@@ -144,9 +146,9 @@ pub trait Transformer {
     fn kv_bytes(&self, format: &KvFormat, positions: usize, _chunk: usize) -> usize {
         positions * self.kv_bytes_per_position(format)
     }
-    /// Each of this rank's layers' window, for a sliding layer.
-    fn layer_windows(&self) -> Vec<Option<i32>> {
-        vec![None; self.num_layers()]
+    /// The kind of cache each of this rank's layers takes (a sliding layer's window).
+    fn layer_caches(&self) -> Vec<CacheKind> {
+        vec![CacheKind::Kv { window: None }; self.num_layers()]
     }
     /// The windows of the whole model's sliding layers.
     fn model_windows(&self) -> Vec<i32> {
@@ -161,7 +163,7 @@ pub trait Transformer {
     /// Reads every weight now, so LoadModel pays for it and not the first request.
     fn materialize(&self) -> Result<()>;
     /// Token ids [B, L] to logits [B, L, vocab], through every part.
-    fn forward(&self, inputs: &Array, rows: &mut [&mut [KvCache]]) -> Result<Array> {
+    fn forward(&self, inputs: &Array, rows: &mut [&mut [LayerCache]]) -> Result<Array> {
         let h = self.embed(inputs)?;
         let h = self.run_layers(&h, rows)?;
         self.head(&h)
@@ -195,8 +197,8 @@ impl LanguageModel for LocalModel {
     fn kv_bytes(&self, positions: usize, chunk: usize) -> usize {
         self.transformer.kv_bytes(&self.kv, positions, chunk)
     }
-    fn layer_windows(&self) -> Vec<Option<i32>> {
-        self.transformer.layer_windows()
+    fn layer_caches(&self) -> Vec<CacheKind> {
+        self.transformer.layer_caches()
     }
     fn model_windows(&self) -> Vec<i32> {
         self.transformer.model_windows()
@@ -228,6 +230,9 @@ pub enum TextConfigAt {
     TopLevel,
     /// Under `text_config` (multimodal checkpoints), completed by the wrapper's defaults.
     Nested(Complete),
+    /// Under `text_config` where there is one, else the top level (Qwen3.5: mlx-lm takes
+    /// both).
+    NestedOrTopLevel,
 }
 
 /// Where a checkpoint keeps its layers, embedding, final norm and head.
@@ -339,10 +344,32 @@ impl FamilyFacts {
         }
     }
 
+    /// A multimodal family whose text config may also come flat (`text_config` or the top
+    /// level), its weights under `language_model.` or not, towers dropped.
+    const fn text_or_wrapper(
+        model_type: &'static str,
+        (build, declare, sanitize): (Builder, Declare, Sanitize),
+        experts: Experts,
+    ) -> FamilyFacts {
+        FamilyFacts {
+            model_type,
+            build,
+            declare,
+            sanitize,
+            experts,
+            text_config: TextConfigAt::NestedOrTopLevel,
+            layout: Layout::LanguageModel,
+        }
+    }
+
     /// The part of config.json that describes the text model, with the wrapper's defaults.
     pub fn text_config(&self, config: &Value) -> Result<Value> {
         match self.text_config {
             TextConfigAt::TopLevel => Ok(config.clone()),
+            TextConfigAt::NestedOrTopLevel => match config.get("text_config") {
+                Some(text) if text.is_object() => Ok(text.clone()),
+                _ => Ok(config.clone()),
+            },
             TextConfigAt::Nested(complete) => {
                 let given = config.get("text_config").filter(|t| !t.is_null());
                 let mut text = given.cloned().ok_or_else(|| {
@@ -504,6 +531,21 @@ const FAMILIES: &[FamilyFacts] = &[
         "gpt_oss",
         (gpt_oss::build, gpt_oss::shape, gpt_oss::sanitize),
         Experts::CountedBy("num_local_experts"),
+    ),
+    FamilyFacts::text(
+        "qwen3_next",
+        (qwen3_next::build, qwen3_next::shape, qwen3_next::sanitize),
+        Experts::CountedBy("num_experts"),
+    ),
+    FamilyFacts::text_or_wrapper(
+        "qwen3_5",
+        (qwen3_5::build, qwen3_5::shape, qwen3_5::sanitize),
+        Experts::CountedBy("num_experts"),
+    ),
+    FamilyFacts::text_or_wrapper(
+        "qwen3_5_moe",
+        (qwen3_5::build, qwen3_5::shape, qwen3_5::sanitize_moe),
+        Experts::CountedBy("num_experts"),
     ),
 ];
 

@@ -641,3 +641,104 @@ fn minimax_declares_all_head_norms_partial_rope_and_normalized_sigmoid_experts()
     }
     Ok(())
 }
+
+fn qwen3_5_moe_text() -> Value {
+    tiny(
+        "qwen3_5_moe",
+        json!({"num_hidden_layers": 4, "full_attention_interval": 2, "head_dim": 32,
+            "linear_num_value_heads": 4, "linear_num_key_heads": 2, "linear_key_head_dim": 32,
+            "linear_value_head_dim": 16, "linear_conv_kernel_dim": 4, "num_experts": 8,
+            "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+            "shared_expert_intermediate_size": 48,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0,
+                                "partial_rotary_factor": 0.25}}),
+    )
+}
+
+/// Qwen3.5-MoE's config flat or under `text_config` declares the same layers: linear
+/// attention but in every `full_attention_interval`-th, gated full attention there (partial
+/// rope from `rope_parameters`), experts with one shared expert everywhere.
+#[test]
+fn qwen3_5_declares_hybrid_layers_flat_or_nested() -> Result<()> {
+    let flat = qwen3_5_moe_text();
+    let nested = json!({"model_type": "qwen3_5_moe", "text_config": flat.clone()});
+    let (layers, _) = declared(&flat)?;
+    assert_eq!(declared(&nested)?.0, layers);
+    let kinds: Vec<AttentionKind> = layers.iter().map(|l| l.attention).collect();
+    use AttentionKind::{GatedDelta, GatedGroupedQuery};
+    assert_eq!(
+        kinds,
+        [GatedDelta, GatedGroupedQuery, GatedDelta, GatedGroupedQuery]
+    );
+    assert_eq!(layers[1].rope.span, RopeSpan::Partial { fraction: 0.25 });
+    let moe = FeedForwardKind::Moe {
+        routing: RoutingKind::Softmax,
+        shared: Some(1),
+    };
+    assert!(layers.iter().all(|l| l.feed_forward == moe));
+    assert!(layers.iter().all(|l| !layer_node_supports(l)));
+    // A missing interval is mlx-lm's 4; heads that do not group are refused by name.
+    let mut config = flat.clone();
+    config
+        .as_object_mut()
+        .map(|c| c.remove("full_attention_interval"));
+    let (layers, _) = declared(&config)?;
+    assert_eq!(layers[3].attention, GatedGroupedQuery);
+    assert_eq!(layers[2].attention, GatedDelta);
+    config["linear_num_value_heads"] = json!(3);
+    let err = declared(&config).err().map(|e| e.to_string());
+    assert!(err.is_some_and(|e| e.contains("linear_num_value_heads 3")));
+    Ok(())
+}
+
+/// Hugging Face's Qwen3.5-MoE layout becomes mlx-lm's: the fused experts split and renamed,
+/// the convolution's axes swapped, norms stored `1 + w`, `mtp.` dropped; an mlx-lm checkpoint
+/// is left as it is.
+#[test]
+fn qwen3_5_moe_converts_hugging_faces_layout() -> Result<()> {
+    use crate::weights::{WeightMode, Weights};
+    use mlx_rs::Array;
+    let config = qwen3_5_moe_text();
+    let tensors = [
+        ("model.layers.0.mlp.experts.gate_up_proj", vec![8, 64, 64]),
+        ("model.layers.0.mlp.experts.down_proj", vec![8, 64, 32]),
+        ("model.layers.0.linear_attn.conv1d.weight", vec![192, 1, 4]),
+        ("model.layers.0.input_layernorm.weight", vec![64]),
+        ("model.layers.0.linear_attn.norm.weight", vec![16]),
+        ("mtp.fc.weight", vec![4, 4]),
+        ("model.visual.patch_embed.weight", vec![4, 4]),
+    ];
+    let arrays = tensors
+        .iter()
+        .map(|(k, s)| Ok((k.to_string(), mlx_rs::ops::zeros::<f32>(s)?)))
+        .collect::<Result<std::collections::HashMap<String, Array>>>()?;
+    let mut w = Weights::from_arrays(arrays, &config, WeightMode::AsStored)?;
+    super::qwen3_5::sanitize_moe(&config, &mut w)?;
+    let shape = |w: &Weights, k: &str| w.shape_of(k).map(<[i32]>::to_vec);
+    let mlp = "model.layers.0.mlp.switch_mlp";
+    assert_eq!(
+        shape(&w, &format!("{mlp}.gate_proj.weight")),
+        Some(vec![8, 32, 64])
+    );
+    assert_eq!(
+        shape(&w, &format!("{mlp}.up_proj.weight")),
+        Some(vec![8, 32, 64])
+    );
+    assert_eq!(
+        shape(&w, &format!("{mlp}.down_proj.weight")),
+        Some(vec![8, 64, 32])
+    );
+    let conv = "model.layers.0.linear_attn.conv1d.weight";
+    assert_eq!(shape(&w, conv), Some(vec![192, 4, 1]));
+    assert!(!w.contains("mtp.fc.weight"));
+    assert!(!w.contains("model.visual.patch_embed.weight"));
+    let norm = w.take("model.layers.0.input_layernorm.weight", &[64])?;
+    assert_eq!(norm.as_slice::<f32>()[0], 1.0, "1 + w");
+    let gated = w.take("model.layers.0.linear_attn.norm.weight", &[16])?;
+    assert_eq!(
+        gated.as_slice::<f32>()[0],
+        0.0,
+        "the gated norm is as stored"
+    );
+    Ok(())
+}

@@ -103,6 +103,11 @@ impl Weights {
         self.tensors.contains_key(key)
     }
 
+    /// The shape of a key not taken yet (what a `sanitize` decides a conversion by).
+    pub fn shape_of(&self, key: &str) -> Option<&[i32]> {
+        self.tensors.get(key).map(Array::shape)
+    }
+
     /// Takes a key whose shape must be `shape`.
     pub fn take(&mut self, key: &str, shape: &[i32]) -> Result<Array> {
         let array = self

@@ -467,6 +467,7 @@ fn a_restore_with_nothing_to_prefill_reaches_the_next_step() {
             entry: 2,
             len: 73,
         },
+        CacheOp::Adopt { entry: 2, from: 1 },
         CacheOp::Evict { entry: 1 },
         CacheOp::Release { slot: 1 },
     ];

@@ -46,6 +46,8 @@ pub struct Attention {
     query_scaling: QueryScaling,
     /// One logit per head (this rank's heads) that joins each softmax (gpt-oss).
     sinks: Option<Array>,
+    /// q_proj also makes a gate per head, and the output is times its sigmoid (Qwen3-Next).
+    gated: bool,
     tensor: Option<TensorCut>,
 }
 
@@ -61,6 +63,7 @@ impl Attention {
         tensor: &Option<TensorCut>,
     ) -> Result<Attention> {
         let (q_out, kv_out) = (c.heads * c.head_dim, c.kv_heads * c.head_dim);
+        let gated = shape.attention == AttentionKind::GatedGroupedQuery;
         let n = tensor.as_ref().map_or(1, |t| t.size as i32);
         let (rows, cols) = (Cut::rows(tensor), Cut::cols(tensor));
         let norm = |w: &mut Weights, name: &str, heads: i32| match c.qk_norm {
@@ -81,7 +84,8 @@ impl Attention {
         let mut proj = |name: &str, (inp, out): (i32, i32), bias: bool, cut: Cut| {
             Linear::load_split(w, &format!("{prefix}.{name}"), inp, out, bias, cut)
         };
-        let q_proj = proj("q_proj", (c.hidden_size, q_out), c.bias.on_qkv(), rows)?;
+        let q_width = if gated { 2 * q_out } else { q_out };
+        let q_proj = proj("q_proj", (c.hidden_size, q_width), c.bias.on_qkv(), rows)?;
         let k_proj = proj("k_proj", (c.hidden_size, kv_out), c.bias.on_qkv(), rows)?;
         let v_proj = proj("v_proj", (c.hidden_size, kv_out), c.bias.on_qkv(), rows)?;
         let o_proj = proj("o_proj", (q_out, c.hidden_size), c.bias.on_o(), cols)?;
@@ -104,6 +108,7 @@ impl Attention {
             rope: rope.clone(),
             query_scaling: shape.query_scaling,
             sinks,
+            gated,
             tensor: tensor.clone(),
         })
     }
@@ -125,6 +130,7 @@ impl Attention {
             Linear::forward_all(&[&self.q_proj, &self.k_proj, &self.v_proj], x)?
                 .try_into()
                 .map_err(|_| crate::error::Error::Internal("q/k/v: not three outputs".into()))?;
+        let (q, gate) = self.gate(q, (b, l))?;
         let (q, k) = match self.qk_norm_span {
             QkNormSpan::PerHead => (q, k),
             QkNormSpan::AllHeads => (
@@ -142,7 +148,25 @@ impl Attention {
         let keys = self.rope.for_rows(&keys, &offsets)?;
         let out = h.attend((&queries, &keys, &values), caches, self.sinks.as_ref())?;
         let out = out.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?;
+        let out = match gate {
+            Some(gate) => out.multiply(mlx_rs::ops::sigmoid(&gate)?)?,
+            None => out,
+        };
         TensorCut::all_sum(&self.tensor, self.o_proj.forward(&out)?)
+    }
+
+    /// A gated block's q_proj output split, per head, into the queries and the gate
+    /// ([B, L, heads * head_dim]), as mlx-lm's `Qwen3NextAttention` splits it.
+    fn gate(&self, q: Array, (b, l): (i32, i32)) -> Result<(Array, Option<Array>)> {
+        if !self.gated {
+            return Ok((q, None));
+        }
+        let both = q.reshape(&[b, l, self.heads.heads, -1])?;
+        let halves = both.split_equal(2, -1)?;
+        let [queries, gate]: [Array; 2] = halves
+            .try_into()
+            .map_err(|_| crate::error::Error::Internal("q/gate: not two halves".into()))?;
+        Ok((queries, Some(gate.reshape(&[b, l, -1])?)))
     }
 
     /// What the one-node decode layer takes from this block, when it takes the block: every
@@ -170,7 +194,8 @@ impl Attention {
         let plain = self.tensor.is_none()
             && self.o_proj.bias().is_none()
             && self.qk_norm_span == QkNormSpan::PerHead
-            && self.sinks.is_none();
+            && self.sinks.is_none()
+            && !self.gated;
         plain.then_some(AttentionParts {
             projections: [q, k, v, o],
             format,
@@ -313,6 +338,10 @@ fn sinks(
         AttentionKind::GroupedQuerySinks => {
             Some(w.vector(&format!("{prefix}.sinks"), heads, rows)?)
         }
-        AttentionKind::GroupedQuery | AttentionKind::Latent | AttentionKind::SparseLatent => None,
+        AttentionKind::GroupedQuery
+        | AttentionKind::GatedGroupedQuery
+        | AttentionKind::GatedDelta
+        | AttentionKind::Latent
+        | AttentionKind::SparseLatent => None,
     })
 }

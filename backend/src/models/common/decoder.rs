@@ -10,10 +10,10 @@ use super::shape::{
     NormPlacement,
 };
 use super::{
-    Attention, AttentionConfig, Embedding, LatentAttention, Linear, Moe, RankPart, RmsNorm, Rope,
-    SparseLatentAttention, TensorCut,
+    Attention, AttentionConfig, Embedding, GatedDeltaNet, LatentAttention, Linear, Moe, RankPart,
+    RmsNorm, Rope, SparseLatentAttention, TensorCut,
 };
-use crate::cache::{KvCache, KvFormat};
+use crate::cache::{CacheKind, KvCache, KvFormat, LayerCache, RecurrentState};
 use crate::error::Result;
 use crate::models::Transformer;
 use crate::weights::{Cut, Weights};
@@ -161,21 +161,42 @@ impl Mlp {
     }
 }
 
-/// A layer's attention: grouped-query (llama, qwen) or multi-head latent (DeepSeek).
+/// A layer's attention: grouped-query (llama, qwen), multi-head latent (DeepSeek), or
+/// Gated DeltaNet's linear attention (Qwen3-Next, Qwen3.5).
 pub enum AttentionBlock {
     Standard(Attention),
     Latent(LatentAttention),
     /// Latent attention over the keys its indexer picks (DeepSeek Sparse Attention; boxed:
     /// the enum stays small).
     SparseLatent(Box<SparseLatentAttention>),
+    GatedDelta(Box<GatedDeltaNet>),
+}
+
+/// Each row's keys and values, for an attention block.
+pub(super) fn kv_caches<'a>(caches: &'a mut [&mut LayerCache]) -> Result<Vec<&'a mut KvCache>> {
+    caches.iter_mut().map(|c| c.kv()).collect()
+}
+
+/// Each row's recurrent state, for a linear-attention block.
+fn recurrent_states<'a>(caches: &'a mut [&mut LayerCache]) -> Result<Vec<&'a mut RecurrentState>> {
+    caches.iter_mut().map(|c| c.recurrent()).collect()
 }
 
 impl AttentionBlock {
-    fn forward(&self, x: &Array, caches: &mut [&mut KvCache]) -> Result<Array> {
+    fn forward(&self, x: &Array, caches: &mut [&mut LayerCache]) -> Result<Array> {
         match self {
-            AttentionBlock::Standard(a) => a.forward(x, caches),
-            AttentionBlock::Latent(a) => a.forward(x, caches),
-            AttentionBlock::SparseLatent(a) => a.forward(x, caches),
+            AttentionBlock::Standard(a) => a.forward(x, &mut kv_caches(caches)?),
+            AttentionBlock::Latent(a) => a.forward(x, &mut kv_caches(caches)?),
+            AttentionBlock::SparseLatent(a) => a.forward(x, &mut kv_caches(caches)?),
+            AttentionBlock::GatedDelta(g) => g.forward(x, &mut recurrent_states(caches)?),
+        }
+    }
+
+    /// The kind of cache this block keeps.
+    pub fn cache_kind(&self, window: Option<i32>) -> CacheKind {
+        match self {
+            AttentionBlock::GatedDelta(_) => CacheKind::Recurrent,
+            _ => CacheKind::Kv { window },
         }
     }
 
@@ -195,7 +216,7 @@ impl AttentionBlock {
                  (DeepSeek, Kimi K2): use cache type f16 or bf16"
                     .into(),
             ),
-            AttentionBlock::Latent(_) => Ok(()),
+            AttentionBlock::Latent(_) | AttentionBlock::GatedDelta(_) => Ok(()),
             // The indexer's keys decide which keys attend: quantized, they would pick others.
             AttentionBlock::SparseLatent(_) if format.quantizes() => Err(
                 "a quantized KV cache is not supported with sparse latent attention \
@@ -213,6 +234,19 @@ impl AttentionBlock {
             AttentionBlock::Standard(a) => a.kv_elements(),
             AttentionBlock::Latent(a) => a.kv_elements(),
             AttentionBlock::SparseLatent(a) => a.kv_elements(),
+            AttentionBlock::GatedDelta(_) => 0,
+        }
+    }
+
+    /// Bytes a sequence of `positions` keeps in this block's state whatever its length (a
+    /// linear-attention block's, with a checkpoint every `CHECKPOINT_EVERY` positions).
+    pub fn state_bytes(&self, positions: usize) -> usize {
+        match self {
+            AttentionBlock::GatedDelta(g) => {
+                let every = crate::cache::CHECKPOINT_EVERY as usize;
+                g.state_bytes() * (1 + positions / every)
+            }
+            _ => 0,
         }
     }
 
@@ -221,6 +255,7 @@ impl AttentionBlock {
             AttentionBlock::Standard(a) => a.arrays(),
             AttentionBlock::Latent(a) => a.arrays(),
             AttentionBlock::SparseLatent(a) => a.arrays(),
+            AttentionBlock::GatedDelta(g) => g.arrays(),
         }
     }
 }
@@ -330,7 +365,7 @@ impl DecoderLayer {
         )
     }
 
-    fn forward(&self, x: &Array, caches: &mut [&mut KvCache]) -> Result<Array> {
+    fn forward(&self, x: &Array, caches: &mut [&mut LayerCache]) -> Result<Array> {
         if let Some(h) = self.decode_as_one_node(x, caches)? {
             return Ok(h);
         }
@@ -544,10 +579,10 @@ impl Transformer for Decoder {
         }
     }
 
-    fn run_layers(&self, h: &Array, rows: &mut [&mut [KvCache]]) -> Result<Array> {
+    fn run_layers(&self, h: &Array, rows: &mut [&mut [LayerCache]]) -> Result<Array> {
         let mut h = h.clone();
         for (i, layer) in self.layers.iter().enumerate() {
-            let mut caches: Vec<&mut KvCache> = rows.iter_mut().map(|r| &mut r[i]).collect();
+            let mut caches: Vec<&mut LayerCache> = rows.iter_mut().map(|r| &mut r[i]).collect();
             h = layer.forward(&h, &mut caches)?;
         }
         Ok(h)
@@ -587,12 +622,15 @@ impl Transformer for Decoder {
                 };
                 let item_size = l.input_layernorm.weight.item_size();
                 held * format.bytes_per_position(l.self_attn.kv_elements(), item_size)
+                    + l.self_attn.state_bytes(positions)
             })
             .sum()
     }
 
-    fn layer_windows(&self) -> Vec<Option<i32>> {
-        self.layers.iter().map(|l| l.shape.window()).collect()
+    fn layer_caches(&self) -> Vec<CacheKind> {
+        (self.layers.iter())
+            .map(|l| l.self_attn.cache_kind(l.shape.window()))
+            .collect()
     }
 
     fn model_windows(&self) -> Vec<i32> {

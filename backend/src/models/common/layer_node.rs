@@ -20,7 +20,7 @@ use super::shape::{
     MlpBias, NormKind, NormPlacement, NormShape, QkNormSpan, QueryScaling, RopeScaling, RopeShape,
     RopeSpan, SoftCap,
 };
-use crate::cache::KvCache;
+use crate::cache::{KvCache, LayerCache};
 use crate::error::Result;
 
 /// The most new positions a row may take through the node: a speculative step's input and
@@ -88,19 +88,20 @@ impl DecoderLayer {
     pub(super) fn decode_as_one_node(
         &self,
         x: &Array,
-        caches: &mut [&mut KvCache],
+        caches: &mut [&mut LayerCache],
     ) -> Result<Option<Array>> {
         let few_positions = x.ndim() == 3
             && (1..=NODE_POSITIONS).contains(&x.shape()[1])
             && x.shape()[0] == caches.len() as i32;
-        let plain = caches.iter().all(|c| c.is_plain());
+        let plain = (caches.iter()).all(|c| matches!(c, LayerCache::Kv(kv) if kv.is_plain()));
         if !(enabled() && few_positions && plain && cpu_f32(x)) {
             return Ok(None);
         }
         let Some(one) = self.one_node()? else {
             return Ok(None);
         };
-        Ok(Some(step(x, one, caches)?))
+        let mut caches = super::decoder::kv_caches(caches)?;
+        Ok(Some(step(x, one, &mut caches)?))
     }
 
     /// The node, made and checked once; an error where the weights pass this side's checks but

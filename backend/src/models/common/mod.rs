@@ -4,6 +4,7 @@ mod args;
 mod attend;
 mod attention;
 mod decoder;
+mod gated_delta;
 mod indexer;
 mod layer_node;
 mod layers;
@@ -19,6 +20,7 @@ pub use decoder::{
     keys, AttentionBlock, Decoder, DecoderConfig, DecoderLayer, FeedForward, Head, LayerLoader,
     Mlp, Skeleton, WeightStats,
 };
+pub use gated_delta::{DeltaConfig, DeltaProjections, GatedDeltaNet};
 pub use indexer::{Indexer, IndexerConfig, SparseLatentAttention};
 pub use layer_node::supports as layer_node_supports;
 pub use layers::{cpu_f32, Embedding, Linear, RmsNorm};

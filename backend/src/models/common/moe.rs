@@ -530,6 +530,9 @@ pub struct Moe {
     pub router: Router,
     pub experts: SwitchGlu,
     pub shared: Option<Mlp>,
+    /// A gate on the shared experts: their output times `sigmoid(gate(x))` (Qwen3-Next's
+    /// `shared_expert_gate`).
+    pub shared_gate: Option<Linear>,
     /// Cast the weighted sum back to the experts' dtype (Qwen3-MoE, DeepSeek-V3).
     pub cast_sum: bool,
     pub tensor: Option<TensorCut>,
@@ -600,6 +603,7 @@ impl Moe {
                 tensor,
             )?,
             shared,
+            shared_gate: None,
             cast_sum,
             tensor: tensor.clone(),
         })
@@ -619,7 +623,11 @@ impl Moe {
             out = out.as_dtype(y.dtype())?;
         }
         if let Some(shared) = &self.shared {
-            out = out.add(shared.forward_partial(x)?)?;
+            let mut partial = shared.forward_partial(x)?;
+            if let Some(gate) = &self.shared_gate {
+                partial = sigmoid(&gate.forward(x)?)?.multiply(partial)?;
+            }
+            out = out.add(partial)?;
         }
         TensorCut::all_sum(&self.tensor, out)
     }
@@ -628,6 +636,7 @@ impl Moe {
         let mut out = self.router.gate.arrays();
         out.extend(self.experts.arrays());
         out.extend(self.shared.iter().flat_map(Mlp::arrays));
+        out.extend(self.shared_gate.iter().flat_map(Linear::arrays));
         if let Routing::Sigmoid { correction, .. } | Routing::SigmoidNormalized { correction, .. } =
             &self.router.routing
         {

@@ -190,6 +190,12 @@ pub enum AttentionKind {
     /// Grouped-query attention with a learned logit per head (`self_attn.sinks`) that joins
     /// each query's softmax as one more key with no value (gpt-oss).
     GroupedQuerySinks,
+    /// Grouped-query attention whose output is gated per head by a sigmoid of a second half
+    /// of q_proj (Qwen3-Next, Qwen3.5's full-attention layers).
+    GatedGroupedQuery,
+    /// Gated DeltaNet's linear attention, a recurrent state instead of a KV cache (Qwen3-Next,
+    /// Qwen3.5).
+    GatedDelta,
 }
 
 /// Which positions a layer attends to.
