@@ -307,8 +307,10 @@ async fn moe_families_pipeline_tensor_and_expert_equal_single_node() -> TestResu
 
 /// The 2026 families over two ranks, pipeline and tensor (and expert for Kimi K2.5), equal
 /// the single node: sliding-window layers (a window of 8, past which the prompt and answer
-/// run), sandwich norms, partial rope, Llama 4's query temperature, and wrappers whose text
-/// model sits under `language_model.`.
+/// run), sandwich norms, partial rope, Llama 4's query temperature, wrappers whose text
+/// model sits under `language_model.`, sparse attention (an indexer keeps 12 keys, past
+/// which the answer runs; its heads whole on every rank), and gpt-oss's sinks and biased
+/// experts.
 #[tokio::test]
 async fn families_of_2026_pipeline_and_tensor_equal_single_node() -> TestResult {
     let _serial = serial();
@@ -328,9 +330,25 @@ async fn families_of_2026_pipeline_and_tensor_equal_single_node() -> TestResult 
         ("tiny-glm4-moe", &["pipeline", "tensor", "expert"][..]),
         ("tiny-glm4-moe-4bit", &["pipeline"][..]),
         ("tiny-glm4-moe-lite", &["pipeline", "tensor", "expert"][..]),
+        ("tiny-deepseek-v32", &["pipeline", "tensor", "expert"][..]),
+        ("tiny-glm-moe-dsa", &["pipeline", "tensor", "expert"][..]),
+        ("tiny-minimax", &["pipeline", "tensor", "expert"][..]),
+        // 16 expert neurons a rank would not fill a quantization group of 32: no tensor split.
+        ("tiny-minimax-4bit", &["pipeline", "expert"][..]),
+        ("tiny-mistral4", &["pipeline", "tensor", "expert"][..]),
+        (
+            "tiny-mistral3-mistral4",
+            &["pipeline", "tensor", "expert"][..],
+        ),
+        ("tiny-mistral4-8bit", &["pipeline"][..]),
         ("tiny-gemma3-text-4bit", split),
         ("tiny-glm4-4bit", split),
         ("tiny-ministral3-8bit", split),
+        // Sinks cut with the heads, biased experts cut by neurons or held whole.
+        ("tiny-gpt-oss", &["pipeline", "tensor", "expert"][..]),
+        ("tiny-gpt-oss-4bit", &["pipeline", "expert"][..]),
+        ("tiny-gpt-oss-mxfp4", &["pipeline", "expert"][..]),
+        ("tiny-gpt-oss-hf-mxfp4", &["pipeline", "expert"][..]),
         // MLX's float modes, packed (SmolLM2's 3 KV heads do not split over 2 ranks).
         ("smollm2-135m-mxfp4", &["pipeline"][..]),
         ("smollm2-135m-mxfp8", &["pipeline"][..]),
@@ -376,6 +394,29 @@ async fn moe_three_rank_pipeline_and_splits_that_do_not_divide() -> TestResult {
         assert!(
             !refused.success && refused.message.contains(part),
             "{part:?} not in {refused:?}"
+        );
+    }
+    // MiniMax's q/k norms span every head: its heads must divide before the norms are cut;
+    // Mistral 4 under mistral3 names its heads and experts as DeepSeek does.
+    let cases = [
+        ("tiny-minimax", "tensor", "2 KV heads"),
+        ("tiny-mistral3-mistral4", "expert", "8 routed experts"),
+    ];
+    for (tiny, mode, named) in cases {
+        let option = format!("parallelism:{mode}");
+        let refused = load_fixture(&mut c, tiny, &[option.as_str()]).await?;
+        for part in ["4 attention heads", named, "over 3 ranks", "1, 2"] {
+            assert!(
+                !refused.success && refused.message.contains(part),
+                "{tiny}: {part:?} not in {refused:?}"
+            );
+        }
+    }
+    let refused = load_fixture(&mut c, "tiny-gpt-oss", &["parallelism:expert"]).await?;
+    for part in ["8 routed experts", "over 3 ranks"] {
+        assert!(
+            !refused.success && refused.message.contains(part),
+            "gpt_oss: {part:?} not in {refused:?}"
         );
     }
     Ok(())

@@ -72,6 +72,51 @@ fn deepseek_v3_cached_latent_and_sigmoid_routing_with_its_correction_bias() -> T
     check("tiny-deepseek-v3")
 }
 
+/// `golden-dense.json`'s `index_topk` (tiny_models.py's `DENSE_TOPK`): above any context.
+const DENSE_TOPK: i64 = 1 << 20;
+
+/// DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): the prompt runs past the indexer's 12
+/// picked keys; with an `index_topk` above the context DeepSeek-V3.2's weights attend densely,
+/// and give mlx-lm's other tokens.
+#[test]
+fn sparse_attention_picks_mlx_lms_keys_and_is_dense_past_the_context() -> TestResult {
+    let root = std::env::temp_dir().join(format!("mlxd-dense-{}", std::process::id()));
+    check("tiny-glm-moe-dsa")?;
+    let folder = "tiny-deepseek-v32";
+    check(folder)?;
+    let golden = load_tiny_file(folder, "golden-dense.json")?;
+    let dense = with_config(&root, folder, "index_topk", DENSE_TOPK.into())?;
+    let m = loader::load(&dense, WeightMode::AsStored)?;
+    let tokens = greedy_tokens(&m, &golden.prompt_ids, golden.tokens.len())?;
+    assert_eq!(tokens, golden.tokens, "{folder} dense: greedy tokens");
+    std::fs::remove_dir_all(&root)?;
+    Ok(())
+}
+
+/// A folder of links to `folder`'s files with `key` set to `value` in its config.json.
+fn with_config(
+    root: &std::path::Path,
+    folder: &str,
+    key: &str,
+    value: serde_json::Value,
+) -> TestResult<std::path::PathBuf> {
+    let dir = fixture(folder)?;
+    let scratch = root.join(folder);
+    std::fs::create_dir_all(&scratch)?;
+    for entry in std::fs::read_dir(&dir)? {
+        let entry = entry?;
+        let link = scratch.join(entry.file_name());
+        if entry.file_name() != "config.json" && !link.exists() {
+            std::os::unix::fs::symlink(entry.path(), link)?;
+        }
+    }
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("config.json"))?)?;
+    config[key] = value;
+    std::fs::write(scratch.join("config.json"), serde_json::to_vec(&config)?)?;
+    Ok(scratch)
+}
+
 #[test]
 fn gemma3_sliding_windows_sandwich_norms_geglu_and_scaled_embedding() -> TestResult {
     check("tiny-gemma3-text")
@@ -85,6 +130,35 @@ fn glm4_partial_rope_sandwich_norms_and_fused_gate_up() -> TestResult {
 #[test]
 fn ministral3_yarn_llama4_query_temperature_and_sliding_layers() -> TestResult {
     check("tiny-ministral3")
+}
+
+/// MiniMax's q/k norms over all heads and normalized sigmoid router, quantized too (its router
+/// at 8 bits by mlx-lm's quant predicate).
+#[test]
+fn minimax_all_head_norms_partial_rope_and_normalized_sigmoid_routing() -> TestResult {
+    check("tiny-minimax")?;
+    check_with("tiny-minimax-4bit", WeightMode::PackedF32, "golden.json")?;
+    check_with(
+        "tiny-minimax-4bit",
+        WeightMode::AsStored,
+        "golden-as-stored.json",
+    )
+}
+
+/// Mistral 4: latent attention with Llama 4's query temperature (its prompts through the
+/// additive-mask attention, mlx-lm's concatenated one within rounding), grouped softmax
+/// routing; alone and under `mistral3`.
+#[test]
+fn mistral4_latent_attention_llama4_temperature_and_grouped_softmax() -> TestResult {
+    for folder in ["tiny-mistral4", "tiny-mistral3-mistral4"] {
+        check(folder)?;
+    }
+    check_with("tiny-mistral4-8bit", WeightMode::PackedF32, "golden.json")?;
+    check_with(
+        "tiny-mistral4-8bit",
+        WeightMode::AsStored,
+        "golden-as-stored.json",
+    )
 }
 
 /// Multimodal wrappers: the text model under `language_model.`, its config under

@@ -402,37 +402,40 @@ async fn the_kv_budget_counts_a_quantized_cache_at_its_size() -> TestResult {
     Ok(())
 }
 
-/// DeepSeek's latent cache is read by plain matmuls: a quantized one is refused by name, a
-/// cast one serves.
+/// DeepSeek's latent cache is read by plain matmuls, and DeepSeek-V3.2's indexer ranks the
+/// keys cached beside it by their exact scores: a quantized one is refused by name, a cast
+/// one serves.
 #[tokio::test]
 async fn latent_attention_refuses_a_quantized_cache_and_takes_f16() -> TestResult {
     let _serial = SERIAL.lock().await;
     let server = BackendProcess::start(&[]).await?;
     let mut c = server.client().await?;
-    let req = |key: &str| pb::ModelOptions {
-        model: fixture("tiny-deepseek-v3")
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        cache_type_key: key.into(),
-        cache_type_value: key.into(),
-        ..Default::default()
-    };
-    let refused = c.load_model(req("q8_0")).await?.into_inner();
-    assert!(
-        !refused.success && refused.message.contains("latent attention"),
-        "{refused:?}"
-    );
-    let loaded = c.load_model(req("f16")).await?.into_inner();
-    assert!(loaded.success, "{loaded:?}");
-    let reply = c
-        .predict(pb::PredictOptions {
-            prompt: "Once upon a time".into(),
-            tokens: 8,
-            ignore_eos: true,
+    for tiny in ["tiny-deepseek-v3", "tiny-deepseek-v32"] {
+        let req = |key: &str| pb::ModelOptions {
+            model: fixture(tiny)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            cache_type_key: key.into(),
+            cache_type_value: key.into(),
             ..Default::default()
-        })
-        .await?
-        .into_inner();
-    assert_eq!(reply.tokens, 8);
+        };
+        let refused = c.load_model(req("q8_0")).await?.into_inner();
+        assert!(
+            !refused.success && refused.message.contains("latent attention"),
+            "{tiny}: {refused:?}"
+        );
+        let loaded = c.load_model(req("f16")).await?.into_inner();
+        assert!(loaded.success, "{tiny}: {loaded:?}");
+        let reply = c
+            .predict(pb::PredictOptions {
+                prompt: "Once upon a time".into(),
+                tokens: 16,
+                ignore_eos: true,
+                ..Default::default()
+            })
+            .await?
+            .into_inner();
+        assert_eq!(reply.tokens, 16, "{tiny}");
+    }
     Ok(())
 }

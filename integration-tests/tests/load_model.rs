@@ -107,7 +107,8 @@ type Case = (
 );
 
 /// The 2026 families' own fields: a missing `text_config`, a text model not supported yet,
-/// windows and layer kinds that make no sense, an unknown family, a wrapper's bad size.
+/// windows and layer kinds that make no sense, an unknown family, a wrapper's bad size, gpt-oss's
+/// layer kinds and experts per token.
 fn family_cases() -> Vec<Case> {
     use serde_json::json;
     let sliding = json!([
@@ -124,10 +125,14 @@ fn family_cases() -> Vec<Case> {
             "kimi_k25 without text_config",
         ),
         (
-            "tiny-mistral3",
-            "mistral4",
-            Box::new(set_text_field("model_type", json!("mistral4"))),
-            "mistral3 over mistral4",
+            "tiny-mistral3-mistral4",
+            "rope_parameters has no number `llama_4_scaling_beta`",
+            Box::new(set_text_field(
+                "rope_parameters",
+                json!({"rope_type": "yarn", "rope_theta": 10000.0, "factor": 16.0,
+                    "original_max_position_embeddings": 16}),
+            )),
+            "mistral3 over mistral4 without Llama 4 scaling",
         ),
         (
             "tiny-mistral3",
@@ -158,6 +163,27 @@ fn family_cases() -> Vec<Case> {
             "partial_rotary_factor",
             Box::new(set_field("partial_rotary_factor", json!(0.0))),
             "partial_rotary_factor 0",
+        ),
+        (
+            "tiny-minimax",
+            "rotary_dim is 33",
+            Box::new(set_field("rotary_dim", json!(33))),
+            "an odd rotary_dim",
+        ),
+        (
+            "tiny-gpt-oss",
+            "layer_types lists 3 layers",
+            Box::new(set_field(
+                "layer_types",
+                json!(["sliding_attention", "full_attention", "sliding_attention"]),
+            )),
+            "gpt_oss layer_types that miss a layer",
+        ),
+        (
+            "tiny-gpt-oss",
+            "num_experts_per_tok is 9",
+            Box::new(set_field("num_experts_per_tok", json!(9))),
+            "more experts per token than gpt_oss has",
         ),
         (
             "tiny-llama3",
@@ -482,12 +508,13 @@ async fn layers_on_the_portable_kernel_are_reported() -> TestResult {
 
 /// A layer whose declared shape the one-node decode layer does not take is never a silent slow
 /// path: Status counts the layers that decode op by op (none of a dense llama's; the two
-/// sparse layers of tiny-qwen3-moe, whose dense middle layer the node takes).
+/// sparse layers of tiny-qwen3-moe, whose dense middle layer the node takes; every layer of
+/// tiny-gpt-oss, whose sinks the node does not compute).
 #[tokio::test]
 async fn layers_that_decode_op_by_op_are_reported() -> TestResult {
     let server = BackendProcess::start(&[]).await?;
     let mut c = server.client().await?;
-    for (model, op_by_op) in [(MODEL, 0), ("tiny-qwen3-moe-4bit", 2)] {
+    for (model, op_by_op) in [(MODEL, 0), ("tiny-qwen3-moe-4bit", 2), ("tiny-gpt-oss", 4)] {
         assert!(load_fixture(&mut c, model, &[]).await?.success, "{model}");
         let status = c.status(pb::HealthMessage {}).await?.into_inner();
         let memory = status.memory.ok_or("Status has no memory")?;

@@ -94,6 +94,67 @@ fn per_expert_keys_load_as_the_stacked_experts_do() -> TestResult {
     Ok(())
 }
 
+/// MiniMax's Hugging Face layout: `block_sparse_moe.experts.{e}.{w1,w2,w3}` (gate, down, up),
+/// and a multi-token-prediction layer after the last, load as mlx-lm's stacked experts do.
+#[test]
+fn minimax_w1_w2_w3_experts_load_as_the_stacked_experts_do() -> TestResult {
+    let (config, tensors) = checkpoint("tiny-minimax")?;
+    let stacked = logits(&build(&config, tensors.clone(), WeightMode::AsStored)?)?;
+    let names = [("gate_proj", "w1"), ("down_proj", "w2"), ("up_proj", "w3")];
+    let mut split = HashMap::new();
+    for (key, value) in tensors {
+        let Some((block, rest)) = key.split_once(".block_sparse_moe.switch_mlp.") else {
+            split.insert(key, value);
+            continue;
+        };
+        let (proj, kind) = rest.split_once('.').ok_or("no kind")?;
+        let theirs = names.iter().find(|(o, _)| *o == proj).ok_or("no proj")?.1;
+        let experts = value.shape()[0];
+        for (e, part) in split_equal(&value, experts, 0)?.into_iter().enumerate() {
+            let name = format!("{block}.block_sparse_moe.experts.{e}.{theirs}.{kind}");
+            split.insert(name, part.squeeze_axes(&[0])?);
+        }
+    }
+    assert!(split.contains_key("model.layers.1.block_sparse_moe.experts.7.w2.weight"));
+    let layers = config["num_hidden_layers"]
+        .as_i64()
+        .ok_or("no layer count")?;
+    let mtp = format!("model.layers.{layers}.input_layernorm.weight");
+    split.insert(mtp, Array::from_slice(&[1.0f32; 4], &[4]));
+    let per_expert = logits(&build(&config, split, WeightMode::AsStored)?)?;
+    assert!(stacked == per_expert, "logits differ");
+    Ok(())
+}
+
+/// Mistral 4's Hugging Face layout: each layer's experts fused as `mlp.experts.gate_up_proj`
+/// ([experts, 2 * inter, hidden]) and `mlp.experts.down_proj`, without `.weight`.
+#[test]
+fn mistral4_fused_experts_load_as_the_stacked_experts_do() -> TestResult {
+    let (config, tensors) = checkpoint("tiny-mistral4")?;
+    let stacked = logits(&build(&config, tensors.clone(), WeightMode::AsStored)?)?;
+    let mut fused = tensors.clone();
+    for key in tensors.keys() {
+        let Some(layer) = key.strip_suffix(".mlp.switch_mlp.gate_proj.weight") else {
+            continue;
+        };
+        let mut take = |proj: &str| {
+            fused
+                .remove(&format!("{layer}.mlp.switch_mlp.{proj}.weight"))
+                .ok_or("no proj")
+        };
+        let (gate, up, down) = (take("gate_proj")?, take("up_proj")?, take("down_proj")?);
+        fused.insert(
+            format!("{layer}.mlp.experts.gate_up_proj"),
+            concatenate(&[gate, up], 1)?,
+        );
+        fused.insert(format!("{layer}.mlp.experts.down_proj"), down);
+    }
+    assert!(fused.contains_key("model.layers.2.mlp.experts.gate_up_proj"));
+    let got = logits(&build(&config, fused, WeightMode::AsStored)?)?;
+    assert!(stacked == got, "logits differ");
+    Ok(())
+}
+
 #[test]
 fn a_missing_expert_and_a_misshapen_stack_are_named() -> TestResult {
     let (config, tensors) = checkpoint("tiny-qwen3-moe")?;
@@ -211,6 +272,8 @@ fn a_decode_batch_gives_each_row_its_logits_alone() -> TestResult {
         ("tiny-deepseek-v2", WeightMode::AsStored),
         ("tiny-deepseek-v3", WeightMode::AsStored),
         ("tiny-qwen3-moe-4bit", WeightMode::PackedF32),
+        ("tiny-minimax", WeightMode::AsStored),
+        ("tiny-mistral4", WeightMode::AsStored),
     ] {
         let (config, tensors) = checkpoint(folder)?;
         let model = build(&config, tensors, mode)?;

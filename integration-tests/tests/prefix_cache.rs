@@ -146,13 +146,18 @@ async fn a_shared_prefix_is_reused_in_two_rank_tensor_mode() -> TestResult {
 }
 
 /// Mixtures of experts reuse a shared prefix the same way: DeepSeek-V3's cache holds the
-/// latent and the rope keys (not keys and values), Qwen3-MoE's experts stay packed.
+/// latent and the rope keys (not keys and values), DeepSeek-V3.2's the indexer's keys beside
+/// them (a prompt past its 12 picked keys), Qwen3-MoE's experts stay packed.
 #[tokio::test]
 async fn a_shared_prefix_is_reused_by_mixtures_of_experts() -> TestResult {
     let _serial = serial();
     let server = integration_tests::server::BackendProcess::start(&[]).await?;
     let mut c = server.client().await?;
-    for model in ["tiny-deepseek-v3", "tiny-qwen3-moe-4bit"] {
+    for model in [
+        "tiny-deepseek-v3",
+        "tiny-deepseek-v32",
+        "tiny-qwen3-moe-4bit",
+    ] {
         bounded(hits_equal_misses(&mut c, model, &[])).await??;
     }
     Ok(())

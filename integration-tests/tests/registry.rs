@@ -14,9 +14,10 @@ use integration_tests::{fixture, TestResult};
 use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::Array;
 
-/// `model_type` → its float fixture and its quantized one (an alias's are its family's), as
-/// `scripts/fixtures/tiny_configs.py registry` lists them from the fixtures' recipes.
-fn registry() -> TestResult<Vec<(String, String, String)>> {
+/// `model_type` → its float fixture, its quantized one and any others of the same float model
+/// (an alias's are its family's), as `scripts/fixtures/tiny_configs.py registry` lists them
+/// from the fixtures' recipes.
+fn registry() -> TestResult<Vec<(String, String, Vec<String>)>> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/fixtures/tiny_configs.py");
     let out = std::process::Command::new("python3")
         .arg(&script)
@@ -37,13 +38,16 @@ fn registry() -> TestResult<Vec<(String, String, String)>> {
             .ok_or_else(|| format!("no {kind} fixture in {row}"))?
             .to_string())
     };
+    let more = |row: &serde_json::Value| -> Vec<String> {
+        let names = row["more_quantized"].as_array().into_iter().flatten();
+        names
+            .filter_map(|n| n.as_str().map(str::to_string))
+            .collect()
+    };
     (table.iter())
         .map(|(t, row)| {
-            Ok((
-                t.clone(),
-                fixture(row, "float")?,
-                fixture(row, "quantized")?,
-            ))
+            let quantized = std::iter::once(fixture(row, "quantized")?).chain(more(row));
+            Ok((t.clone(), fixture(row, "float")?, quantized.collect()))
         })
         .collect()
 }
@@ -68,12 +72,14 @@ fn every_model_type_equals_mlx_lm_in_every_mode_alone_and_batched() -> TestResul
     let root = std::env::temp_dir().join(format!("mlxd-registry-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     for (model_type, float, quantized) in registry()? {
-        let cases = [
-            (&float, WeightMode::AsStored, "golden.json"),
-            (&quantized, WeightMode::PackedF32, "golden.json"),
-            (&quantized, WeightMode::DequantizeF32, "golden.json"),
-            (&quantized, WeightMode::AsStored, "golden-as-stored.json"),
-        ];
+        let mut cases = vec![(&float, WeightMode::AsStored, "golden.json")];
+        for q in &quantized {
+            cases.extend([
+                (q, WeightMode::PackedF32, "golden.json"),
+                (q, WeightMode::DequantizeF32, "golden.json"),
+                (q, WeightMode::AsStored, "golden-as-stored.json"),
+            ]);
+        }
         for (folder, mode, file) in cases {
             let golden = load_tiny_file(folder, file)?;
             let dir = as_model_type(&root, folder, &model_type)?;

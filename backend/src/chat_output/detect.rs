@@ -22,6 +22,14 @@ pub(crate) fn mlx_parser(
     (in_vocab("<|tool_call_start|>") && in_vocab("<|tool_call_end|>")).then_some("pythonic")
 }
 
+/// gpt-oss's harmony format, by its message and channel tokens (mlx-lm has no parser for it,
+/// so it is checked where mlx-lm finds none).
+fn harmony_vocab(in_vocab: &dyn Fn(&str) -> bool) -> bool {
+    ["<|start|>", "<|channel|>", "<|message|>", "<|call|>"]
+        .iter()
+        .all(|t| in_vocab(t))
+}
+
 fn from_template(t: &str) -> Option<&'static str> {
     let has = |marker: &str| t.contains(marker);
     let rules: [(bool, &'static str); 12] = [
@@ -53,12 +61,22 @@ fn from_template(t: &str) -> Option<&'static str> {
         .map(|(_, name)| name)
 }
 
-/// The format mlx-lm would pick, where this backend parses it.
+/// The format mlx-lm would pick, where this backend parses it; else harmony, whose tokens
+/// or template markers mlx-lm does not look for.
 pub(crate) fn tool_format(
     template: Option<&str>,
     in_vocab: &dyn Fn(&str) -> bool,
 ) -> Option<ToolFormat> {
-    named_format(mlx_parser(template, in_vocab)?)
+    match mlx_parser(template, in_vocab) {
+        Some(name) => named_format(name),
+        None => is_harmony(template, in_vocab).then_some(ToolFormat::Harmony),
+    }
+}
+
+/// Harmony by its vocabulary, or by a template that writes its channel and message markers.
+fn is_harmony(template: Option<&str>, in_vocab: &dyn Fn(&str) -> bool) -> bool {
+    let written = template.is_some_and(|t| t.contains("<|channel|>") && t.contains("<|message|>"));
+    written || harmony_vocab(in_vocab)
 }
 
 /// The format of mlx-lm's parser `name`. A format this backend does not parse leaves the
@@ -102,6 +120,9 @@ pub(crate) fn thinking(
     }
     if xtml_vocab(in_vocab) {
         return pair("<|open|>think<|sep|>", "<|close|>think<|sep|>");
+    }
+    if is_harmony(template, in_vocab) {
+        return pair("<|channel|>analysis<|message|>", "<|end|>");
     }
     let has = |marker: &str| template.is_some_and(|t| t.contains(marker));
     if has("[THINK]") && has("[/THINK]") {

@@ -71,7 +71,10 @@ impl ToolFormat {
                 arg_value_suffix: "</parameter>",
                 ..Default::default()
             }),
-            ToolFormat::KimiK2 | ToolFormat::Mistral | ToolFormat::Pythonic => None,
+            ToolFormat::KimiK2
+            | ToolFormat::Mistral
+            | ToolFormat::Pythonic
+            | ToolFormat::Harmony => None,
         }
     }
 }

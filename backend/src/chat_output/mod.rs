@@ -5,6 +5,7 @@
 
 mod detect;
 mod glm47;
+mod harmony;
 mod json_tools;
 mod kimi_k2;
 mod literal;
@@ -75,10 +76,13 @@ pub enum ToolFormat {
     MinimaxM2,
     /// LFM2 and others: `<|tool_call_start|>[name(arg=value, ...)]<|tool_call_end|>`.
     Pythonic,
+    /// gpt-oss's harmony messages (`harmony.rs`), which mlx-lm does not parse: channels for
+    /// reasoning and content, calls addressed `to=functions.NAME` with a JSON body.
+    Harmony,
 }
 
 impl ToolFormat {
-    pub const ALL: [ToolFormat; 7] = [
+    pub const ALL: [ToolFormat; 8] = [
         ToolFormat::JsonTools,
         ToolFormat::Qwen3Coder,
         ToolFormat::Glm47,
@@ -86,6 +90,7 @@ impl ToolFormat {
         ToolFormat::Mistral,
         ToolFormat::MinimaxM2,
         ToolFormat::Pythonic,
+        ToolFormat::Harmony,
     ];
 
     /// mlx-lm's name for the parser.
@@ -98,6 +103,7 @@ impl ToolFormat {
             ToolFormat::Mistral => "mistral",
             ToolFormat::MinimaxM2 => "minimax_m2",
             ToolFormat::Pythonic => "pythonic",
+            ToolFormat::Harmony => "harmony",
         }
     }
 
@@ -113,6 +119,7 @@ impl ToolFormat {
             ToolFormat::Mistral => "[TOOL_CALLS]",
             ToolFormat::MinimaxM2 => "<minimax:tool_call>",
             ToolFormat::Pythonic => "<|tool_call_start|>",
+            ToolFormat::Harmony => "<|start|>",
         }
     }
 
@@ -124,6 +131,7 @@ impl ToolFormat {
             ToolFormat::Mistral => "",
             ToolFormat::MinimaxM2 => "</minimax:tool_call>",
             ToolFormat::Pythonic => "<|tool_call_end|>",
+            ToolFormat::Harmony => "<|call|>",
         }
     }
 
@@ -138,6 +146,8 @@ impl ToolFormat {
             ToolFormat::Mistral => mistral::parse(body),
             ToolFormat::MinimaxM2 => minimax_m2::parse(body, tools),
             ToolFormat::Pythonic => pythonic::parse(body),
+            // Harmony output is read message by message (`OutputSplitter` hands it over).
+            ToolFormat::Harmony => Err(ParseError::new("harmony calls are read by header")),
         }
     }
 }

@@ -4,8 +4,9 @@
 
 use serde_json::Value;
 
+use super::harmony::{Harmony, Parts};
 use super::literal::dumps;
-use super::{call_id, OutputFormat, ToolCall, ToolFormat};
+use super::{call_id, Call, OutputFormat, ToolCall, ToolFormat};
 use crate::stopping::partial_suffix;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -29,6 +30,8 @@ pub struct OutputSplitter {
     /// The current call's text between its markers.
     call: String,
     calls: usize,
+    /// gpt-oss's harmony messages, read by their headers instead of the states above.
+    harmony: Option<Harmony>,
 }
 
 /// One delta, split; calls appear in the delta that completes them.
@@ -68,6 +71,7 @@ impl OutputSplitter {
             held: String::new(),
             call: String::new(),
             calls: 0,
+            harmony: (format.tools == Some(ToolFormat::Harmony)).then(|| Harmony::new(prompt)),
         }
     }
 
@@ -88,6 +92,9 @@ impl OutputSplitter {
     }
 
     pub fn push(&mut self, delta: &str) -> Split {
+        if let Some(parts) = self.harmony.as_mut().map(|h| h.push(delta)) {
+            return self.harmony_split(parts);
+        }
         let mut out = Split::default();
         self.held.push_str(delta);
         loop {
@@ -118,6 +125,9 @@ impl OutputSplitter {
 
     /// Whatever is held back at the end; a call still open is parsed as it stands.
     pub fn finish(&mut self) -> Split {
+        if let Some(parts) = self.harmony.as_mut().map(Harmony::finish) {
+            return self.harmony_split(parts);
+        }
         let mut out = Split::default();
         let rest = std::mem::take(&mut self.held);
         self.place(&rest, &mut out);
@@ -126,6 +136,30 @@ impl OutputSplitter {
             self.state = State::Content;
         }
         out
+    }
+
+    /// Harmony's parts as a split, its calls numbered with the others.
+    fn harmony_split(&mut self, parts: Parts) -> Split {
+        let mut out = Split {
+            content: parts.content,
+            reasoning: parts.reasoning,
+            calls: Vec::new(),
+        };
+        for call in parts.calls {
+            self.push_call(call, &mut out);
+        }
+        out
+    }
+
+    /// A parsed call, numbered, as the client gets it.
+    fn push_call(&mut self, call: Call, out: &mut Split) {
+        out.calls.push(ToolCall {
+            index: self.calls,
+            id: call.id.unwrap_or_else(|| call_id(self.calls)),
+            name: call.name,
+            arguments: dumps(&call.arguments),
+        });
+        self.calls += 1;
     }
 
     fn place(&mut self, text: &str, out: &mut Split) {
@@ -153,13 +187,7 @@ impl OutputSplitter {
         match format.parse(&body, self.tools.as_ref()) {
             Ok(calls) => {
                 for call in calls {
-                    out.calls.push(ToolCall {
-                        index: self.calls,
-                        id: call.id.unwrap_or_else(|| call_id(self.calls)),
-                        name: call.name,
-                        arguments: dumps(&call.arguments),
-                    });
-                    self.calls += 1;
+                    self.push_call(call, out);
                 }
             }
             Err(e) => {

@@ -362,3 +362,46 @@ fn markers_describe_the_formats_they_can() {
         assert_eq!(ToolFormat::from_name(f.name()), Some(f));
     }
 }
+
+/// gpt-oss's chat template (harmony): its channel and message markers.
+const GPT_OSS: &str = r#"{{- "<|start|>assistant<|channel|>analysis<|message|>" + message.thinking + "<|end|>" }}
+{{- "<|start|>assistant to=" + "functions." + tool_call.name + "<|channel|>commentary json<|message|>" }}"#;
+
+#[test]
+fn harmony_is_found_by_its_template_or_tokens() {
+    let f = detect(GPT_OSS);
+    assert_eq!(f.tools, Some(ToolFormat::Harmony));
+    assert_eq!(
+        f.think.map(|t| t.0).as_deref(),
+        Some("<|channel|>analysis<|message|>")
+    );
+    let vocab = |t: &str| matches!(t, "<|start|>" | "<|channel|>" | "<|message|>" | "<|call|>");
+    assert_eq!(
+        OutputFormat::detect(None, &vocab).tools,
+        Some(ToolFormat::Harmony)
+    );
+    assert_eq!(ToolFormat::Harmony.markers(), None);
+}
+
+#[test]
+fn harmony_streams_reasoning_calls_and_content_apart() {
+    let format = detect(GPT_OSS);
+    let prompt = "<|start|>user<|message|>weather?<|end|><|start|>assistant";
+    let output = "<|channel|>analysis<|message|>Need the weather.<|end|>\
+                  <|start|>assistant<|channel|>commentary<|message|>Checking.<|end|>\
+                  <|start|>assistant<|channel|>commentary to=functions.get_weather \
+                  <|constrain|>json<|message|>{\"city\":\"Paris\"}<|call|>\
+                  <|start|>assistant to=functions.now<|channel|>commentary json<|message|>{}";
+    let got = same_at_every_boundary(&format, prompt, output);
+    assert_eq!(got.reasoning, "Need the weather.");
+    assert_eq!(got.content, "Checking.");
+    let paris = r#"{"city": "Paris"}"#;
+    assert_eq!(
+        calls(&got),
+        [call(0, "get_weather", paris), call(1, "now", "{}")]
+    );
+    let bad = "<|channel|>commentary to=functions.f<|message|>{oops";
+    let got = run(&format, prompt, &[bad]);
+    assert!(got.calls.is_empty());
+    assert_eq!(got.content, bad);
+}

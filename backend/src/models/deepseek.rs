@@ -1,10 +1,12 @@
 //! DeepSeek-V2 (and V2-Lite, DeepSeek-Coder-V2) and DeepSeek-V3 (and Kimi K2): multi-head
 //! latent attention, and MoE layers with shared experts from `first_k_dense_replace` on.
 //! V2 routes by softmax (greedy or group-limited); V3 by sigmoid with a correction bias.
+//! DeepSeek-V3.2 and GLM-5 are V3 with sparse attention (a lightning indexer per layer).
 
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::common::shape::RopeShape;
 use super::common::shape::{
     AttentionKind, AttnBias, AttnScale, FeedForwardKind, RopePairs, RopeScaling, RoutingKind,
 };
@@ -14,6 +16,7 @@ use super::common::{
     LayerShape, Mlp, ModelShape, Moe, MoeSizes, RankPart, Rope, Routing, Skeleton, TensorCut,
     MAX_EXPERTS,
 };
+use super::common::{Indexer, IndexerConfig, SparseLatentAttention};
 use super::{args, Transformer};
 use crate::error::{Error, Result};
 use crate::weights::Weights;
@@ -98,12 +101,15 @@ struct Flavor {
     q_lora_rank: i32,
     /// The latent norms' epsilon: fixed, or `None` for config.json's `rms_norm_eps`.
     latent_eps: Option<f32>,
+    /// DeepSeek Sparse Attention's lightning indexer, for the families that have one.
+    sparse: Option<Sparse>,
 }
 
 const DEEPSEEK_V2: Flavor = Flavor {
     version: Version::V2,
     q_lora_rank: 1536,
     latent_eps: Some(1e-6),
+    sparse: None,
 };
 const DEEPSEEK_V3: Flavor = Flavor {
     version: Version::V3,
@@ -114,6 +120,7 @@ const GLM_LITE: Flavor = Flavor {
     version: Version::V3,
     q_lora_rank: 768,
     latent_eps: None,
+    sparse: None,
 };
 
 pub fn build_v2(config: &Value, w: &mut Weights, part: &RankPart) -> Result<Box<dyn Transformer>> {
@@ -207,6 +214,8 @@ struct Family {
     latent: LatentConfig,
     rope: Rope,
     routing: RoutingSpec,
+    /// The lightning indexer's sizes and rope (DeepSeek Sparse Attention).
+    indexer: Option<(IndexerConfig, Rope)>,
 }
 
 fn build(config: &Value, w: &mut Weights, part: &RankPart, flavor: Flavor) -> Result<Decoder> {
@@ -218,7 +227,10 @@ fn build(config: &Value, w: &mut Weights, part: &RankPart, flavor: Flavor) -> Re
             Error::Config(format!("q_lora_rank is {v}; it must be an integer or null"))
         })? as i32),
     };
-    let f = Family::new(a, q_lora_rank, flavor)?;
+    let mut f = Family::new(a, q_lora_rank, flavor)?;
+    if let Some(sparse) = flavor.sparse {
+        f.make_sparse(config, sparse)?;
+    }
     let skeleton = Skeleton {
         vocab_size: f.a.vocab_size,
         num_hidden_layers: f.a.num_hidden_layers,
@@ -298,6 +310,7 @@ impl Family {
             latent,
             rope,
             routing,
+            indexer: None,
         })
     }
 
@@ -340,7 +353,7 @@ impl Family {
             }
         };
         let norms = (hidden, self.a.rms_norm_eps);
-        let blocks = (AttentionBlock::Latent(attention), ffn);
+        let blocks = (self.attention_block(w, &attn, attention)?, ffn);
         DecoderLayer::new(w, prefix, norms, shape, blocks)
     }
 
@@ -459,5 +472,162 @@ fn yarn_scale(scaling: Option<&Value>) -> Option<(f64, f64)> {
     match (get("mscale_all_dim"), get("factor")) {
         (Some(m), Some(factor)) if m != 0.0 => Some((m, factor)),
         _ => None,
+    }
+}
+
+/// DeepSeek Sparse Attention's settings a family fixes.
+#[derive(Debug, Clone, Copy)]
+struct Sparse {
+    /// `indexer_rope_interleave` when config.json does not say: adjacent pairs or halves.
+    interleave: bool,
+}
+
+/// DeepSeek-V3.2 (`deepseek_v32`): DeepSeek-V3 whose latent attention reads only the keys its
+/// lightning indexer picks; the indexer's rope rotates halves unless config.json says.
+const DEEPSEEK_V32: Flavor = Flavor {
+    sparse: Some(Sparse { interleave: false }),
+    ..DEEPSEEK_V3
+};
+/// GLM-5 (`glm_moe_dsa`): DeepSeek-V3.2's layers (mlx-lm subclasses them), rope from
+/// `rope_parameters`, the indexer's rope over adjacent pairs unless config.json says.
+const GLM_DSA: Flavor = Flavor {
+    sparse: Some(Sparse { interleave: true }),
+    ..DEEPSEEK_V3
+};
+
+pub fn build_v32(config: &Value, w: &mut Weights, part: &RankPart) -> Result<Box<dyn Transformer>> {
+    Ok(Box::new(build(config, w, part, DEEPSEEK_V32)?))
+}
+
+/// GLM-5: its config read as mlx-lm's `glm_moe_dsa` reads it, then DeepSeek-V3.2.
+pub fn build_glm_dsa(
+    config: &Value,
+    w: &mut Weights,
+    part: &RankPart,
+) -> Result<Box<dyn Transformer>> {
+    let config = with_rope_parameters(config)?;
+    Ok(Box::new(build(&config, w, part, GLM_DSA)?))
+}
+
+/// The shape a DeepSeek-V3.2 `config` declares: V3's, every layer's attention sparse.
+pub fn shape_v32(config: &Value) -> Result<ModelShape> {
+    let a: Args = args(config)?;
+    index_args(config, &a)?;
+    let mut shape = declare(&a, Version::V3)?;
+    for layer in &mut shape.layers {
+        layer.attention = AttentionKind::SparseLatent;
+    }
+    Ok(shape)
+}
+
+/// The shape a GLM-5 `config` declares.
+pub fn shape_glm_dsa(config: &Value) -> Result<ModelShape> {
+    shape_v32(&with_rope_parameters(config)?)
+}
+
+/// `config` with `rope_parameters` as `rope_scaling` and its `rope_theta` as the base (mlx-lm's
+/// `glm_moe_dsa`, whose config.json has no top-level rope fields).
+fn with_rope_parameters(config: &Value) -> Result<Value> {
+    let params = config.get("rope_parameters").ok_or_else(|| {
+        Error::Config("rope_parameters is missing (GLM-5 reads rope_theta from it)".into())
+    })?;
+    let theta = params.get("rope_theta").filter(|t| t.is_number());
+    let theta = theta.ok_or_else(|| {
+        Error::Config("rope_parameters.rope_theta is missing or not a number".into())
+    })?;
+    let mut config = config.clone();
+    if let Some(map) = config.as_object_mut() {
+        map.insert("rope_theta".into(), theta.clone());
+        map.insert("rope_scaling".into(), params.clone());
+    }
+    Ok(config)
+}
+
+/// config.json's indexer fields, with mlx-lm's `deepseek_v32` defaults.
+#[derive(Deserialize)]
+struct IndexArgs {
+    #[serde(default = "index_head_dim")]
+    index_head_dim: i32,
+    #[serde(default = "index_n_heads")]
+    index_n_heads: i32,
+    #[serde(default = "index_topk")]
+    index_topk: i32,
+    indexer_rope_interleave: Option<bool>,
+}
+
+/// The indexer's fields, checked: sizes positive, its head wide enough for the rope, and a
+/// query latent for it to read.
+fn index_args(config: &Value, a: &Args) -> Result<IndexArgs> {
+    if config.get("q_lora_rank").is_some_and(Value::is_null) {
+        return Err(null_q_lora_rank());
+    }
+    let ix: IndexArgs = args(config)?;
+    positive("index_n_heads", ix.index_n_heads, 1 << 16)?;
+    positive("index_topk", ix.index_topk, i32::MAX)?;
+    positive("index_head_dim", ix.index_head_dim, 1 << 16)?;
+    if ix.index_head_dim < a.qk_rope_head_dim {
+        return Err(Error::Config(format!(
+            "index_head_dim {} is below qk_rope_head_dim {}: the indexer's rope rotates that \
+             many of its dims",
+            ix.index_head_dim, a.qk_rope_head_dim
+        )));
+    }
+    Ok(ix)
+}
+
+fn null_q_lora_rank() -> Error {
+    Error::Config("q_lora_rank is null: sparse attention's indexer reads the query latent".into())
+}
+
+fn index_head_dim() -> i32 {
+    128
+}
+fn index_n_heads() -> i32 {
+    64
+}
+fn index_topk() -> i32 {
+    2048
+}
+
+impl Family {
+    /// Every layer's attention sparse, with the indexer `config` sizes (checked).
+    fn make_sparse(&mut self, config: &Value, sparse: Sparse) -> Result<()> {
+        let ix = index_args(config, &self.a)?;
+        let q_lora_rank = self.latent.q_lora_rank.ok_or_else(null_q_lora_rank)?;
+        let scaling = self.a.rope_scaling.as_ref();
+        let interleave = ix.indexer_rope_interleave.unwrap_or(sparse.interleave);
+        let shape = RopeShape {
+            pairs: RopePairs::traditional(interleave),
+            ..self.shape.first()?.rope
+        };
+        let rope = Rope::new(self.a.qk_rope_head_dim, self.a.rope_theta, &shape, scaling)?;
+        let c = IndexerConfig {
+            hidden_size: self.a.hidden_size,
+            q_lora_rank,
+            heads: ix.index_n_heads,
+            head_dim: ix.index_head_dim,
+            topk: ix.index_topk,
+        };
+        self.indexer = Some((c, rope));
+        for layer in &mut self.shape.layers {
+            layer.attention = AttentionKind::SparseLatent;
+        }
+        Ok(())
+    }
+
+    /// A layer's attention block: latent, or sparse with its indexer (whole on every rank).
+    fn attention_block(
+        &self,
+        w: &mut Weights,
+        attn: &str,
+        attention: LatentAttention,
+    ) -> Result<AttentionBlock> {
+        let Some((c, rope)) = &self.indexer else {
+            return Ok(AttentionBlock::Latent(attention));
+        };
+        let indexer = Indexer::load(w, &format!("{attn}.indexer"), c, rope.clone())?;
+        Ok(AttentionBlock::SparseLatent(Box::new(
+            SparseLatentAttention { attention, indexer },
+        )))
     }
 }

@@ -66,7 +66,7 @@ fn declare(a: &Args) -> Result<ModelShape> {
 }
 
 /// One `layer_types` entry's span.
-fn span(kind: &str, window: Option<i32>) -> Result<AttentionSpan> {
+pub(super) fn span(kind: &str, window: Option<i32>) -> Result<AttentionSpan> {
     match (kind, window) {
         ("full_attention", _) => Ok(AttentionSpan::Global),
         ("sliding_attention", Some(window)) => Ok(AttentionSpan::Sliding {

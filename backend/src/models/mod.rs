@@ -6,9 +6,12 @@ mod ernie4_5;
 mod gemma3;
 mod glm4;
 mod glm4_moe;
+mod gpt_oss;
 mod llama;
+mod minimax;
 mod ministral3;
 mod mistral3;
+mod mistral4;
 mod qwen2;
 mod qwen3;
 mod qwen3_moe;
@@ -439,8 +442,8 @@ const FAMILIES: &[FamilyFacts] = &[
     FamilyFacts::text("ministral3", MINISTRAL3, Experts::Dense),
     FamilyFacts::wrapper(
         "mistral3",
-        (mistral3::build, mistral3::shape, as_stored),
-        Experts::Dense,
+        (mistral3::build, mistral3::shape, mistral3::sanitize),
+        Experts::CountedBy("n_routed_experts"),
         mistral3::complete,
     ),
     FamilyFacts::text(
@@ -467,10 +470,46 @@ const FAMILIES: &[FamilyFacts] = &[
         (glm4_moe::build, glm4_moe::shape, deepseek::sanitize_v3),
         Experts::CountedBy("n_routed_experts"),
     ),
+    FamilyFacts::text(
+        "deepseek_v32",
+        (
+            deepseek::build_v32,
+            deepseek::shape_v32,
+            deepseek::sanitize_v3,
+        ),
+        Experts::CountedBy("n_routed_experts"),
+    ),
+    FamilyFacts::text(
+        "glm_moe_dsa",
+        (
+            deepseek::build_glm_dsa,
+            deepseek::shape_glm_dsa,
+            deepseek::sanitize_v3,
+        ),
+        Experts::CountedBy("n_routed_experts"),
+    ),
+    FamilyFacts::text("minimax", MINIMAX, Experts::CountedBy("num_local_experts")),
+    // mlx-lm maps `minimax_m2` (MiniMax M2's own model_type) onto `minimax`.
+    FamilyFacts::text(
+        "minimax_m2",
+        MINIMAX,
+        Experts::CountedBy("num_local_experts"),
+    ),
+    FamilyFacts::text(
+        "mistral4",
+        (mistral4::build, mistral4::shape, mistral4::sanitize),
+        Experts::CountedBy("n_routed_experts"),
+    ),
+    FamilyFacts::text(
+        "gpt_oss",
+        (gpt_oss::build, gpt_oss::shape, gpt_oss::sanitize),
+        Experts::CountedBy("num_local_experts"),
+    ),
 ];
 
 const GEMMA3: (Builder, Declare, Sanitize) = (gemma3::build, gemma3::shape, as_stored);
 const MINISTRAL3: (Builder, Declare, Sanitize) = (ministral3::build, ministral3::shape, as_stored);
+const MINIMAX: (Builder, Declare, Sanitize) = (minimax::build, minimax::shape, minimax::sanitize);
 
 /// A wrapper whose text config needs nothing from around it.
 fn as_given(_: &Value, _: &mut Value) {}

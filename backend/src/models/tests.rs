@@ -149,6 +149,63 @@ fn deepseek_declares_latent_attention_and_its_routing() -> Result<()> {
     Ok(())
 }
 
+/// tiny-deepseek-v32 and tiny-glm-moe-dsa's sizes: DeepSeek-V3's with an indexer.
+fn sparse(model_type: &str) -> Value {
+    let mut config = deepseek(model_type);
+    for (k, v) in [
+        ("q_lora_rank", json!(64)),
+        ("index_head_dim", json!(32)),
+        ("index_n_heads", json!(4)),
+        ("index_topk", json!(12)),
+    ] {
+        config[k] = v;
+    }
+    if model_type == "glm_moe_dsa" {
+        let rope = config["rope_scaling"].take();
+        config["rope_parameters"] = json!({"rope_theta": 1000000.0});
+        config["rope_parameters"]["rope_type"] = rope["type"].clone();
+        for k in [
+            "factor",
+            "mscale",
+            "mscale_all_dim",
+            "original_max_position_embeddings",
+        ] {
+            config["rope_parameters"][k] = rope[k].clone();
+        }
+    }
+    config
+}
+
+#[test]
+fn sparse_attention_families_declare_it_and_refuse_bad_indexer_fields() -> Result<()> {
+    for model_type in ["deepseek_v32", "glm_moe_dsa"] {
+        let (layers, _) = declared(&sparse(model_type))?;
+        assert!(layers.iter().all(
+            |l| l.attention == AttentionKind::SparseLatent && l.scale == AttnScale::YarnMscale
+        ));
+        assert!(!layers.iter().any(layer_node_supports));
+        let bad = |field: &str, value: Value| {
+            let mut config = sparse(model_type);
+            config[field] = value;
+            declared(&config)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
+        assert!(bad("q_lora_rank", Value::Null).contains("q_lora_rank is null"));
+        assert!(bad("index_topk", json!(0)).contains("index_topk"));
+        assert!(bad("index_head_dim", json!(8)).contains("index_head_dim 8 is below"));
+    }
+    let mut glm = sparse("glm_moe_dsa");
+    glm["rope_parameters"] = json!({"rope_type": "default"});
+    let err = declared(&glm)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("rope_parameters.rope_theta"), "{err}");
+    Ok(())
+}
+
 #[test]
 fn the_one_node_layer_takes_the_dense_families_shapes_only() -> Result<()> {
     for config in [
@@ -226,6 +283,10 @@ fn one_extra_feature_sends_a_layer_op_by_op() {
         },
         LayerShape {
             qk_norm: Some(NormKind::RmsPlusOne),
+            ..taken
+        },
+        LayerShape {
+            qk_norm_span: QkNormSpan::AllHeads,
             ..taken
         },
         LayerShape {
@@ -365,7 +426,7 @@ fn wrappers_read_their_text_config_and_take_its_shape() -> Result<()> {
 }
 
 #[test]
-fn mistral3_takes_its_text_models_family_and_refuses_mistral4() -> Result<()> {
+fn mistral3_takes_its_text_models_family() -> Result<()> {
     let ministral = tiny(
         "ministral3",
         json!({"head_dim": 32, "sliding_window": 8, "num_hidden_layers": 2,
@@ -397,11 +458,74 @@ fn mistral3_takes_its_text_models_family_and_refuses_mistral4() -> Result<()> {
     assert_eq!(declared(&wrapper)?.1.head, HeadKind::Untied);
     assert_eq!(ends.head, HeadKind::Untied);
 
-    let mut mistral4 = ministral;
-    mistral4["model_type"] = json!("mistral4");
+    let mistral4 = mistral4();
+    let (layers, _) = declared(&mistral4)?;
     let wrapper = json!({"model_type": "mistral3", "text_config": mistral4});
-    let err = declared(&wrapper).err().map(|e| e.to_string());
-    assert!(err.is_some_and(|e| e.contains("mistral4")));
+    assert_eq!(declared(&wrapper)?.0, layers);
+    assert_eq!(facts_of(&wrapper)?.expert_count(&wrapper), Some(8));
+    assert_eq!(facts_of(&ministral)?.expert_count(&ministral), None);
+    Ok(())
+}
+
+/// tiny-mistral4: latent attention, YaRN from `rope_parameters`, Llama 4 scaling, experts
+/// after one dense layer.
+fn mistral4() -> Value {
+    tiny(
+        "mistral4",
+        json!({"num_hidden_layers": 3, "first_k_dense_replace": 1, "kv_lora_rank": 32,
+            "q_lora_rank": 48, "moe_intermediate_size": 32, "n_group": 4, "topk_group": 2,
+            "n_routed_experts": 8, "n_shared_experts": 1, "num_experts_per_tok": 2,
+            "num_key_value_heads": 4, "qk_nope_head_dim": 32, "qk_rope_head_dim": 16,
+            "v_head_dim": 32, "routed_scaling_factor": 1.5, "norm_topk_prob": true,
+            "rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 16.0,
+                "original_max_position_embeddings": 16, "mscale": 1.0, "mscale_all_dim": 1.0,
+                "llama_4_scaling_beta": 0.1}}),
+    )
+}
+
+#[test]
+fn mistral4_declares_latent_attention_llama4_scaling_and_grouped_softmax_experts() -> Result<()> {
+    let (layers, ends) = declared(&mistral4())?;
+    let first = LayerShape {
+        rope: RopeShape {
+            span: RopeSpan::Full,
+            pairs: RopePairs::Adjacent,
+            scaling: RopeScaling::Yarn,
+        },
+        attention: AttentionKind::Latent,
+        scale: AttnScale::YarnMscale,
+        query_scaling: QueryScaling::Llama4 {
+            beta: 0.1,
+            original: 16.0,
+        },
+        ..LayerShape::llama(RopeScaling::Yarn)
+    };
+    let sparse = LayerShape {
+        feed_forward: FeedForwardKind::Moe {
+            routing: RoutingKind::SoftmaxGroupsByTwo,
+            shared: Some(1),
+        },
+        ..first
+    };
+    assert_eq!(layers, [first, sparse, sparse]);
+    assert_eq!(ends, EndShape::plain(HeadKind::Untied));
+    assert!(!layers.iter().any(layer_node_supports));
+    for (field, value, named) in [
+        ("rope_parameters", json!(null), "needs rope_parameters"),
+        ("n_group", json!(3), "n_group 3"),
+        ("qk_rope_head_dim", json!(15), "qk_rope_head_dim 15"),
+    ] {
+        let mut bad = mistral4();
+        bad[field] = value;
+        let err = declared(&bad).err().map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains(named)), "{field}");
+    }
+    let mut no_beta = mistral4();
+    no_beta["rope_parameters"]
+        .as_object_mut()
+        .map(|o| o.remove("llama_4_scaling_beta"));
+    let err = declared(&no_beta).err().map(|e| e.to_string());
+    assert!(err.is_some_and(|e| e.contains("llama_4_scaling_beta")));
     Ok(())
 }
 
@@ -464,5 +588,56 @@ fn glm4_moe_declares_partial_rope_and_sigmoid_experts_after_its_dense_layers() -
     softmax["scoring_func"] = json!("softmax");
     let err = declared(&softmax).err().map(|e| e.to_string());
     assert!(err.is_some_and(|e| e.contains("scoring_func `softmax`")));
+    Ok(())
+}
+
+#[test]
+fn minimax_declares_all_head_norms_partial_rope_and_normalized_sigmoid_experts() -> Result<()> {
+    let config = tiny(
+        "minimax",
+        json!({"head_dim": 32, "rotary_dim": 16, "intermediate_size": 32,
+            "num_local_experts": 8, "num_experts_per_tok": 2, "use_qk_norm": true,
+            "tie_word_embeddings": false}),
+    );
+    let (layers, ends) = declared(&config)?;
+    let want = LayerShape {
+        rope: RopeShape {
+            span: RopeSpan::Partial { fraction: 0.5 },
+            ..LayerShape::llama(RopeScaling::None).rope
+        },
+        qk_norm: Some(NormKind::Rms),
+        qk_norm_span: QkNormSpan::AllHeads,
+        feed_forward: FeedForwardKind::Moe {
+            routing: RoutingKind::SigmoidNormalized,
+            shared: None,
+        },
+        ..LayerShape::llama(RopeScaling::None)
+    };
+    assert_eq!(layers, [want; 2]);
+    assert!(!layers.iter().any(layer_node_supports));
+    assert_eq!(ends.head, HeadKind::Untied);
+    assert_eq!(facts_of(&config)?.expert_count(&config), Some(8));
+    let mut alias = config.clone();
+    alias["model_type"] = json!("minimax_m2");
+    assert_eq!(declared(&alias)?, (layers, ends));
+    // A rotary span whose fraction rounds below it in f32 still rotates exactly rotary_dim.
+    let odd = tiny(
+        "minimax",
+        json!({"head_dim": 24, "rotary_dim": 14, "num_local_experts": 8,
+            "num_experts_per_tok": 2}),
+    );
+    let (layers, _) = declared(&odd)?;
+    assert_eq!(layers[0].rope.dims(24), 14);
+    for (field, value, named) in [
+        ("rotary_dim", json!(15), "rotary_dim is 15"),
+        ("rotary_dim", json!(64), "rotary_dim is 64"),
+        ("scoring_func", json!("softmax"), "scoring_func `softmax`"),
+        ("num_experts_per_tok", json!(9), "num_experts_per_tok is 9"),
+    ] {
+        let mut bad = config.clone();
+        bad[field] = value;
+        let err = declared(&bad).err().map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains(named)), "{field}");
+    }
     Ok(())
 }

@@ -84,6 +84,34 @@ impl Weights {
         }
     }
 
+    /// A vector of one value per head or per output (attention sinks) at `key`, cut by `split`
+    /// as the rows of the matrix it goes with: by output it is cut, else it is whole.
+    pub fn vector(&mut self, key: &str, len: i32, split: Cut) -> Result<Array> {
+        let v = self.take_float(key, &[len])?;
+        match split {
+            Cut::Rows { rank, size } | Cut::Stacked { rank, size } => shard(&v, 0, rank, size, key),
+            Cut::Whole | Cut::Cols { .. } => Ok(v),
+        }
+    }
+
+    /// The biases (`[count, out]`) of `count` stacked matrices at `prefix`, cut as the
+    /// matrices are: by output or by matrix they are cut too; by input only rank 0 keeps them,
+    /// so that the sum over ranks adds them once.
+    pub fn stacked_bias(
+        &mut self,
+        prefix: &str,
+        (count, out_dim): (i32, i32),
+        split: Cut,
+    ) -> Result<Option<Array>> {
+        let b = self.take_float(&format!("{prefix}.bias"), &[count, out_dim])?;
+        match split {
+            Cut::Whole => Ok(Some(b)),
+            Cut::Rows { rank, size } => Ok(Some(shard(&b, 1, rank, size, prefix)?)),
+            Cut::Cols { rank, .. } => Ok((rank == 0).then_some(b)),
+            Cut::Stacked { rank, size } => Ok(Some(shard(&b, 0, rank, size, prefix)?)),
+        }
+    }
+
     /// A matrix of `shape`, cut by `split` (its rows or columns, after any stacking axis),
     /// dequantized and converted when the mode asks.
     fn take_matrix(&mut self, prefix: &str, shape: Shape, split: Cut) -> Result<MatrixWeight> {

@@ -146,6 +146,7 @@ impl BaseArgs {
                 head_dim: t.head_dim,
                 bias: layer.bias,
                 qk_norm: layer.qk_norm,
+                qk_norm_span: layer.qk_norm_span,
                 rms_norm_eps: self.rms_norm_eps,
                 scale: softmax_scale(layer.scale, t.head_dim)?,
             },

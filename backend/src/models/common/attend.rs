@@ -23,14 +23,17 @@ pub struct Heads {
 impl Heads {
     /// Appends this step's `keys`/`values` ([B, kv_heads, L, d]) to each row's cache and
     /// attends `queries` ([B, heads, L, d]) over them; [B, heads, L, dv] out (a key head may
-    /// be wider than a value head: DeepSeek's rope part).
+    /// be wider than a value head: DeepSeek's rope part). `sinks` ([heads]) join each
+    /// softmax as one more logit per head (gpt-oss).
     pub fn attend(
         &self,
-        queries: &Array,
-        keys: &Array,
-        values: &Array,
+        (queries, keys, values): (&Array, &Array, &Array),
         caches: &mut [&mut KvCache],
+        sinks: Option<&Array>,
     ) -> Result<Array> {
+        if let Some(sinks) = sinks {
+            return self.attend_with_sinks((queries, keys, values), caches, sinks);
+        }
         if caches.iter().any(|c| c.format().quantizes()) {
             return self.attend_quantizing(queries, keys, values, caches);
         }
@@ -55,6 +58,56 @@ impl Heads {
                 self.attend_each(queries, rows)
             }
         }
+    }
+
+    /// Each row through MLX's attention with `sinks` (none of the one-node CPU kernels takes
+    /// them; on the CPU MLX computes them op by op, as mlx-lm does), over its own cache: the
+    /// window's mask where a query would see past it, else causal for a chunk. A quantized
+    /// cache cannot take sinks (mlx-lm refuses it too).
+    fn attend_with_sinks(
+        &self,
+        (queries, keys, values): (&Array, &Array, &Array),
+        caches: &mut [&mut KvCache],
+        sinks: &Array,
+    ) -> Result<Array> {
+        if caches.iter().any(|c| c.format().quantizes()) {
+            return Err(crate::error::Error::InvalidRequest(
+                "a quantized KV cache is not supported with attention sinks (gpt-oss; mlx-lm's \
+                 quantized attention cannot take them either): use cache type f16 or bf16"
+                    .into(),
+            ));
+        }
+        let n = caches.len() as i32;
+        let split = |x: &Array| -> Result<Vec<Array>> {
+            match n {
+                1 => Ok(vec![x.clone()]),
+                _ => Ok(x.split_equal(n, 0)?),
+            }
+        };
+        let (qs, ks, vs) = (split(queries)?, split(keys)?, split(values)?);
+        let mut outs = Vec::with_capacity(caches.len());
+        for (r, cache) in caches.iter_mut().enumerate() {
+            let (k, v) = cache.update_and_fetch(&ks[r], &vs[r])?;
+            let len = qs[r].shape()[2];
+            let window = self.window_mask(len, k.shape()[2])?;
+            let mask = match (&window, len > 1) {
+                (Some(m), _) => Some(ScaledDotProductAttentionMask::Array(m)),
+                (None, true) => Some(ScaledDotProductAttentionMask::Causal),
+                (None, false) => None,
+            };
+            outs.push(scaled_dot_product_attention(
+                &qs[r],
+                &k,
+                &v,
+                self.scale,
+                mask,
+                Some(sinks),
+            )?);
+        }
+        Ok(match n {
+            1 => outs.remove(0),
+            _ => concatenate(&outs, 0)?,
+        })
     }
 
     /// Rows whose caches quantize, each on its own: a quantized cache through
@@ -291,6 +344,47 @@ mod tests {
         Ok(a.subtract(b)?.abs()?.max(None)?.item_exact::<f32>())
     }
 
+    /// Sinks join each head's softmax as one more logit with no value: a chunk (causal) and
+    /// then a decode step equal that softmax written out, one query head per KV head here.
+    #[test]
+    fn sinks_join_the_softmax_as_a_logit_without_a_value() -> Result<()> {
+        let heads = Heads {
+            heads: 2,
+            kv_heads: 2,
+            scale: 0.25,
+            window: None,
+        };
+        let sinks = Array::from_slice(&[0.5f32, -1.0], &[2]);
+        let mut cache = KvCache::new();
+        let (mut all_k, mut all_v) = (Vec::new(), Vec::new());
+        for (len, seed) in [(3, 0.0), (1, 50.0)] {
+            let q = array(&[1, 2, len, 16], seed);
+            let (k, v) = (
+                array(&[1, 2, len, 16], seed + 1.0),
+                array(&[1, 2, len, 16], seed + 2.0),
+            );
+            let ours = heads.attend((&q, &k, &v), &mut [&mut cache], Some(&sinks))?;
+            all_k.push(k);
+            all_v.push(v);
+            let (k, v) = (concatenate(&all_k, 2)?, concatenate(&all_v, 2)?);
+            let seen = k.shape()[2];
+            let mut scores = q
+                .multiply(Array::from_f32(0.25))?
+                .matmul(k.swap_axes(-1, -2)?)?;
+            if len > 1 {
+                let rows = arange::<i32, i32>(seen - len, seen, None)?.reshape(&[-1, 1])?;
+                let cols = arange::<i32, i32>(None, seen, None)?.reshape(&[1, -1])?;
+                scores = select(rows.ge(&cols)?, &scores, Array::from_f32(f32::NEG_INFINITY))?;
+            }
+            let sink = mlx_rs::ops::broadcast_to(sinks.reshape(&[1, 2, 1, 1])?, &[1, 2, len, 1])?;
+            let weights = softmax_axes(&concatenate(&[sink, scores], -1)?, &[-1], true)?;
+            let want = weights.index((.., .., .., 1..)).matmul(&v)?;
+            let diff = max_difference(&ours, &want)?;
+            assert!(diff < 1e-5, "{len} positions: {diff}");
+        }
+        Ok(())
+    }
+
     /// A chunk (causal) and then a decode step, over a cache of 8-bit and of 4-bit codes, equal
     /// plain attention over the codes' dequantized keys and values (grouped query heads).
     #[test]
@@ -316,9 +410,9 @@ mod tests {
                     array(&[1, 2, len, 64], seed + 1.0),
                     array(&[1, 2, len, 64], seed + 2.0),
                 );
-                let ours = heads.attend(&q, &k, &v, &mut [&mut codes])?;
+                let ours = heads.attend((&q, &k, &v), &mut [&mut codes], None)?;
                 let (k, v) = (round_trip(&k, bits)?, round_trip(&v, bits)?);
-                let want = heads.attend(&q, &k, &v, &mut [&mut plain])?;
+                let want = heads.attend((&q, &k, &v), &mut [&mut plain], None)?;
                 assert_eq!(ours.shape(), want.shape());
                 let diff = max_difference(&ours, &want)?;
                 assert!(diff < 1e-5, "{bits} bits, {len} positions: {diff}");

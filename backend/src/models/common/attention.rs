@@ -1,10 +1,11 @@
-//! Multi-head attention with grouped KV heads, optional q/k norms and q/k/v biases.
+//! Multi-head attention with grouped KV heads, optional q/k norms (on each head, or on every
+//! head at once) and q/k/v biases.
 
 use mlx_rs::Array;
 
 use super::attend::{offsets, Heads};
 use super::layers::{affine_operand, packed_alike};
-use super::shape::{AttnBias, LayerShape, NormKind, QueryScaling};
+use super::shape::{AttentionKind, AttnBias, LayerShape, NormKind, QkNormSpan, QueryScaling};
 use super::{Linear, RmsNorm, Rope, TensorCut};
 use crate::cache::KvCache;
 use crate::error::Result;
@@ -22,6 +23,8 @@ pub struct AttentionConfig {
     pub bias: AttnBias,
     /// Norms on each head of q and k (RMS: Qwen3; RMS times `1 + w`: Gemma 3).
     pub qk_norm: Option<NormKind>,
+    /// Whether each q/k norm spans one head or all of them (MiniMax).
+    pub qk_norm_span: QkNormSpan,
     pub rms_norm_eps: f32,
     /// The softmax scale, as the family's `AttnScale` computes it.
     pub scale: f32,
@@ -34,12 +37,15 @@ pub struct Attention {
     pub o_proj: Linear,
     pub q_norm: Option<RmsNorm>,
     pub k_norm: Option<RmsNorm>,
+    qk_norm_span: QkNormSpan,
     /// Heads on this rank (all of them, unless tensor-parallel).
     heads: Heads,
     head_dim: i32,
     rope: Rope,
     /// A temperature on the rotated queries by position (Mistral 3).
     query_scaling: QueryScaling,
+    /// One logit per head (this rank's heads) that joins each softmax (gpt-oss).
+    sinks: Option<Array>,
     tensor: Option<TensorCut>,
 }
 
@@ -57,10 +63,18 @@ impl Attention {
         let (q_out, kv_out) = (c.heads * c.head_dim, c.kv_heads * c.head_dim);
         let n = tensor.as_ref().map_or(1, |t| t.size as i32);
         let (rows, cols) = (Cut::rows(tensor), Cut::cols(tensor));
-        let norm = |w: &mut Weights, name: &str| match c.qk_norm {
+        let norm = |w: &mut Weights, name: &str, heads: i32| match c.qk_norm {
             Some(kind) => {
                 let prefix = format!("{prefix}.{name}");
-                RmsNorm::load_kind(w, &prefix, (c.head_dim, c.rms_norm_eps), kind).map(Some)
+                let span = (c.qk_norm_span, heads * c.head_dim);
+                qk_norm(
+                    w,
+                    &prefix,
+                    (c.head_dim, span),
+                    (c.rms_norm_eps, kind),
+                    tensor,
+                )
+                .map(Some)
             }
             None => Ok(None),
         };
@@ -71,13 +85,22 @@ impl Attention {
         let k_proj = proj("k_proj", (c.hidden_size, kv_out), c.bias.on_qkv(), rows)?;
         let v_proj = proj("v_proj", (c.hidden_size, kv_out), c.bias.on_qkv(), rows)?;
         let o_proj = proj("o_proj", (q_out, c.hidden_size), c.bias.on_o(), cols)?;
+        let sinks = match shape.attention {
+            AttentionKind::GroupedQuerySinks => {
+                Some(w.vector(&format!("{prefix}.sinks"), c.heads, rows)?)
+            }
+            AttentionKind::GroupedQuery | AttentionKind::Latent | AttentionKind::SparseLatent => {
+                None
+            }
+        };
         Ok(Attention {
             q_proj,
             k_proj,
             v_proj,
             o_proj,
-            q_norm: norm(w, "q_norm")?,
-            k_norm: norm(w, "k_norm")?,
+            q_norm: norm(w, "q_norm", c.heads)?,
+            k_norm: norm(w, "k_norm", c.kv_heads)?,
+            qk_norm_span: c.qk_norm_span,
             heads: Heads {
                 heads: c.heads / n,
                 kv_heads: c.kv_heads / n,
@@ -87,6 +110,7 @@ impl Attention {
             head_dim: c.head_dim,
             rope: rope.clone(),
             query_scaling: shape.query_scaling,
+            sinks,
             tensor: tensor.clone(),
         })
     }
@@ -95,7 +119,7 @@ impl Attention {
     /// batch decode one token each, L = 1).
     pub fn forward(&self, x: &Array, caches: &mut [&mut KvCache]) -> Result<Array> {
         let (b, l) = (x.shape()[0], x.shape()[1]);
-        let heads = |y: Array, n: i32, norm: &Option<RmsNorm>| -> Result<Array> {
+        let heads = |y: Array, n: i32, norm: Option<&RmsNorm>| -> Result<Array> {
             let y = y.reshape(&[b, l, n, -1])?;
             let y = match norm {
                 Some(norm) => norm.forward(&y)?,
@@ -108,15 +132,22 @@ impl Attention {
             Linear::forward_all(&[&self.q_proj, &self.k_proj, &self.v_proj], x)?
                 .try_into()
                 .map_err(|_| crate::error::Error::Internal("q/k/v: not three outputs".into()))?;
-        let queries = heads(q, h.heads, &self.q_norm)?;
-        let keys = heads(k, h.kv_heads, &self.k_norm)?;
-        let values = heads(v, h.kv_heads, &None)?;
+        let (q, k) = match self.qk_norm_span {
+            QkNormSpan::PerHead => (q, k),
+            QkNormSpan::AllHeads => (
+                self.all_heads(q, &self.q_norm)?,
+                self.all_heads(k, &self.k_norm)?,
+            ),
+        };
+        let queries = heads(q, h.heads, self.per_head(&self.q_norm))?;
+        let keys = heads(k, h.kv_heads, self.per_head(&self.k_norm))?;
+        let values = heads(v, h.kv_heads, None)?;
         // One rope for the batch, each row from its own position.
         let offsets = offsets(caches);
         let queries = self.rope.for_rows(&queries, &offsets)?;
         let queries = query_temperature(self.query_scaling, &queries, &offsets)?;
         let keys = self.rope.for_rows(&keys, &offsets)?;
-        let out = h.attend(&queries, &keys, &values, caches)?;
+        let out = h.attend((&queries, &keys, &values), caches, self.sinks.as_ref())?;
         let out = out.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?;
         TensorCut::all_sum(&self.tensor, self.o_proj.forward(&out)?)
     }
@@ -143,7 +174,10 @@ impl Attention {
             }
             _ => return None,
         };
-        let plain = self.tensor.is_none() && self.o_proj.bias().is_none();
+        let plain = self.tensor.is_none()
+            && self.o_proj.bias().is_none()
+            && self.qk_norm_span == QkNormSpan::PerHead
+            && self.sinks.is_none();
         plain.then_some(AttentionParts {
             projections: [q, k, v, o],
             format,
@@ -153,6 +187,36 @@ impl Attention {
             head_dim: self.head_dim,
             rope: self.rope.layer_spec()?,
         })
+    }
+
+    /// `norm` where it is applied to each head.
+    fn per_head<'a>(&self, norm: &'a Option<RmsNorm>) -> Option<&'a RmsNorm> {
+        norm.as_ref()
+            .filter(|_| self.qk_norm_span == QkNormSpan::PerHead)
+    }
+
+    /// `x` ([B, L, heads * head_dim]) through `norm` over all its heads at once. Split by
+    /// tensor parallelism, each rank holds some heads: the sum of squares is summed over the
+    /// ranks before the rsqrt, op for op as mlx-lm's `ShardedRMSNorm` (in f32, cast back).
+    fn all_heads(&self, x: Array, norm: &Option<RmsNorm>) -> Result<Array> {
+        let Some(norm) = norm else {
+            return Ok(x);
+        };
+        let Some(t) = &self.tensor else {
+            return norm.forward(&x);
+        };
+        let wide = x.as_dtype(mlx_rs::Dtype::Float32)?;
+        let squares = t.group.all_sum(&wide.square()?.sum_axis(-1, true)?)?;
+        let width = x.shape()[x.ndim() - 1] * t.size as i32;
+        let mean = squares.divide(Array::from_f32(width as f32))?;
+        let inv = mlx_rs::ops::rsqrt(&mean.add(Array::from_f32(norm.eps))?)?;
+        let y = wide.multiply(&inv)?.multiply(&norm.weight)?;
+        Ok(y.as_dtype(x.dtype())?)
+    }
+
+    /// Whether a logit per head joins the softmax (gpt-oss's sinks).
+    pub fn has_sinks(&self) -> bool {
+        self.sinks.is_some()
     }
 
     pub fn head_dim(&self) -> i32 {
@@ -173,14 +237,44 @@ impl Attention {
             .into_iter()
             .flat_map(Linear::arrays)
             .chain(norms)
+            .chain(self.sinks.iter())
             .collect()
     }
+}
+
+/// A q or k norm of `kind`: `head_dim` wide on each head, or (all heads at once) `width`
+/// wide, this rank's part of it where tensor parallelism splits the heads.
+fn qk_norm(
+    w: &mut Weights,
+    prefix: &str,
+    (head_dim, (span, width)): (i32, (QkNormSpan, i32)),
+    (eps, kind): (f32, NormKind),
+    tensor: &Option<TensorCut>,
+) -> Result<RmsNorm> {
+    if span == QkNormSpan::PerHead {
+        return RmsNorm::load_kind(w, prefix, (head_dim, eps), kind);
+    }
+    let norm = RmsNorm::load_kind(w, prefix, (width, eps), kind)?;
+    let Some(t) = tensor else {
+        return Ok(norm);
+    };
+    let part = width / t.size as i32;
+    let start = part * t.rank as i32;
+    let rows = mlx_rs::ops::arange::<i32, i32>(start, start + part, None)?;
+    Ok(RmsNorm {
+        weight: norm.weight.take_axis(&rows, 0)?,
+        eps,
+    })
 }
 
 /// The rotated queries ([B, heads, L, d], row b from `offsets[b]`) times Llama 4's temperature
 /// `1 + beta * ln(1 + floor(position / original))`, op for op as mlx-lm's
 /// `_get_llama_4_attn_scale` (1 below `original` positions, where it changes nothing).
-fn query_temperature(scaling: QueryScaling, queries: &Array, offsets: &[i32]) -> Result<Array> {
+pub(super) fn query_temperature(
+    scaling: QueryScaling,
+    queries: &Array,
+    offsets: &[i32],
+) -> Result<Array> {
     let QueryScaling::Llama4 { beta, original } = scaling else {
         return Ok(queries.clone());
     };

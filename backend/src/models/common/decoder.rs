@@ -11,7 +11,7 @@ use super::shape::{
 };
 use super::{
     Attention, AttentionConfig, Embedding, LatentAttention, Linear, Moe, RankPart, RmsNorm, Rope,
-    TensorCut,
+    SparseLatentAttention, TensorCut,
 };
 use crate::cache::{KvCache, KvFormat};
 use crate::error::Result;
@@ -97,11 +97,6 @@ impl Mlp {
         bias: bool,
         tensor: &Option<TensorCut>,
     ) -> Result<Mlp> {
-        if activation == Activation::ClampedSwiGlu {
-            return Err(crate::error::Error::Config(format!(
-                "{prefix}: activation ClampedSwiGlu is not implemented yet"
-            )));
-        }
         let (rows, cols) = (Cut::rows(tensor), Cut::cols(tensor));
         Ok(Mlp {
             gate_proj: Linear::load_split(
@@ -145,11 +140,10 @@ impl Mlp {
             Activation::GeGluTanh => {
                 super::layers::geglu_tanh(&self.gate_proj.forward(x)?, &self.up_proj.forward(x)?)?
             }
-            Activation::ClampedSwiGlu => {
-                return Err(crate::error::Error::Internal(
-                    "a clamped SwiGLU MLP was built".into(),
-                ))
-            }
+            Activation::ClampedSwiGlu => super::layers::clamped_swiglu(
+                &self.gate_proj.forward(x)?,
+                &self.up_proj.forward(x)?,
+            )?,
         };
         self.down_proj.forward(&hidden)
     }
@@ -171,6 +165,9 @@ impl Mlp {
 pub enum AttentionBlock {
     Standard(Attention),
     Latent(LatentAttention),
+    /// Latent attention over the keys its indexer picks (DeepSeek Sparse Attention; boxed:
+    /// the enum stays small).
+    SparseLatent(Box<SparseLatentAttention>),
 }
 
 impl AttentionBlock {
@@ -178,6 +175,7 @@ impl AttentionBlock {
         match self {
             AttentionBlock::Standard(a) => a.forward(x, caches),
             AttentionBlock::Latent(a) => a.forward(x, caches),
+            AttentionBlock::SparseLatent(a) => a.forward(x, caches),
         }
     }
 
@@ -186,6 +184,11 @@ impl AttentionBlock {
     /// cast but not quantized (mlx-lm's `deepseek_v3` cannot either).
     pub fn check_kv_format(&self, format: &KvFormat) -> std::result::Result<(), String> {
         match self {
+            AttentionBlock::Standard(a) if a.has_sinks() && format.quantizes() => Err(
+                "a quantized KV cache is not supported with attention sinks (gpt-oss; mlx-lm's \
+                 quantized attention cannot take them either): use cache type f16 or bf16"
+                    .into(),
+            ),
             AttentionBlock::Standard(a) => format.check_widths(a.head_dim(), a.head_dim()),
             AttentionBlock::Latent(_) if format.quantizes() => Err(
                 "a quantized KV cache is not supported with multi-head latent attention \
@@ -193,6 +196,14 @@ impl AttentionBlock {
                     .into(),
             ),
             AttentionBlock::Latent(_) => Ok(()),
+            // The indexer's keys decide which keys attend: quantized, they would pick others.
+            AttentionBlock::SparseLatent(_) if format.quantizes() => Err(
+                "a quantized KV cache is not supported with sparse latent attention \
+                 (DeepSeek-V3.2, GLM-5): its indexer picks keys by their exact scores; use \
+                 cache type f16 or bf16"
+                    .into(),
+            ),
+            AttentionBlock::SparseLatent(_) => Ok(()),
         }
     }
 
@@ -201,6 +212,7 @@ impl AttentionBlock {
         match self {
             AttentionBlock::Standard(a) => a.kv_elements(),
             AttentionBlock::Latent(a) => a.kv_elements(),
+            AttentionBlock::SparseLatent(a) => a.kv_elements(),
         }
     }
 
@@ -208,6 +220,7 @@ impl AttentionBlock {
         match self {
             AttentionBlock::Standard(a) => a.arrays(),
             AttentionBlock::Latent(a) => a.arrays(),
+            AttentionBlock::SparseLatent(a) => a.arrays(),
         }
     }
 }

@@ -17,8 +17,8 @@ use super::decoder::{AttentionBlock, DecoderLayer, FeedForward, Mlp};
 use super::layers::{cpu_f32, packed_alike};
 use super::shape::{
     Activation, AttentionKind, AttentionSpan, AttnBias, AttnScale, FeedForwardKind, LayerShape,
-    MlpBias, NormKind, NormPlacement, NormShape, QueryScaling, RopeScaling, RopeShape, RopeSpan,
-    SoftCap,
+    MlpBias, NormKind, NormPlacement, NormShape, QkNormSpan, QueryScaling, RopeScaling, RopeShape,
+    RopeSpan, SoftCap,
 };
 use crate::cache::KvCache;
 use crate::error::Result;
@@ -37,7 +37,7 @@ fn enabled() -> bool {
 
 /// The layer shapes the node computes: pre RMS norms, a dense SwiGLU without biases, global
 /// grouped-query attention scaled by `head_dim^-0.5` with full rope, q/k/v biases or none,
-/// RMS q/k norms or none, no soft-capping. Every field is matched, with no wildcard for the
+/// RMS q/k norms on each head or none, no soft-capping. Every field is matched, with no wildcard for the
 /// shape itself: a new field does not compile until this says whether the node takes it, and
 /// a new variant falls outside the pattern, so it runs op by op until the node learns it.
 pub fn supports(shape: &LayerShape) -> bool {
@@ -62,6 +62,7 @@ pub fn supports(shape: &LayerShape) -> bool {
             scale: AttnScale::InvSqrtHeadDim,
             query_scaling: QueryScaling::None,
             qk_norm: None | Some(NormKind::Rms),
+            qk_norm_span: QkNormSpan::PerHead,
             bias: AttnBias::None | AttnBias::Qkv,
             mlp_bias: MlpBias::None,
             attn_softcap: SoftCap::None,

@@ -318,6 +318,18 @@ pub fn geglu_tanh(gate: &Array, up: &Array) -> Result<Array> {
     Ok(gelu.multiply(up)?)
 }
 
+/// gpt-oss's clamped SwiGLU, op for op as mlx-lm's `swiglu_oai` (alpha 1.702, limit 7):
+/// `(clip(up, -7, 7) + 1) * (g * sigmoid(1.702 * g))` with `g = minimum(gate, 7)`.
+pub fn clamped_swiglu(gate: &Array, up: &Array) -> Result<Array> {
+    const ALPHA: f32 = 1.702;
+    const LIMIT: f32 = 7.0;
+    let scalar = |v: f32| Array::from_f32(v).as_dtype(gate.dtype());
+    let g = mlx_rs::ops::minimum(gate, scalar(LIMIT)?)?;
+    let x = mlx_rs::ops::clip(up, (scalar(-LIMIT)?, scalar(LIMIT)?))?;
+    let glu = g.multiply(mlx_rs::ops::sigmoid(&scalar(ALPHA)?.multiply(&g)?)?)?;
+    Ok(x.add(scalar(1.0)?)?.multiply(&glu)?)
+}
+
 /// An affine packed weight as the one-node decode layer takes it (`None` for a float mode's,
 /// which the node does not compute: such a layer runs op by op).
 pub(super) fn affine_operand(w: quant_cpu::QuantWeight<'_>) -> Option<quant_cpu::PackedWeight<'_>> {
@@ -326,4 +338,27 @@ pub(super) fn affine_operand(w: quant_cpu::QuantWeight<'_>) -> Option<quant_cpu:
         scales: w.scales,
         biases: w.biases?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The gate clamped from above only, the linear part both ways, plus one.
+    #[test]
+    fn clamped_swiglu_clamps_as_swiglu_oai() -> Result<()> {
+        let gate = Array::from_slice(&[10.0f32, -10.0, 1.0, 7.0], &[4]);
+        let up = Array::from_slice(&[-9.0f32, 9.0, 0.5, 0.0], &[4]);
+        let out = clamped_swiglu(&gate, &up)?;
+        out.eval()?;
+        let glu = |g: f32| g * (1.0 / (1.0 + (-1.702 * g).exp()));
+        let want = [-6.0 * glu(7.0), 8.0 * glu(-10.0), 1.5 * glu(1.0), glu(7.0)];
+        for (got, want) in out.as_slice::<f32>().iter().zip(want) {
+            assert!(
+                (got - want).abs() <= 1e-5 * want.abs().max(1.0),
+                "{got} vs {want}"
+            );
+        }
+        Ok(())
+    }
 }

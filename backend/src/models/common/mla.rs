@@ -10,9 +10,12 @@ use mlx_rs::ops::{arange, concatenate, ge, matmul};
 use mlx_rs::Array;
 
 use super::attend::offsets;
+use super::attention::query_temperature;
+use super::indexer::{gather, picked_mask, IndexStep, Indexer};
+use super::shape::QueryScaling;
 use super::{Linear, RmsNorm, Rope, TensorCut};
 use crate::cache::KvCache;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::weights::{Cut, MatrixWeight, QuantizedMatrix, Shape, Weights};
 
 /// MLA's sizes, from the family's config.
@@ -63,6 +66,8 @@ pub struct LatentAttention {
     /// Heads on this rank.
     heads: i32,
     tensor: Option<TensorCut>,
+    /// A temperature on the whole rotated query by position (Mistral 4's Llama 4 scaling).
+    query_scaling: QueryScaling,
 }
 
 impl LatentAttention {
@@ -120,7 +125,17 @@ impl LatentAttention {
             c: *c,
             heads: c.heads / n,
             tensor: tensor.clone(),
+            query_scaling: QueryScaling::None,
         })
+    }
+
+    /// The same block with Llama 4's query temperature on both query parts after rope, as
+    /// mlx-lm's `mistral4` scales them.
+    pub fn with_query_scaling(self, query_scaling: QueryScaling) -> LatentAttention {
+        LatentAttention {
+            query_scaling,
+            ..self
+        }
     }
 
     /// `x`: [B, L, hidden]; row b extends `caches[b]` (rows of a batch decode one token each).
@@ -136,6 +151,8 @@ impl LatentAttention {
         let q_pe = self
             .rope
             .for_rows(&q.index((.., .., .., nope..)), &offsets)?;
+        let q_nope = query_temperature(self.query_scaling, &q_nope, &offsets)?;
+        let q_pe = query_temperature(self.query_scaling, &q_pe, &offsets)?;
         let compressed = self.kv_a_proj_with_mqa.forward(x)?;
         let latent =
             self.kv_a_layernorm
@@ -375,5 +392,155 @@ impl MultiLinear {
             MultiWeight::Dense(weight) => vec![weight],
             MultiWeight::Quantized(matrix) => matrix.arrays(),
         }
+    }
+}
+
+/// DeepSeek Sparse Attention's step (`indexer.rs`): latent attention whose cache holds, after
+/// each position's rope key part, the indexer's key.
+impl LatentAttention {
+    /// As [`Self::forward`], each row attending only to the keys `indexer` picks for it (all
+    /// of them while there are at most `index_topk`). The indexer reads the query latent, so
+    /// the queries must come through the low-rank bottleneck.
+    pub fn forward_sparse(
+        &self,
+        x: &Array,
+        caches: &mut [&mut KvCache],
+        indexer: &Indexer,
+    ) -> Result<Array> {
+        let (b, l) = (x.shape()[0], x.shape()[1]);
+        let QueryProj::LowRank {
+            q_a_proj,
+            q_a_layernorm,
+            q_b_proj,
+        } = &self.q
+        else {
+            return Err(Error::Config(
+                "sparse attention needs q_lora_rank: its indexer reads the query latent".into(),
+            ));
+        };
+        let qr = q_a_layernorm.forward(&q_a_proj.forward(x)?)?;
+        let q = q_b_proj
+            .forward(&qr)?
+            .reshape(&[b, l, self.heads, -1])?
+            .transpose_axes(&[0, 2, 1, 3])?;
+        let offsets = offsets(caches);
+        let parts = self.parts(x, &q, &offsets)?;
+        let index = indexer.project(x, &qr, &offsets)?;
+        let out = self.attend_sparse(parts, index, indexer, caches)?;
+        let out = out.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?;
+        TensorCut::all_sum(&self.tensor, self.o_proj.forward(&out)?)
+    }
+
+    /// The queries `q` ([B, heads, L, q_head_dim]) split and rotated, and the latent and
+    /// rotated rope key of `x`, as [`Self::forward`] makes them.
+    fn parts(&self, x: &Array, q: &Array, offsets: &[i32]) -> Result<Parts> {
+        let (b, l) = (x.shape()[0], x.shape()[1]);
+        let (nope, rope_dim) = (self.c.qk_nope_head_dim, self.c.qk_rope_head_dim);
+        let q_nope = q.index((.., .., .., ..nope));
+        let q_pe = self
+            .rope
+            .for_rows(&q.index((.., .., .., nope..)), offsets)?;
+        let compressed = self.kv_a_proj_with_mqa.forward(x)?;
+        let latent =
+            self.kv_a_layernorm
+                .forward(&compressed.index((.., .., ..self.c.kv_lora_rank)))?;
+        let k_pe = compressed
+            .index((.., .., self.c.kv_lora_rank..))
+            .reshape(&[b, l, 1, rope_dim])?
+            .transpose_axes(&[0, 2, 1, 3])?;
+        let k_pe = self.rope.for_rows(&k_pe, offsets)?;
+        Ok(Parts {
+            q_nope,
+            q_pe,
+            latent,
+            k_pe,
+        })
+    }
+
+    /// Each row on its own, as [`Self::attend`]: the rope key part and the indexer key are
+    /// cached side by side as the values.
+    fn attend_sparse(
+        &self,
+        p: Parts,
+        index: IndexStep,
+        indexer: &Indexer,
+        caches: &mut [&mut KvCache],
+    ) -> Result<Array> {
+        let latent = p.latent.expand_dims(1)?;
+        let values = concatenate(&[&p.k_pe, &index.k], -1)?;
+        let n = caches.len() as i32;
+        let split = |a: &Array| a.split_equal(n, 0);
+        let (qn, qp) = (split(&p.q_nope)?, split(&p.q_pe)?);
+        let (lat, vals) = (split(&latent)?, split(&values)?);
+        let (iq, iw) = (split(&index.q)?, split(&index.weights)?);
+        let outs = caches
+            .iter_mut()
+            .enumerate()
+            .map(|(r, cache)| {
+                let (latent, values) = cache.update_and_fetch(&lat[r], &vals[r])?;
+                let offset = cache.offset() - qn[r].shape()[2];
+                let step = (&qn[r], &qp[r], (&iq[r], &iw[r]));
+                self.attend_picked(step, (&latent, &values), offset, indexer)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(concatenate(&outs, 0)?)
+    }
+
+    /// One sequence over its cached `latent` and `values` (rope key part, then indexer key):
+    /// a decode step gathers the picked keys, a chunk masks all but them (mlx-lm's two paths).
+    fn attend_picked(
+        &self,
+        (q_nope, q_pe, index_q): (&Array, &Array, (&Array, &Array)),
+        (latent, values): (&Array, &Array),
+        offset: i32,
+        indexer: &Indexer,
+    ) -> Result<Array> {
+        let l = q_nope.shape()[2];
+        let rope_dim = self.c.qk_rope_head_dim;
+        let k_pe = values.index((.., .., .., ..rope_dim));
+        let index_k = values.index((.., .., .., rope_dim..));
+        let causal = match l {
+            1 => None,
+            _ => Some(causal_mask(l, offset)?),
+        };
+        let picks = indexer.select(index_q, &index_k, causal.as_ref())?;
+        match (picks, causal) {
+            (None, causal) => self.attend_masked(q_nope, q_pe, (latent, &k_pe), causal),
+            (Some(picks), None) => {
+                let keys = (&gather(latent, &picks)?, &gather(&k_pe, &picks)?);
+                self.attend_masked(q_nope, q_pe, keys, None)
+            }
+            (Some(picks), Some(causal)) => {
+                let mask = picked_mask(&picks, &causal)?;
+                self.attend_masked(q_nope, q_pe, (latent, &k_pe), Some(mask))
+            }
+        }
+    }
+
+    /// [`Self::attend_latent`]'s attention over keys already read, hiding where `mask` is
+    /// false (a chunk's; a decode step has none).
+    fn attend_masked(
+        &self,
+        q_nope: &Array,
+        q_pe: &Array,
+        (latent, k_pe): (&Array, &Array),
+        mask: Option<Array>,
+    ) -> Result<Array> {
+        let scale = Array::from_f32(self.c.scale).as_dtype(q_pe.dtype())?;
+        let mut pe_scores = matmul(q_pe.multiply(&scale)?, k_pe.swap_axes(-1, -2)?)?;
+        if let Some(mask) = mask {
+            let lowest = Array::from_f32(f32::MIN).as_dtype(pe_scores.dtype())?;
+            pe_scores = mlx_rs::ops::select(&mask, &pe_scores, &lowest)?;
+        }
+        let sdpa = |q: &Array, k: &Array, v: &Array| {
+            scaled_dot_product_attention(q, k, v, self.c.scale, &pe_scores, None)
+        };
+        if q_nope.shape()[2] == 1 {
+            let q = self.embed_q.forward(q_nope, true)?;
+            return self.unembed_out.forward(&sdpa(&q, latent, latent)?, true);
+        }
+        let k = self.embed_q.forward(latent, false)?;
+        let v = self.unembed_out.forward(latent, true)?;
+        Ok(sdpa(q_nope, &k, &v)?)
     }
 }

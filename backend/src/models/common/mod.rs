@@ -4,6 +4,7 @@ mod args;
 mod attend;
 mod attention;
 mod decoder;
+mod indexer;
 mod layer_node;
 mod layers;
 mod mla;
@@ -18,11 +19,13 @@ pub use decoder::{
     keys, AttentionBlock, Decoder, DecoderConfig, DecoderLayer, FeedForward, Head, LayerLoader,
     Mlp, Skeleton, WeightStats,
 };
+pub use indexer::{Indexer, IndexerConfig, SparseLatentAttention};
 pub use layer_node::supports as layer_node_supports;
 pub use layers::{cpu_f32, Embedding, Linear, RmsNorm};
 pub use mla::{LatentAttention, LatentConfig};
 pub use moe::{
-    stack_experts, Groups, Moe, MoeSizes, Router, Routing, SwitchGlu, SwitchLinear, MAX_EXPERTS,
+    stack_experts, Groups, Moe, MoeLayout, MoeSizes, Router, Routing, SwitchGlu, SwitchLinear,
+    MAX_EXPERTS,
 };
 pub use rope::{yarn_attention_factor, Rope};
 pub use shape::{EndShape, HeadKind, LayerShape, ModelShape};

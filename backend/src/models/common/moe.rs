@@ -7,6 +7,7 @@ use mlx_rs::ops::{
 };
 use mlx_rs::{Array, Dtype};
 
+use super::shape::Activation;
 use super::{positive, ExpertCut, Linear, Mlp, TensorCut};
 use crate::error::{Error, Result};
 use crate::weights::{Cut, MatrixWeight, Packed, QuantizedMatrix, Shape, Weights};
@@ -72,14 +73,46 @@ impl SwitchLinear {
     }
 }
 
-/// Every expert's SwiGLU; tensor-parallel, each expert's intermediate neurons are cut, or
-/// (expert parallel) each rank holds a range of whole experts.
+/// Every expert's gated MLP (SwiGLU, or gpt-oss's clamped one with biases); tensor-parallel,
+/// each expert's intermediate neurons are cut, or (expert parallel) each rank holds a range
+/// of whole experts.
 pub struct SwitchGlu {
     pub gate_proj: SwitchLinear,
     pub up_proj: SwitchLinear,
     pub down_proj: SwitchLinear,
+    pub activation: Activation,
+    /// Each expert's biases, where the checkpoint has them (gpt-oss).
+    biases: Option<ExpertBiases>,
     /// The experts this rank holds, when it holds only some (expert parallelism).
     local: Option<LocalExperts>,
+}
+
+/// Stacked biases `[experts, out]` of the three projections, cut as their weights are (the
+/// down projection's only on rank 0 when its inputs are cut).
+struct ExpertBiases {
+    gate: Array,
+    up: Array,
+    down: Option<Array>,
+}
+
+/// What a family's mixture is called and computes beyond mlx-lm's default `SwitchGLU`: the
+/// router's and the experts' names under the MLP, whether they carry biases, and the gate.
+#[derive(Debug, Clone, Copy)]
+pub struct MoeLayout {
+    pub router: &'static str,
+    pub experts: &'static str,
+    pub bias: bool,
+    pub activation: Activation,
+}
+
+impl MoeLayout {
+    /// `{mlp}.gate` and `{mlp}.switch_mlp`, no biases, SwiGLU (Qwen3-MoE, DeepSeek, GLM).
+    pub const SWITCH_MLP: MoeLayout = MoeLayout {
+        router: "gate",
+        experts: "switch_mlp",
+        bias: false,
+        activation: Activation::SwiGlu,
+    };
 }
 
 /// Experts `first..first + count` of the model, held by this rank.
@@ -120,11 +153,9 @@ impl SwitchGlu {
         prefix: &str,
         experts: i32,
         (hidden, inter): (i32, i32),
+        (activation, bias): (Activation, bool),
         tensor: &Option<TensorCut>,
     ) -> Result<SwitchGlu> {
-        let mut part = |name: &str, dims: (i32, i32), split: Cut| {
-            SwitchLinear::load(w, &format!("{prefix}.{name}"), experts, dims, split)
-        };
         let whole = TensorCut::expert_cut(tensor) == Some(ExpertCut::Whole);
         let (in_split, out_split) = match whole {
             true => (Cut::stacked(tensor), Cut::stacked(tensor)),
@@ -140,10 +171,37 @@ impl SwitchGlu {
             }
             _ => None,
         };
+        let mut part = |name: &str, dims: (i32, i32), split: Cut| {
+            SwitchLinear::load(w, &format!("{prefix}.{name}"), experts, dims, split)
+        };
+        let (gate_proj, up_proj) = (
+            part("gate_proj", (hidden, inter), in_split)?,
+            part("up_proj", (hidden, inter), in_split)?,
+        );
+        let down_proj = part("down_proj", (inter, hidden), out_split)?;
+        let biases = match bias {
+            true => {
+                let mut b = |name: &str, out: i32, split: Cut| {
+                    w.stacked_bias(&format!("{prefix}.{name}"), (experts, out), split)
+                };
+                let (gate, up) = (
+                    b("gate_proj", inter, in_split)?,
+                    b("up_proj", inter, in_split)?,
+                );
+                let down = b("down_proj", hidden, out_split)?;
+                match (gate, up) {
+                    (Some(gate), Some(up)) => Some(ExpertBiases { gate, up, down }),
+                    _ => return Err(Error::Internal(format!("{prefix}: biases cut away"))),
+                }
+            }
+            false => None,
+        };
         Ok(SwitchGlu {
-            gate_proj: part("gate_proj", (hidden, inter), in_split)?,
-            up_proj: part("up_proj", (hidden, inter), in_split)?,
-            down_proj: part("down_proj", (inter, hidden), out_split)?,
+            gate_proj,
+            up_proj,
+            down_proj,
+            activation,
+            biases,
             local,
         })
     }
@@ -163,12 +221,14 @@ impl SwitchGlu {
             mlx_rs::ops::ge(&shifted, Array::from_int(0))?,
             mlx_rs::ops::lt(&shifted, Array::from_int(l.count))?,
         )?;
+        // A biased expert's row is not zero for a zero weight row: mask it out too.
+        let keep = inside.expand_dims(-1)?;
         if let SwitchLinear::Packed(_) = self.gate_proj {
             let idx = mlx_rs::ops::select(&inside, &shifted, Array::from_int(-1))?;
-            return Ok((idx, None));
+            return Ok((idx, self.biases.is_some().then_some(keep)));
         }
         let idx = mlx_rs::ops::select(&inside, &shifted, Array::from_int(0))?;
-        Ok((idx.as_dtype(Dtype::Uint32)?, Some(inside.expand_dims(-1)?)))
+        Ok((idx.as_dtype(Dtype::Uint32)?, Some(keep)))
     }
 
     /// Tokens `x` ([T, hidden]) through their experts `inds` ([T, k]): [T, k, hidden].
@@ -199,17 +259,48 @@ impl SwitchGlu {
         Ok(y.reshape(&[tokens, k, -1])?)
     }
 
+    /// Row r of `x` through expert `experts[r]`'s gated MLP, each projection plus the
+    /// expert's bias where it has one (as mlx-lm's `SwitchLinear` adds `bias[indices]`).
     fn rows(&self, x: &Array, experts: &Array, sorted: bool) -> Result<Array> {
-        let up = self.up_proj.forward(x, experts, sorted)?;
-        let gate = self.gate_proj.forward(x, experts, sorted)?;
-        let h = mlx_rs::nn::silu(gate)?.multiply(up)?;
-        self.down_proj.forward(&h, experts, sorted)
+        // An index -1 (an expert another rank holds, packed) reads expert 0's bias; the row is
+        // masked out afterwards.
+        let bias_rows = match self.local {
+            Some(_) => {
+                mlx_rs::ops::maximum(experts, Array::from_int(0).as_dtype(experts.dtype())?)?
+            }
+            None => experts.clone(),
+        };
+        let biased = |y: Array, bias: Option<&Array>| -> Result<Array> {
+            match bias {
+                Some(b) => Ok(y.add(b.take_axis(&bias_rows, 0)?)?),
+                None => Ok(y),
+            }
+        };
+        let b = self.biases.as_ref();
+        let up = biased(self.up_proj.forward(x, experts, sorted)?, b.map(|b| &b.up))?;
+        let gate = biased(
+            self.gate_proj.forward(x, experts, sorted)?,
+            b.map(|b| &b.gate),
+        )?;
+        let h = match self.activation {
+            Activation::ClampedSwiGlu => super::layers::clamped_swiglu(&gate, &up)?,
+            Activation::GeGluTanh => super::layers::geglu_tanh(&gate, &up)?,
+            Activation::SwiGlu => mlx_rs::nn::silu(gate)?.multiply(up)?,
+        };
+        let down = self.down_proj.forward(&h, experts, sorted)?;
+        biased(down, b.and_then(|b| b.down.as_ref()))
     }
 
     pub fn arrays(&self) -> Vec<&Array> {
+        let biases = self.biases.iter().flat_map(|b| {
+            [Some(&b.gate), Some(&b.up), b.down.as_ref()]
+                .into_iter()
+                .flatten()
+        });
         [&self.gate_proj, &self.up_proj, &self.down_proj]
             .into_iter()
             .flat_map(SwitchLinear::arrays)
+            .chain(biases)
             .collect()
     }
 }
@@ -224,6 +315,8 @@ pub enum Routing {
         groups: Option<Groups>,
         scaling: f32,
     },
+    /// gpt-oss: the top k logits (of a router with a bias), softmaxed among themselves.
+    TopLogits { top_k: i32 },
     /// DeepSeek-V3 (`noaux_tc`): sigmoid, selection biased by `e_score_correction_bias`
     /// within the best groups, weights from the unbiased scores, normalized and scaled.
     Sigmoid {
@@ -232,6 +325,19 @@ pub enum Routing {
         norm_topk_prob: bool,
         scaling: f32,
         correction: Array,
+    },
+    /// MiniMax: the gate over f32 inputs, sigmoid, selection biased by the block's
+    /// `e_score_correction_bias`, weights from the unbiased scores always normalized (over
+    /// their sum plus 1e-20) and cast to the input's dtype; no groups, no scaling.
+    SigmoidNormalized { top_k: i32, correction: Array },
+    /// Mistral 4: softmax over f32 gates, selection within the best groups (ranked by their
+    /// top-2 sum), weights from the unmasked scores, normalized (sum plus 1e-20) where
+    /// `norm_topk_prob` says, and scaled.
+    SoftmaxGroupsByTwo {
+        top_k: i32,
+        groups: Groups,
+        norm_topk_prob: bool,
+        scaling: f32,
     },
 }
 
@@ -297,6 +403,9 @@ pub struct Router {
 impl Router {
     /// Expert indices and their weights, both [B, L, k], for `x` ([B, L, hidden]).
     pub fn route(&self, x: &Array) -> Result<(Array, Array)> {
+        if let Routing::SigmoidNormalized { top_k, correction } = &self.routing {
+            return self.route_normalized(x, *top_k, correction);
+        }
         let gates = self.gate.forward(x)?;
         match &self.routing {
             Routing::Softmax {
@@ -330,8 +439,58 @@ impl Router {
                 let picked = scores.take_along_axis(&inds, -1)?;
                 Ok((inds, picked.multiply(Array::from_f32(*scaling))?))
             }
+            Routing::TopLogits { top_k } => {
+                // mlx-lm's `mlx_topk`: argpartition at -k, the last k, their logits.
+                let experts = gates.shape()[gates.ndim() - 1];
+                let inds = argpartition_axis(&gates, experts - top_k, -1)?.index((
+                    ..,
+                    ..,
+                    experts - top_k..,
+                ));
+                let picked = gates.take_along_axis(&inds, -1)?;
+                Ok((inds, softmax_axis(&picked, -1, true)?))
+            }
             Routing::Sigmoid { .. } => self.route_sigmoid(&gates),
+            Routing::SigmoidNormalized { .. } => Err(Error::Internal(
+                "a normalized sigmoid router is routed apart".into(),
+            )),
+            Routing::SoftmaxGroupsByTwo { .. } => self.route_softmax_by_two(&gates),
         }
+    }
+
+    /// Mistral 4's `mistral4_expert_select`, op for op.
+    fn route_softmax_by_two(&self, gates: &Array) -> Result<(Array, Array)> {
+        let Routing::SoftmaxGroupsByTwo {
+            top_k,
+            groups,
+            norm_topk_prob,
+            scaling,
+        } = &self.routing
+        else {
+            return Err(Error::Internal("not a grouped softmax router".into()));
+        };
+        let scores = softmax_axis(gates.as_dtype(Dtype::Float32)?, -1, false)?;
+        let choice = match groups.count > 1 {
+            true => groups.mask(&scores, |s| Ok(topk_axis(s, 2, -1)?.sum_axis(-1, true)?))?,
+            false => scores.clone(),
+        };
+        let inds = smallest_k(&choice.negative()?, *top_k)?;
+        let mut picked = scores.take_along_axis(&inds, -1)?;
+        if *norm_topk_prob {
+            let total = picked.sum_axis(-1, true)?.add(Array::from_f32(1e-20))?;
+            picked = picked.divide(&total)?;
+        }
+        Ok((inds, picked.multiply(Array::from_f32(*scaling))?))
+    }
+
+    /// MiniMax's router, op for op as its `MiniMaxSparseMoeBlock`.
+    fn route_normalized(&self, x: &Array, k: i32, correction: &Array) -> Result<(Array, Array)> {
+        let gates = self.gate.forward(&x.as_dtype(Dtype::Float32)?)?;
+        let original = sigmoid(&gates)?;
+        let inds = smallest_k(&original.add(correction)?.negative()?, k)?;
+        let picked = original.take_along_axis(&inds, -1)?;
+        let total = picked.sum_axis(-1, true)?.add(Array::from_f32(1e-20))?;
+        Ok((inds, picked.divide(&total)?.as_dtype(x.dtype())?))
     }
 
     /// DeepSeek-V3's `group_expert_select`.
@@ -397,6 +556,18 @@ impl Moe {
         cast_sum: bool,
         tensor: &Option<TensorCut>,
     ) -> Result<Moe> {
+        let at = (mlp, MoeLayout::SWITCH_MLP);
+        Moe::load_laid_out(w, at, (sizes, routing), cast_sum, tensor)
+    }
+
+    /// The mixture at `mlp` under a family's own `layout` (names, biases, gate).
+    pub fn load_laid_out(
+        w: &mut Weights,
+        (mlp, layout): (&str, MoeLayout),
+        (sizes, routing): (MoeSizes, Routing),
+        cast_sum: bool,
+        tensor: &Option<TensorCut>,
+    ) -> Result<Moe> {
         let MoeSizes {
             hidden,
             inter,
@@ -414,16 +585,18 @@ impl Moe {
             }
             None => None,
         };
+        let gate = format!("{mlp}.{}", layout.router);
         Ok(Moe {
             router: Router {
-                gate: Linear::load(w, &format!("{mlp}.gate"), hidden, experts, false)?,
+                gate: Linear::load(w, &gate, hidden, experts, layout.bias)?,
                 routing,
             },
             experts: SwitchGlu::load(
                 w,
-                &format!("{mlp}.switch_mlp"),
+                &format!("{mlp}.{}", layout.experts),
                 experts,
                 (hidden, inter),
+                (layout.activation, layout.bias),
                 tensor,
             )?,
             shared,
@@ -455,7 +628,9 @@ impl Moe {
         let mut out = self.router.gate.arrays();
         out.extend(self.experts.arrays());
         out.extend(self.shared.iter().flat_map(Mlp::arrays));
-        if let Routing::Sigmoid { correction, .. } = &self.router.routing {
+        if let Routing::Sigmoid { correction, .. } | Routing::SigmoidNormalized { correction, .. } =
+            &self.router.routing
+        {
             out.push(correction);
         }
         out

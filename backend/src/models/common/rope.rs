@@ -152,6 +152,14 @@ impl Rope {
     }
 }
 
+impl Rope {
+    /// Whether it scales its input (YaRN's attention factor): over the whole head, which is
+    /// mlx-lm's only where the rope rotates the whole head.
+    pub fn scales_input(&self) -> bool {
+        self.mscale != 1.0
+    }
+}
+
 /// YaRN scaling (DeepSeek-V2/V3), as mlx-lm's `YarnRoPE`.
 struct Yarn {
     factor: f64,

@@ -83,7 +83,8 @@ pub enum Activation {
     SwiGlu,
     /// `gelu_tanh(gate) * up` (Gemma).
     GeGluTanh,
-    /// SwiGLU with clamped inputs and biases (gpt-oss).
+    /// gpt-oss's SwiGLU: the gate clamped from above and the linear part clamped both
+    /// ways (at 7), `(up + 1) * gate * sigmoid(1.702 * gate)`.
     ClampedSwiGlu,
 }
 
@@ -168,6 +169,14 @@ pub enum QueryScaling {
     Llama4 { beta: f32, original: f32 },
 }
 
+/// What one q or k norm spans: each head alone (Qwen3, Gemma 3), or every head of the
+/// projection at once (MiniMax: one weight of `heads * head_dim`, one mean of squares).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QkNormSpan {
+    PerHead,
+    AllHeads,
+}
+
 /// The attention mechanism.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttentionKind {
@@ -175,6 +184,12 @@ pub enum AttentionKind {
     GroupedQuery,
     /// Multi-head latent attention (DeepSeek).
     Latent,
+    /// Latent attention over the keys a lightning indexer picks (DeepSeek Sparse Attention:
+    /// DeepSeek-V3.2, GLM-5).
+    SparseLatent,
+    /// Grouped-query attention with a learned logit per head (`self_attn.sinks`) that joins
+    /// each query's softmax as one more key with no value (gpt-oss).
+    GroupedQuerySinks,
 }
 
 /// Which positions a layer attends to.
@@ -273,6 +288,12 @@ pub enum RoutingKind {
     SoftmaxGroups,
     /// Sigmoid with a correction bias, by groups (DeepSeek-V3).
     SigmoidCorrected,
+    /// Sigmoid of an f32 gate with a correction bias, no groups, always normalized (MiniMax).
+    SigmoidNormalized,
+    /// Softmax, by groups ranked by their top-2 sum, optionally normalized, scaled (Mistral 4).
+    SoftmaxGroupsByTwo,
+    /// The top k of the (biased) router's logits, softmaxed among themselves (gpt-oss).
+    TopLogitsSoftmax,
 }
 
 /// The feed-forward block.
@@ -297,6 +318,7 @@ pub struct LayerShape {
     pub scale: AttnScale,
     pub query_scaling: QueryScaling,
     pub qk_norm: Option<NormKind>,
+    pub qk_norm_span: QkNormSpan,
     pub bias: AttnBias,
     pub mlp_bias: MlpBias,
     pub attn_softcap: SoftCap,
@@ -320,6 +342,7 @@ impl LayerShape {
             scale: AttnScale::InvSqrtHeadDim,
             query_scaling: QueryScaling::None,
             qk_norm: None,
+            qk_norm_span: QkNormSpan::PerHead,
             bias: AttnBias::None,
             mlp_bias: MlpBias::None,
             attn_softcap: SoftCap::None,
@@ -338,9 +361,6 @@ impl LayerShape {
                 norms: NormShape { placement, .. },
                 ..
             } if placement == NormPlacement::Post => format!("norm placement {placement:?}"),
-            LayerShape { activation, .. } if activation == Activation::ClampedSwiGlu => {
-                format!("activation {activation:?}")
-            }
             LayerShape {
                 qk_norm: Some(kind),
                 ..
@@ -514,7 +534,8 @@ mod tests {
         );
         let mut shape = LayerShape::llama(RopeScaling::None);
         shape.activation = Activation::ClampedSwiGlu;
-        assert!(shape.check_implemented().is_err());
+        shape.attention = AttentionKind::GroupedQuerySinks;
+        assert!(shape.check_implemented().is_ok());
         shape.activation = Activation::GeGluTanh;
         shape.span = AttentionSpan::Sliding {
             window: 0,
