@@ -141,7 +141,7 @@ pub fn resident_estimate(dir: &Path, mode: WeightMode) -> Result<u64> {
         .is_none_or(|m| m == "affine");
     Ok(match (mode, bits) {
         // Packed codes, scales and biases as stored.
-        (WeightMode::PackedF32, Some(_)) if packs => stored,
+        (WeightMode::PackedF32 | WeightMode::PackedInt8, Some(_)) if packs => stored,
         (_, Some(bits)) => stored.saturating_mul(32 / bits),
         (_, None) => stored.saturating_mul(2),
     })

@@ -126,5 +126,6 @@ pub mod grammars;
 pub mod mlx_lm;
 pub mod netns;
 pub mod prompts;
+pub mod quality;
 pub mod rpc;
 pub mod server;

@@ -467,3 +467,52 @@ async fn splits_equal_single_node(
     }
     Ok(())
 }
+
+/// `cpu_numerics:int8` on every rank: a 2-rank pipeline and tensor split answer as one node
+/// with the same numerics, and Status says which numerics run.
+#[tokio::test]
+async fn int8_numerics_split_equal_single_node() -> TestResult {
+    let _serial = serial();
+    let single = integration_tests::server::BackendProcess::start(&[]).await?;
+    let mut one = single.client().await?;
+    let cluster = Cluster::start(2, "int8")?;
+    let rank0 = cluster.rank0(&[]).await?;
+    let mut c = rank0.client().await?;
+    let req = pb::PredictOptions {
+        prompt: "The capital of France is".into(),
+        tokens: 24,
+        ignore_eos: true,
+        ..Default::default()
+    };
+    let int8 = "cpu_numerics:int8";
+    assert!(
+        load_fixture(&mut one, "tiny-llama3-4bit", &[int8])
+            .await?
+            .success
+    );
+    let want = one.predict(req.clone()).await?.into_inner();
+    let status = one.status(pb::HealthMessage {}).await?.into_inner();
+    let breakdown = status.memory.map(|m| m.breakdown).unwrap_or_default();
+    assert_eq!(
+        breakdown.get("cpu_numerics_int8"),
+        Some(&1),
+        "{breakdown:?}"
+    );
+    assert_eq!(
+        breakdown.get("int8_exact_layers"),
+        Some(&0),
+        "{breakdown:?}"
+    );
+    for mode in ["pipeline", "tensor"] {
+        let option = format!("parallelism:{mode}");
+        let loaded = load_fixture(&mut c, "tiny-llama3-4bit", &[int8, option.as_str()]).await?;
+        assert!(loaded.success, "{mode}: {loaded:?}");
+        let got = c.predict(req.clone()).await?.into_inner();
+        assert_eq!(
+            (got.message, got.tokens),
+            (want.message.clone(), want.tokens),
+            "{mode}"
+        );
+    }
+    Ok(())
+}

@@ -120,6 +120,10 @@ async fn metrics_follow_requests_and_each_ranks_steps() -> TestResult {
     assert!(value(&m, "mlx_distributed_kv_budget_bytes{}") > 0.0);
     assert_eq!(value(&m, "mlx_distributed_queue_depth{}"), 0.0);
     assert_eq!(value(&m, "mlx_distributed_engine_state{state=ready}"), 1.0);
+    assert_eq!(
+        value(&m, "mlx_distributed_cpu_numerics{numerics=exact}"),
+        1.0
+    );
     let rank_1 = m
         .keys()
         .find(|k| k.starts_with("mlx_distributed_rank_up{") && k.ends_with("rank=1}"))

@@ -139,11 +139,7 @@ fn decode(format: Format, name: &str, n: usize, k: usize, m: usize) {
 
 /// An affine format the benchmark runs (all valid).
 fn affine(bits: u32, group: usize) -> Format {
-    Format {
-        bits,
-        group,
-        mode: Mode::Affine,
-    }
+    Format::new(bits, group).expect("an affine format")
 }
 
 fn main() {

@@ -12,7 +12,7 @@ use mlx_rs::error::Exception;
 use mlx_rs::{Array, Stream};
 
 use crate::fast::RopeSpec;
-use crate::op::{qmm_kernel, Kernel};
+use crate::op::{kernel_for, Kernel};
 use crate::{Format, PackedWeight};
 
 /// The layer's configuration as the shim reads it (`MlxdLayerSpec` in the C++).
@@ -109,6 +109,8 @@ pub struct RowCache<'a> {
 /// every input costs the engine thread per step, and most of a layer's were weights.
 pub struct LayerNode {
     raw: std::ptr::NonNull<RawLayer>,
+    /// The products' kernel, of the weights' numerics.
+    kernel: Kernel,
 }
 
 // SAFETY: the C++ layer is immutable once made, and its weights are MLX arrays shared through
@@ -142,7 +144,8 @@ impl LayerNode {
         })?;
         let raw = std::ptr::NonNull::new(raw)
             .ok_or_else(|| Exception::custom("the layer node was not made"))?;
-        Ok(LayerNode { raw })
+        let kernel = kernel_for(shape.format);
+        Ok(LayerNode { raw, kernel })
     }
 
     /// The step for x [B, L, D] f32, row b's L new positions going to `rows[b]` from its
@@ -172,7 +175,7 @@ impl LayerNode {
                 offsets.as_ptr(),
                 exclusive.as_ptr(),
                 offsets.len() as i32,
-                qmm_kernel,
+                self.kernel,
                 stream.as_ptr(),
             )
         })?

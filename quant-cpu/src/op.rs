@@ -4,7 +4,7 @@
 use mlx_rs::error::Exception;
 use mlx_rs::{Array, Stream};
 
-use crate::kernel::{self, Format, Mode, Operands, Params};
+use crate::kernel::{self, Format, Mode, Numerics, Operands, Params};
 
 extern "C" {
     /// `cpp/quantized_matmul.cpp`: builds the node, checking every operand's dtype and shape.
@@ -119,7 +119,7 @@ pub fn quantized_matmul<'a>(
             format.group as i32,
             format.bits as i32,
             mode_code(format.mode),
-            qmm_kernel,
+            kernel_for(format),
             stream.as_ptr(),
         )
     })
@@ -161,7 +161,7 @@ pub fn gather_quantized_matmul<'a>(
             format.group as i32,
             format.bits as i32,
             mode_code(format.mode),
-            qmm_kernel,
+            kernel_for(format),
             stream.as_ptr(),
         )
     })
@@ -242,22 +242,30 @@ fn products(
             format.group as i32,
             format.bits as i32,
             mode_code(format.mode),
-            qmm_kernel,
+            kernel_for(format),
             swiglu,
             stream.as_ptr(),
         )
     })
 }
 
-/// Called by the shim on MLX's stream thread with operands it has checked.
+/// The kernel the shim calls for products of `format`: the shim passes the mode, bits and
+/// group, and the function itself says the numerics.
+pub(crate) fn kernel_for(format: Format) -> Kernel {
+    match format.numerics {
+        Numerics::Exact => qmm_kernel,
+        Numerics::Int8 => qmm_kernel_int8,
+    }
+}
+
+/// Called by the shim on MLX's stream thread with operands it has checked: the exact
+/// numerics.
 /// A panic must not unwind into C++, so it aborts (`extern "C"`), as any kernel fault would.
 ///
 /// # Safety
-/// `x` holds m*k floats, `w` n rows of k*bits/8 bytes, `scales` and `biases` n*k/group
-/// values of the dtype `params` names (`biases` null in a float mode), `out` room for m*n
-/// floats, and (mode, bits, group) is a supported format.
+/// As [`run_kernel`].
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe extern "C" fn qmm_kernel(
+unsafe extern "C" fn qmm_kernel(
     x: *const f32,
     m: i64,
     k: i64,
@@ -271,11 +279,57 @@ pub(crate) unsafe extern "C" fn qmm_kernel(
     mode: i32,
     out: *mut f32,
 ) {
+    let format = (bits, group, mode, Numerics::Exact);
+    run_kernel(x, (m, k, n), (w, scales, biases, params), format, out)
+}
+
+/// [`qmm_kernel`] with int8 activations where the format has an integer kernel.
+///
+/// # Safety
+/// As [`run_kernel`].
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn qmm_kernel_int8(
+    x: *const f32,
+    m: i64,
+    k: i64,
+    w: *const u8,
+    scales: *const std::ffi::c_void,
+    biases: *const std::ffi::c_void,
+    params: i32,
+    n: i64,
+    bits: i32,
+    group: i32,
+    mode: i32,
+    out: *mut f32,
+) {
+    let format = (bits, group, mode, Numerics::Int8);
+    run_kernel(x, (m, k, n), (w, scales, biases, params), format, out)
+}
+
+/// The product the shim asked for.
+///
+/// # Safety
+/// `x` holds m*k floats, `w` n rows of k*bits/8 bytes, `scales` and `biases` n*k/group
+/// values of the dtype `params` names (`biases` null in a float mode), `out` room for m*n
+/// floats, and (mode, bits, group) is a supported format.
+unsafe fn run_kernel(
+    x: *const f32,
+    (m, k, n): (i64, i64, i64),
+    (w, scales, biases, params): (
+        *const u8,
+        *const std::ffi::c_void,
+        *const std::ffi::c_void,
+        i32,
+    ),
+    (bits, group, mode, numerics): (i32, i32, i32, Numerics),
+    out: *mut f32,
+) {
     let (m, k, n) = (m as usize, k as usize, n as usize);
     let format = mode_of(mode).map(|mode| Format::with_mode(mode, bits as u32, group as usize));
     let Some(Ok(format)) = format else {
         return; // the shim refused it when the node was built
     };
+    let format = format.with_numerics(numerics);
     let groups = n * (k / format.group);
     let ops = Operands {
         x: std::slice::from_raw_parts(x, m * k),

@@ -72,6 +72,7 @@ impl Mode {
             bits,
             group,
             mode: self,
+            numerics: super::Numerics::Exact,
         })
     }
 

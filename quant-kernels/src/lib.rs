@@ -43,12 +43,41 @@ pub const GROUPS: [usize; 3] = [32, 64, 128];
 
 pub use float::Mode;
 
-/// A packed format: `bits` per code, one scale (and, affine, one bias) per `group` codes.
+/// A packed format: `bits` per code, one scale (and, affine, one bias) per `group` codes; and
+/// the numerics its products run with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Format {
     pub bits: u32,
     pub group: usize,
     pub mode: Mode,
+    pub numerics: Numerics,
+}
+
+/// How a product treats x: in f32 (the exact path, whose oracle is mlx-lm on the f32 twin),
+/// or quantized to int8 where the format has an integer kernel here ([`int8`]) and the call
+/// has few rows (prefills stay on the f32 panels).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Numerics {
+    #[default]
+    Exact,
+    Int8,
+}
+
+impl Numerics {
+    /// The name `cpu_numerics` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Numerics::Exact => "exact",
+            Numerics::Int8 => "int8",
+        }
+    }
+
+    /// The numerics a name gives, if any.
+    pub fn parse(name: &str) -> Option<Numerics> {
+        [Numerics::Exact, Numerics::Int8]
+            .into_iter()
+            .find(|n| n.name() == name)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -72,9 +101,24 @@ impl Format {
             Some(f) => f.bits == bits && f.group == group,
         };
         match fits {
-            true => Ok(Format { bits, group, mode }),
+            true => Ok(Format {
+                bits,
+                group,
+                mode,
+                numerics: Numerics::Exact,
+            }),
             false => Err(FormatError { mode, bits, group }),
         }
+    }
+
+    /// The format with `numerics`.
+    pub fn with_numerics(self, numerics: Numerics) -> Format {
+        Format { numerics, ..self }
+    }
+
+    /// Whether a product of `rows` rows of x runs on the integer kernels.
+    pub fn runs_int8(&self, rows: usize) -> bool {
+        self.numerics == Numerics::Int8 && rows <= PANEL_ROWS && int8::vectorized(*self)
     }
 
     /// Bytes of one packed row of `k` codes (`k` a multiple of the group size).
@@ -343,6 +387,9 @@ pub fn matmul(ops: &Operands, out: &mut [f32]) {
         ops.params_fit(),
         "the scales and biases are the format's mode's"
     );
+    if ops.format.runs_int8(ops.m) {
+        return int8::rows(ops, out);
+    }
     if ops.m > PANEL_ROWS {
         return panels::matmul(ops, out);
     }

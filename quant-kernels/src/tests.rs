@@ -123,21 +123,15 @@ impl Case {
 /// Every affine format, then the float modes'.
 fn formats() -> impl Iterator<Item = Format> {
     let affine = BITS.into_iter().flat_map(|bits| {
-        GROUPS.into_iter().map(move |group| Format {
-            bits,
-            group,
-            mode: Mode::Affine,
-        })
+        GROUPS
+            .into_iter()
+            .map(move |group| Format::new(bits, group).expect("an affine format"))
     });
     affine.chain(Mode::ALL.into_iter().filter_map(Mode::float_format))
 }
 
 fn affine(bits: u32, group: usize) -> Format {
-    Format {
-        bits,
-        group,
-        mode: Mode::Affine,
-    }
+    Format::new(bits, group).expect("an affine format")
 }
 
 #[test]

@@ -353,6 +353,10 @@ pub struct GenerateArgs {
     /// default, through BLAS).
     #[arg(long)]
     pub dequantize: bool,
+    /// Multiply packed weights by activations quantized to int8 in decode steps (the load
+    /// option `cpu_numerics:int8`; the default is exact f32 numerics).
+    #[arg(long, conflicts_with_all = ["as_stored", "dequantize"])]
+    pub int8: bool,
     /// Write the generated token ids to stderr.
     #[arg(long, hide = true)]
     pub print_ids: bool,

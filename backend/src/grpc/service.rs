@@ -631,6 +631,12 @@ fn memory_usage(snapshot: &Snapshot) -> pb::MemoryUsageData {
                 "portable_kernel_layers".to_string(),
                 weights.portable_layers as u64,
             ),
+            // `cpu_numerics:int8` (1) or exact (0), and the packed layers int8 leaves exact.
+            ("cpu_numerics_int8".to_string(), u64::from(weights.int8)),
+            (
+                "int8_exact_layers".to_string(),
+                weights.exact_under_int8 as u64,
+            ),
             // Layers whose declared shape the one-node decode layer does not take.
             (
                 "op_by_op_layers".to_string(),

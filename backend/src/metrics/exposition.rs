@@ -75,6 +75,15 @@ fn engine(registry: &Registry, snapshot: &Snapshot) -> prometheus::Result<()> {
     state
         .with_label_values(&[state_name(snapshot.state)])
         .set(1.0);
+    if let Some(model) = &snapshot.model {
+        let opts = Opts::new(
+            "cpu_numerics",
+            "1 for the numerics packed products run with",
+        );
+        let numerics = register(registry, GaugeVec::new(opts, &["numerics"])?)?;
+        let name = if model.weights.int8 { "int8" } else { "exact" };
+        numerics.with_label_values(&[name]).set(1.0);
+    }
     let p = &m.prefix_cache;
     let gauges = [
         ("queue_depth", "Requests waiting for a batch row", m.queued),

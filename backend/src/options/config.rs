@@ -8,7 +8,7 @@ use crate::cache::KvFormat;
 use crate::distributed::Transport;
 use crate::lora::AdapterPlan;
 use crate::speculative::{Drafting, DEFAULT_DRAFT_TOKENS};
-use crate::weights::WeightMode;
+use crate::weights::{Numerics, WeightMode};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Parallelism {
@@ -110,6 +110,8 @@ pub struct LoadConfig {
     pub allow_paths_outside_model_path: bool,
     pub trust_remote_code: bool,
     pub weight_mode: WeightMode,
+    /// How packed weights multiply on the CPU (`cpu_numerics`); settled into `weight_mode`.
+    pub cpu_numerics: Numerics,
     /// Words that make a request's grammar lazy: unconstrained until one appears in the output.
     pub grammar_triggers: Vec<String>,
     pub sampling: SamplingOverrides,
@@ -136,6 +138,7 @@ impl LoadConfig {
             allow_paths_outside_model_path: false,
             trust_remote_code: req.trust_remote_code,
             weight_mode: WeightMode::default_for_device(),
+            cpu_numerics: Numerics::default(),
             grammar_triggers: req
                 .grammar_triggers
                 .iter()

@@ -238,6 +238,16 @@ pub static OPTIONS: &[OptionSpec] = &[
         "`false`: keep quantized weights packed (CPU: our kernels, f32 numerics; Metal: MLX's \
          kernels); `true`: dequantize to f32 at load (5-8x the memory)",
     ),
+    load(
+        "cpu_numerics",
+        Group::Model,
+        Kind::Other("`exact`, `int8`"),
+        "`exact`",
+        "how packed weights multiply on the CPU: `exact` in f32, token for token as mlx-lm on \
+         the f32 twin; `int8` quantizes each row of activations to int8 per 32 values for \
+         integer dot products in decode steps (layers whose format has no integer kernel here \
+         stay exact; Status counts them). Refused with `dequantize:true` and on Metal",
+    ),
     OptionSpec {
         env: &["MLX_DISTRIBUTED_HOSTFILE"],
         ..load(

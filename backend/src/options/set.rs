@@ -12,7 +12,7 @@ use crate::cache::{KvEncoding, KvFormat, CACHE_TYPES};
 use crate::distributed::Transport;
 use crate::lora::Merge;
 use crate::speculative::Drafting;
-use crate::weights::WeightMode;
+use crate::weights::{Numerics, WeightMode};
 
 /// The cluster options a request gave; what it did not give falls back to the settings.
 #[derive(Default)]
@@ -129,6 +129,13 @@ impl LoadConfig {
                     true => WeightMode::DequantizeF32,
                     false => WeightMode::default_for_device(),
                 }
+            }
+            "cpu_numerics" => {
+                let name = match value {
+                    OptionValue::Str(v) => Numerics::parse(v),
+                    _ => None,
+                };
+                self.cpu_numerics = name.ok_or_else(|| bad("exact or int8"))?;
             }
             _ => return Ok(false),
         }

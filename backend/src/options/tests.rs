@@ -407,3 +407,43 @@ fn ranges_are_named_with_the_value() {
         );
     }
 }
+
+/// `cpu_numerics` picks the packed kernels' numerics; it needs packed weights on the CPU, so
+/// `dequantize:true` beside `int8` is refused naming both, in either order.
+#[test]
+fn cpu_numerics_settles_the_weight_mode() -> Result<(), String> {
+    use crate::weights::{Numerics, WeightMode};
+    let c = load(&["cpu_numerics:int8"], &[])?;
+    assert_eq!(
+        (c.cpu_numerics, c.weight_mode),
+        (Numerics::Int8, WeightMode::PackedInt8)
+    );
+    let c = load(&["cpu_numerics:exact"], &[])?;
+    assert_eq!(c.weight_mode, WeightMode::default_for_device());
+    assert_eq!(
+        load(&["cpu_numerics:exact", "dequantize:true"], &[])?.weight_mode,
+        WeightMode::DequantizeF32
+    );
+    for pair in [
+        ["cpu_numerics:int8", "dequantize:true"],
+        ["dequantize:true", "cpu_numerics:int8"],
+    ] {
+        let e = load(&pair, &[]).err().unwrap_or_default();
+        assert!(
+            e.contains("cpu_numerics") && e.contains("dequantize"),
+            "{e}"
+        );
+    }
+    for bad in [
+        "cpu_numerics:fast",
+        "cpu_numerics:true",
+        "cpu_numerics:INT8",
+    ] {
+        let e = load(&[bad], &[]).err().unwrap_or_default();
+        assert!(
+            e.contains("`cpu_numerics`") && e.contains("exact or int8"),
+            "{e}"
+        );
+    }
+    Ok(())
+}

@@ -5,6 +5,7 @@ use super::config::LoadConfig;
 use super::parse::OptionValue;
 use super::LoadRequest;
 use crate::speculative::Drafting;
+use crate::weights::{Numerics, WeightMode};
 
 /// `kv_bits` sets both sides of the KV cache; beside a `cache_type_*` option or a
 /// `CacheTypeKey`/`CacheTypeValue` field one of them would be dropped silently, so it is a
@@ -94,5 +95,31 @@ impl LoadConfig {
                 .into()),
             false => Ok(()),
         }
+    }
+
+    /// `cpu_numerics:int8` picks the integer kernels for packed weights, so it needs them
+    /// packed on the CPU.
+    pub(super) fn settle_numerics(&mut self) -> Result<(), String> {
+        if self.cpu_numerics == Numerics::Exact {
+            return Ok(());
+        }
+        self.weight_mode = match self.weight_mode {
+            WeightMode::PackedF32 | WeightMode::PackedInt8 => WeightMode::PackedInt8,
+            WeightMode::DequantizeF32 => {
+                return Err(
+                    "the option `cpu_numerics:int8` multiplies packed weights, and \
+                            `dequantize:true` unpacks them: give one of the two"
+                        .into(),
+                )
+            }
+            WeightMode::AsStored => {
+                return Err(
+                    "the option `cpu_numerics` applies to the CPU's packed kernels; \
+                            here MLX's own kernels multiply the weights as stored"
+                        .into(),
+                )
+            }
+        };
+        Ok(())
     }
 }

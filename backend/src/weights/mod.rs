@@ -13,7 +13,7 @@ mod reads;
 mod store;
 
 pub use cut::{Cut, Shape};
-pub use mode::{MatrixWeight, Packed, WeightMode};
+pub use mode::{MatrixWeight, Numerics, Packed, WeightMode};
 pub use quant::{QuantMode, QuantParams, QuantizedMatrix};
 pub use reads::{PartAxes, PartReads};
 pub use store::{safetensors_files, Weights};

@@ -5,6 +5,7 @@ use mlx_rs::{Array, Dtype};
 use super::quant::{QuantMode, QuantParams, QuantizedMatrix};
 use super::Weights;
 use crate::error::{Error, Result};
+pub use quant_cpu::kernel::Numerics;
 
 /// How stored weights become the arrays the model computes with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -18,6 +19,9 @@ pub enum WeightMode {
     /// (scales and biases widened to f32) and multiply through `quant-cpu`'s kernels: the
     /// memory and bytes per token of the checkpoint. CPU only.
     PackedF32,
+    /// `PackedF32` with activations quantized to int8 for the products of few rows (decode
+    /// steps) where the format has an integer kernel (`cpu_numerics:int8`). CPU only.
+    PackedInt8,
 }
 
 impl WeightMode {
@@ -230,7 +234,7 @@ impl Weights {
     /// `array` in the mode's compute dtype: f32 unless the mode keeps the stored one.
     pub(super) fn to_compute_dtype(&self, array: Array) -> Result<Array> {
         match self.mode {
-            WeightMode::DequantizeF32 | WeightMode::PackedF32
+            WeightMode::DequantizeF32 | WeightMode::PackedF32 | WeightMode::PackedInt8
                 if array.dtype() != Dtype::Float32 =>
             {
                 Ok(array.as_dtype(Dtype::Float32)?)
@@ -247,7 +251,8 @@ impl Weights {
     ) -> Result<MatrixWeight> {
         match self.mode {
             WeightMode::AsStored => Ok(MatrixWeight::Quantized(stored)),
-            WeightMode::PackedF32 => self.packed(prefix, stored),
+            WeightMode::PackedF32 => self.packed(prefix, stored, Numerics::Exact),
+            WeightMode::PackedInt8 => self.packed(prefix, stored, Numerics::Int8),
             WeightMode::DequantizeF32 => Ok(MatrixWeight::Dense(stored.dequantize_f32()?)),
         }
     }
@@ -255,7 +260,12 @@ impl Weights {
     /// A matrix kept packed for `quant-cpu`, scales and biases as stored (the kernels widen
     /// bf16 and f16 to f32 exactly, so the numerics are those of f32 scales; a float mode's
     /// uint8 scales are decoded by the kernels themselves).
-    fn packed(&mut self, prefix: &str, stored: QuantizedMatrix) -> Result<MatrixWeight> {
+    fn packed(
+        &mut self,
+        prefix: &str,
+        stored: QuantizedMatrix,
+        numerics: Numerics,
+    ) -> Result<MatrixWeight> {
         let QuantizedMatrix {
             weight,
             scales,
@@ -269,7 +279,16 @@ impl Weights {
             ))
         })?;
         let format = quant_cpu::Format::with_mode(mode, q.bits as u32, q.group_size as usize)
-            .map_err(|e| Error::Weights(format!("`{prefix}`: {e}")))?;
+            .map_err(|e| Error::Weights(format!("`{prefix}`: {e}")))?
+            .with_numerics(numerics);
+        if numerics == Numerics::Int8 && !quant_cpu::kernel::int8::vectorized(format) {
+            // Never a silent fallback: Status counts these layers.
+            tracing::info!(
+                layer = prefix,
+                "no integer kernel for this format here: exact"
+            );
+            self.exact_under_int8.push(prefix.to_string());
+        }
         if !quant_cpu::kernel::vectorized(format) {
             // Never a silent slow path: the log and Status say which layers.
             tracing::warn!(

@@ -44,6 +44,9 @@ pub struct Weights {
     pub(super) mode: WeightMode,
     /// Packed layers whose format has no vector kernel on this CPU (they run the portable one).
     pub(super) portable: Vec<String>,
+    /// Packed layers that `cpu_numerics:int8` leaves exact (no integer kernel for their
+    /// format here).
+    pub(super) exact_under_int8: Vec<String>,
     /// LoRA updates still to be taken by their linear layers.
     pub(super) updates: Updates,
     /// Where the tensors read as parts are noted, when a caller asks.
@@ -79,6 +82,7 @@ impl Weights {
             quant: QuantConfig::from_config(config)?,
             mode,
             portable: Vec::new(),
+            exact_under_int8: Vec::new(),
             updates: Updates::default(),
             part_reads: None,
             renamed: HashMap::new(),
@@ -87,6 +91,11 @@ impl Weights {
 
     pub fn mode(&self) -> WeightMode {
         self.mode
+    }
+
+    /// The packed layers taken so far that `cpu_numerics:int8` leaves exact.
+    pub fn exact_under_int8(&self) -> &[String] {
+        &self.exact_under_int8
     }
 
     /// The packed layers taken so far that run the portable kernel on this CPU.

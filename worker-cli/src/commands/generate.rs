@@ -15,9 +15,10 @@ use crate::args::GenerateArgs;
 
 pub fn run(args: GenerateArgs) -> CliResult {
     let dir = source::resolve(&args.model, None)?;
-    let mode = match (args.as_stored, args.dequantize) {
-        (true, _) => WeightMode::AsStored,
-        (_, true) => WeightMode::DequantizeF32,
+    let mode = match (args.as_stored, args.dequantize, args.int8) {
+        (true, _, _) => WeightMode::AsStored,
+        (_, true, _) => WeightMode::DequantizeF32,
+        (_, _, true) => WeightMode::PackedInt8,
         _ => WeightMode::default_for_device(),
     };
     let loaded = loader::load(&dir, mode)?;

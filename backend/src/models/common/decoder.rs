@@ -16,7 +16,7 @@ use super::{
 use crate::cache::{CacheKind, KvCache, KvFormat, LayerCache, RecurrentState};
 use crate::error::Result;
 use crate::models::Transformer;
-use crate::weights::{Cut, Weights};
+use crate::weights::{Cut, WeightMode, Weights};
 
 /// Everything a family's config.json decides about the decoder.
 pub struct DecoderConfig {
@@ -428,6 +428,10 @@ pub struct WeightStats {
     pub portable_layers: usize,
     /// Layers whose shape the one-node decode layer does not take: they decode op by op.
     pub op_by_op_layers: usize,
+    /// Whether packed products run with int8 activations (`cpu_numerics:int8`).
+    pub int8: bool,
+    /// Packed layers `cpu_numerics:int8` leaves exact (no integer kernel for their format).
+    pub exact_under_int8: usize,
 }
 
 /// The checkpoint's layout around the layers, written once: the decoder takes these keys and
@@ -471,6 +475,8 @@ pub struct Decoder {
     portable_layers: usize,
     /// Layers whose shape the one-node decode layer does not take.
     op_by_op_layers: usize,
+    /// `cpu_numerics:int8`, and the packed layers it leaves exact.
+    int8: (bool, usize),
     /// The embedding's output scale (Gemma's √hidden, rounded to bf16), if any.
     embed_scale: Option<f32>,
     /// The windows of the whole model's sliding layers, whichever rank holds them.
@@ -542,6 +548,10 @@ impl Decoder {
             lm_head,
             portable_layers: w.portable_layers().len(),
             op_by_op_layers,
+            int8: (
+                w.mode() == WeightMode::PackedInt8,
+                w.exact_under_int8().len(),
+            ),
             embed_scale: embed_scale(s.ends.embed_scale, hidden),
             model_windows: s.windows.clone(),
         })
@@ -661,6 +671,8 @@ impl Transformer for Decoder {
             bytes: self.arrays().iter().map(|a| a.nbytes() as u64).sum(),
             portable_layers: self.portable_layers,
             op_by_op_layers: self.op_by_op_layers,
+            int8: self.int8.0,
+            exact_under_int8: self.int8.1,
         }
     }
 
