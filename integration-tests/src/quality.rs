@@ -6,7 +6,7 @@
 //! own prompts. Both models read the same tokens, teacher-forced; the candidate in chunks of
 //! [`CHUNK`] positions (a chunk's products take the few-row kernels, as decode steps do).
 
-use backend::cache::KvCache;
+use backend::cache::LayerCache;
 use backend::loader::LoadedModel;
 use mlx_rs::Array;
 
@@ -90,7 +90,7 @@ pub fn gate(reference: &LoadedModel, candidate: &LoadedModel, ids: &[u32]) -> Te
 }
 
 /// Log-probabilities of the next token at each position of `chunk`, `[len * vocab]`.
-fn log_probs(m: &LoadedModel, chunk: &[u32], caches: &mut [KvCache]) -> TestResult<Vec<f32>> {
+fn log_probs(m: &LoadedModel, chunk: &[u32], caches: &mut [LayerCache]) -> TestResult<Vec<f32>> {
     let input = Array::from_slice(chunk, &[1, chunk.len() as i32]);
     let logits = m.model.forward(&input, caches)?;
     let lp = mlx_rs::nn::log_softmax(&logits.as_dtype(mlx_rs::Dtype::Float32)?, -1)?;
