@@ -253,19 +253,19 @@ fn products(
 /// group, and the function itself says the numerics.
 pub(crate) fn kernel_for(format: Format) -> Kernel {
     match format.numerics {
-        Numerics::Exact => qmm_kernel,
-        Numerics::Int8 => qmm_kernel_int8,
+        Numerics::Exact => qmm_kernel::<false>,
+        Numerics::Int8 => qmm_kernel::<true>,
     }
 }
 
-/// Called by the shim on MLX's stream thread with operands it has checked: the exact
-/// numerics.
+/// Called by the shim on MLX's stream thread with operands it has checked: the exact numerics,
+/// or (`INT8`) int8 activations where the format has an integer kernel.
 /// A panic must not unwind into C++, so it aborts (`extern "C"`), as any kernel fault would.
 ///
 /// # Safety
 /// As [`run_kernel`].
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn qmm_kernel(
+unsafe extern "C" fn qmm_kernel<const INT8: bool>(
     x: *const f32,
     m: i64,
     k: i64,
@@ -279,30 +279,8 @@ unsafe extern "C" fn qmm_kernel(
     mode: i32,
     out: *mut f32,
 ) {
-    let format = (bits, group, mode, Numerics::Exact);
-    run_kernel(x, (m, k, n), (w, scales, biases, params), format, out)
-}
-
-/// [`qmm_kernel`] with int8 activations where the format has an integer kernel.
-///
-/// # Safety
-/// As [`run_kernel`].
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn qmm_kernel_int8(
-    x: *const f32,
-    m: i64,
-    k: i64,
-    w: *const u8,
-    scales: *const std::ffi::c_void,
-    biases: *const std::ffi::c_void,
-    params: i32,
-    n: i64,
-    bits: i32,
-    group: i32,
-    mode: i32,
-    out: *mut f32,
-) {
-    let format = (bits, group, mode, Numerics::Int8);
+    let numerics = [Numerics::Exact, Numerics::Int8][usize::from(INT8)];
+    let format = (bits, group, mode, numerics);
     run_kernel(x, (m, k, n), (w, scales, biases, params), format, out)
 }
 
