@@ -491,6 +491,20 @@ impl Decoder {
         })
     }
 
+    /// The final norm and the head (rank 0's in a pipeline).
+    fn load_head(w: &mut Weights, s: &Skeleton) -> Result<(RmsNorm, Head)> {
+        let hidden = s.hidden_size;
+        let norm = (hidden, s.rms_norm_eps);
+        let norm = RmsNorm::load_kind(w, keys::NORM, norm, s.ends.final_norm)?;
+        let head = match s.ends.head {
+            HeadKind::Tied => Head::Tied,
+            HeadKind::Untied => {
+                Head::LmHead(Linear::load(w, keys::HEAD, hidden, s.vocab_size, false)?)
+            }
+        };
+        Ok((norm, head))
+    }
+
     /// This rank's part of a decoder whose layers `layer` builds.
     pub fn assemble(
         w: &mut Weights,
@@ -524,20 +538,7 @@ impl Decoder {
             })
             .collect::<Result<Vec<_>>>()?;
         let (norm, lm_head) = match part.ends {
-            true => (
-                Some(RmsNorm::load_kind(
-                    w,
-                    keys::NORM,
-                    (hidden, s.rms_norm_eps),
-                    s.ends.final_norm,
-                )?),
-                Some(match s.ends.head {
-                    HeadKind::Tied => Head::Tied,
-                    HeadKind::Untied => {
-                        Head::LmHead(Linear::load(w, keys::HEAD, hidden, s.vocab_size, false)?)
-                    }
-                }),
-            ),
+            true => Self::load_head(w, s).map(|(n, h)| (Some(n), Some(h)))?,
             false => (None, None),
         };
         let op_by_op_layers = log_op_by_op(&layers, &held);
