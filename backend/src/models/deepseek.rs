@@ -11,8 +11,8 @@ use super::common::shape::{
     AttentionKind, AttnBias, AttnScale, FeedForwardKind, RopePairs, RopeScaling, RoutingKind,
 };
 use super::common::{
-    keys, positive, positive_f32, stack_experts, yarn_attention_factor, AttentionBlock, Decoder,
-    DecoderLayer, EndShape, FeedForward, Groups, HeadKind, LatentAttention, LatentConfig,
+    keys, positive, positive_f32, rope_dim, stack_experts, yarn_attention_factor, AttentionBlock,
+    Decoder, DecoderLayer, EndShape, FeedForward, Groups, HeadKind, LatentAttention, LatentConfig,
     LayerShape, Mlp, ModelShape, Moe, MoeSizes, RankPart, Rope, Routing, Skeleton, TensorCut,
     MAX_EXPERTS,
 };
@@ -270,13 +270,7 @@ impl Family {
         ] {
             positive(field, value, 1 << 22)?;
         }
-        positive("qk_rope_head_dim", a.qk_rope_head_dim, 1 << 12)?;
-        if a.qk_rope_head_dim % 2 != 0 {
-            return Err(Error::Config(format!(
-                "qk_rope_head_dim {} is odd; rotary embeddings need an even size",
-                a.qk_rope_head_dim
-            )));
-        }
+        rope_dim("qk_rope_head_dim", a.qk_rope_head_dim)?;
         if let Some(rank) = q_lora_rank {
             positive("q_lora_rank", rank, 1 << 20)?;
         }

@@ -11,8 +11,8 @@ use super::common::shape::{
     RoutingKind,
 };
 use super::common::{
-    positive, positive_f32, stack_experts, yarn_attention_factor, AttentionBlock, Decoder,
-    DecoderLayer, EndShape, FeedForward, Groups, HeadKind, LatentAttention, LatentConfig,
+    positive, positive_f32, rope_dim, stack_experts, yarn_attention_factor, AttentionBlock,
+    Decoder, DecoderLayer, EndShape, FeedForward, Groups, HeadKind, LatentAttention, LatentConfig,
     LayerShape, Mlp, ModelShape, Moe, MoeSizes, RankPart, Rope, Routing, Skeleton, TensorCut,
     MAX_EXPERTS,
 };
@@ -91,13 +91,7 @@ impl Args {
         ] {
             positive(field, value, 1 << 22)?;
         }
-        positive("qk_rope_head_dim", self.qk_rope_head_dim, 1 << 12)?;
-        if self.qk_rope_head_dim % 2 != 0 {
-            return Err(Error::Config(format!(
-                "qk_rope_head_dim {} is odd; rotary embeddings need an even size",
-                self.qk_rope_head_dim
-            )));
-        }
+        rope_dim("qk_rope_head_dim", self.qk_rope_head_dim)?;
         if let Some(rank) = self.q_lora_rank {
             positive("q_lora_rank", rank, 1 << 20)?;
         }

@@ -49,6 +49,16 @@ pub fn positive(field: &str, value: i32, max: i32) -> Result<i32> {
     }
 }
 
+/// A rotary span (`field`): positive, at most 4096, and even (rope rotates pairs).
+pub fn rope_dim(field: &str, value: i32) -> Result<i32> {
+    match positive(field, value, 1 << 12)? {
+        v if v % 2 != 0 => Err(Error::Config(format!(
+            "{field} {v} is odd; rotary embeddings need an even size"
+        ))),
+        v => Ok(v),
+    }
+}
+
 /// `value` if it is finite and above zero, else an error naming the field.
 pub fn positive_f32(field: &str, value: f32) -> Result<f32> {
     match value.is_finite() && value > 0.0 {

@@ -14,7 +14,7 @@ mod rope;
 pub mod shape;
 mod shard;
 
-pub use args::{positive, positive_f32, yes, BaseArgs, FamilyTraits};
+pub use args::{positive, positive_f32, rope_dim, yes, BaseArgs, FamilyTraits};
 pub use attention::{Attention, AttentionConfig};
 pub use decoder::{
     keys, AttentionBlock, Decoder, DecoderConfig, DecoderLayer, FeedForward, Head, LayerLoader,
