@@ -21,6 +21,25 @@ pub async fn load_fixture(
     Ok(c.load_model(req).await?.into_inner())
 }
 
+/// Polls Status until it says READY, or fails once `limit` passes: a reply's last chunk
+/// reaches the client while the engine still finishes its round (BUSY until then).
+pub async fn ready_within(
+    c: &mut BackendClient<Channel>,
+    limit: std::time::Duration,
+) -> TestResult {
+    let until = std::time::Instant::now() + limit;
+    loop {
+        let status = c.status(pb::HealthMessage {}).await?.into_inner();
+        if status.state == pb::status_response::State::Ready as i32 {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= until {
+            return Err(format!("not READY within {limit:?}: {status:?}").into());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// A greedy request of one user message through the chat template, for `max_tokens`.
 pub fn chat_request(content: &str, max_tokens: i32) -> pb::PredictOptions {
     pb::PredictOptions {

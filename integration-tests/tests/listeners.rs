@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use backend::grpc::pb;
 use integration_tests::cluster::{Cluster, TempDir};
 use integration_tests::netns::Lan;
-use integration_tests::rpc::{answers_first_golden, connect_within, load_fixture};
+use integration_tests::rpc::{answers_first_golden, connect_within, load_fixture, ready_within};
 use integration_tests::server::workspace_binary;
 use integration_tests::{free_port, TestResult};
 
@@ -363,8 +363,7 @@ async fn strangers_on_the_shipping_port_do_not_fail_a_shipped_load() -> TestResu
         strangers.len()
     );
     within(30, "the golden", answers_first_golden(&mut c, GOLDENS)).await?;
-    let status = c.status(pb::HealthMessage {}).await?.into_inner();
-    assert_eq!(status.state, pb::status_response::State::Ready as i32);
+    ready_within(&mut c, Duration::from_secs(5)).await?;
     Ok(())
 }
 
