@@ -21,6 +21,10 @@ pub struct BenchArgs {
     pub as_stored_prompt_lens: Vec<usize>,
     #[arg(long, default_value_t = 128)]
     pub gen_tokens: usize,
+    /// The prompt before the generated tokens: decode is measured from this position on (a
+    /// long one shows how a step's cost grows with the context); llama.cpp's row decodes from 0.
+    #[arg(long, default_value_t = 16)]
+    pub gen_after: usize,
     /// Runs per prompt length in the f32 measurements, the best one counting (a first run pays
     /// one-time set-up such as BLAS buffers); the slow as-stored runs run once.
     #[arg(long, default_value_t = 3)]

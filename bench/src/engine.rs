@@ -52,6 +52,8 @@ struct Plan<'a> {
     prompt_lens: &'a [usize],
     repeats: usize,
     gen: usize,
+    /// The prompt length before the generated tokens.
+    gen_after: usize,
 }
 
 fn measure_ours(dir: &Path, mode: WeightMode, plan: &Plan) -> CliResult<Measured> {
@@ -67,7 +69,7 @@ fn measure_ours(dir: &Path, mode: WeightMode, plan: &Plan) -> CliResult<Measured
     }
     let gen = plan.gen;
     if gen > 1 {
-        let s = run_ours(&m, 16, gen)?;
+        let s = run_ours(&m, plan.gen_after, gen)?;
         out.generation_tps = Some((s.generated_tokens - 1) as f64 / s.decode_secs);
     }
     Ok(out)
@@ -87,6 +89,8 @@ fn measure_mlx_lm(args: &BenchArgs, dir: &Path, plan: &Plan) -> CliResult<Measur
             &plan.gen.to_string(),
             "--repeats",
             &plan.repeats.to_string(),
+            "--gen-after",
+            &plan.gen_after.to_string(),
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
@@ -360,11 +364,13 @@ pub fn run(args: BenchArgs) -> CliResult {
         prompt_lens: &args.prompt_lens,
         repeats: args.repeats,
         gen: args.gen_tokens,
+        gen_after: args.gen_after,
     };
     let as_stored = Plan {
         prompt_lens: &args.as_stored_prompt_lens,
         repeats: 1,
         gen: args.gen_tokens,
+        gen_after: args.gen_after,
     };
     let llama = llama_cpp(&args)?;
     let mut rows = measure_alternating(&args, &fast, llama.as_ref())?;

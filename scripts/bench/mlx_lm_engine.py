@@ -31,10 +31,11 @@ def prompt_tps(model, n):
     return n / (time.perf_counter() - tic)
 
 
-def generation_tps(model, n):
-    """Generated tokens per second after the first, greedy, never stopping early."""
+def generation_tps(model, n, after=16):
+    """Generated tokens per second after the first, greedy, never stopping early, following a
+    prompt of `after` tokens."""
     stamps = []
-    for _ in generate_step(mx.array(bench_ids(16)), model, max_tokens=n, sampler=GREEDY):
+    for _ in generate_step(mx.array(bench_ids(after)), model, max_tokens=n, sampler=GREEDY):
         stamps.append(time.perf_counter())
     return (len(stamps) - 1) / (stamps[-1] - stamps[0])
 
@@ -44,6 +45,7 @@ def main():
     p.add_argument("--model", required=True)
     p.add_argument("--prompt-lens", default="128")
     p.add_argument("--gen-tokens", type=int, default=128)
+    p.add_argument("--gen-after", type=int, default=16, help="the prompt length before generation")
     p.add_argument(
         "--repeats", type=int, default=1, help="runs per prompt length; the best counts"
     )
@@ -66,7 +68,7 @@ def main():
     for n in [int(x) for x in a.prompt_lens.split(",") if x]:
         out["prompt_tps"][str(n)] = max(prompt_tps(model, n) for _ in range(max(a.repeats, 1)))
     if a.gen_tokens > 0:
-        out["generation_tps"] = generation_tps(model, a.gen_tokens)
+        out["generation_tps"] = generation_tps(model, a.gen_tokens, a.gen_after)
     if group is None or group.rank() == 0:
         print(json.dumps(out), flush=True)
 
