@@ -133,10 +133,7 @@ impl Attention {
         let (q, gate) = self.gate(q, (b, l))?;
         let (q, k) = match self.qk_norm_span {
             QkNormSpan::PerHead => (q, k),
-            QkNormSpan::AllHeads => (
-                self.all_heads(q, &self.q_norm)?,
-                self.all_heads(k, &self.k_norm)?,
-            ),
+            QkNormSpan::AllHeads => self.all_heads(q, k)?,
         };
         let queries = heads(q, h.heads, self.per_head(&self.q_norm))?;
         let keys = heads(k, h.kv_heads, self.per_head(&self.k_norm))?;
@@ -213,23 +210,45 @@ impl Attention {
             .filter(|_| self.qk_norm_span == QkNormSpan::PerHead)
     }
 
-    /// `x` ([B, L, heads * head_dim]) through `norm` over all its heads at once. Split by
-    /// tensor parallelism, each rank holds some heads: the sum of squares is summed over the
-    /// ranks before the rsqrt, op for op as mlx-lm's `ShardedRMSNorm` (in f32, cast back).
-    fn all_heads(&self, x: Array, norm: &Option<RmsNorm>) -> Result<Array> {
-        let Some(norm) = norm else {
-            return Ok(x);
-        };
+    /// `q` and `k` ([B, L, heads * head_dim]) through their norms over all heads at once.
+    /// Split by tensor parallelism, each rank holds some heads: the sums of squares are summed
+    /// over the ranks before the rsqrt, as mlx-lm's `ShardedRMSNorm` does (in f32, cast
+    /// back). Both ride on one all_sum: the same elementwise sums as its two, half the waits.
+    fn all_heads(&self, q: Array, k: Array) -> Result<(Array, Array)> {
         let Some(t) = &self.tensor else {
-            return norm.forward(&x);
+            let norm = |x: Array, n: &Option<RmsNorm>| match n {
+                Some(n) => n.forward(&x),
+                None => Ok(x),
+            };
+            return Ok((norm(q, &self.q_norm)?, norm(k, &self.k_norm)?));
         };
-        let wide = x.as_dtype(mlx_rs::Dtype::Float32)?;
-        let squares = t.group.all_sum(&wide.square()?.sum_axis(-1, true)?)?;
-        let width = x.shape()[x.ndim() - 1] * t.size as i32;
-        let mean = squares.divide(Array::from_f32(width as f32))?;
-        let inv = mlx_rs::ops::rsqrt(&mean.add(Array::from_f32(norm.eps))?)?;
-        let y = wide.multiply(&inv)?.multiply(&norm.weight)?;
-        Ok(y.as_dtype(x.dtype())?)
+        let wide = [&q, &k].map(|x| x.as_dtype(mlx_rs::Dtype::Float32));
+        let [wq, wk] = wide;
+        let (wq, wk) = (wq?, wk?);
+        let sums = [
+            wq.square()?.sum_axis(-1, true)?,
+            wk.square()?.sum_axis(-1, true)?,
+        ];
+        let summed = t.group.all_sum(&mlx_rs::ops::concatenate(&sums, -1)?)?;
+        let [sq, sk]: [Array; 2] = summed
+            .split_equal(2, -1)?
+            .try_into()
+            .map_err(|_| crate::error::Error::Internal("q/k sums: not two".into()))?;
+        let scaled =
+            |x: Array, wide: Array, squares: Array, n: &Option<RmsNorm>| -> Result<Array> {
+                let Some(norm) = n else {
+                    return Ok(x);
+                };
+                let width = x.shape()[x.ndim() - 1] * t.size as i32;
+                let mean = squares.divide(Array::from_f32(width as f32))?;
+                let inv = mlx_rs::ops::rsqrt(&mean.add(Array::from_f32(norm.eps))?)?;
+                let y = wide.multiply(&inv)?.multiply(&norm.weight)?;
+                Ok(y.as_dtype(x.dtype())?)
+            };
+        Ok((
+            scaled(q, wq, sq, &self.q_norm)?,
+            scaled(k, wk, sk, &self.k_norm)?,
+        ))
     }
 
     /// Whether a logit per head joins the softmax (gpt-oss's sinks).
