@@ -12,7 +12,8 @@ pub const PROTOCOL: u32 = 12;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Identity {
     pub protocol: u32,
-    /// This crate's version plus a build id (`MLX_DISTRIBUTED_BUILD_ID` at compile time).
+    /// This crate's version plus a build id: `MLX_DISTRIBUTED_BUILD_ID` at compile time, by
+    /// default a digest of the sources (`build.rs`), so different code never joins.
     pub build: String,
     pub mlx: String,
 }
@@ -42,7 +43,7 @@ fn build_id() -> String {
     if let Ok(fake) = std::env::var("MLX_DISTRIBUTED_FAKE_BUILD") {
         return fake;
     }
-    let id = option_env!("MLX_DISTRIBUTED_BUILD_ID").unwrap_or("dev");
+    let id = env!("MLX_DISTRIBUTED_BUILD_ID");
     format!("{}+{id}", env!("CARGO_PKG_VERSION"))
 }
 
