@@ -2,6 +2,8 @@
 //! family's tiny fixture: f32, packed on the CPU (the exact numerics), dequantized and as
 //! stored, one row alone, a batch of rows at different positions, and resumed from a cached
 //! prefix. In-process, so it costs seconds; a family cannot be registered without fixtures.
+//! The integer path (`cpu_numerics:int8`) runs on every quantized fixture too, against the
+//! exact one.
 
 use std::path::{Path, PathBuf};
 
@@ -10,6 +12,7 @@ use backend::loader::{self, LoadedModel};
 use backend::models::Row;
 use backend::weights::WeightMode;
 use integration_tests::goldens::{greedy_tokens, load_tiny_file, TinyGolden};
+use integration_tests::quality;
 use integration_tests::{fixture, TestResult};
 use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::Array;
@@ -97,6 +100,41 @@ fn every_model_type_equals_mlx_lm_in_every_mode_alone_and_batched() -> TestResul
         }
     }
     std::fs::remove_dir_all(&root)?;
+    Ok(())
+}
+
+/// Positions of prose each quantized fixture reads on both paths.
+const INT8_POSITIONS: usize = 256;
+/// Random weights give nearly uniform next-token distributions (perplexity near the
+/// 49,152-token vocabulary), where the first-ranked token flips on tiny differences: the
+/// fixtures measure 31-100% top-1 agreement and a mean KLD of 0.001-0.041 nats (AVX-512
+/// machine, 2026-11-26). These bounds catch a broken integer kernel: with the bias part
+/// dropped, deepseek_v2's fixture measured KLD 0.85 and 0% agreement; with every block's
+/// scale 2% high, KLD 0.087 and 16%. The quality gate proper is SmolLM2's (`int8_quality.rs`).
+const INT8_MIN_TOP1: f64 = 0.25;
+const INT8_MAX_KLD: f64 = 0.06;
+
+/// Every family's quantized fixtures on the integer path (`WeightMode::PackedInt8`) against
+/// the exact one, teacher-forced over the same prose (`quality::gate`), within the bounds
+/// above. Layers whose format has no integer kernel take the exact path.
+#[test]
+fn every_model_type_keeps_the_exact_top1_on_the_integer_path() -> TestResult {
+    let mut seen = std::collections::HashSet::new();
+    for (model_type, _, quantized) in registry()? {
+        for folder in quantized.iter().filter(|q| seen.insert(q.to_string())) {
+            let dir = fixture(folder)?;
+            let exact = loader::load(&dir, WeightMode::PackedF32)?;
+            let int8 = loader::load(&dir, WeightMode::PackedInt8)?;
+            let ids = quality::prose_ids(&exact, INT8_POSITIONS)?;
+            let gate = quality::gate(&exact, &int8, &ids)?;
+            println!("{model_type} ({folder}): {gate}");
+            assert!(
+                gate.top1 >= INT8_MIN_TOP1 && gate.mean_kld <= INT8_MAX_KLD,
+                "{model_type} ({folder}): {gate}, outside top-1 >= {INT8_MIN_TOP1} and \
+                 KLD <= {INT8_MAX_KLD}"
+            );
+        }
+    }
     Ok(())
 }
 
