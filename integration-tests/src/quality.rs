@@ -70,15 +70,36 @@ pub fn prose_ids(m: &LoadedModel, positions: usize) -> TestResult<Vec<u32>> {
 /// the reference reads [`REFERENCE_CHUNK`] positions at a time, the candidate the same ones
 /// [`CHUNK`] at a time, each model with its own caches.
 pub fn gate(reference: &LoadedModel, candidate: &LoadedModel, ids: &[u32]) -> TestResult<Gate> {
+    gate_in(reference, candidate, ids, REFERENCE_CHUNK)
+}
+
+/// [`gate`] with the reference also reading [`CHUNK`] positions a pass: two runs of the
+/// integer path against each other.
+pub fn gate_both_chunked(
+    reference: &LoadedModel,
+    candidate: &LoadedModel,
+    ids: &[u32],
+) -> TestResult<Gate> {
+    gate_in(reference, candidate, ids, CHUNK)
+}
+
+/// The gate with the reference reading `reference_chunk` positions a pass (a multiple of
+/// [`CHUNK`]).
+fn gate_in(
+    reference: &LoadedModel,
+    candidate: &LoadedModel,
+    ids: &[u32],
+    reference_chunk: usize,
+) -> TestResult<Gate> {
     let mut caches = (reference.model.new_caches(), candidate.model.new_caches());
     let mut tally = Tally::default();
     let inputs = &ids[..ids.len() - 1];
-    for (r, span) in inputs.chunks(REFERENCE_CHUNK).enumerate() {
+    for (r, span) in inputs.chunks(reference_chunk).enumerate() {
         let p = log_probs(reference, span, &mut caches.0)?;
         let vocab = p.len() / span.len();
         for (c, chunk) in span.chunks(CHUNK).enumerate() {
             let q = log_probs(candidate, chunk, &mut caches.1)?;
-            let at = r * REFERENCE_CHUNK + c * CHUNK;
+            let at = r * reference_chunk + c * CHUNK;
             let p = &p[c * CHUNK * vocab..(c * CHUNK + chunk.len()) * vocab];
             let rows = p.chunks_exact(vocab).zip(q.chunks_exact(vocab));
             for ((p, q), &next) in rows.zip(&ids[at + 1..]) {

@@ -469,8 +469,9 @@ async fn splits_equal_single_node(
 }
 
 /// `cpu_numerics:int8` on every rank: a 2-rank pipeline answers as one node with the same
-/// numerics, and Status says which numerics run. (A tensor split in int8 is not held to this
-/// yet: on tiny-llama3-4bit its answer left one node's after 26 characters.)
+/// numerics, and Status says which numerics run. (A tensor split in int8 is not held to
+/// this: its all_sums add partial sums in another order, a change the integer path's
+/// roundings amplify; see docs/design/cpu-kernels.md.)
 #[tokio::test]
 async fn int8_numerics_split_equal_single_node() -> TestResult {
     let _serial = serial();

@@ -2,12 +2,13 @@
 //! integer path's next-token distributions against the exact path's on the same weights, on
 //! the SmolLM2 4-bit and 8-bit fixtures. The path is opt-in (it misses the gate that would make
 //! it the default), so the test holds it to its published figures (docs/design/cpu-kernels.md):
-//! no more than 10% worse. Two yardsticks beside them are measurements for the docs (ignored
-//! here): the 4-bit weights against the bf16 model, and bf16 compute against f32.
+//! no more than 10% worse. Three measurements for the docs beside them (ignored here): the
+//! 4-bit weights against the bf16 model, bf16 compute against f32, and how far a one-ulp
+//! nudge of one weight moves each path.
 
 use backend::loader;
 use backend::weights::WeightMode;
-use integration_tests::quality::{gate, prose_ids, Gate};
+use integration_tests::quality::{gate, gate_both_chunked, prose_ids, Gate};
 use integration_tests::{fixture, TestResult};
 
 const POSITIONS: usize = 4096;
@@ -67,4 +68,60 @@ fn bf16_compute_against_f32() -> TestResult {
     let bf16 = "smollm2-135m-bf16";
     measure((bf16, WeightMode::PackedF32), (bf16, WeightMode::AsStored))?;
     Ok(())
+}
+
+/// Why a tensor split cannot equal one node in int8: one element of layer 0's input norm
+/// raised by one bf16 ulp moves the exact path by nothing, and the integer path as far as its
+/// whole error against the exact one (every rounding of an activation to int8 near a step's
+/// edge flips, and the flips spread). A split's all_sum adds partial sums in another order,
+/// a nudge of the same kind.
+#[test]
+#[ignore = "a measurement for docs/design/cpu-kernels.md"]
+fn a_one_ulp_nudge_moves_int8_as_far_as_its_error() -> TestResult {
+    let folder = "smollm2-135m-4bit";
+    let nudged = nudged_copy(folder)?;
+    for mode in [WeightMode::PackedF32, WeightMode::PackedInt8] {
+        let a = loader::load(&fixture(folder)?, mode)?;
+        let b = loader::load(&nudged.0, mode)?;
+        let ids = prose_ids(&a, 512)?;
+        println!(
+            "{mode:?}, nudged against not: {}",
+            gate_both_chunked(&a, &b, &ids)?
+        );
+    }
+    let exact = loader::load(&fixture(folder)?, WeightMode::PackedF32)?;
+    let int8 = loader::load(&fixture(folder)?, WeightMode::PackedInt8)?;
+    let ids = prose_ids(&exact, 512)?;
+    println!(
+        "int8 against exact: {}",
+        gate_both_chunked(&exact, &int8, &ids)?
+    );
+    Ok(())
+}
+
+/// A copy of `folder` (links, and its weights rewritten by MLX) with element 7 of
+/// `model.layers.0.input_layernorm.weight` one bf16 ulp up.
+fn nudged_copy(folder: &str) -> TestResult<integration_tests::cluster::TempDir> {
+    let src = fixture(folder)?;
+    let dir = integration_tests::cluster::TempDir::new("int8-nudged")?;
+    for entry in std::fs::read_dir(&src)? {
+        let entry = entry?;
+        if entry.file_name() != "model.safetensors" {
+            std::os::unix::fs::symlink(entry.path(), dir.0.join(entry.file_name()))?;
+        }
+    }
+    let script = "import sys, mlx.core as mx\n\
+        w = mx.load(sys.argv[1]); k = 'model.layers.0.input_layernorm.weight'\n\
+        u = w[k].view(mx.uint16); one = (mx.arange(u.size) == 7).astype(mx.uint16)\n\
+        w[k] = (u + one).view(mx.bfloat16)\n\
+        mx.save_safetensors(sys.argv[2], w, metadata={'format': 'mlx'})\n";
+    let status = std::process::Command::new(integration_tests::mlx_lm::venv_bin().join("python"))
+        .args(["-c", script])
+        .arg(src.join("model.safetensors"))
+        .arg(dir.0.join("model.safetensors"))
+        .status()?;
+    match status.success() {
+        true => Ok(dir),
+        false => Err(format!("nudging {folder}'s weights failed: {status}").into()),
+    }
 }
