@@ -222,9 +222,10 @@ impl Attention {
             };
             return Ok((norm(q, &self.q_norm)?, norm(k, &self.k_norm)?));
         };
-        let wide = [&q, &k].map(|x| x.as_dtype(mlx_rs::Dtype::Float32));
-        let [wq, wk] = wide;
-        let (wq, wk) = (wq?, wk?);
+        let (wq, wk) = (
+            q.as_dtype(mlx_rs::Dtype::Float32)?,
+            k.as_dtype(mlx_rs::Dtype::Float32)?,
+        );
         let sums = [
             wq.square()?.sum_axis(-1, true)?,
             wk.square()?.sum_axis(-1, true)?,
