@@ -39,7 +39,7 @@ impl std::fmt::Display for Gate {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         write!(
             f,
-            "{} positions: mean KLD {:.6} nats (p99 {:.6}), top-1 agreement {:.2}%, \
+            "{} positions: mean KLD {:.3e} nats (p99 {:.3e}), top-1 agreement {:.2}%, \
              perplexity {:.3} -> {:.3}",
             self.positions,
             self.mean_kld,

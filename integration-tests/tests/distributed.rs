@@ -468,18 +468,16 @@ async fn splits_equal_single_node(
     Ok(())
 }
 
-/// `cpu_numerics:int8` on every rank: a 2-rank pipeline answers as one node with the same
-/// numerics, and Status says which numerics run. (A tensor split in int8 is not held to
-/// this: its all_sums add partial sums in another order, a change the integer path's
-/// roundings amplify; see docs/design/cpu-kernels.md.)
+/// `cpu_numerics:int8` on every rank: a pipeline and a tensor split answer as one node with
+/// the same numerics (tiny-llama3 over 2 ranks, SmolLM2 over 3, the first count its heads
+/// split over), and Status says which numerics run. (A tensor split's all_sums add partial
+/// sums in another order; the integer path moves under such a change about as little as the
+/// exact one: docs/design/cpu-kernels.md.)
 #[tokio::test]
 async fn int8_numerics_split_equal_single_node() -> TestResult {
     let _serial = serial();
     let single = integration_tests::server::BackendProcess::start(&[]).await?;
     let mut one = single.client().await?;
-    let cluster = Cluster::start(2, "int8")?;
-    let rank0 = cluster.rank0(&[]).await?;
-    let mut c = rank0.client().await?;
     let req = pb::PredictOptions {
         prompt: "The capital of France is".into(),
         tokens: 24,
@@ -487,13 +485,31 @@ async fn int8_numerics_split_equal_single_node() -> TestResult {
         ..Default::default()
     };
     let int8 = "cpu_numerics:int8";
-    assert!(
-        load_fixture(&mut one, "tiny-llama3-4bit", &[int8])
-            .await?
-            .success
-    );
-    let want = one.predict(req.clone()).await?.into_inner();
-    let status = one.status(pb::HealthMessage {}).await?.into_inner();
+    for (tiny, ranks) in [("tiny-llama3-4bit", 2), ("smollm2-135m-4bit", 3)] {
+        assert!(load_fixture(&mut one, tiny, &[int8]).await?.success);
+        let want = one.predict(req.clone()).await?.into_inner();
+        assert_int8_status(&mut one).await?;
+        let cluster = Cluster::start(ranks, "int8")?;
+        let rank0 = cluster.rank0(&[]).await?;
+        let mut c = rank0.client().await?;
+        for mode in ["pipeline", "tensor"] {
+            let option = format!("parallelism:{mode}");
+            let loaded = load_fixture(&mut c, tiny, &[int8, option.as_str()]).await?;
+            assert!(loaded.success, "{tiny} {mode}: {loaded:?}");
+            let got = c.predict(req.clone()).await?.into_inner();
+            assert_eq!(
+                (got.message, got.tokens),
+                (want.message.clone(), want.tokens),
+                "{tiny} {mode} over {ranks} ranks"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Status says the integer path runs, on every packed layer.
+async fn assert_int8_status(c: &mut BackendClient<Channel>) -> TestResult {
+    let status = c.status(pb::HealthMessage {}).await?.into_inner();
     let breakdown = status.memory.map(|m| m.breakdown).unwrap_or_default();
     assert_eq!(
         breakdown.get("cpu_numerics_int8"),
@@ -505,16 +521,5 @@ async fn int8_numerics_split_equal_single_node() -> TestResult {
         Some(&0),
         "{breakdown:?}"
     );
-    for mode in ["pipeline"] {
-        let option = format!("parallelism:{mode}");
-        let loaded = load_fixture(&mut c, "tiny-llama3-4bit", &[int8, option.as_str()]).await?;
-        assert!(loaded.success, "{mode}: {loaded:?}");
-        let got = c.predict(req.clone()).await?.into_inner();
-        assert_eq!(
-            (got.message, got.tokens),
-            (want.message.clone(), want.tokens),
-            "{mode}"
-        );
-    }
     Ok(())
 }

@@ -1,10 +1,10 @@
 //! The quality gate of `cpu_numerics:int8`: over 4,096 positions of natural prose, the
 //! integer path's next-token distributions against the exact path's on the same weights, on
-//! the SmolLM2 4-bit and 8-bit fixtures. The path is opt-in (it misses the gate that would make
-//! it the default), so the test holds it to its published figures (docs/design/cpu-kernels.md):
-//! no more than 10% worse. Three measurements for the docs beside them (ignored here): the
-//! 4-bit weights against the bf16 model, bf16 compute against f32, and how far a one-ulp
-//! nudge of one weight moves each path.
+//! the SmolLM2 4-bit and 8-bit fixtures. Both must meet the gate (mean KLD at most 0.002 nats,
+//! top-1 agreement at least 98%), and the mean KLD may not grow past its published figure
+//! (docs/design/cpu-kernels.md) by more than 10%. Three measurements for the docs beside them
+//! (ignored here): the 4-bit weights against the bf16 model, bf16 compute against f32, and how
+//! far a one-ulp nudge of one weight moves each path.
 
 use backend::loader;
 use backend::weights::WeightMode;
@@ -13,10 +13,13 @@ use integration_tests::{fixture, TestResult};
 
 const POSITIONS: usize = 4096;
 
-/// The published figures: (fixture, mean KLD in nats, top-1 agreement).
-const PUBLISHED: [(&str, f64, f64); 2] = [
-    ("smollm2-135m-4bit", 0.037, 0.8789),
-    ("smollm2-135m-8bit", 0.0306, 0.8948),
+/// The gate: the most mean KLD (nats) and the least top-1 agreement.
+const GATE: (f64, f64) = (0.002, 0.98);
+
+/// The published figures: (fixture, mean KLD in nats).
+const PUBLISHED: [(&str, f64); 2] = [
+    ("smollm2-135m-4bit", 0.0000030),
+    ("smollm2-135m-8bit", 0.0000024),
 ];
 
 /// `candidate` against `reference` (both folders of fixtures) in their weight modes.
@@ -30,22 +33,23 @@ fn measure(reference: (&str, WeightMode), candidate: (&str, WeightMode)) -> Test
 }
 
 #[test]
-fn int8_stays_within_its_published_loss() -> TestResult {
-    for (folder, kld, top1) in PUBLISHED {
+fn int8_meets_the_gate_and_its_published_loss() -> TestResult {
+    for (folder, kld) in PUBLISHED {
         let g = measure(
             (folder, WeightMode::PackedF32),
             (folder, WeightMode::PackedInt8),
         )?;
         assert_eq!(g.positions, POSITIONS);
         assert!(
+            g.mean_kld <= GATE.0 && g.top1 >= GATE.1,
+            "{folder}: {g}, outside the gate (KLD <= {}, top-1 >= {})",
+            GATE.0,
+            GATE.1
+        );
+        assert!(
             g.mean_kld <= 1.1 * kld,
             "{folder}: mean KLD {} > 1.1 x {kld}",
             g.mean_kld
-        );
-        let (lost, published) = (1.0 - g.top1, 1.0 - top1);
-        assert!(
-            lost <= 1.1 * published,
-            "{folder}: top-1 disagreement {lost} > 1.1 x {published}"
         );
     }
     Ok(())
@@ -70,14 +74,12 @@ fn bf16_compute_against_f32() -> TestResult {
     Ok(())
 }
 
-/// Why a tensor split cannot equal one node in int8: one element of layer 0's input norm
-/// raised by one bf16 ulp moves the exact path by nothing, and the integer path as far as its
-/// whole error against the exact one (every rounding of an activation to int8 near a step's
-/// edge flips, and the flips spread). A split's all_sum adds partial sums in another order,
-/// a nudge of the same kind.
+/// How far one element of layer 0's input norm raised by one bf16 ulp moves each path, beside
+/// the integer path's distance from the exact one: a tensor split's all_sum adds partial sums
+/// in another order, a nudge of the same kind, so this is how far a split may move each.
 #[test]
 #[ignore = "a measurement for docs/design/cpu-kernels.md"]
-fn a_one_ulp_nudge_moves_int8_as_far_as_its_error() -> TestResult {
+fn a_one_ulp_nudge_moves_each_path() -> TestResult {
     let folder = "smollm2-135m-4bit";
     let nudged = nudged_copy(folder)?;
     for mode in [WeightMode::PackedF32, WeightMode::PackedInt8] {

@@ -106,13 +106,15 @@ fn every_model_type_equals_mlx_lm_in_every_mode_alone_and_batched() -> TestResul
 /// Positions of prose each quantized fixture reads on both paths.
 const INT8_POSITIONS: usize = 256;
 /// Random weights give nearly uniform next-token distributions (perplexity near the
-/// 49,152-token vocabulary), where the first-ranked token flips on tiny differences: the
-/// fixtures measure 31-100% top-1 agreement and a mean KLD of 0.001-0.041 nats (AVX-512
-/// machine, 2026-11-26). These bounds catch a broken integer kernel: with the bias part
-/// dropped, deepseek_v2's fixture measured KLD 0.85 and 0% agreement; with every block's
-/// scale 2% high, KLD 0.087 and 16%. The quality gate proper is SmolLM2's (`int8_quality.rs`).
-const INT8_MIN_TOP1: f64 = 0.25;
-const INT8_MAX_KLD: f64 = 0.06;
+/// 49,152-token vocabulary), where the first-ranked token flips on tiny differences, and so do
+/// discrete choices inside the model (a router's experts, an indexer's keys): the fixtures
+/// measure 94.5-100% top-1 agreement and a mean KLD of up to 2.4e-3 nats (DeepSeek-V3.2's
+/// indexer), most of them below 1e-6 (AVX-512 machine, 2026-11-26). These bounds catch a broken
+/// integer kernel: with the low digits dropped (one int8 per value), deepseek_v2's fixture
+/// measured KLD 0.017 and 55% agreement; with every block's unit 2% high, KLD 0.088 and 18%.
+/// The quality gate proper is SmolLM2's (`int8_quality.rs`).
+const INT8_MIN_TOP1: f64 = 0.9;
+const INT8_MAX_KLD: f64 = 0.005;
 
 /// Every family's quantized fixtures on the integer path (`WeightMode::PackedInt8`) against
 /// the exact one, teacher-forced over the same prose (`quality::gate`), within the bounds

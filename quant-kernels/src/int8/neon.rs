@@ -6,7 +6,7 @@
 use std::arch::aarch64::*;
 
 use super::{block_scale, each_row, group_shift, with_affine_params, Activations, Isa, Row};
-use super::{BLOCK, LANES};
+use super::{BLOCK, DIGIT_SHIFT, LANES};
 use crate::{Operands, Out, Stored};
 
 /// The sets this CPU has, best first (NEON is part of every aarch64 CPU).
@@ -119,10 +119,12 @@ macro_rules! kernels {
             let mut acc = [[vdupq_n_f32(0.0); 2]; 4];
             for b in 0..blocks {
                 let q = block_codes::<BITS>(w.as_ptr().add(b * step));
-                let xs = x.codes.as_ptr().add(b * BLOCK);
+                let xs = [x.codes, x.lo].map(|c| c.as_ptr().add(b * BLOCK));
                 let c = block_scale(scales, shift, &x, b);
                 for h in 0..2 {
-                    let mut p = lanes(q[h], vld1q_s8(xs.add(16 * h)));
+                    let hi = lanes(q[h], vld1q_s8(xs[0].add(16 * h)));
+                    let lo = lanes(q[h], vld1q_s8(xs[1].add(16 * h)));
+                    let mut p = vaddq_s32(vshlq_n_s32::<{ DIGIT_SHIFT as i32 }>(hi), lo);
                     if BITS == 8 {
                         let sums = vld1q_s32(x.lane_sums.as_ptr().add(b * LANES + 4 * h));
                         p = vaddq_s32(p, vshlq_n_s32::<7>(sums));

@@ -1,7 +1,8 @@
 //! The portable integer kernel: the reference every vector set equals bit for bit, and what
 //! runs where a format has no vector kernel.
 
-use super::{block_scale, each_row, group_shift, reduce, with_affine_params, Activations, Row};
+use super::{block_scale, digits, each_row, group_shift, reduce, with_affine_params};
+use super::{Activations, Row};
 use super::{ACCUMULATORS, BLOCK, LANES, PER_LANE};
 use crate::layout;
 use crate::{code, Operands, Out, Stored};
@@ -34,7 +35,9 @@ fn row<P: Stored>(
 ) -> f32 {
     let mut acc = [[0f32; LANES]; ACCUMULATORS];
     for b in 0..x.scales.len() {
-        let lanes = lane_sums(w, &x.codes[b * BLOCK..], b, (bits, order));
+        let at = |codes: &[i8]| lane_sums(w, &codes[b * BLOCK..], b, (bits, order));
+        let (hi, lo) = (at(x.codes), at(x.lo));
+        let lanes: [i32; LANES] = std::array::from_fn(|l| digits(hi[l], lo[l]));
         let c = block_scale(scales, shift, &x, b);
         for (a, p) in acc[b % ACCUMULATORS].iter_mut().zip(lanes) {
             *a = c.mul_add(p as f32, *a);
@@ -43,7 +46,7 @@ fn row<P: Stored>(
     reduce(acc)
 }
 
-/// Block `b`'s lanes: each the exact sum of 4 code-times-activation products.
+/// Block `b`'s lanes for one digit: each the exact sum of 4 code-times-digit products.
 fn lane_sums(w: &[u8], x: &[i8], b: usize, (bits, order): (u32, &[usize])) -> [i32; LANES] {
     std::array::from_fn(|l| {
         (l * PER_LANE..(l + 1) * PER_LANE)
@@ -53,7 +56,7 @@ fn lane_sums(w: &[u8], x: &[i8], b: usize, (bits, order): (u32, &[usize])) -> [i
 }
 
 /// The integer path's product in f64, element by element: each block's dequantized int8 x
-/// (`d · code`) times the weight (`s·q + b`), the bias part on the exact group sums of x as the
+/// (`u · (128 · hi + lo)`) times the weight (`s·q + b`), the bias part on the exact group sums of x as the
 /// kernels take it. What tests measure the kernels' float steps against.
 pub fn reference(ops: &Operands, acts: &Activations) -> Vec<f64> {
     let (bits, group) = (ops.format.bits, ops.format.group);
@@ -68,7 +71,8 @@ pub fn reference(ops: &Operands, acts: &Activations) -> Vec<f64> {
                 let weights = (0..ops.k).map(|i| {
                     let (b, k) = (i / BLOCK, (i / BLOCK) * BLOCK + order[i % BLOCK]);
                     let s = scales[n * groups + k / group].widen() as f64;
-                    x.scales[b] as f64 * f64::from(x.codes[i]) * s * code(w, k, bits) as f64
+                    let v = f64::from(digits(i32::from(x.codes[i]), i32::from(x.lo[i])));
+                    x.scales[b] as f64 * v * s * code(w, k, bits) as f64
                 });
                 let bias = (0..groups).map(|g| {
                     biases[n * groups + g].widen() as f64 * acts.sums[m * groups + g] as f64

@@ -147,8 +147,9 @@ fn the_integer_product_is_within_the_rounding_of_x() {
             let case = Case::new(affine(bits, group), (3, 9), "f32", 11);
             let ours = case.product(Isa::Scalar);
             let exact = case.with_ops(crate::reference);
-            // Each value of x is off by at most half its block's step (d / 2): the output by
-            // at most Σ |w| d / 2, plus f32 rounding.
+            // Each value of x is off by at most half its block's unit (max|x| / 127 / 256),
+            // plus the rounding of x · 127 / max|x| (2^-24 of up to 127 units of 128): the
+            // output by at most Σ |w| times that, plus f32 rounding.
             case.with_ops(|ops| {
                 for i in 0..ops.m * ops.n {
                     let (m, n) = (i / ops.n, i % ops.n);
@@ -161,7 +162,7 @@ fn the_integer_product_is_within_the_rounding_of_x() {
                             let q = crate::code(ops.w_row(n), k, bits) as f64;
                             let b = ops.biases.map_or(0.0, |b| b.get(g) as f64);
                             let w = ops.scales.get(g) as f64 * q + b;
-                            w.abs() * amax as f64 / 254.0
+                            w.abs() * amax as f64 * (1.0 / 256.0 + 128.0 / 16_777_216.0) / 127.0
                         })
                         .sum();
                     let err = (ours[i] as f64 - exact[i]).abs();
@@ -239,14 +240,25 @@ fn the_vector_quantizer_equals_the_portable_one() {
         .for_each(|(i, v)| *v = i as f32 - 15.5);
     x[2 * BLOCK + 5] = -1e30;
     x[3 * BLOCK..4 * BLOCK].iter_mut().for_each(|v| *v *= 1e-38);
-    let (mut c1, mut s1) = (vec![0i8; x.len()], vec![0f32; x.len() / BLOCK]);
-    quantize_portable(&x, &mut c1, &mut s1);
+    let buffers = || {
+        (
+            vec![0i8; x.len()],
+            vec![0i8; x.len()],
+            vec![0f32; x.len() / BLOCK],
+        )
+    };
+    fn digits((hi, lo, units): &mut (Vec<i8>, Vec<i8>, Vec<f32>)) -> Digits<'_> {
+        Digits { hi, lo, units }
+    }
+    let mut portable = buffers();
+    quantize_portable(&x, digits(&mut portable));
+    assert!(portable.1.iter().all(|lo| (-64..=64).contains(lo)));
     #[cfg(target_arch = "x86_64")]
     if x86::has_avx2() {
-        let (mut c2, mut s2) = (vec![0i8; x.len()], vec![0f32; x.len() / BLOCK]);
+        let mut vector = buffers();
         // SAFETY: the CPU has AVX2; the buffers are sized for x.
-        unsafe { x86::quantize(&x, &mut c2, &mut s2) };
-        assert_eq!((c1, s1), (c2, s2));
+        unsafe { x86::quantize(&x, digits(&mut vector)) };
+        assert_eq!(portable, vector);
         return;
     }
     println!("int8: no vector quantizer on this CPU");

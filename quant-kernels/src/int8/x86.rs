@@ -7,7 +7,7 @@ use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
 use super::{block_scale, each_row, group_shift, with_affine_params, Activations, Isa, Row};
-use super::{BLOCK, LANES};
+use super::{Digits, BLOCK, DIGIT_SHIFT, LANES};
 use crate::x86::sum_lanes;
 use crate::{Bf16, Operands, Out, Stored, F16};
 
@@ -44,35 +44,51 @@ pub(super) fn has_avx2() -> bool {
 }
 
 /// [`super::quantize_portable`] on 32 values a block, bit for bit: the same maximum, the
-/// same scale and multiplier, the same product rounded to nearest even.
+/// same unit and multiplier, the same digits rounded to nearest even.
 ///
 /// # Safety
-/// AVX2; `codes` holds `x.len()` values and `scales` one a block.
+/// AVX2; `out` holds `x.len()` digits of each kind and a unit a block.
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn quantize(x: &[f32], codes: &mut [i8], scales: &mut [f32]) {
+pub(super) unsafe fn quantize(x: &[f32], out: Digits) {
     let sign = _mm256_set1_ps(-0.0);
-    let blocks = x.chunks_exact(BLOCK).zip(codes.chunks_exact_mut(BLOCK));
-    for ((x, codes), scale) in blocks.zip(scales.iter_mut()) {
+    let codes = out
+        .hi
+        .chunks_exact_mut(BLOCK)
+        .zip(out.lo.chunks_exact_mut(BLOCK));
+    for ((x, (hi, lo)), unit) in x.chunks_exact(BLOCK).zip(codes).zip(out.units.iter_mut()) {
         let v: [__m256; 4] = std::array::from_fn(|i| _mm256_loadu_ps(x.as_ptr().add(8 * i)));
         let a = v.map(|v| _mm256_andnot_ps(sign, v));
         let m = _mm256_max_ps(_mm256_max_ps(a[0], a[1]), _mm256_max_ps(a[2], a[3]));
         let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
         let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
         let m = _mm_max_ss(m, _mm_shuffle_ps::<1>(m, m));
-        let (d, id) = super::block_scale_of(_mm_cvtss_f32(m));
-        *scale = d;
+        let (u, id) = super::block_scale_of(_mm_cvtss_f32(m));
+        *unit = u;
         let id = _mm256_set1_ps(id);
         const NEAREST: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-        let q = v.map(|v| _mm256_cvtps_epi32(_mm256_round_ps::<NEAREST>(_mm256_mul_ps(v, id))));
-        // Packing works within 128-bit halves: the dwords end up in order 0 2 4 6 1 3 5 7.
-        let words = [
-            _mm256_packs_epi32(q[0], q[1]),
-            _mm256_packs_epi32(q[2], q[3]),
-        ];
-        let bytes = _mm256_packs_epi16(words[0], words[1]);
-        let bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-        _mm256_storeu_si256(codes.as_mut_ptr() as *mut __m256i, bytes);
+        let t = v.map(|v| _mm256_mul_ps(v, id));
+        let h = t.map(|t| _mm256_round_ps::<NEAREST>(t));
+        let scale = _mm256_set1_ps(128.0);
+        let l: [__m256; 4] = std::array::from_fn(|i| {
+            _mm256_round_ps::<NEAREST>(_mm256_mul_ps(_mm256_sub_ps(t[i], h[i]), scale))
+        });
+        store_bytes(h.map(|h| _mm256_cvtps_epi32(h)), hi);
+        store_bytes(l.map(|l| _mm256_cvtps_epi32(l)), lo);
     }
+}
+
+/// 32 i32 values (in range) as bytes, in order.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn store_bytes(q: [__m256i; 4], dst: &mut [i8]) {
+    // Packing works within 128-bit halves: the dwords end up in order 0 2 4 6 1 3 5 7.
+    let words = [
+        _mm256_packs_epi32(q[0], q[1]),
+        _mm256_packs_epi32(q[2], q[3]),
+    ];
+    let bytes = _mm256_packs_epi16(words[0], words[1]);
+    let bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(dst.as_mut_ptr() as *mut __m256i, bytes);
 }
 
 /// Columns `cols` of `out[m, n]` with `set`.
@@ -155,7 +171,7 @@ macro_rules! columns_with {
     };
 }
 
-/// A 256-bit set's row kernel: `$dot(q, x, lane_sums)` gives a block's 8 lanes.
+/// A 256-bit set's row kernel: `$dot(q, [hi, lo], lane_sums)` gives a block's 8 lanes.
 macro_rules! row256 {
     ($features:literal, $dot:ident) => {
         /// One weight row against one int8 row of x, without the bias part.
@@ -178,7 +194,8 @@ macro_rules! row256 {
                 let at = w.as_ptr().add(b * step);
                 _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH) as *const i8);
                 let q = block_codes::<BITS>(at);
-                let xs = _mm256_loadu_si256(x.codes.as_ptr().add(b * BLOCK) as *const __m256i);
+                let xs = [x.codes, x.lo]
+                    .map(|c| _mm256_loadu_si256(c.as_ptr().add(b * BLOCK) as *const __m256i));
                 let sums = x.lane_sums.as_ptr().add(b * LANES) as *const __m256i;
                 let p = $dot::<BITS>(q, xs, sums);
                 let c = _mm256_set1_ps(block_scale(scales, shift, &x, b));
@@ -196,23 +213,34 @@ mod avx2 {
     columns_with!("avx2,fma", row);
 
     /// A block's lanes with `vpmaddubsw` (unsigned times signed bytes, pairs summed into i16)
-    /// and `vpmaddwd` by ones (pairs of those into i32). At 8 bits a pair could pass i16, so
-    /// the codes are shifted into the signed range (`q - 128`) and multiplied as magnitude
-    /// times sign-moved x, and `128 · Σx` per lane added back (all exact).
+    /// and `vpmaddwd` by ones (pairs of those into i32), per digit. At 8 bits a pair could
+    /// pass i16, so the codes are shifted into the signed range (`q - 128`) and multiplied as
+    /// magnitude times sign-moved x, and `128 · Σx` per lane added back (all exact).
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    unsafe fn dot<const BITS: u32>(q: __m256i, x: __m256i, sums: *const __m256i) -> __m256i {
+    unsafe fn dot<const BITS: u32>(q: __m256i, x: [__m256i; 2], sums: *const __m256i) -> __m256i {
         let ones = _mm256_set1_epi16(1);
         match BITS {
             8 => {
                 let c = _mm256_xor_si256(q, _mm256_set1_epi8(-128));
-                let p = _mm256_maddubs_epi16(_mm256_abs_epi8(c), _mm256_sign_epi8(x, c));
+                let magnitude = _mm256_abs_epi8(c);
+                let p = x.map(|x| {
+                    let p = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(x, c));
+                    _mm256_madd_epi16(p, ones)
+                });
                 let back = _mm256_slli_epi32::<7>(_mm256_loadu_si256(sums));
-                _mm256_add_epi32(_mm256_madd_epi16(p, ones), back)
+                _mm256_add_epi32(digits(p), back)
             }
-            _ => _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), ones),
+            _ => digits(x.map(|x| _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), ones))),
         }
     }
+}
+
+/// A lane's `128 · hi + lo` from its digits' dot products.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn digits(p: [__m256i; 2]) -> __m256i {
+    _mm256_add_epi32(_mm256_slli_epi32::<{ DIGIT_SHIFT as i32 }>(p[0]), p[1])
 }
 
 mod vnni {
@@ -221,11 +249,13 @@ mod vnni {
     row256!("avx2,fma,avxvnni", dot);
     columns_with!("avx2,fma,avxvnni", row);
 
-    /// A block's lanes in one `vpdpbusd` (unsigned codes times signed x, 4 per i32 lane).
+    /// A block's lanes in two `vpdpbusd` (unsigned codes times signed digits, 4 per i32
+    /// lane), the high digit's shifted before the low one's are added.
     #[target_feature(enable = "avx2,fma,avxvnni")]
     #[inline]
-    unsafe fn dot<const BITS: u32>(q: __m256i, x: __m256i, _: *const __m256i) -> __m256i {
-        _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), q, x)
+    unsafe fn dot<const BITS: u32>(q: __m256i, x: [__m256i; 2], _: *const __m256i) -> __m256i {
+        let hi = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), q, x[0]);
+        _mm256_dpbusd_avx_epi32(_mm256_slli_epi32::<{ DIGIT_SHIFT as i32 }>(hi), q, x[1])
     }
 }
 
@@ -359,7 +389,6 @@ mod avx512 {
             let at = w.as_ptr().add(b * step);
             _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH) as *const i8);
             let s = four_scales(scales, b, shift);
-            let zero = _mm512_setzero_si512();
             if BITS == 4 {
                 let v = _mm512_loadu_si512(at as *const __m512i);
                 let low = _mm512_set1_epi8(0x0F);
@@ -367,18 +396,20 @@ mod avx512 {
                     _mm512_and_si512(v, low),
                     _mm512_and_si512(_mm512_srli_epi16::<4>(v), low),
                 ];
-                let xs = x.quads.as_ptr().add(b * BLOCK) as *const __m512i;
+                let xs = [x.quads, x.quads_lo].map(|c| c.as_ptr().add(b * BLOCK) as *const __m512i);
                 let d = _mm512_loadu_ps(x.dup4.as_ptr().add(b * 4));
                 let c = _mm512_mul_ps(_mm512_permutexvar_ps(spread.quad, s), d);
                 for (h, (acc, q)) in acc.iter_mut().zip(q).enumerate() {
-                    let p = _mm512_dpbusd_epi32(zero, q, _mm512_loadu_si512(xs.add(h)));
+                    let p = dot512(q, xs.map(|x| _mm512_loadu_si512(x.add(h))));
                     *acc = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), *acc);
                 }
             } else {
                 for (h, acc) in acc.iter_mut().enumerate() {
                     let q = pair_codes::<BITS>(at.add(2 * h * step));
-                    let xs = x.codes.as_ptr().add((b + 2 * h) * BLOCK) as *const __m512i;
-                    let p = _mm512_dpbusd_epi32(zero, q, _mm512_loadu_si512(xs));
+                    let xs = [x.codes, x.lo].map(|c| {
+                        _mm512_loadu_si512(c.as_ptr().add((b + 2 * h) * BLOCK) as *const __m512i)
+                    });
+                    let p = dot512(q, xs);
                     let d = _mm512_loadu_ps(x.dup8.as_ptr().add((b + 2 * h) * 8));
                     let c = _mm512_mul_ps(_mm512_permutexvar_ps(spread.pairs[h], s), d);
                     *acc = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), *acc);
@@ -388,12 +419,22 @@ mod avx512 {
         let mut four = accumulators::<BITS>(acc);
         for b in quads * 4..blocks {
             let q = block_codes::<BITS>(w.as_ptr().add(b * step));
-            let xs = _mm256_loadu_si256(x.codes.as_ptr().add(b * BLOCK) as *const __m256i);
-            let p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, xs);
+            let xs = [x.codes, x.lo]
+                .map(|c| _mm256_loadu_si256(c.as_ptr().add(b * BLOCK) as *const __m256i));
+            let hi = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, xs[0]);
+            let p = _mm256_dpbusd_epi32(_mm256_slli_epi32::<{ DIGIT_SHIFT as i32 }>(hi), q, xs[1]);
             let c = _mm256_set1_ps(block_scale(scales, shift, &x, b));
             four[b % 4] = _mm256_fmadd_ps(c, _mm256_cvtepi32_ps(p), four[b % 4]);
         }
         reduce(four)
+    }
+
+    /// Two blocks' lanes: the high digits' `vpdpbusd`, shifted, then the low digits' added.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn dot512(q: __m512i, x: [__m512i; 2]) -> __m512i {
+        let hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, x[0]);
+        _mm512_dpbusd_epi32(_mm512_slli_epi32::<{ DIGIT_SHIFT }>(hi), q, x[1])
     }
 
     /// The four 8-lane accumulators out of the two registers: at 4 bits, 128-bit lane `j` of
