@@ -244,9 +244,10 @@ pub static OPTIONS: &[OptionSpec] = &[
         Kind::Other("`exact`, `int8`"),
         "`exact`",
         "how packed weights multiply on the CPU: `exact` in f32, token for token as mlx-lm on \
-         the f32 twin; `int8` quantizes each row of activations to int8 per 32 values for \
-         integer dot products in decode steps (layers whose format has no integer kernel here \
-         stay exact; Status counts them). Refused with `dequantize:true` and on Metal",
+         the f32 twin; `int8` makes each value of a decode step's activations two int8 digits \
+         (a unit per 32 values) for integer dot products, within a mean KLD of 3e-6 nats of \
+         `exact` on SmolLM2 (layers whose format has no integer kernel here stay exact; Status \
+         counts them). Refused with `dequantize:true` and on Metal",
     ),
     OptionSpec {
         env: &["MLX_DISTRIBUTED_HOSTFILE"],

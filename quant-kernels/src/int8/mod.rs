@@ -365,15 +365,17 @@ pub(crate) fn each_row<P: Stored>(
     row: impl Fn(&[u8], Row, &[P]) -> f32,
 ) {
     let groups = ops.k / ops.format.group;
+    let rows: Vec<(Row, &[f32])> = (0..ops.m)
+        .map(|m| (acts.row(m), &acts.sums[m * groups..(m + 1) * groups]))
+        .collect();
     for n in cols {
         let w = ops.w_row(n);
         let (s, b) = (
             &scales[n * groups..(n + 1) * groups],
             &biases[n * groups..(n + 1) * groups],
         );
-        for m in 0..ops.m {
-            let sums = &acts.sums[m * groups..(m + 1) * groups];
-            let v = row(w, acts.row(m), s) + bias_term(b, sums);
+        for (m, &(x, sums)) in rows.iter().enumerate() {
+            let v = row(w, x, s) + bias_term(b, sums);
             // SAFETY: the caller was given an output of `m * n` values.
             unsafe { out.write(m, n, ops.n, v) };
         }

@@ -189,8 +189,8 @@ macro_rules! row256 {
             let step = BLOCK * BITS as usize / 8;
             let blocks = x.scales.len();
             debug_assert!(w.len() >= blocks * step && x.codes.len() >= blocks * BLOCK);
-            let mut acc = [_mm256_setzero_ps(); 4];
-            for b in 0..blocks {
+            // Block `b` into accumulator `b % 4`, indices fixed so that they stay in registers.
+            let block = |b: usize, acc: __m256| {
                 let at = w.as_ptr().add(b * step);
                 _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH) as *const i8);
                 let q = block_codes::<BITS>(at);
@@ -199,8 +199,18 @@ macro_rules! row256 {
                 let sums = x.lane_sums.as_ptr().add(b * LANES) as *const __m256i;
                 let p = $dot::<BITS>(q, xs, sums);
                 let c = _mm256_set1_ps(block_scale(scales, shift, &x, b));
-                acc[b % 4] = _mm256_fmadd_ps(c, _mm256_cvtepi32_ps(p), acc[b % 4]);
+                _mm256_fmadd_ps(c, _mm256_cvtepi32_ps(p), acc)
+            };
+            let mut acc = [_mm256_setzero_ps(); 4];
+            for b in (0..blocks / 4 * 4).step_by(4) {
+                acc = [
+                    block(b, acc[0]),
+                    block(b + 1, acc[1]),
+                    block(b + 2, acc[2]),
+                    block(b + 3, acc[3]),
+                ];
             }
+            tail(blocks, &mut acc, block);
             reduce(acc)
         }
     };
@@ -290,6 +300,21 @@ impl Wide for F16 {
     #[inline]
     unsafe fn load(at: *const F16, mask: u8) -> __m128 {
         _mm_cvtph_ps(_mm_maskz_loadu_epi16(mask, at as *const i16))
+    }
+}
+
+/// The last `blocks % 4` blocks into accumulators 0, 1 and 2 (whole quads came before).
+#[inline(always)]
+unsafe fn tail(blocks: usize, acc: &mut [__m256; 4], block: impl Fn(usize, __m256) -> __m256) {
+    let start = blocks / 4 * 4;
+    if start < blocks {
+        acc[0] = block(start, acc[0]);
+    }
+    if start + 1 < blocks {
+        acc[1] = block(start + 1, acc[1]);
+    }
+    if start + 2 < blocks {
+        acc[2] = block(start + 2, acc[2]);
     }
 }
 
@@ -417,15 +442,16 @@ mod avx512 {
             }
         }
         let mut four = accumulators::<BITS>(acc);
-        for b in quads * 4..blocks {
+        let block = |b: usize, acc: __m256| {
             let q = block_codes::<BITS>(w.as_ptr().add(b * step));
             let xs = [x.codes, x.lo]
                 .map(|c| _mm256_loadu_si256(c.as_ptr().add(b * BLOCK) as *const __m256i));
             let hi = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, xs[0]);
             let p = _mm256_dpbusd_epi32(_mm256_slli_epi32::<{ DIGIT_SHIFT as i32 }>(hi), q, xs[1]);
             let c = _mm256_set1_ps(block_scale(scales, shift, &x, b));
-            four[b % 4] = _mm256_fmadd_ps(c, _mm256_cvtepi32_ps(p), four[b % 4]);
-        }
+            _mm256_fmadd_ps(c, _mm256_cvtepi32_ps(p), acc)
+        };
+        tail(blocks, &mut four, block);
         reduce(four)
     }
 
