@@ -41,10 +41,16 @@ pub struct BenchArgs {
     pub skip_as_stored: bool,
     #[arg(long)]
     pub skip_mlx_lm: bool,
-    /// llama.cpp's `llama-bench` (default: the one `scripts/bench/llama-bench` builds into the
-    /// cache; when that is missing, the llama.cpp row is skipped).
+    /// The `llama.cpp native` row's `llama-bench` (default: the one `scripts/bench/llama-bench`
+    /// builds with `GGML_NATIVE=ON` into the cache's `llama.cpp/bin`; when that is missing, the
+    /// row is skipped).
     #[arg(long)]
     pub llama_bench: Option<PathBuf>,
+    /// The `llama.cpp generic` row's `llama-bench` (default: the one `scripts/bench/llama-bench`
+    /// builds with `GGML_NATIVE=OFF` and AVX-512, VNNI and BF16 named into the cache's
+    /// `llama.cpp/bin-generic`; when that is missing, the row is skipped).
+    #[arg(long)]
+    pub llama_bench_generic: Option<PathBuf>,
     /// The GGUF llama.cpp runs on (default: the cache's Q8_0 GGUF for a model folder whose name
     /// contains `8bit`, the Q4_1 one otherwise).
     #[arg(long)]
@@ -53,8 +59,8 @@ pub struct BenchArgs {
     /// engine uses every core (its engine thread and product pool).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Rounds of ours (f32, packed) then llama.cpp, alternated so that drift hits both; the
-    /// best of each counts.
+    /// Rounds of ours (f32, packed) then each llama.cpp build, alternated so that drift hits
+    /// all; the best of each counts.
     #[arg(long, default_value_t = 2)]
     pub rounds: usize,
     /// Skip the read-bandwidth measurement and decode's fraction of its limit.
@@ -70,4 +76,30 @@ pub struct BenchArgs {
 pub enum Heap {
     Bounded,
     Glibc,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn takes_a_binary_per_llama_cpp_build() {
+        let args = BenchArgs::try_parse_from([
+            "bench",
+            "--model",
+            "m",
+            "--llama-bench",
+            "a/llama-bench",
+            "--llama-bench-generic",
+            "b/llama-bench",
+        ])
+        .unwrap();
+        assert_eq!(args.llama_bench, Some(PathBuf::from("a/llama-bench")));
+        assert_eq!(
+            args.llama_bench_generic,
+            Some(PathBuf::from("b/llama-bench"))
+        );
+        let args = BenchArgs::try_parse_from(["bench", "--model", "m"]).unwrap();
+        assert!(args.llama_bench.is_none() && args.llama_bench_generic.is_none());
+    }
 }

@@ -2,8 +2,9 @@
 //! decode measured against the machine's read bandwidth.
 
 use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use backend::generate::generate;
@@ -20,6 +21,18 @@ use crate::{bandwidth, CliResult};
 struct Measured {
     prompt_tps: BTreeMap<String, f64>,
     generation_tps: Option<f64>,
+    /// Why a run of this row failed; the row then shows as failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    failed: Option<String>,
+}
+
+impl Measured {
+    fn failed(why: String) -> Self {
+        Measured {
+            failed: Some(why),
+            ..Default::default()
+        }
+    }
 }
 
 /// The benchmark's prompt, identical to `scripts/bench/mlx_lm_engine.py`'s.
@@ -153,6 +166,7 @@ fn wait_bounded(
     while child.try_wait()?.is_none() {
         if start.elapsed() > limit {
             child.kill()?;
+            child.wait()?;
             return Err(format!("{what} exceeded {limit:?}").into());
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -160,21 +174,72 @@ fn wait_bounded(
     Ok(child.wait_with_output()?)
 }
 
-/// llama.cpp's benchmark and the GGUF it runs on.
-struct LlamaCpp {
+/// One llama.cpp build: its row's label and its `llama-bench`.
+struct LlamaBuild {
+    label: &'static str,
     bin: PathBuf,
+}
+
+/// llama.cpp's builds and the GGUF they run on.
+struct LlamaCpp {
+    builds: Vec<LlamaBuild>,
     gguf: PathBuf,
 }
 
-/// The llama.cpp row's binary and GGUF; `None` (with a printed note) when a default is missing.
+/// Where a llama.cpp build's `llama-bench` is: the flag's path, else the default.
+struct BuildSpec<'a> {
+    label: &'static str,
+    flag: &'static str,
+    given: Option<&'a Path>,
+    default: PathBuf,
+}
+
+/// The builds whose binary exists; a missing default is a printed note, a missing given path an
+/// error.
+fn pick_builds(specs: Vec<BuildSpec>) -> CliResult<Vec<LlamaBuild>> {
+    let mut builds = Vec::new();
+    for spec in specs {
+        let bin = match spec.given {
+            Some(bin) if !bin.is_file() => {
+                return Err(format!("{}: no {}", spec.flag, bin.display()).into())
+            }
+            Some(bin) => bin.to_path_buf(),
+            None if spec.default.is_file() => spec.default,
+            None => {
+                println!(
+                    "note: no {} row: {} is missing (build it with scripts/bench/llama-bench)",
+                    spec.label,
+                    spec.default.display()
+                );
+                continue;
+            }
+        };
+        builds.push(LlamaBuild {
+            label: spec.label,
+            bin,
+        });
+    }
+    Ok(builds)
+}
+
+/// The llama.cpp rows' builds and GGUF; `None` (with a printed note) when no build or the
+/// default GGUF is missing.
 fn llama_cpp(args: &BenchArgs) -> CliResult<Option<LlamaCpp>> {
-    let bin = match &args.llama_bench {
-        Some(bin) if !bin.is_file() => {
-            return Err(format!("--llama-bench: no {}", bin.display()).into())
-        }
-        Some(bin) => bin.clone(),
-        None => cache_dir().join("llama.cpp/bin/llama-bench"),
-    };
+    let root = cache_dir().join("llama.cpp");
+    let builds = pick_builds(vec![
+        BuildSpec {
+            label: LLAMA_NATIVE,
+            flag: "--llama-bench",
+            given: args.llama_bench.as_deref(),
+            default: root.join("bin/llama-bench"),
+        },
+        BuildSpec {
+            label: LLAMA_GENERIC,
+            flag: "--llama-bench-generic",
+            given: args.llama_bench_generic.as_deref(),
+            default: root.join("bin-generic/llama-bench"),
+        },
+    ])?;
     let gguf = match &args.gguf {
         Some(gguf) if !gguf.is_file() => {
             return Err(format!("--gguf: no {}", gguf.display()).into())
@@ -182,16 +247,17 @@ fn llama_cpp(args: &BenchArgs) -> CliResult<Option<LlamaCpp>> {
         Some(gguf) => gguf.clone(),
         None => default_gguf(&args.model),
     };
-    for path in [&bin, &gguf] {
-        if !path.is_file() {
-            println!(
-                "note: no llama.cpp row: {} is missing (build it with scripts/bench/llama-bench)",
-                path.display()
-            );
-            return Ok(None);
-        }
+    if builds.is_empty() {
+        return Ok(None);
     }
-    Ok(Some(LlamaCpp { bin, gguf }))
+    if !gguf.is_file() {
+        println!(
+            "note: no llama.cpp rows: {} is missing (make it with scripts/bench/llama-bench)",
+            gguf.display()
+        );
+        return Ok(None);
+    }
+    Ok(Some(LlamaCpp { builds, gguf }))
 }
 
 /// The fixtures' source GGUF (Q4_1), or its Q8_0 requantization for an 8-bit folder.
@@ -205,7 +271,40 @@ fn default_gguf(model: &Path) -> PathBuf {
     cache_dir().join(format!("downloads/SmolLM2-135M-Instruct.{quant}.gguf"))
 }
 
-fn measure_llama_cpp(args: &BenchArgs, llama: &LlamaCpp, plan: &Plan) -> CliResult<Measured> {
+/// What a finished run's status says went wrong, or `None` when it succeeded.
+fn run_failure(status: ExitStatus) -> Option<String> {
+    if status.success() {
+        return None;
+    }
+    Some(match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("killed by {}", signal_name(signal)),
+        (None, None) => format!("ended with {status}"),
+    })
+}
+
+/// A signal's number and, for those a crash or a kill sends, its name.
+fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        4 => "SIGILL, an instruction this CPU lacks",
+        6 => "SIGABRT",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        15 => "SIGTERM",
+        _ => return format!("signal {signal}"),
+    };
+    format!("signal {signal} ({name})")
+}
+
+/// One run of a build's `llama-bench`; an error says what went wrong (it could not start, was
+/// killed at the time limit, exited non-zero or by a signal, or printed no JSON).
+fn measure_llama_cpp(
+    args: &BenchArgs,
+    gguf: &Path,
+    build: &LlamaBuild,
+    plan: &Plan,
+) -> CliResult<Measured> {
     let lens: Vec<String> = plan.prompt_lens.iter().map(usize::to_string).collect();
     let lens = if lens.is_empty() {
         "0".to_string()
@@ -213,9 +312,9 @@ fn measure_llama_cpp(args: &BenchArgs, llama: &LlamaCpp, plan: &Plan) -> CliResu
         lens.join(",")
     };
     let gen = if plan.gen > 1 { plan.gen } else { 0 };
-    let child = Command::new(&llama.bin)
+    let child = Command::new(&build.bin)
         .arg("-m")
-        .arg(&llama.gguf)
+        .arg(gguf)
         .args(["-t", &threads(args).to_string(), "-p", &lens])
         .args([
             "-n",
@@ -227,10 +326,10 @@ fn measure_llama_cpp(args: &BenchArgs, llama: &LlamaCpp, plan: &Plan) -> CliResu
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .map_err(|e| format!("{}: {e}", llama.bin.display()))?;
+        .map_err(|e| format!("could not start: {e}"))?;
     let output = wait_bounded("llama-bench", child, Duration::from_secs(args.timeout_secs))?;
-    if !output.status.success() {
-        return Err(format!("llama-bench failed on {}", llama.gguf.display()).into());
+    if let Some(failure) = run_failure(output.status) {
+        return Err(failure.into());
     }
     parse_llama_bench(&String::from_utf8_lossy(&output.stdout))
 }
@@ -278,14 +377,15 @@ fn threads(args: &BenchArgs) -> usize {
 const F32: &str = "ours dequantized-f32";
 const PACKED: &str = "ours packed";
 const AS_STORED: &str = "ours as-stored";
-const LLAMA_CPP: &str = "llama.cpp";
+const LLAMA_NATIVE: &str = "llama.cpp native";
+const LLAMA_GENERIC: &str = "llama.cpp generic";
 const MLX_LM_AS_STORED: &str = "mlx-lm as-stored";
 const MLX_LM_F32: &str = "mlx-lm dequantized-f32";
 
 type Rows = Vec<(&'static str, Measured)>;
 
 /// Keeps in `best` the better of `m` and what it holds for `label`, per prompt length and for
-/// generation.
+/// generation, and the first failure.
 fn keep_best(best: &mut Rows, label: &'static str, m: Measured) {
     let Some((_, into)) = best.iter_mut().find(|(l, _)| *l == label) else {
         best.push((label, m));
@@ -299,9 +399,41 @@ fn keep_best(best: &mut Rows, label: &'static str, m: Measured) {
         (Some(a), Some(b)) => Some(a.max(b)),
         (a, b) => a.or(b),
     };
+    into.failed = into.failed.take().or(m.failed);
 }
 
-/// The fast rows, in rounds that alternate ours (f32, then packed) with llama.cpp.
+fn row_failed(rows: &Rows, label: &str) -> bool {
+    rows.iter().any(|(l, m)| *l == label && m.failed.is_some())
+}
+
+/// One round of a llama.cpp build, unless an earlier one failed. A failure is a printed line
+/// naming the build and what happened, and marks its row failed.
+fn llama_round(
+    args: &BenchArgs,
+    plan: &Plan,
+    llama: &LlamaCpp,
+    build: &LlamaBuild,
+    rows: &mut Rows,
+    round: usize,
+) {
+    if row_failed(rows, build.label) {
+        return;
+    }
+    eprintln!(
+        "[bench] round {round}/{}: {} on {}",
+        args.rounds.max(1),
+        build.label,
+        llama.gguf.display()
+    );
+    let m = measure_llama_cpp(args, &llama.gguf, build, plan).unwrap_or_else(|e| {
+        let why = format!("round {round}: {e}");
+        println!("{} failed ({}): {why}", build.label, build.bin.display());
+        Measured::failed(why)
+    });
+    keep_best(rows, build.label, m);
+}
+
+/// The fast rows, in rounds that alternate ours (f32, then packed) with each llama.cpp build.
 fn measure_alternating(args: &BenchArgs, plan: &Plan, llama: Option<&LlamaCpp>) -> CliResult<Rows> {
     let mut rows = Rows::new();
     let rounds = args.rounds.max(1);
@@ -323,11 +455,9 @@ fn measure_alternating(args: &BenchArgs, plan: &Plan, llama: Option<&LlamaCpp>) 
             );
         }
         if let Some(llama) = llama {
-            eprintln!(
-                "[bench] round {round}/{rounds}: llama.cpp on {}",
-                llama.gguf.display()
-            );
-            keep_best(&mut rows, LLAMA_CPP, measure_llama_cpp(args, llama, plan)?);
+            for build in &llama.builds {
+                llama_round(args, plan, llama, build, &mut rows, round);
+            }
         }
     }
     Ok(rows)
@@ -384,10 +514,7 @@ pub fn run(args: BenchArgs) -> CliResult {
     print_table(&name, &rows, args.gen_tokens);
     let n = threads(&args);
     if let Some(llama) = &llama {
-        println!(
-            "llama.cpp: {} with -t {n}; ours uses every core (engine thread and product pool)",
-            llama.gguf.display()
-        );
+        print_llama_cpp(llama, n);
     }
     let ratios = print_ratios(&rows);
     let mut line = serde_json::json!({
@@ -395,6 +522,12 @@ pub fn run(args: BenchArgs) -> CliResult {
         "model": name,
         "threads": n,
         "llama_cpp_gguf": llama.as_ref().map(|l| l.gguf.display().to_string()),
+        "llama_cpp_bins": llama.as_ref().map(|l| {
+            l.builds
+                .iter()
+                .map(|b| (b.label, b.bin.display().to_string()))
+                .collect::<BTreeMap<_, _>>()
+        }),
         "measured": rows.iter().map(|(l, m)| (*l, m)).collect::<BTreeMap<_, _>>(),
         "ratios": ratios,
     });
@@ -403,6 +536,34 @@ pub fn run(args: BenchArgs) -> CliResult {
     }
     println!("{line}");
     Ok(())
+}
+
+fn print_llama_cpp(llama: &LlamaCpp, threads: usize) {
+    println!(
+        "llama.cpp: {} with -t {threads}; ours uses every core (engine thread and product pool)",
+        llama.gguf.display()
+    );
+    for build in &llama.builds {
+        println!("  {}: {}", build.label, build.bin.display());
+    }
+}
+
+/// A row of the table: its rates under each prompt length then generation, or its failure.
+fn table_line(label: &str, m: &Measured, lens: &[String]) -> String {
+    if let Some(why) = &m.failed {
+        return format!("{label:<24}failed ({why})");
+    }
+    let mut line = format!("{label:<24}");
+    for n in lens {
+        let cell = m
+            .prompt_tps
+            .get(n)
+            .map_or("-".into(), |v| format!("{v:.1}"));
+        line.push_str(&format!("{cell:>12}"));
+    }
+    let gen = m.generation_tps.map_or("-".into(), |v| format!("{v:.2}"));
+    line.push_str(&format!("{gen:>14}"));
+    line
 }
 
 fn print_table(name: &str, rows: &Rows, gen_tokens: usize) {
@@ -418,44 +579,47 @@ fn print_table(name: &str, rows: &Rows, gen_tokens: usize) {
         .for_each(|n| print!("{:>12}", format!("prompt@{n}")));
     println!("{:>14}", format!("gen@{gen_tokens}"));
     for (label, m) in rows {
-        print!("{label:<24}");
-        lens.iter().for_each(|n| {
-            print!(
-                "{:>12}",
-                m.prompt_tps
-                    .get(n)
-                    .map_or("-".into(), |v| format!("{v:.1}"))
-            )
-        });
-        println!(
-            "{:>14}",
-            m.generation_tps.map_or("-".into(), |v| format!("{v:.2}"))
-        );
+        println!("{}", table_line(label, m, &lens));
     }
 }
 
-fn print_ratios(rows: &Rows) -> BTreeMap<&'static str, BTreeMap<String, f64>> {
-    let find = |label: &str| rows.iter().find(|(l, _)| *l == label).map(|(_, m)| m);
-    let mut ratios = BTreeMap::new();
-    for (ours, theirs, key) in [
-        (F32, MLX_LM_AS_STORED, "fast_vs_mlx_lm_as_stored"),
-        (F32, MLX_LM_F32, "fast_vs_mlx_lm_same_f32"),
-        (AS_STORED, MLX_LM_AS_STORED, "mirror_vs_mlx_lm_as_stored"),
-        (PACKED, F32, "packed_vs_dequantized_f32"),
-        (PACKED, LLAMA_CPP, "packed_vs_llama_cpp"),
-        (F32, LLAMA_CPP, "dequantized_f32_vs_llama_cpp"),
-    ] {
+/// The ratios reported: (numerator row, denominator row, key).
+const RATIOS: &[(&str, &str, &str)] = &[
+    (F32, MLX_LM_AS_STORED, "fast_vs_mlx_lm_as_stored"),
+    (F32, MLX_LM_F32, "fast_vs_mlx_lm_same_f32"),
+    (AS_STORED, MLX_LM_AS_STORED, "mirror_vs_mlx_lm_as_stored"),
+    (PACKED, F32, "packed_vs_dequantized_f32"),
+    (PACKED, LLAMA_NATIVE, "packed_vs_llama_cpp_native"),
+    (PACKED, LLAMA_GENERIC, "packed_vs_llama_cpp_generic"),
+    (F32, LLAMA_NATIVE, "dequantized_f32_vs_llama_cpp_native"),
+    (F32, LLAMA_GENERIC, "dequantized_f32_vs_llama_cpp_generic"),
+    (LLAMA_NATIVE, LLAMA_GENERIC, "llama_cpp_native_vs_generic"),
+];
+
+/// Each of `RATIOS` whose two rows were measured and did not fail.
+fn ratios(rows: &Rows) -> BTreeMap<&'static str, BTreeMap<String, f64>> {
+    let find = |label: &str| {
+        rows.iter()
+            .find(|(l, m)| *l == label && m.failed.is_none())
+            .map(|(_, m)| m)
+    };
+    let mut out = BTreeMap::new();
+    for &(ours, theirs, key) in RATIOS {
         if let (Some(a), Some(b)) = (find(ours), find(theirs)) {
-            let r = ratio(a, b);
-            println!(
-                "{key}: {}",
-                r.iter()
-                    .map(|(k, v)| format!("{k} {v:.2}x"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            ratios.insert(key, r);
+            out.insert(key, ratio(a, b));
         }
+    }
+    out
+}
+
+fn print_ratios(rows: &Rows) -> BTreeMap<&'static str, BTreeMap<String, f64>> {
+    let ratios = ratios(rows);
+    for (key, r) in RATIOS
+        .iter()
+        .filter_map(|(_, _, k)| ratios.get_key_value(k))
+    {
+        let parts: Vec<String> = r.iter().map(|(k, v)| format!("{k} {v:.2}x")).collect();
+        println!("{key}: {}", parts.join(", "));
     }
     ratios
 }
@@ -473,7 +637,7 @@ fn bytes_per_token(label: &str, args: &BenchArgs, llama: Option<&LlamaCpp>) -> O
             Some(twin) => estimate(twin, WeightMode::AsStored),
             None => bandwidth::f32_bytes(&args.model),
         },
-        LLAMA_CPP => llama
+        LLAMA_NATIVE | LLAMA_GENERIC => llama
             .and_then(|l| std::fs::metadata(&l.gguf).ok())
             .map(|m| m.len()),
         _ => None,
@@ -502,7 +666,7 @@ fn report_bandwidth(
     );
     let mut fractions = BTreeMap::new();
     let mut bytes = BTreeMap::new();
-    for (label, m) in rows {
+    for (label, m) in rows.iter().filter(|(_, m)| m.failed.is_none()) {
         let (Some(tps), Some(b)) = (m.generation_tps, bytes_per_token(label, args, llama)) else {
             continue;
         };
@@ -557,6 +721,7 @@ mod tests {
         let m = |p: f64, g: Option<f64>| Measured {
             prompt_tps: BTreeMap::from([("128".to_string(), p)]),
             generation_tps: g,
+            failed: None,
         };
         keep_best(&mut rows, PACKED, m(10.0, Some(2.0)));
         keep_best(&mut rows, PACKED, m(12.0, Some(1.0)));
@@ -564,5 +729,107 @@ mod tests {
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].1.prompt_tps.get("128"), Some(&12.0));
         assert_eq!(rows[0].1.generation_tps, Some(2.0));
+    }
+
+    fn measured(p: f64, g: f64) -> Measured {
+        Measured {
+            prompt_tps: BTreeMap::from([("128".to_string(), p)]),
+            generation_tps: Some(g),
+            failed: None,
+        }
+    }
+
+    #[test]
+    fn llama_bench_without_json_is_an_error() {
+        let e = parse_llama_bench("build: x\nerror: failed to load model\n").unwrap_err();
+        assert!(e.to_string().contains("no JSON"), "{e}");
+    }
+
+    #[test]
+    fn names_how_a_run_ended() {
+        assert_eq!(run_failure(ExitStatus::from_raw(0)), None);
+        assert_eq!(
+            run_failure(ExitStatus::from_raw(1 << 8)).as_deref(),
+            Some("exited with status 1")
+        );
+        let ill = run_failure(ExitStatus::from_raw(4)).unwrap();
+        assert!(ill.contains("signal 4") && ill.contains("SIGILL"), "{ill}");
+        assert_eq!(
+            run_failure(ExitStatus::from_raw(31)).as_deref(),
+            Some("killed by signal 31")
+        );
+    }
+
+    #[test]
+    fn picks_the_builds_whose_binary_exists() {
+        let spec = |label, given: Option<&'static str>, default: &str| BuildSpec {
+            label,
+            flag: "--flag",
+            given: given.map(Path::new),
+            default: PathBuf::from(default),
+        };
+        let builds = pick_builds(vec![
+            spec(LLAMA_NATIVE, None, "/no/such/llama-bench"),
+            spec(LLAMA_GENERIC, None, "/bin/sh"),
+        ])
+        .unwrap();
+        assert_eq!(builds.len(), 1);
+        assert_eq!(builds[0].label, LLAMA_GENERIC);
+        assert_eq!(builds[0].bin, PathBuf::from("/bin/sh"));
+        let builds = pick_builds(vec![
+            spec(LLAMA_NATIVE, Some("/bin/sh"), "/no/such/llama-bench"),
+            spec(LLAMA_GENERIC, None, "/bin/sh"),
+        ])
+        .unwrap();
+        let labels: Vec<_> = builds.iter().map(|b| b.label).collect();
+        assert_eq!(labels, [LLAMA_NATIVE, LLAMA_GENERIC]);
+        let e = pick_builds(vec![spec(LLAMA_GENERIC, Some("/no/such/x"), "/bin/sh")]);
+        assert!(e.is_err_and(|e| e.to_string().contains("--flag: no /no/such/x")));
+    }
+
+    #[test]
+    fn a_failed_round_marks_its_row_failed() {
+        let mut rows = Rows::new();
+        keep_best(&mut rows, LLAMA_GENERIC, measured(10.0, 2.0));
+        assert!(!row_failed(&rows, LLAMA_GENERIC));
+        keep_best(
+            &mut rows,
+            LLAMA_GENERIC,
+            Measured::failed("round 2: x".into()),
+        );
+        keep_best(
+            &mut rows,
+            LLAMA_GENERIC,
+            Measured::failed("round 3: y".into()),
+        );
+        assert!(row_failed(&rows, LLAMA_GENERIC));
+        assert!(!row_failed(&rows, LLAMA_NATIVE));
+        assert_eq!(rows[0].1.failed.as_deref(), Some("round 2: x"));
+        assert_eq!(rows[0].1.generation_tps, Some(2.0));
+    }
+
+    #[test]
+    fn a_failed_row_shows_as_failed_and_has_no_ratio() {
+        let lens = ["128".to_string()];
+        let line = table_line(LLAMA_NATIVE, &measured(900.5, 150.25), &lens);
+        assert_eq!(
+            line,
+            format!("{LLAMA_NATIVE:<24}{:>12}{:>14}", "900.5", "150.25")
+        );
+        let failed = Measured::failed("round 1: killed by signal 4 (SIGILL)".into());
+        let line = table_line(LLAMA_GENERIC, &failed, &lens);
+        assert_eq!(
+            line,
+            format!("{LLAMA_GENERIC:<24}failed (round 1: killed by signal 4 (SIGILL))")
+        );
+        let rows: Rows = vec![
+            (PACKED, measured(100.0, 30.0)),
+            (LLAMA_NATIVE, measured(50.0, 15.0)),
+            (LLAMA_GENERIC, failed),
+        ];
+        let r = ratios(&rows);
+        assert_eq!(r["packed_vs_llama_cpp_native"]["generation"], 2.0);
+        assert!(!r.contains_key("packed_vs_llama_cpp_generic"));
+        assert!(!r.contains_key("llama_cpp_native_vs_generic"));
     }
 }
