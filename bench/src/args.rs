@@ -41,6 +41,9 @@ pub struct BenchArgs {
     pub skip_as_stored: bool,
     #[arg(long)]
     pub skip_mlx_lm: bool,
+    /// Skip our dequantized-f32 row (5-8x the checkpoint's memory: too much for a large model).
+    #[arg(long)]
+    pub skip_dequantized: bool,
     /// The `llama.cpp native` row's `llama-bench` (default: the one `scripts/bench/llama-bench`
     /// builds with `GGML_NATIVE=ON` into the cache's `llama.cpp/bin`; when that is missing, the
     /// row is skipped).
@@ -59,7 +62,7 @@ pub struct BenchArgs {
     /// engine uses every core (its engine thread and product pool).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Rounds of ours (f32, packed) then each llama.cpp build, alternated so that drift hits
+    /// Rounds of ours (f32, packed, packed int8) then each llama.cpp build, alternated so that drift hits
     /// all; the best of each counts.
     #[arg(long, default_value_t = 2)]
     pub rounds: usize,

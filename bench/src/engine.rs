@@ -376,6 +376,7 @@ fn threads(args: &BenchArgs) -> usize {
 
 const F32: &str = "ours dequantized-f32";
 const PACKED: &str = "ours packed";
+const PACKED_INT8: &str = "ours packed int8";
 const AS_STORED: &str = "ours as-stored";
 const LLAMA_NATIVE: &str = "llama.cpp native";
 const LLAMA_GENERIC: &str = "llama.cpp generic";
@@ -433,26 +434,34 @@ fn llama_round(
     keep_best(rows, build.label, m);
 }
 
-/// The fast rows, in rounds that alternate ours (f32, then packed) with each llama.cpp build.
+/// Our CPU rows of a round: (label, weight mode, what it is).
+const OURS_FAST: [(&str, WeightMode, &str); 3] = [
+    (F32, WeightMode::DequantizeF32, "dequantized to f32"),
+    (
+        PACKED,
+        WeightMode::PackedF32,
+        "packed (quant-cpu kernels, f32 numerics)",
+    ),
+    (
+        PACKED_INT8,
+        WeightMode::PackedInt8,
+        "packed (cpu_numerics:int8)",
+    ),
+];
+
+/// The fast rows, in rounds that alternate ours (f32, packed, packed int8) with each llama.cpp
+/// build.
 fn measure_alternating(args: &BenchArgs, plan: &Plan, llama: Option<&LlamaCpp>) -> CliResult<Rows> {
     let mut rows = Rows::new();
     let rounds = args.rounds.max(1);
     for round in 1..=rounds {
-        eprintln!("[bench] round {round}/{rounds}: ours, default CPU mode (dequantized to f32)");
-        keep_best(
-            &mut rows,
-            F32,
-            measure_ours(&args.model, WeightMode::DequantizeF32, plan)?,
-        );
-        if cfg!(not(target_os = "macos")) {
-            eprintln!(
-                "[bench] round {round}/{rounds}: ours, packed (quant-cpu kernels, f32 numerics)"
-            );
-            keep_best(
-                &mut rows,
-                PACKED,
-                measure_ours(&args.model, WeightMode::PackedF32, plan)?,
-            );
+        for (label, mode, what) in OURS_FAST {
+            let packed = mode != WeightMode::DequantizeF32;
+            if (packed && cfg!(target_os = "macos")) || (!packed && args.skip_dequantized) {
+                continue;
+            }
+            eprintln!("[bench] round {round}/{rounds}: ours, {what}");
+            keep_best(&mut rows, label, measure_ours(&args.model, mode, plan)?);
         }
         if let Some(llama) = llama {
             for build in &llama.builds {
@@ -591,6 +600,13 @@ const RATIOS: &[(&str, &str, &str)] = &[
     (PACKED, F32, "packed_vs_dequantized_f32"),
     (PACKED, LLAMA_NATIVE, "packed_vs_llama_cpp_native"),
     (PACKED, LLAMA_GENERIC, "packed_vs_llama_cpp_generic"),
+    (PACKED_INT8, PACKED, "packed_int8_vs_packed"),
+    (PACKED_INT8, LLAMA_NATIVE, "packed_int8_vs_llama_cpp_native"),
+    (
+        PACKED_INT8,
+        LLAMA_GENERIC,
+        "packed_int8_vs_llama_cpp_generic",
+    ),
     (F32, LLAMA_NATIVE, "dequantized_f32_vs_llama_cpp_native"),
     (F32, LLAMA_GENERIC, "dequantized_f32_vs_llama_cpp_generic"),
     (LLAMA_NATIVE, LLAMA_GENERIC, "llama_cpp_native_vs_generic"),
@@ -631,7 +647,7 @@ fn print_ratios(rows: &Rows) -> BTreeMap<&'static str, BTreeMap<String, f64>> {
 fn bytes_per_token(label: &str, args: &BenchArgs, llama: Option<&LlamaCpp>) -> Option<u64> {
     let estimate = |dir: &Path, mode| loader::resident_estimate(dir, mode).ok();
     match label {
-        PACKED => estimate(&args.model, WeightMode::PackedF32),
+        PACKED | PACKED_INT8 => estimate(&args.model, WeightMode::PackedF32),
         AS_STORED | MLX_LM_AS_STORED => estimate(&args.model, WeightMode::AsStored),
         F32 | MLX_LM_F32 => match &args.f32_twin {
             Some(twin) => estimate(twin, WeightMode::AsStored),

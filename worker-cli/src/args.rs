@@ -346,17 +346,17 @@ pub struct GenerateArgs {
     pub seed: Option<u64>,
     /// Compute as the checkpoint stores it (MLX's quantized kernels), as mlx-lm does. The
     /// default on CPU keeps quantized weights packed and multiplies them through our own
-    /// kernels with f32 numerics.
+    /// kernels (int8 activations in decode steps, or f32 with `--exact`).
     #[arg(long, conflicts_with = "dequantize")]
     pub as_stored: bool,
-    /// Dequantize quantized weights to f32 at load (5-8x the memory; the f32 numerics of the
-    /// default, through BLAS).
+    /// Dequantize quantized weights to f32 at load (5-8x the memory; the f32 numerics of
+    /// `--exact`, through BLAS).
     #[arg(long)]
     pub dequantize: bool,
-    /// Multiply packed weights by activations quantized to int8 in decode steps (the load
-    /// option `cpu_numerics:int8`; the default is exact f32 numerics).
+    /// Multiply packed weights in f32, token for token as mlx-lm on the f32 twin (the load
+    /// option `cpu_numerics:exact`; the default is `int8`, or `MLX_DISTRIBUTED_CPU_NUMERICS`).
     #[arg(long, conflicts_with_all = ["as_stored", "dequantize"])]
-    pub int8: bool,
+    pub exact: bool,
     /// Write the generated token ids to stderr.
     #[arg(long, hide = true)]
     pub print_ids: bool,

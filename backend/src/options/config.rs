@@ -110,8 +110,9 @@ pub struct LoadConfig {
     pub allow_paths_outside_model_path: bool,
     pub trust_remote_code: bool,
     pub weight_mode: WeightMode,
-    /// How packed weights multiply on the CPU (`cpu_numerics`); settled into `weight_mode`.
-    pub cpu_numerics: Numerics,
+    /// How packed weights multiply on the CPU (`cpu_numerics`, else its variable, else
+    /// `int8`); settled into `weight_mode`.
+    pub cpu_numerics: Option<Numerics>,
     /// Words that make a request's grammar lazy: unconstrained until one appears in the output.
     pub grammar_triggers: Vec<String>,
     pub sampling: SamplingOverrides,
@@ -138,7 +139,7 @@ impl LoadConfig {
             allow_paths_outside_model_path: false,
             trust_remote_code: req.trust_remote_code,
             weight_mode: WeightMode::default_for_device(),
-            cpu_numerics: Numerics::default(),
+            cpu_numerics: None,
             grammar_triggers: req
                 .grammar_triggers
                 .iter()

@@ -83,6 +83,21 @@ pub(super) fn fallback(env: &dyn Env, option: &str) -> Option<(&'static str, Str
         .find_map(|&key| env.var(key).map(|v| (key, v)))
 }
 
+/// `cpu_numerics`'s variable (`MLX_DISTRIBUTED_CPU_NUMERICS`), if set: `exact` or `int8`, or
+/// an error naming the variable and the value.
+pub fn numerics(env: &dyn Env) -> Result<Option<crate::weights::Numerics>, String> {
+    let Some((key, v)) = fallback(env, "cpu_numerics") else {
+        return Ok(None);
+    };
+    match crate::weights::Numerics::parse(&v) {
+        Some(n) => Ok(Some(n)),
+        None => Err(format!(
+            "{key}: expected exact or int8, got {}",
+            crate::error::quote(&v)
+        )),
+    }
+}
+
 /// `option`'s variable as a whole number in the row's range, or an error naming the
 /// variable, the range and the value.
 pub(super) fn fallback_int(env: &dyn Env, option: &str) -> Result<Option<usize>, String> {

@@ -25,7 +25,7 @@ pub use config::{
 };
 #[cfg(test)]
 pub(crate) use env::NoEnv;
-pub use env::{Env, ProcessEnv, Settings, Token};
+pub use env::{numerics, Env, ProcessEnv, Settings, Token};
 pub use p2p::P2pConfig;
 pub use parse::{parse_options, OptionValue};
 pub use request::LoadRequest;

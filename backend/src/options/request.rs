@@ -128,7 +128,7 @@ impl LoadConfig {
         c.adapters.adapters = adapters_of(req)?;
         c.check_shipping()?;
         c.check_fuse(fuse_given)?;
-        c.settle_numerics()?;
+        c.settle_numerics(env)?;
         Ok(c)
     }
 }

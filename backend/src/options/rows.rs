@@ -235,20 +235,24 @@ pub static OPTIONS: &[OptionSpec] = &[
         Group::Model,
         Kind::Bool,
         "`false`",
-        "`false`: keep quantized weights packed (CPU: our kernels, f32 numerics; Metal: MLX's \
-         kernels); `true`: dequantize to f32 at load (5-8x the memory)",
+        "`false`: keep quantized weights packed (CPU: our kernels, in `cpu_numerics`; Metal: \
+         MLX's kernels); `true`: dequantize to f32 at load (5-8x the memory)",
     ),
-    load(
-        "cpu_numerics",
-        Group::Model,
-        Kind::Other("`exact`, `int8`"),
-        "`exact`",
-        "how packed weights multiply on the CPU: `exact` in f32, token for token as mlx-lm on \
-         the f32 twin; `int8` makes each value of a decode step's activations two int8 digits \
-         (a unit per 32 values) for integer dot products, within a mean KLD of 3e-6 nats of \
-         `exact` on SmolLM2 (layers whose format has no integer kernel here stay exact; Status \
-         counts them). Refused with `dequantize:true` and on Metal",
-    ),
+    OptionSpec {
+        env: &["MLX_DISTRIBUTED_CPU_NUMERICS"],
+        ..load(
+            "cpu_numerics",
+            Group::Model,
+            Kind::Other("`exact`, `int8`"),
+            "`int8` (where weights stay packed on the CPU)",
+            "how packed weights multiply on the CPU: `int8` makes each value of a decode step's \
+             activations two int8 digits (a unit per 32 values) for integer dot products, \
+             within a mean KLD of 3e-6 nats of `exact` on SmolLM2 (layers whose format has no \
+             integer kernel here stay exact; Status counts them); `exact` in f32, token for \
+             token as mlx-lm on the f32 twin. Asking for `int8` with `dequantize:true` or on \
+             Metal is refused",
+        )
+    },
     OptionSpec {
         env: &["MLX_DISTRIBUTED_HOSTFILE"],
         ..load(

@@ -135,7 +135,7 @@ impl LoadConfig {
                     OptionValue::Str(v) => Numerics::parse(v),
                     _ => None,
                 };
-                self.cpu_numerics = name.ok_or_else(|| bad("exact or int8"))?;
+                self.cpu_numerics = Some(name.ok_or_else(|| bad("exact or int8"))?);
             }
             _ => return Ok(false),
         }

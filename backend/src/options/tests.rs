@@ -311,6 +311,7 @@ fn fallbacks_are_the_rows_with_variables() {
     let mut read = [
         "coordinator",
         "control_port",
+        "cpu_numerics",
         "hostfile",
         "distributed_backend",
         "p2p_token",
@@ -408,20 +409,33 @@ fn ranges_are_named_with_the_value() {
     }
 }
 
-/// `cpu_numerics` picks the packed kernels' numerics; it needs packed weights on the CPU, so
-/// `dequantize:true` beside `int8` is refused naming both, in either order.
+/// `cpu_numerics` picks the packed kernels' numerics: the option, else its variable, else
+/// `int8`. Asked for, `int8` needs packed weights on the CPU, so `dequantize:true` beside it is
+/// refused naming both, in either order; as the default it leaves `dequantize:true` alone.
 #[test]
 fn cpu_numerics_settles_the_weight_mode() -> Result<(), String> {
     use crate::weights::{Numerics, WeightMode};
-    let c = load(&["cpu_numerics:int8"], &[])?;
+    let packed = WeightMode::default_for_device();
+    let int8 = match packed {
+        WeightMode::PackedF32 => WeightMode::PackedInt8,
+        other => other,
+    };
+    let mode =
+        |o: &[&str], e: &[(&'static str, &'static str)]| Ok::<_, String>(load(o, e)?.weight_mode);
+    assert_eq!(mode(&[], &[])?, int8, "the default");
+    assert_eq!(load(&[], &[])?.cpu_numerics, Some(Numerics::Int8));
+    assert_eq!(mode(&["cpu_numerics:int8"], &[])?, int8);
+    assert_eq!(mode(&["cpu_numerics:exact"], &[])?, packed);
+    let var = "MLX_DISTRIBUTED_CPU_NUMERICS";
+    assert_eq!(mode(&[], &[(var, "exact")])?, packed, "the variable");
     assert_eq!(
-        (c.cpu_numerics, c.weight_mode),
-        (Numerics::Int8, WeightMode::PackedInt8)
+        mode(&["cpu_numerics:int8"], &[(var, "exact")])?,
+        int8,
+        "the option wins"
     );
-    let c = load(&["cpu_numerics:exact"], &[])?;
-    assert_eq!(c.weight_mode, WeightMode::default_for_device());
+    assert_eq!(mode(&["dequantize:true"], &[])?, WeightMode::DequantizeF32);
     assert_eq!(
-        load(&["cpu_numerics:exact", "dequantize:true"], &[])?.weight_mode,
+        mode(&["cpu_numerics:exact", "dequantize:true"], &[])?,
         WeightMode::DequantizeF32
     );
     for pair in [
@@ -434,6 +448,13 @@ fn cpu_numerics_settles_the_weight_mode() -> Result<(), String> {
             "{e}"
         );
     }
+    let e = load(&["dequantize:true"], &[(var, "int8")])
+        .err()
+        .unwrap_or_default();
+    assert!(
+        e.contains("cpu_numerics") && e.contains("dequantize"),
+        "{e}"
+    );
     for bad in [
         "cpu_numerics:fast",
         "cpu_numerics:true",
@@ -445,5 +466,10 @@ fn cpu_numerics_settles_the_weight_mode() -> Result<(), String> {
             "{e}"
         );
     }
+    let e = load(&[], &[(var, "fast")]).err().unwrap_or_default();
+    assert!(
+        e.contains(var) && e.contains("exact or int8") && e.contains("fast"),
+        "{e}"
+    );
     Ok(())
 }

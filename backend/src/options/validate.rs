@@ -2,6 +2,7 @@
 //! another to mean anything, are refused naming both.
 
 use super::config::LoadConfig;
+use super::env::Env;
 use super::parse::OptionValue;
 use super::LoadRequest;
 use crate::speculative::Drafting;
@@ -97,28 +98,36 @@ impl LoadConfig {
         }
     }
 
-    /// `cpu_numerics:int8` picks the integer kernels for packed weights, so it needs them
-    /// packed on the CPU.
-    pub(super) fn settle_numerics(&mut self) -> Result<(), String> {
-        if self.cpu_numerics == Numerics::Exact {
-            return Ok(());
-        }
-        self.weight_mode = match self.weight_mode {
-            WeightMode::PackedF32 | WeightMode::PackedInt8 => WeightMode::PackedInt8,
-            WeightMode::DequantizeF32 => {
+    /// The packed kernels' numerics: the option, else `MLX_DISTRIBUTED_CPU_NUMERICS`, else
+    /// `int8`. Asked for, `int8` needs packed weights on the CPU; as the default it leaves
+    /// `dequantize:true` and MLX's own kernels (Metal) alone.
+    pub(super) fn settle_numerics(&mut self, env: &dyn Env) -> Result<(), String> {
+        let (numerics, asked) = match self.cpu_numerics {
+            Some(n) => (n, true),
+            None => match super::env::numerics(env)? {
+                Some(n) => (n, true),
+                None => (Numerics::Int8, false),
+            },
+        };
+        self.cpu_numerics = Some(numerics);
+        self.weight_mode = match (numerics, self.weight_mode) {
+            (Numerics::Exact, WeightMode::PackedInt8) => WeightMode::PackedF32,
+            (Numerics::Int8, WeightMode::PackedF32) => WeightMode::PackedInt8,
+            (Numerics::Int8, WeightMode::DequantizeF32) if asked => {
                 return Err(
                     "the option `cpu_numerics:int8` multiplies packed weights, and \
                             `dequantize:true` unpacks them: give one of the two"
                         .into(),
                 )
             }
-            WeightMode::AsStored => {
+            (Numerics::Int8, WeightMode::AsStored) if asked => {
                 return Err(
                     "the option `cpu_numerics` applies to the CPU's packed kernels; \
                             here MLX's own kernels multiply the weights as stored"
                         .into(),
                 )
             }
+            (_, mode) => mode,
         };
         Ok(())
     }

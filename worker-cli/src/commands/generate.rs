@@ -4,23 +4,40 @@ use std::io::Write;
 
 use backend::generate::generate;
 use backend::loader;
+use backend::options::ProcessEnv;
 use backend::request::GenerateOptions;
 use backend::sampling::SamplingParams;
 use backend::source;
 use backend::tokenizer::{ChatMessage, TemplateInput};
-use backend::weights::WeightMode;
+use backend::weights::{Numerics, WeightMode};
 
 use super::CliResult;
 use crate::args::GenerateArgs;
 
+/// The flags' weight mode: as stored, dequantized, or packed in `--exact` or the default
+/// numerics (`MLX_DISTRIBUTED_CPU_NUMERICS`, else int8), as LoadModel settles them.
+fn weight_mode(args: &GenerateArgs) -> CliResult<WeightMode> {
+    let numerics = match args.exact {
+        true => Numerics::Exact,
+        false => backend::options::numerics(&ProcessEnv)?.unwrap_or(Numerics::Int8),
+    };
+    Ok(
+        match (
+            args.as_stored,
+            args.dequantize,
+            WeightMode::default_for_device(),
+        ) {
+            (true, _, _) => WeightMode::AsStored,
+            (_, true, _) => WeightMode::DequantizeF32,
+            (_, _, WeightMode::PackedF32) if numerics == Numerics::Int8 => WeightMode::PackedInt8,
+            (_, _, mode) => mode,
+        },
+    )
+}
+
 pub fn run(args: GenerateArgs) -> CliResult {
     let dir = source::resolve(&args.model, None)?;
-    let mode = match (args.as_stored, args.dequantize, args.int8) {
-        (true, _, _) => WeightMode::AsStored,
-        (_, true, _) => WeightMode::DequantizeF32,
-        (_, _, true) => WeightMode::PackedInt8,
-        _ => WeightMode::default_for_device(),
-    };
+    let mode = weight_mode(&args)?;
     let loaded = loader::load(&dir, mode)?;
     let tok = &loaded.tokenizer;
     let text = if args.chat {
