@@ -184,30 +184,53 @@ async fn eight_concurrent_streams_on_mixtures_of_experts_equal_each_alone() -> T
         "tiny-qwen3-next",
         "tiny-qwen3-5-moe-4bit",
     ] {
-        let loaded = load_fixture(&mut c.clone(), model, &[]).await?;
-        assert!(loaded.success, "{model}: {loaded:?}");
-        let requests: Vec<pb::PredictOptions> = (0..8)
-            .map(|i| pb::PredictOptions {
-                prompt: format!("Story {i}:{}", " once upon a time".repeat(i + 1)),
-                tokens: 20 + 2 * i as i32,
-                ignore_eos: true,
-                ..Default::default()
-            })
-            .collect();
-        let mut alone = Vec::new();
-        for r in &requests {
-            alone.push(c.clone().predict(r.clone()).await?.into_inner().message);
-        }
-        let tasks: Vec<_> = requests
-            .into_iter()
-            .map(|r| {
-                let mut c = c.clone();
-                tokio::spawn(async move { c.predict(r).await.map(|x| x.into_inner().message) })
-            })
-            .collect();
-        for (i, (task, want)) in tasks.into_iter().zip(&alone).enumerate() {
-            assert_eq!(&task.await??, want, "{model}: stream {i}");
-        }
+        streams_equal_each_alone(&c, model).await?;
+    }
+    Ok(())
+}
+
+/// The default numerics, int8 (the test runner's variable cleared): a row's result does not
+/// depend on its batch there either.
+#[tokio::test]
+async fn eight_concurrent_streams_in_int8_equal_each_alone() -> TestResult {
+    let _serial = serial();
+    let server = BackendProcess::start(&[("MLX_DISTRIBUTED_CPU_NUMERICS", "")]).await?;
+    let c = server.client().await?;
+    for model in [
+        "smollm2-135m-4bit",
+        "smollm2-135m-8bit",
+        "tiny-qwen3-moe-4bit",
+    ] {
+        streams_equal_each_alone(&c, model).await?;
+    }
+    Ok(())
+}
+
+/// `model` loaded with no options answers 8 concurrent requests as it answers each alone.
+async fn streams_equal_each_alone(c: &BackendClient<Channel>, model: &str) -> TestResult {
+    let loaded = load_fixture(&mut c.clone(), model, &[]).await?;
+    assert!(loaded.success, "{model}: {loaded:?}");
+    let requests: Vec<pb::PredictOptions> = (0..8)
+        .map(|i| pb::PredictOptions {
+            prompt: format!("Story {i}:{}", " once upon a time".repeat(i + 1)),
+            tokens: 20 + 2 * i as i32,
+            ignore_eos: true,
+            ..Default::default()
+        })
+        .collect();
+    let mut alone = Vec::new();
+    for r in &requests {
+        alone.push(c.clone().predict(r.clone()).await?.into_inner().message);
+    }
+    let tasks: Vec<_> = requests
+        .into_iter()
+        .map(|r| {
+            let mut c = c.clone();
+            tokio::spawn(async move { c.predict(r).await.map(|x| x.into_inner().message) })
+        })
+        .collect();
+    for (i, (task, want)) in tasks.into_iter().zip(&alone).enumerate() {
+        assert_eq!(&task.await??, want, "{model}: stream {i}");
     }
     Ok(())
 }

@@ -151,6 +151,25 @@ async fn ngram_greedy_equals_plain_decoding_alone_batched_and_on_a_pipeline() ->
     Ok(())
 }
 
+/// In the default numerics, int8 (the test runner's variable cleared), n-gram speculation
+/// keeps plain decoding's text alone and batched: a verify step's rows take the same integer
+/// products as a one-row step, whatever rows share the call.
+#[tokio::test]
+async fn ngram_greedy_equals_plain_decoding_in_int8() -> TestResult {
+    let _serial = SERIAL.lock().await;
+    let (reqs, _) = requests(GOLDENS)?;
+    let server = BackendProcess::start(&[("MLX_DISTRIBUTED_CPU_NUMERICS", "")]).await?;
+    let mut c = server.client().await?;
+    load(&mut c, &[]).await?;
+    let plain = alone(&c, &reqs).await?;
+    load(&mut c, NGRAM).await?;
+    assert_eq!(alone(&c, &reqs).await?, plain, "alone");
+    let (drafted, accepted) = speculation(&mut c).await?;
+    assert!(accepted > 20, "{accepted} of {drafted} proposals taken");
+    assert_eq!(batched(&c, &reqs).await?, plain, "batched");
+    Ok(())
+}
+
 /// The 4-bit model drafts for the 8-bit one: the 8-bit model's greedy text, alone, batched and
 /// on a 2-rank pipeline (the draft runs on rank 0 only).
 #[tokio::test]
