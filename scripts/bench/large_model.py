@@ -109,22 +109,25 @@ def gguf_tensors(config):
     return tensors + [("output_norm.weight", (d,), F32), ("output.weight", (config["vocab_size"], d), Q4_0)]
 
 
+# llama.cpp's integer hyperparameters and the config.json fields they come from.
+GGUF_UINTS = [
+    ("context_length", "max_position_embeddings"), ("embedding_length", "hidden_size"),
+    ("block_count", "num_hidden_layers"), ("feed_forward_length", "intermediate_size"),
+    ("attention.head_count", "num_attention_heads"),
+    ("attention.head_count_kv", "num_key_value_heads"), ("attention.key_length", "head_dim"),
+    ("attention.value_length", "head_dim"), ("rope.dimension_count", "head_dim"),
+    ("vocab_size", "vocab_size"),
+]
+
+
 def add_metadata(writer, config, vocab_gguf):
     """llama hyperparameters matching config, and every tokenizer.* key of vocab_gguf as stored."""
     a = "llama"
     writer.add_name("random llama-large (benchmark)")
-    writer.add_uint32(f"{a}.context_length", config["max_position_embeddings"])
-    writer.add_uint32(f"{a}.embedding_length", config["hidden_size"])
-    writer.add_uint32(f"{a}.block_count", config["num_hidden_layers"])
-    writer.add_uint32(f"{a}.feed_forward_length", config["intermediate_size"])
-    writer.add_uint32(f"{a}.attention.head_count", config["num_attention_heads"])
-    writer.add_uint32(f"{a}.attention.head_count_kv", config["num_key_value_heads"])
-    writer.add_uint32(f"{a}.attention.key_length", config["head_dim"])
-    writer.add_uint32(f"{a}.attention.value_length", config["head_dim"])
-    writer.add_uint32(f"{a}.rope.dimension_count", config["head_dim"])
+    for key, name in GGUF_UINTS:
+        writer.add_uint32(f"{a}.{key}", config[name])
     writer.add_float32(f"{a}.rope.freq_base", config["rope_theta"])
     writer.add_float32(f"{a}.attention.layer_norm_rms_epsilon", config["rms_norm_eps"])
-    writer.add_uint32(f"{a}.vocab_size", config["vocab_size"])
     writer.add_uint32("general.file_type", LlamaFileType.MOSTLY_Q4_0)
     writer.add_uint32("general.quantization_version", 2)
     reader = GGUFReader(vocab_gguf)
