@@ -83,14 +83,15 @@ pub(super) fn fallback(env: &dyn Env, option: &str) -> Option<(&'static str, Str
         .find_map(|&key| env.var(key).map(|v| (key, v)))
 }
 
-/// `cpu_numerics`'s variable (`MLX_DISTRIBUTED_CPU_NUMERICS`), if set: `exact` or `int8`, or
-/// an error naming the variable and the value.
-pub fn numerics(env: &dyn Env) -> Result<Option<crate::weights::Numerics>, String> {
+/// The packed numerics when a load names none: `cpu_numerics`'s variable
+/// (`MLX_DISTRIBUTED_CPU_NUMERICS`) if set, `exact` or `int8` (an error names the variable and
+/// any other value), else int8. The flag says whether the variable chose them.
+pub fn numerics(env: &dyn Env) -> Result<(crate::weights::Numerics, bool), String> {
     let Some((key, v)) = fallback(env, "cpu_numerics") else {
-        return Ok(None);
+        return Ok((crate::weights::Numerics::Int8, false));
     };
     match crate::weights::Numerics::parse(&v) {
-        Some(n) => Ok(Some(n)),
+        Some(n) => Ok((n, true)),
         None => Err(format!(
             "{key}: expected exact or int8, got {}",
             crate::error::quote(&v)

@@ -104,15 +104,10 @@ impl LoadConfig {
     pub(super) fn settle_numerics(&mut self, env: &dyn Env) -> Result<(), String> {
         let (numerics, asked) = match self.cpu_numerics {
             Some(n) => (n, true),
-            None => match super::env::numerics(env)? {
-                Some(n) => (n, true),
-                None => (Numerics::Int8, false),
-            },
+            None => super::env::numerics(env)?,
         };
         self.cpu_numerics = Some(numerics);
         self.weight_mode = match (numerics, self.weight_mode) {
-            (Numerics::Exact, WeightMode::PackedInt8) => WeightMode::PackedF32,
-            (Numerics::Int8, WeightMode::PackedF32) => WeightMode::PackedInt8,
             (Numerics::Int8, WeightMode::DequantizeF32) if asked => {
                 return Err(
                     "the option `cpu_numerics:int8` multiplies packed weights, and \
@@ -127,7 +122,7 @@ impl LoadConfig {
                         .into(),
                 )
             }
-            (_, mode) => mode,
+            (_, mode) => mode.with_numerics(numerics),
         };
         Ok(())
     }

@@ -36,6 +36,20 @@ impl WeightMode {
             WeightMode::PackedF32
         }
     }
+
+    /// This mode with packed weights multiplied in `numerics`; the other modes are left as
+    /// they are.
+    pub fn with_numerics(self, numerics: Numerics) -> WeightMode {
+        match (self, numerics) {
+            (WeightMode::PackedF32 | WeightMode::PackedInt8, Numerics::Exact) => {
+                WeightMode::PackedF32
+            }
+            (WeightMode::PackedF32 | WeightMode::PackedInt8, Numerics::Int8) => {
+                WeightMode::PackedInt8
+            }
+            (mode, _) => mode,
+        }
+    }
 }
 
 /// A matrix as the weight mode computes with it.

@@ -65,8 +65,8 @@ pub(crate) fn digits(hi: i32, lo: i32) -> i32 {
 #[derive(Default, Debug, Clone)]
 pub struct Activations {
     /// `[m][k]` high digits, each block's in lane order.
-    pub codes: Vec<i8>,
-    /// `[m][k]` low digits, as `codes`.
+    pub hi: Vec<i8>,
+    /// `[m][k]` low digits, as `hi`.
     pub lo: Vec<i8>,
     /// `[m][k / BLOCK]` units (`max|x| / 127 / 128`).
     pub scales: Vec<f32>,
@@ -78,10 +78,10 @@ pub struct Activations {
     pub sums: Vec<f32>,
     pub k: usize,
     /// For the AVX-512 kernels ([`Activations::arrange_wide`]): each block's scale 8 times
-    /// and 4 times, and 4-bit codes with each 4 blocks' first halves before their second ones.
+    /// and 4 times, and 4-bit digits with each 4 blocks' first halves before their second ones.
     pub dup8: Vec<f32>,
     pub dup4: Vec<f32>,
-    pub quads: Vec<i8>,
+    pub quads_hi: Vec<i8>,
     pub quads_lo: Vec<i8>,
 }
 
@@ -89,13 +89,13 @@ pub struct Activations {
 #[derive(Clone, Copy)]
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) struct Row<'a> {
-    pub codes: &'a [i8],
+    pub hi: &'a [i8],
     pub lo: &'a [i8],
     pub scales: &'a [f32],
     pub lane_sums: &'a [i32],
     pub dup8: &'a [f32],
     pub dup4: &'a [f32],
-    pub quads: &'a [i8],
+    pub quads_hi: &'a [i8],
     pub quads_lo: &'a [i8],
 }
 
@@ -105,26 +105,26 @@ impl Activations {
         let (m, k) = (ops.m, ops.k);
         let blocks = m * k / BLOCK;
         self.k = k;
-        self.codes.resize(m * k, 0);
+        self.hi.resize(m * k, 0);
         self.lo.resize(m * k, 0);
         self.scales.resize(blocks, 0.0);
         self.lane_sums.resize(blocks * LANES, 0);
         let x = &ops.x[..m * k];
-        let digits_of = Digits {
-            hi: &mut self.codes,
+        let out = Digits {
+            hi: &mut self.hi,
             lo: &mut self.lo,
             units: &mut self.scales,
         };
         #[cfg(target_arch = "x86_64")]
         if x86::has_avx2() {
             // SAFETY: the CPU has AVX2; the buffers hold what `x` quantizes into.
-            unsafe { x86::quantize(x, digits_of) };
+            unsafe { x86::quantize(x, out) };
         } else {
-            quantize_portable(x, digits_of);
+            quantize_portable(x, out);
         }
         #[cfg(not(target_arch = "x86_64"))]
-        quantize_portable(x, digits_of);
-        let lanes = self.codes.chunks_exact(PER_LANE);
+        quantize_portable(x, out);
+        let lanes = self.hi.chunks_exact(PER_LANE);
         for ((sum, hi), lo) in self
             .lane_sums
             .iter_mut()
@@ -150,12 +150,12 @@ impl Activations {
         self.dup8.extend(spread(8));
         self.dup4.clear();
         self.dup4.extend(spread(4));
-        self.quads.clear();
+        self.quads_hi.clear();
         self.quads_lo.clear();
         if bits != 4 {
             return;
         }
-        arrange_quads(&self.codes, self.k, &mut self.quads);
+        arrange_quads(&self.hi, self.k, &mut self.quads_hi);
         arrange_quads(&self.lo, self.k, &mut self.quads_lo);
     }
 
@@ -164,14 +164,14 @@ impl Activations {
         let blocks = self.k / BLOCK;
         let range = |per: usize| m * blocks * per..(m + 1) * blocks * per;
         Row {
-            codes: &self.codes[m * self.k..(m + 1) * self.k],
+            hi: &self.hi[m * self.k..(m + 1) * self.k],
             lo: &self.lo[m * self.k..(m + 1) * self.k],
             scales: &self.scales[m * blocks..(m + 1) * blocks],
             lane_sums: &self.lane_sums[m * blocks * LANES..(m + 1) * blocks * LANES],
             dup8: self.dup8.get(range(8)).unwrap_or_default(),
             dup4: self.dup4.get(range(4)).unwrap_or_default(),
-            quads: self
-                .quads
+            quads_hi: self
+                .quads_hi
                 .get(m * self.k..(m + 1) * self.k)
                 .unwrap_or_default(),
             quads_lo: self

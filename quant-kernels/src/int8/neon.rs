@@ -115,11 +115,11 @@ macro_rules! kernels {
         ) -> f32 {
             let step = BLOCK * BITS as usize / 8;
             let blocks = x.scales.len();
-            debug_assert!(w.len() >= blocks * step && x.codes.len() >= blocks * BLOCK);
+            debug_assert!(w.len() >= blocks * step && x.hi.len() >= blocks * BLOCK);
             let mut acc = [[vdupq_n_f32(0.0); 2]; 4];
             for b in 0..blocks {
                 let q = block_codes::<BITS>(w.as_ptr().add(b * step));
-                let xs = [x.codes, x.lo].map(|c| c.as_ptr().add(b * BLOCK));
+                let xs = [x.hi, x.lo].map(|c| c.as_ptr().add(b * BLOCK));
                 let c = block_scale(scales, shift, &x, b);
                 for h in 0..2 {
                     let hi = lanes(q[h], vld1q_s8(xs[0].add(16 * h)));

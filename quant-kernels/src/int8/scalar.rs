@@ -36,7 +36,7 @@ fn row<P: Stored>(
     let mut acc = [[0f32; LANES]; ACCUMULATORS];
     for b in 0..x.scales.len() {
         let at = |codes: &[i8]| lane_sums(w, &codes[b * BLOCK..], b, (bits, order));
-        let (hi, lo) = (at(x.codes), at(x.lo));
+        let (hi, lo) = (at(x.hi), at(x.lo));
         let lanes: [i32; LANES] = std::array::from_fn(|l| digits(hi[l], lo[l]));
         let c = block_scale(scales, shift, &x, b);
         for (a, p) in acc[b % ACCUMULATORS].iter_mut().zip(lanes) {
@@ -55,9 +55,9 @@ fn lane_sums(w: &[u8], x: &[i8], b: usize, (bits, order): (u32, &[usize])) -> [i
     })
 }
 
-/// The integer path's product in f64, element by element: each block's dequantized int8 x
-/// (`u · (128 · hi + lo)`) times the weight (`s·q + b`), the bias part on the exact group sums of x as the
-/// kernels take it. What tests measure the kernels' float steps against.
+/// The integer path's product in f64, element by element: each block's dequantized x
+/// (`u · (128 · hi + lo)`) times the weight (`s·q + b`), the bias part on the exact group sums
+/// of x as the kernels take it. What tests measure the kernels' float steps against.
 pub fn reference(ops: &Operands, acts: &Activations) -> Vec<f64> {
     let (bits, group) = (ops.format.bits, ops.format.group);
     let order = layout::order(bits);
@@ -71,7 +71,7 @@ pub fn reference(ops: &Operands, acts: &Activations) -> Vec<f64> {
                 let weights = (0..ops.k).map(|i| {
                     let (b, k) = (i / BLOCK, (i / BLOCK) * BLOCK + order[i % BLOCK]);
                     let s = scales[n * groups + k / group].widen() as f64;
-                    let v = f64::from(digits(i32::from(x.codes[i]), i32::from(x.lo[i])));
+                    let v = f64::from(digits(i32::from(x.hi[i]), i32::from(x.lo[i])));
                     x.scales[b] as f64 * v * s * code(w, k, bits) as f64
                 });
                 let bias = (0..groups).map(|g| {

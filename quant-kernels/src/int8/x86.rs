@@ -188,13 +188,13 @@ macro_rules! row256 {
         ) -> f32 {
             let step = BLOCK * BITS as usize / 8;
             let blocks = x.scales.len();
-            debug_assert!(w.len() >= blocks * step && x.codes.len() >= blocks * BLOCK);
+            debug_assert!(w.len() >= blocks * step && x.hi.len() >= blocks * BLOCK);
             // Block `b` into accumulator `b % 4`, indices fixed so that they stay in registers.
             let block = |b: usize, acc: __m256| {
                 let at = w.as_ptr().add(b * step);
                 _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH) as *const i8);
                 let q = block_codes::<BITS>(at);
-                let xs = [x.codes, x.lo]
+                let xs = [x.hi, x.lo]
                     .map(|c| _mm256_loadu_si256(c.as_ptr().add(b * BLOCK) as *const __m256i));
                 let sums = x.lane_sums.as_ptr().add(b * LANES) as *const __m256i;
                 let p = $dot::<BITS>(q, xs, sums);
@@ -305,7 +305,7 @@ impl Wide for F16 {
 
 /// The last `blocks % 4` blocks into accumulators 0, 1 and 2 (whole quads came before).
 #[inline(always)]
-unsafe fn tail(blocks: usize, acc: &mut [__m256; 4], block: impl Fn(usize, __m256) -> __m256) {
+fn tail(blocks: usize, acc: &mut [__m256; 4], block: impl Fn(usize, __m256) -> __m256) {
     let start = blocks / 4 * 4;
     if start < blocks {
         acc[0] = block(start, acc[0]);
@@ -407,7 +407,7 @@ mod avx512 {
     ) -> f32 {
         let step = BLOCK * BITS as usize / 8;
         let blocks = x.scales.len();
-        debug_assert!(w.len() >= blocks * step && x.codes.len() >= blocks * BLOCK);
+        debug_assert!(w.len() >= blocks * step && x.hi.len() >= blocks * BLOCK);
         let quads = blocks / 4;
         let mut acc = [_mm512_setzero_ps(); 2];
         for b in (0..quads * 4).step_by(4) {
@@ -421,7 +421,8 @@ mod avx512 {
                     _mm512_and_si512(v, low),
                     _mm512_and_si512(_mm512_srli_epi16::<4>(v), low),
                 ];
-                let xs = [x.quads, x.quads_lo].map(|c| c.as_ptr().add(b * BLOCK) as *const __m512i);
+                let xs =
+                    [x.quads_hi, x.quads_lo].map(|c| c.as_ptr().add(b * BLOCK) as *const __m512i);
                 let d = _mm512_loadu_ps(x.dup4.as_ptr().add(b * 4));
                 let c = _mm512_mul_ps(_mm512_permutexvar_ps(spread.quad, s), d);
                 for (h, (acc, q)) in acc.iter_mut().zip(q).enumerate() {
@@ -431,7 +432,7 @@ mod avx512 {
             } else {
                 for (h, acc) in acc.iter_mut().enumerate() {
                     let q = pair_codes::<BITS>(at.add(2 * h * step));
-                    let xs = [x.codes, x.lo].map(|c| {
+                    let xs = [x.hi, x.lo].map(|c| {
                         _mm512_loadu_si512(c.as_ptr().add((b + 2 * h) * BLOCK) as *const __m512i)
                     });
                     let p = dot512(q, xs);
@@ -444,7 +445,7 @@ mod avx512 {
         let mut four = accumulators::<BITS>(acc);
         let block = |b: usize, acc: __m256| {
             let q = block_codes::<BITS>(w.as_ptr().add(b * step));
-            let xs = [x.codes, x.lo]
+            let xs = [x.hi, x.lo]
                 .map(|c| _mm256_loadu_si256(c.as_ptr().add(b * BLOCK) as *const __m256i));
             let hi = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, xs[0]);
             let p = _mm256_dpbusd_epi32(_mm256_slli_epi32::<{ DIGIT_SHIFT as i32 }>(hi), q, xs[1]);

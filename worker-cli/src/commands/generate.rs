@@ -19,20 +19,13 @@ use crate::args::GenerateArgs;
 fn weight_mode(args: &GenerateArgs) -> CliResult<WeightMode> {
     let numerics = match args.exact {
         true => Numerics::Exact,
-        false => backend::options::numerics(&ProcessEnv)?.unwrap_or(Numerics::Int8),
+        false => backend::options::numerics(&ProcessEnv)?.0,
     };
-    Ok(
-        match (
-            args.as_stored,
-            args.dequantize,
-            WeightMode::default_for_device(),
-        ) {
-            (true, _, _) => WeightMode::AsStored,
-            (_, true, _) => WeightMode::DequantizeF32,
-            (_, _, WeightMode::PackedF32) if numerics == Numerics::Int8 => WeightMode::PackedInt8,
-            (_, _, mode) => mode,
-        },
-    )
+    Ok(match (args.as_stored, args.dequantize) {
+        (true, _) => WeightMode::AsStored,
+        (_, true) => WeightMode::DequantizeF32,
+        _ => WeightMode::default_for_device().with_numerics(numerics),
+    })
 }
 
 pub fn run(args: GenerateArgs) -> CliResult {
