@@ -685,10 +685,17 @@ impl Transformer for Decoder {
     fn materialize(&self) -> Result<()> {
         let mut progress = crate::progress::Progress::new("loading layers", self.layers.len());
         for layer in &self.layers {
-            mlx_rs::transforms::eval(layer.arrays())?;
+            let arrays = layer.arrays();
+            mlx_rs::transforms::eval(arrays.iter().copied())?;
+            arrays
+                .into_iter()
+                .try_for_each(crate::memory::on_huge_pages)?;
             progress.tick();
         }
-        Ok(mlx_rs::transforms::eval(self.arrays())?)
+        mlx_rs::transforms::eval(self.arrays())?;
+        self.arrays()
+            .into_iter()
+            .try_for_each(crate::memory::on_huge_pages)
     }
 }
 

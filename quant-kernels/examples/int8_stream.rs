@@ -1,0 +1,102 @@
+//! Decode-step products on weights far beyond the caches, as a large model's decode reads
+//! them: `COPIES` matrices (default 48 of 3072 x 8192 at 4 bits, 0.6 GB) multiplied in turn
+//! with every helper thread, alternating with the f32 kernels and with a plain 2-thread read
+//! of the same bytes (what the memory gives at that moment; the machine's rate drifts).
+//!
+//!   cargo run --release -p quant-kernels --example int8_stream
+//!   SHAPE=3072x8192 COPIES=48 BITS=4 ...
+
+use quant_kernels::{int8, rows, Format, FormatError, Operands, Params};
+use std::time::Instant;
+
+fn var(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Two threads each summing half of every matrix, as words.
+fn plain_read(w: &[Vec<u8>]) -> u64 {
+    std::thread::scope(|scope| {
+        let halves: Vec<_> = (0..2)
+            .map(|h| {
+                scope.spawn(move || {
+                    w.iter().fold(0u64, |acc, m| {
+                        let half = &m[h * m.len() / 2..(h + 1) * m.len() / 2];
+                        half.chunks_exact(8).fold(acc, |a, b| {
+                            a.wrapping_add(u64::from_le_bytes(b.try_into().unwrap_or_default()))
+                        })
+                    })
+                })
+            })
+            .collect();
+        halves.into_iter().map(|h| h.join().unwrap_or(0)).sum()
+    })
+}
+
+fn main() -> Result<(), FormatError> {
+    let shape = std::env::var("SHAPE").unwrap_or("3072x8192".into());
+    let (k, n) = shape
+        .split_once('x')
+        .and_then(|(k, n)| Some((k.parse().ok()?, n.parse().ok()?)))
+        .unwrap_or((3072, 8192));
+    let (copies, bits) = (var("COPIES", 48), var("BITS", 4) as u32);
+    let format = Format::new(bits, 64)?;
+    let make = |huge: bool| -> Vec<Vec<u8>> {
+        (0..copies)
+            .map(|c| {
+                let len = n * format.row_bytes(k);
+                let mut v: Vec<u8> = Vec::with_capacity(len + (2 << 20));
+                v.extend((0..len).map(|i| ((i * 2_654_435_761 + c) >> 13) as u8));
+                if huge {
+                    let p = v.as_mut_ptr() as usize;
+                    let a = (p + (2 << 20) - 1) & !((2 << 20) - 1);
+                    let l = (p + len - a) & !((2 << 20) - 1);
+                    unsafe { libc::madvise(a as *mut _, l, libc::MADV_HUGEPAGE) };
+                    let r = unsafe { libc::madvise(a as *mut _, l, 25) };
+                    assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+                }
+                v
+            })
+            .collect()
+    };
+    let sets = [make(false), make(true)];
+    let scale = |i: usize| half::bf16::from_f32(0.01 + (i % 7) as f32 * 1e-3).to_bits();
+    let s: Vec<u16> = (0..n * k / 64).map(scale).collect();
+    let x: Vec<f32> = (0..k)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0)
+        .collect();
+    let mut out = vec![0f32; n];
+    let bytes = (copies * (sets[0][0].len() + s.len() * 4)) as f64;
+    for round in 0..6 {
+        let t = Instant::now();
+        std::hint::black_box(plain_read(&sets[0]));
+        let gb = (copies * sets[0][0].len()) as f64 / t.elapsed().as_secs_f64() / 1e9;
+        println!("round {round} plain read: {gb:.1} GB/s");
+        for (int, huge) in [(true, false), (true, true)] {
+            let w = &sets[usize::from(huge)];
+            let t = Instant::now();
+            for w in w {
+                let ops = Operands {
+                    x: &x,
+                    m: 1,
+                    k,
+                    w,
+                    scales: Params::Bf16(&s),
+                    biases: Some(Params::Bf16(&s)),
+                    n,
+                    format,
+                };
+                match int {
+                    true => int8::rows(&ops, &mut out),
+                    false => rows(&ops, &mut out),
+                }
+            }
+            let gb = bytes / t.elapsed().as_secs_f64() / 1e9;
+            let name = if int { int8::isa().name() } else { "f32" };
+            println!("round {round} huge {huge} {bits}-bit {k}x{n} x{copies} {name}: {gb:.1} GB/s");
+        }
+    }
+    Ok(())
+}
