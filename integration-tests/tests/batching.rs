@@ -184,7 +184,7 @@ async fn eight_concurrent_streams_on_mixtures_of_experts_equal_each_alone() -> T
         "tiny-qwen3-next",
         "tiny-qwen3-5-moe-4bit",
     ] {
-        streams_equal_each_alone(&c, model).await?;
+        streams_equal_each_alone(&c, model, (8, &[])).await?;
     }
     Ok(())
 }
@@ -201,32 +201,51 @@ async fn eight_concurrent_streams_in_int8_equal_each_alone() -> TestResult {
         "smollm2-135m-8bit",
         "tiny-qwen3-moe-4bit",
     ] {
-        streams_equal_each_alone(&c, model).await?;
+        streams_equal_each_alone(&c, model, (8, &[])).await?;
     }
     Ok(())
 }
 
-/// `model` loaded with no options answers 8 concurrent requests as it answers each alone.
-async fn streams_equal_each_alone(c: &BackendClient<Channel>, model: &str) -> TestResult {
-    let loaded = load_fixture(&mut c.clone(), model, &[]).await?;
+/// More rows than a few-row product takes at once (16): on the integer path a row's numerics
+/// must not change with the size of its batch either.
+#[tokio::test]
+async fn twenty_concurrent_streams_in_int8_equal_each_alone() -> TestResult {
+    let _serial = serial();
+    let server = BackendProcess::start(&[("MLX_DISTRIBUTED_CPU_NUMERICS", "")]).await?;
+    let c = server.client().await?;
+    streams_equal_each_alone(&c, "smollm2-135m-4bit", (20, &["max_batch:24"])).await
+}
+
+/// `model` loaded with `options` answers `streams` concurrent requests as it answers each
+/// alone.
+async fn streams_equal_each_alone(
+    c: &BackendClient<Channel>,
+    model: &str,
+    (streams, options): (usize, &[&str]),
+) -> TestResult {
+    let loaded = load_fixture(&mut c.clone(), model, options).await?;
     assert!(loaded.success, "{model}: {loaded:?}");
-    let requests: Vec<pb::PredictOptions> = (0..8)
+    let requests: Vec<pb::PredictOptions> = (0..streams)
         .map(|i| pb::PredictOptions {
             prompt: format!("Story {i}:{}", " once upon a time".repeat(i + 1)),
             tokens: 20 + 2 * i as i32,
             ignore_eos: true,
+            // The logprobs carry the logits' bits: a numerics change no text shows shows here.
+            logprobs: 1,
+            top_logprobs: 2,
             ..Default::default()
         })
         .collect();
+    let text = |r: pb::Reply| (r.message, r.logprobs);
     let mut alone = Vec::new();
     for r in &requests {
-        alone.push(c.clone().predict(r.clone()).await?.into_inner().message);
+        alone.push(text(c.clone().predict(r.clone()).await?.into_inner()));
     }
     let tasks: Vec<_> = requests
         .into_iter()
         .map(|r| {
             let mut c = c.clone();
-            tokio::spawn(async move { c.predict(r).await.map(|x| x.into_inner().message) })
+            tokio::spawn(async move { c.predict(r).await.map(|x| text(x.into_inner())) })
         })
         .collect();
     for (i, (task, want)) in tasks.into_iter().zip(&alone).enumerate() {

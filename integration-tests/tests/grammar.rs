@@ -145,7 +145,17 @@ async fn trigger_words_make_the_grammar_lazy() -> TestResult {
 /// and the free row's text is what it is alone.
 #[tokio::test]
 async fn rows_with_and_without_grammars_share_a_batch() -> TestResult {
-    let server = BackendProcess::start(&[]).await?;
+    grammars_share_a_batch(&[]).await
+}
+
+/// As above on the integer path (the CPU default).
+#[tokio::test]
+async fn rows_with_and_without_grammars_share_a_batch_in_int8() -> TestResult {
+    grammars_share_a_batch(&[("MLX_DISTRIBUTED_CPU_NUMERICS", "")]).await
+}
+
+async fn grammars_share_a_batch(env: &[(&str, &str)]) -> TestResult {
+    let server = BackendProcess::start(env).await?;
     let mut c = server.client().await?;
     assert!(load_fixture(&mut c, MODEL, &[]).await?.success);
     let free_req = chat("Write a haiku about the sea.", "", 48);

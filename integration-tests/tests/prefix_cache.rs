@@ -122,6 +122,20 @@ async fn a_shared_prefix_is_reused_and_answers_as_without_the_cache_on_one_node(
     Ok(())
 }
 
+/// The integer path (the CPU default): a hit's remainder runs as a few rows where the miss
+/// ran the whole prompt at once, and the answers are the same.
+#[tokio::test]
+async fn a_shared_prefix_is_reused_and_answers_as_without_the_cache_in_int8() -> TestResult {
+    let _serial = serial();
+    let server = BackendProcess::start(&[("MLX_DISTRIBUTED_CPU_NUMERICS", "")]).await?;
+    let mut c = server.client().await?;
+    bounded(hits_equal_misses(&mut c, MODEL, &[])).await??;
+    let status = c.status(pb::HealthMessage {}).await?.into_inner();
+    let memory = status.memory.ok_or("no memory in Status")?;
+    assert_eq!(memory.breakdown["cpu_numerics_int8"], 1, "{memory:?}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_shared_prefix_is_reused_on_a_two_rank_pipeline() -> TestResult {
     let _serial = serial();

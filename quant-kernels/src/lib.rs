@@ -116,9 +116,11 @@ impl Format {
         Format { numerics, ..self }
     }
 
-    /// Whether a product of `rows` rows of x runs on the integer kernels.
-    pub fn runs_int8(&self, rows: usize) -> bool {
-        self.numerics == Numerics::Int8 && rows <= PANEL_ROWS && int8::vectorized(*self)
+    /// Whether products run on the integer kernels: with int8 numerics wherever the format
+    /// has a vector integer kernel, for any number of rows (a prefill too), so that a row's
+    /// numerics never depend on how many rows share its product.
+    pub fn runs_int8(&self) -> bool {
+        self.numerics == Numerics::Int8 && int8::vectorized(*self)
     }
 
     /// Bytes of one packed row of `k` codes (`k` a multiple of the group size).
@@ -387,7 +389,7 @@ pub fn matmul(ops: &Operands, out: &mut [f32]) {
         ops.params_fit(),
         "the scales and biases are the format's mode's"
     );
-    if ops.format.runs_int8(ops.m) {
+    if ops.format.runs_int8() {
         return int8::rows(ops, out);
     }
     if ops.m > PANEL_ROWS {
