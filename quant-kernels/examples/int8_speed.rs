@@ -4,8 +4,9 @@
 //!
 //!   MLX_DISTRIBUTED_GEMM_THREADS=1 cargo run --release -p quant-kernels --example int8_speed
 //!   SHAPES=576x1536,2048x8192 ...   (k x n; the default is SmolLM2-135M's and a 1.6 B model's)
+//!   ROWS=128 ...   (rows of x: a prefill's, where the f32 side takes the dequantized panels)
 
-use quant_kernels::{int8, rows, Format, FormatError, Operands, Params};
+use quant_kernels::{int8, matmul, Format, FormatError, Operands, Params};
 use std::time::Instant;
 
 const DEFAULT: [(usize, usize); 5] = [
@@ -30,11 +31,11 @@ fn shapes() -> Vec<(usize, usize)> {
 
 /// The fastest of `reps` calls of the f32 kernel and of the integer one, in seconds.
 fn time(ops: &Operands, reps: usize) -> (f64, f64) {
-    let mut out = vec![0f32; ops.n];
+    let mut out = vec![0f32; ops.m * ops.n];
     let (mut f32_best, mut int8_best) = (f64::MAX, f64::MAX);
     for _ in 0..reps {
         let t = Instant::now();
-        rows(ops, &mut out);
+        matmul(ops, &mut out);
         f32_best = f32_best.min(t.elapsed().as_secs_f64());
         let t = Instant::now();
         int8::rows(ops, &mut out);
@@ -52,12 +53,16 @@ fn main() -> Result<(), FormatError> {
                 .collect();
             let scale = |i: usize| half::bf16::from_f32(0.01 + (i % 7) as f32 * 1e-3).to_bits();
             let s: Vec<u16> = (0..n * k / 64).map(scale).collect();
-            let x: Vec<f32> = (0..k)
+            let m: usize = std::env::var("ROWS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1);
+            let x: Vec<f32> = (0..m * k)
                 .map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0)
                 .collect();
             let ops = Operands {
                 x: &x,
-                m: 1,
+                m,
                 k,
                 w: &w,
                 scales: Params::Bf16(&s),
@@ -65,7 +70,7 @@ fn main() -> Result<(), FormatError> {
                 n,
                 format,
             };
-            let (f, i) = time(&ops, (400_000_000 / (n * k)).max(40));
+            let (f, i) = time(&ops, (400_000_000 / (m * n * k)).max(10));
             let gb = (w.len() + s.len() * 4) as f64 / 1e9;
             println!(
                 "{bits}-bit k={k} n={n}: f32 {:.1} us ({:.1} GB/s), int8 [{}] {:.1} us ({:.1} GB/s): {:.2}x",

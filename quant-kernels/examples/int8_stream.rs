@@ -1,12 +1,13 @@
 //! Decode-step products on weights far beyond the caches, as a large model's decode reads
 //! them: `COPIES` matrices (default 48 of 3072 x 8192 at 4 bits, 0.6 GB) multiplied in turn
-//! with every helper thread, alternating with the f32 kernels and with a plain 2-thread read
-//! of the same bytes (what the memory gives at that moment; the machine's rate drifts).
+//! by the integer kernels with every helper thread, once on small pages and once on huge ones
+//! (Linux), alternating with a plain 2-thread read of the same bytes (what the memory gives at
+//! that moment; the machine's rate drifts).
 //!
 //!   cargo run --release -p quant-kernels --example int8_stream
 //!   SHAPE=3072x8192 COPIES=48 BITS=4 ...
 
-use quant_kernels::{int8, rows, Format, FormatError, Operands, Params};
+use quant_kernels::{int8, Format, FormatError, Operands, Params};
 use std::time::Instant;
 
 fn var(name: &str, default: usize) -> usize {
@@ -35,6 +36,25 @@ fn plain_read(w: &[Vec<u8>]) -> u64 {
     })
 }
 
+/// The whole 2 MiB spans of `v` moved onto huge pages, as the backend does with weights.
+#[cfg(target_os = "linux")]
+fn collapse(v: &[u8]) {
+    const HUGE: usize = 2 << 20;
+    let at = (v.as_ptr() as usize).next_multiple_of(HUGE);
+    let len = (v.as_ptr() as usize + v.len()).saturating_sub(at) / HUGE * HUGE;
+    // SAFETY: the range lies inside `v`; the calls change how its pages are mapped only.
+    let done = unsafe {
+        libc::madvise(at as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+        libc::madvise(at as *mut libc::c_void, len, libc::MADV_COLLAPSE)
+    };
+    if done != 0 {
+        eprintln!("MADV_COLLAPSE: {}", std::io::Error::last_os_error());
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn collapse(_: &[u8]) {}
+
 fn main() -> Result<(), FormatError> {
     let shape = std::env::var("SHAPE").unwrap_or("3072x8192".into());
     let (k, n) = shape
@@ -47,15 +67,10 @@ fn main() -> Result<(), FormatError> {
         (0..copies)
             .map(|c| {
                 let len = n * format.row_bytes(k);
-                let mut v: Vec<u8> = Vec::with_capacity(len + (2 << 20));
+                let mut v: Vec<u8> = Vec::with_capacity(len);
                 v.extend((0..len).map(|i| ((i * 2_654_435_761 + c) >> 13) as u8));
                 if huge {
-                    let p = v.as_mut_ptr() as usize;
-                    let a = (p + (2 << 20) - 1) & !((2 << 20) - 1);
-                    let l = (p + len - a) & !((2 << 20) - 1);
-                    unsafe { libc::madvise(a as *mut _, l, libc::MADV_HUGEPAGE) };
-                    let r = unsafe { libc::madvise(a as *mut _, l, 25) };
-                    assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+                    collapse(&v);
                 }
                 v
             })
@@ -74,8 +89,7 @@ fn main() -> Result<(), FormatError> {
         std::hint::black_box(plain_read(&sets[0]));
         let gb = (copies * sets[0][0].len()) as f64 / t.elapsed().as_secs_f64() / 1e9;
         println!("round {round} plain read: {gb:.1} GB/s");
-        for (int, huge) in [(true, false), (true, true)] {
-            let w = &sets[usize::from(huge)];
+        for (pages, w) in ["small", "huge"].iter().zip(&sets) {
             let t = Instant::now();
             for w in w {
                 let ops = Operands {
@@ -88,14 +102,13 @@ fn main() -> Result<(), FormatError> {
                     n,
                     format,
                 };
-                match int {
-                    true => int8::rows(&ops, &mut out),
-                    false => rows(&ops, &mut out),
-                }
+                int8::rows(&ops, &mut out);
             }
             let gb = bytes / t.elapsed().as_secs_f64() / 1e9;
-            let name = if int { int8::isa().name() } else { "f32" };
-            println!("round {round} huge {huge} {bits}-bit {k}x{n} x{copies} {name}: {gb:.1} GB/s");
+            let set = int8::isa().name();
+            println!(
+                "round {round} {bits}-bit {k}x{n} x{copies} {set}, {pages} pages: {gb:.1} GB/s"
+            );
         }
     }
     Ok(())
