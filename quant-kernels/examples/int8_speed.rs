@@ -6,7 +6,7 @@
 //!   SHAPES=576x1536,2048x8192 ...   (k x n; the default is SmolLM2-135M's and a 1.6 B model's)
 //!   ROWS=128 ...   (rows of x: a prefill's, where the f32 side takes the dequantized panels)
 
-use quant_kernels::{int8, matmul, Format, FormatError, Operands, Params};
+use quant_kernels::{int8, Format, FormatError, Operands, Params};
 use std::time::Instant;
 
 const DEFAULT: [(usize, usize); 5] = [
@@ -29,13 +29,22 @@ fn shapes() -> Vec<(usize, usize)> {
     parsed.unwrap_or(DEFAULT.to_vec())
 }
 
+/// The f32 product `matmul` picks (the panels beyond 16 rows) where the example links a BLAS
+/// (x86-64 Linux); elsewhere the few-row kernels.
+fn f32_product(ops: &Operands, out: &mut [f32]) {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    quant_kernels::matmul(ops, out);
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    quant_kernels::rows(ops, out);
+}
+
 /// The fastest of `reps` calls of the f32 kernel and of the integer one, in seconds.
 fn time(ops: &Operands, reps: usize) -> (f64, f64) {
     let mut out = vec![0f32; ops.m * ops.n];
     let (mut f32_best, mut int8_best) = (f64::MAX, f64::MAX);
     for _ in 0..reps {
         let t = Instant::now();
-        matmul(ops, &mut out);
+        f32_product(ops, &mut out);
         f32_best = f32_best.min(t.elapsed().as_secs_f64());
         let t = Instant::now();
         int8::rows(ops, &mut out);
