@@ -21,6 +21,7 @@
 //! per code and lane plus one per group, where dequantizing each weight first
 //! (`fma(s, q, b)`, then `fma(x, w, acc)`) costs two per code.
 
+pub mod amx;
 pub mod float;
 pub mod int8;
 pub mod layout;

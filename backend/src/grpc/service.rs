@@ -32,6 +32,7 @@ impl<E: Engine> Service<E> {
     /// large blocks back when they are freed (`memory::bound_heap`).
     pub fn new(engine: Arc<E>, settings: Settings, exporter: Arc<Exporter>) -> Service<E> {
         crate::memory::bound_heap();
+        log_cpu_kernels();
         Service {
             engine,
             settings,
@@ -604,6 +605,20 @@ fn resident_bytes() -> u64 {
         })
         .unwrap_or(0);
     pages * 4096
+}
+
+/// Says once per process which integer kernels run, and what the AMX probe found (a tile
+/// load tried in a child process, so a CPU that lists AMX but faults on it costs nothing).
+fn log_cpu_kernels() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        use quant_cpu::kernel::{amx, int8};
+        let (amx, int8) = (amx::amx(), int8::isa());
+        tracing::info!(
+            int8_kernels = int8.name(),
+            "{amx}; no kernel takes AMX tiles"
+        );
+    });
 }
 
 /// Status's memory breakdown: MLX's and the process's memory, the weights (and the layers
