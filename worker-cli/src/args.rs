@@ -346,7 +346,7 @@ pub struct GenerateArgs {
     pub seed: Option<u64>,
     /// Compute as the checkpoint stores it (MLX's quantized kernels), as mlx-lm does. The
     /// default on CPU keeps quantized weights packed and multiplies them through our own
-    /// kernels (int8 activations in decode steps, or f32 with `--exact`).
+    /// kernels (int8 activations, or f32 with `--exact`).
     #[arg(long, conflicts_with = "dequantize")]
     pub as_stored: bool,
     /// Dequantize quantized weights to f32 at load (5-8x the memory; the f32 numerics of

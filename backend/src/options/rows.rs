@@ -245,9 +245,10 @@ pub static OPTIONS: &[OptionSpec] = &[
             Group::Model,
             Kind::Other("`exact`, `int8`"),
             "`int8` (where weights stay packed on the CPU)",
-            "how packed weights multiply on the CPU: `int8` makes each value of a decode step's \
-             activations two int8 digits (a unit per 32 values) for integer dot products, \
-             within a mean KLD of 3e-6 nats of `exact` on SmolLM2 (layers whose format has no \
+            "how packed weights multiply on the CPU: `int8` makes each value of their products' \
+             activations (decode and prefill alike, so no row depends on its batch) two int8 \
+             digits (a unit per 32 values) for integer dot products, within a mean KLD of 3e-6 \
+             nats of `exact` on SmolLM2 (layers whose format has no \
              integer kernel here stay exact; Status counts them); `exact` in f32, token for \
              token as mlx-lm on the f32 twin. Asking for `int8` with `dequantize:true` or on \
              Metal is refused",
