@@ -190,9 +190,10 @@ async fn eight_concurrent_streams_on_mixtures_of_experts_equal_each_alone() -> T
 }
 
 /// The default numerics, int8 (the test runner's variable cleared): a row's result does not
-/// depend on its batch there either.
+/// depend on its batch there either, also with more rows than a few-row product takes at
+/// once (16).
 #[tokio::test]
-async fn eight_concurrent_streams_in_int8_equal_each_alone() -> TestResult {
+async fn eight_and_twenty_concurrent_streams_in_int8_equal_each_alone() -> TestResult {
     let _serial = serial();
     let server = BackendProcess::start(&[("MLX_DISTRIBUTED_CPU_NUMERICS", "")]).await?;
     let c = server.client().await?;
@@ -203,16 +204,6 @@ async fn eight_concurrent_streams_in_int8_equal_each_alone() -> TestResult {
     ] {
         streams_equal_each_alone(&c, model, (8, &[])).await?;
     }
-    Ok(())
-}
-
-/// More rows than a few-row product takes at once (16): on the integer path a row's numerics
-/// must not change with the size of its batch either.
-#[tokio::test]
-async fn twenty_concurrent_streams_in_int8_equal_each_alone() -> TestResult {
-    let _serial = serial();
-    let server = BackendProcess::start(&[("MLX_DISTRIBUTED_CPU_NUMERICS", "")]).await?;
-    let c = server.client().await?;
     streams_equal_each_alone(&c, "smollm2-135m-4bit", (20, &["max_batch:24"])).await
 }
 

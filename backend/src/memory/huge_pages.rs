@@ -22,9 +22,10 @@ const HUGE: usize = 2 << 20;
 /// Smaller buffers hold one whole span at most, or none.
 const MIN_BYTES: usize = 2 * HUGE;
 
-/// Evaluates `a` and, when it is packed codes (`uint32`), moves the whole 2 MiB spans of its buffer onto huge
-/// pages, where the kernel can. Its values never change; a kernel without THP, or memory
-/// too fragmented for a huge page, leaves the pages as they were (said once in the log).
+/// When `a` is packed codes (`uint32`), moves the whole 2 MiB spans of its buffer onto huge
+/// pages, where the kernel can (evaluating `a` first, a no-op once loaded). Its values never
+/// change; a kernel without THP, or memory too fragmented for a huge page, leaves the pages
+/// as they were (said once in the log).
 pub fn on_huge_pages(a: &Array) -> Result<()> {
     a.eval()?;
     if a.dtype() != Dtype::Uint32 || a.nbytes() < MIN_BYTES {

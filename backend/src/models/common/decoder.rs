@@ -560,12 +560,18 @@ impl Decoder {
 
     /// Every parameter, to evaluate once at load.
     pub fn arrays(&self) -> Vec<&Array> {
+        let mut out: Vec<&Array> = self.layers.iter().flat_map(DecoderLayer::arrays).collect();
+        out.extend(self.end_arrays());
+        out
+    }
+
+    /// The parameters outside the layers: the embedding, the final norm and the head.
+    fn end_arrays(&self) -> Vec<&Array> {
         let mut out: Vec<&Array> = self
             .embed_tokens
             .iter()
             .flat_map(Embedding::arrays)
             .collect();
-        out.extend(self.layers.iter().flat_map(DecoderLayer::arrays));
         out.extend(self.norm.iter().map(|n| &n.weight));
         if let Some(Head::LmHead(l)) = &self.lm_head {
             out.extend(l.arrays());
@@ -684,18 +690,17 @@ impl Transformer for Decoder {
     /// Layer by layer, with progress: reading (and dequantizing) the weights is what takes time.
     fn materialize(&self) -> Result<()> {
         let mut progress = crate::progress::Progress::new("loading layers", self.layers.len());
-        for layer in &self.layers {
-            let arrays = layer.arrays();
+        let evaluated = |arrays: Vec<&Array>| -> Result<()> {
             mlx_rs::transforms::eval(arrays.iter().copied())?;
             arrays
                 .into_iter()
-                .try_for_each(crate::memory::on_huge_pages)?;
+                .try_for_each(crate::memory::on_huge_pages)
+        };
+        for layer in &self.layers {
+            evaluated(layer.arrays())?;
             progress.tick();
         }
-        mlx_rs::transforms::eval(self.arrays())?;
-        self.arrays()
-            .into_iter()
-            .try_for_each(crate::memory::on_huge_pages)
+        evaluated(self.end_arrays())
     }
 }
 
