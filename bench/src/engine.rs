@@ -552,6 +552,8 @@ fn print_llama_cpp(llama: &LlamaCpp, threads: usize) {
         "llama.cpp: {} with -t {threads}; ours uses every core (engine thread and product pool)",
         llama.gguf.display()
     );
+    // Our prefill's f32 panels (exact numerics) run on these.
+    println!("ours: {}", skinny_gemm::blas_kernels());
     for build in &llama.builds {
         println!("  {}: {}", build.label, build.bin.display());
     }

@@ -13,11 +13,22 @@
 // The kernel is AVX2/FMA code and the shim a Linux symbol override; elsewhere (macOS:
 // Accelerate and Metal) the crate is empty and MLX's BLAS takes every product.
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod blas_core;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod kernel;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod pool;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod shim;
+
+/// Which kernels the BLAS behind the shim multiplies with, and whether they were raised from
+/// AVX2 to AVX-512 ones at load (OpenBLAS on x86-64 Linux; `blas_core`), for the log.
+pub fn blas_kernels() -> String {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    return blas_core::blas_core().to_string();
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    return "BLAS kernels: the library's own".to_string();
+}
 
 /// Whether few-row products take this crate's kernel (x86-64 Linux with AVX2 and FMA, and not
 /// turned off by `MLX_DISTRIBUTED_SKINNY_GEMM=0`).
