@@ -468,11 +468,12 @@ async fn splits_equal_single_node(
     Ok(())
 }
 
-/// `cpu_numerics:int8` on every rank: a pipeline and a tensor split answer as one node in the
-/// default numerics, int8 (tiny-llama3 over 2 ranks, SmolLM2 over 3, the first count its heads
-/// split over), and Status says which numerics run. (A tensor split's all_sums add partial
-/// sums in another order; the integer path moves under such a change about as little as the
-/// exact one: docs/design/cpu-kernels.md.)
+/// `cpu_numerics:int8` on every rank: a pipeline, a tensor and an expert split answer as one
+/// node in the default numerics, int8 (tiny-llama3 over 2 ranks, SmolLM2 over 3, the first
+/// count its heads split over; Qwen3-MoE's quantized experts whole per rank over 2), and Status
+/// says which numerics run. (A tensor split's all_sums add partial sums in another order; the
+/// integer path moves under such a change about as little as the exact one:
+/// docs/design/cpu-kernels.md.)
 #[tokio::test]
 async fn int8_numerics_split_equal_single_node() -> TestResult {
     let _serial = serial();
@@ -487,14 +488,19 @@ async fn int8_numerics_split_equal_single_node() -> TestResult {
         ..Default::default()
     };
     let int8 = "cpu_numerics:int8";
-    for (tiny, ranks) in [("tiny-llama3-4bit", 2), ("smollm2-135m-4bit", 3)] {
+    let splits: [(&str, usize, &[&str]); 3] = [
+        ("tiny-llama3-4bit", 2, &["pipeline", "tensor"]),
+        ("smollm2-135m-4bit", 3, &["pipeline", "tensor"]),
+        ("tiny-qwen3-moe-4bit", 2, &["pipeline", "expert"]),
+    ];
+    for (tiny, ranks, modes) in splits {
         assert!(load_fixture(&mut one, tiny, &[]).await?.success);
         let want = one.predict(req.clone()).await?.into_inner();
         assert_int8_status(&mut one).await?;
         let cluster = Cluster::start(ranks, "int8")?;
         let rank0 = cluster.rank0(&[]).await?;
         let mut c = rank0.client().await?;
-        for mode in ["pipeline", "tensor"] {
+        for mode in modes {
             let option = format!("parallelism:{mode}");
             let loaded = load_fixture(&mut c, tiny, &[int8, option.as_str()]).await?;
             assert!(loaded.success, "{tiny} {mode}: {loaded:?}");
