@@ -368,12 +368,14 @@ pub(crate) fn each_row<P: Stored>(
     let rows: Vec<(Row, &[f32])> = (0..ops.m)
         .map(|m| (acts.row(m), &acts.sums[m * groups..(m + 1) * groups]))
         .collect();
+    let ahead = crate::rows_ahead(ops.format.row_bytes(ops.k));
     for n in cols {
         let w = ops.w_row(n);
         let (s, b) = (
             &scales[n * groups..(n + 1) * groups],
             &biases[n * groups..(n + 1) * groups],
         );
+        crate::prefetch_params([scales, biases], n + ahead, groups);
         for (m, &(x, sums)) in rows.iter().enumerate() {
             let v = row(w, x, s) + bias_term(b, sums);
             // SAFETY: the caller was given an output of `m * n` values.

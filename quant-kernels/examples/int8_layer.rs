@@ -1,0 +1,138 @@
+//! A large model's decode-step products in a layer's order (q, k, v, o, gate, up, down), each
+//! with its own codes, scales and biases, as a model holds them: `LAYERS` layers of the 3.87 B
+//! bench model's shapes (default 12, 0.6 GB at 4 bits), multiplied by the integer kernels (or
+//! `EXACT=1`, the f32 ones) with every helper thread, alternating with a plain 2-thread read of
+//! the same bytes (what the memory gives at that moment; the machine's rate drifts).
+//!
+//!   cargo run --release -p quant-kernels --example int8_layer
+//!   LAYERS=12 DIMS=3072,768,8192 (hidden, k/v, MLP) ROUNDS=10 EXACT=1 ...
+
+use quant_kernels::{int8, Format, Operands, Params};
+use std::time::Instant;
+
+fn var(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// One packed product's weights: codes, bf16 scales and biases (three arrays, three streams).
+struct Packed {
+    w: Vec<u8>,
+    scales: Vec<u16>,
+    biases: Vec<u16>,
+    k: usize,
+    n: usize,
+}
+
+impl Packed {
+    fn new(k: usize, n: usize, seed: usize, format: Format) -> Packed {
+        let len = n * format.row_bytes(k);
+        let bf16 = |v: f32| half::bf16::from_f32(v).to_bits();
+        let groups = n * k / format.group;
+        Packed {
+            w: (0..len)
+                .map(|i| ((i * 2_654_435_761 + seed) >> 13) as u8)
+                .collect(),
+            scales: (0..groups)
+                .map(|i| bf16(0.01 + (i % 7) as f32 * 1e-3))
+                .collect(),
+            biases: (0..groups)
+                .map(|i| bf16(-0.01 + (i % 5) as f32 * 1e-3))
+                .collect(),
+            k,
+            n,
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.w.len() + 2 * (self.scales.len() + self.biases.len())
+    }
+
+    fn multiply(&self, x: &[f32], out: &mut [f32], format: Format, exact: bool) {
+        let ops = Operands {
+            x: &x[..self.k],
+            m: 1,
+            k: self.k,
+            w: &self.w,
+            scales: Params::Bf16(&self.scales),
+            biases: Some(Params::Bf16(&self.biases)),
+            n: self.n,
+            format,
+        };
+        match exact {
+            true => quant_kernels::rows(&ops, out),
+            false => int8::rows(&ops, out),
+        }
+    }
+}
+
+/// Two threads each summing half of every array of codes, as words.
+fn plain_read(layers: &[Vec<Packed>]) -> u64 {
+    let all: Vec<&[u8]> = layers.iter().flatten().map(|p| &p.w[..]).collect();
+    std::thread::scope(|scope| {
+        let halves: Vec<_> = (0..2)
+            .map(|h| {
+                let all = &all;
+                scope.spawn(move || {
+                    all.iter().fold(0u64, |acc, m| {
+                        let half = &m[h * m.len() / 2..(h + 1) * m.len() / 2];
+                        half.chunks_exact(8).fold(acc, |a, b| {
+                            a.wrapping_add(u64::from_le_bytes(b.try_into().unwrap_or_default()))
+                        })
+                    })
+                })
+            })
+            .collect();
+        halves.into_iter().map(|h| h.join().unwrap_or(0)).sum()
+    })
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let format = Format::new(var("BITS", 4) as u32, 64)?;
+    let dims: Vec<usize> = std::env::var("DIMS")
+        .unwrap_or("3072,768,8192".into())
+        .split(',')
+        .filter_map(|d| d.parse().ok())
+        .collect();
+    let [d, kv, mlp] = dims[..] else {
+        return Err("DIMS is hidden,kv,mlp (three sizes)".into());
+    };
+    let shapes = [
+        (d, d),
+        (d, kv),
+        (d, kv),
+        (d, d),
+        (d, mlp),
+        (d, mlp),
+        (mlp, d),
+    ];
+    let layers: Vec<Vec<Packed>> = (0..var("LAYERS", 12))
+        .map(|l| {
+            let each = shapes.iter().enumerate();
+            each.map(|(i, &(k, n))| Packed::new(k, n, 7 * l + i, format))
+                .collect()
+        })
+        .collect();
+    let exact = std::env::var("EXACT").is_ok_and(|v| v == "1");
+    let bytes: usize = layers.iter().flatten().map(Packed::bytes).sum();
+    let x: Vec<f32> = (0..d.max(mlp))
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0)
+        .collect();
+    let mut out = vec![0f32; d.max(mlp)];
+    let kernels = if exact { "f32" } else { int8::isa().name() };
+    for round in 0..var("ROUNDS", 10) {
+        let t = Instant::now();
+        std::hint::black_box(plain_read(&layers));
+        let codes: usize = layers.iter().flatten().map(|p| p.w.len()).sum();
+        let plain = codes as f64 / t.elapsed().as_secs_f64() / 1e9;
+        let t = Instant::now();
+        for p in layers.iter().flatten() {
+            p.multiply(&x, &mut out, format, exact);
+        }
+        let gb = bytes as f64 / t.elapsed().as_secs_f64() / 1e9;
+        println!("round {round} {kernels}: {gb:.1} GB/s, plain read {plain:.1} GB/s");
+    }
+    Ok(())
+}
