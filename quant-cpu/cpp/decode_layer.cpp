@@ -29,8 +29,10 @@
 // the ones written.
 
 #include <algorithm>
+#include <initializer_list>
 #include <cstring>
 #include <sstream>
+#include <utility>
 #include <stdexcept>
 
 #include "mlx/backend/cpu/encoder.h"
@@ -130,7 +132,7 @@ struct LayerRun {
   std::vector<int32_t> offsets;
   // New positions per row.
   int64_t length;
-  mlxd_qmm_kernel kernel;
+  mlxd_qmm_parts_kernel kernel;
   // The step's inputs: x, then each row's key and value buffers.
   std::vector<array> inputs;
   std::vector<array> outputs;
@@ -146,16 +148,36 @@ struct LayerRun {
     return static_cast<int64_t>(offsets.size()) * length;
   }
 
-  // y [rows, N] = x [rows, K] times the packed weight at `at`, as the product node runs it
-  // (one position per row), or in chunks of rows that each keep a row's bits alone.
-  void product(const float* x, size_t at, float* y) const {
-    const array &w = layer->w[at], &scales = layer->w[at + 1], &biases = layer->w[at + 2];
-    const int64_t k = int64_t(w.shape(1)) * 32 / spec.bits, n = w.shape(0), all = rows();
+  // y_i [rows, N_i] = x [rows, K] times the packed weight at `at_i`, for weights that share x
+  // (q, k and v; gate and up) as one product where their scales share a dtype, each output
+  // with the bits of its own product node (one position per row), or in chunks of rows that
+  // each keep a row's bits alone.
+  void products(const float* x, std::initializer_list<std::pair<size_t, float*>> parts) const {
+    const size_t first = parts.begin()->first;
+    const int64_t k = int64_t(layer->w[first].shape(1)) * 32 / spec.bits, all = rows();
     const int64_t chunk = length == 1 ? all : spec.alone_rows;
+    const int32_t params = mlxd::packed_params_code(layer->w[first + 1].dtype());
+    bool one = true;
+    for (const auto& part : parts) {
+      one = one && mlxd::packed_params_code(layer->w[part.first + 1].dtype()) == params;
+    }
+    std::vector<MlxdPart> p;
     for (int64_t r = 0; r < all; r += chunk) {
-      kernel(x + r * k, std::min(chunk, all - r), k, w.data<uint8_t>(), scales.data<void>(),
-             biases.data<void>(), mlxd::packed_params_code(scales.dtype()), n, spec.bits,
-             spec.group, MLXD_AFFINE, y + r * n);
+      const int64_t m = std::min(chunk, all - r);
+      p.clear();
+      for (const auto& [at, y] : parts) {
+        const array &w = layer->w[at], &scales = layer->w[at + 1], &biases = layer->w[at + 2];
+        const int64_t n = w.shape(0);
+        p.push_back({w.data<uint8_t>(), scales.data<void>(), biases.data<void>(), n, y + r * n});
+        if (!one) {
+          kernel(x + r * k, m, k, &p.back(), 1, mlxd::packed_params_code(scales.dtype()),
+                 spec.bits, spec.group, MLXD_AFFINE);
+        }
+      }
+      if (one) {
+        kernel(x + r * k, m, k, p.data(), static_cast<int32_t>(p.size()), params, spec.bits,
+               spec.group, MLXD_AFFINE);
+      }
     }
   }
 
@@ -200,9 +222,7 @@ void LayerRun::project_qkv(Scratch& s, const float* x, int64_t head_dim) {
   s.k.resize(b * nkv);
   s.v.resize(b * nkv);
   mlxd::rms_norm_rows(x, f32(slot::ATTN_NORM), s.normed.data(), b, d, spec.eps);
-  product(s.normed.data(), slot::Q, s.q.data());
-  product(s.normed.data(), slot::K, s.k.data());
-  product(s.normed.data(), slot::V, s.v.data());
+  products(s.normed.data(), {{slot::Q, s.q.data()}, {slot::K, s.k.data()}, {slot::V, s.v.data()}});
   if (spec.qkv_bias) {
     const size_t at = layer->slots.qkv_bias;
     add_rows(s.q.data(), f32(at), b, nq);
@@ -259,10 +279,9 @@ void LayerRun::mlp(Scratch& s, float* h) {
   s.up.resize(b * inter);
   s.projected.resize(b * d);
   mlxd::rms_norm_rows(h, f32(slot::MLP_NORM), s.normed.data(), b, d, spec.eps);
-  product(s.normed.data(), slot::GATE, s.gate.data());
-  product(s.normed.data(), slot::UP, s.up.data());
+  products(s.normed.data(), {{slot::GATE, s.gate.data()}, {slot::UP, s.up.data()}});
   mlxd_vmath().silu_mul(s.gate.data(), s.up.data(), b * inter);
-  product(s.gate.data(), slot::DOWN, s.projected.data());
+  products(s.gate.data(), {{slot::DOWN, s.projected.data()}});
   add_residual(h, h, s.projected.data(), b * d);
 }
 
@@ -280,7 +299,7 @@ void LayerRun::run() {
   }
   float* h = outputs[0].data<float>();
   s.projected.resize(b * d);
-  product(s.attended.data(), slot::O, s.projected.data());
+  products(s.attended.data(), {{slot::O, s.projected.data()}});
   add_residual(h, x, s.projected.data(), b * d);
   mlp(s, h);
 }
@@ -298,7 +317,7 @@ void check_contiguous(const array& a) {
 class DecodeLayerCpu : public Primitive {
  public:
   DecodeLayerCpu(Stream stream, std::shared_ptr<const Layer> layer, std::vector<int32_t> offsets,
-                 std::vector<bool> exclusive, mlxd_qmm_kernel kernel)
+                 std::vector<bool> exclusive, mlxd_qmm_parts_kernel kernel)
       : Primitive(stream),
         layer_(std::move(layer)),
         offsets_(std::move(offsets)),
@@ -332,7 +351,7 @@ class DecodeLayerCpu : public Primitive {
   std::shared_ptr<const Layer> layer_;
   std::vector<int32_t> offsets_;
   std::vector<bool> exclusive_;
-  mlxd_qmm_kernel kernel_;
+  mlxd_qmm_parts_kernel kernel_;
 };
 
 void DecodeLayerCpu::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
@@ -483,7 +502,7 @@ struct Rows {
 // The step's node over x and the caches (`inputs`).
 std::vector<array> decode_layer_cpu(const std::vector<array>& inputs,
                                     std::shared_ptr<const Layer> layer, Rows rows,
-                                    mlxd_qmm_kernel kernel, Stream stream) {
+                                    mlxd_qmm_parts_kernel kernel, Stream stream) {
   auto& offsets = rows.offsets;
   check(kernel != nullptr, "no kernel");
   const array& x = inputs[0];
@@ -542,7 +561,7 @@ extern "C" int mlxd_decode_layer(
     const int32_t* offsets,
     const bool* exclusive,
     int rows,
-    mlxd_qmm_kernel kernel,
+    mlxd_qmm_parts_kernel kernel,
     const mlx_stream s) {
   return mlxd_guarded([&] {
     check(layer != nullptr, "no layer");

@@ -71,5 +71,28 @@ typedef void (*mlxd_qmm_kernel)(
     int32_t mode,
     float* out);
 
+// One part of a product of several sharing x (a layer's q, k and v): a packed weight of `n`
+// rows (scales and biases as for `mlxd_qmm_kernel`) and its output, room for m * n floats.
+struct MlxdPart {
+  const uint8_t* w;
+  const void* scales;
+  const void* biases;
+  int64_t n;
+  float* out;
+};
+
+// The products of x [m, k] by `count` parts of one format, each output with the bits its own
+// product would give: x is made ready once and the parts' columns shared out as one product.
+typedef void (*mlxd_qmm_parts_kernel)(
+    const float* x,
+    int64_t m,
+    int64_t k,
+    const MlxdPart* parts,
+    int32_t count,
+    int32_t params,
+    int32_t bits,
+    int32_t group,
+    int32_t mode);
+
 // The quantization modes, as the kernel's `mode` argument numbers them.
 enum MlxdMode : int32_t { MLXD_AFFINE = 0, MLXD_MXFP4 = 1, MLXD_MXFP8 = 2, MLXD_NVFP4 = 3 };

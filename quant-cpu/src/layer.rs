@@ -12,7 +12,7 @@ use mlx_rs::error::Exception;
 use mlx_rs::{Array, Stream};
 
 use crate::fast::RopeSpec;
-use crate::op::{kernel_for, Kernel};
+use crate::op::{parts_kernel_for, PartsKernel};
 use crate::{Format, PackedWeight};
 
 /// The layer's configuration as the shim reads it (`MlxdLayerSpec` in the C++).
@@ -58,7 +58,7 @@ extern "C" {
         offsets: *const i32,
         exclusive: *const bool,
         rows: i32,
-        kernel: Kernel,
+        kernel: PartsKernel,
         stream: mlx_sys::mlx_stream,
     ) -> i32;
 }
@@ -109,8 +109,8 @@ pub struct RowCache<'a> {
 /// every input costs the engine thread per step, and most of a layer's were weights.
 pub struct LayerNode {
     raw: std::ptr::NonNull<RawLayer>,
-    /// The products' kernel, of the weights' numerics.
-    kernel: Kernel,
+    /// The products' kernel (q/k/v and gate/up as parts of one), of the weights' numerics.
+    kernel: PartsKernel,
 }
 
 // SAFETY: the C++ layer is immutable once made, and its weights are MLX arrays shared through
@@ -144,7 +144,7 @@ impl LayerNode {
         })?;
         let raw = std::ptr::NonNull::new(raw)
             .ok_or_else(|| Exception::custom("the layer node was not made"))?;
-        let kernel = kernel_for(shape.format);
+        let kernel = parts_kernel_for(shape.format);
         Ok(LayerNode { raw, kernel })
     }
 

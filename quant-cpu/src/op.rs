@@ -69,6 +69,22 @@ pub(crate) type Kernel = unsafe extern "C" fn(
     *mut f32,
 );
 
+/// One part of a product of several sharing x (`MlxdPart` in `cpp/shim.h`): a packed weight of
+/// `n` rows and where its output goes.
+#[repr(C)]
+pub(crate) struct Part {
+    w: *const u8,
+    scales: *const std::ffi::c_void,
+    biases: *const std::ffi::c_void,
+    n: i64,
+    out: *mut f32,
+}
+
+/// The parts kernel's C signature (`mlxd_qmm_parts_kernel`): x, m, k, the parts and their
+/// count, then the params dtype, bits, group and mode they share.
+pub(crate) type PartsKernel =
+    unsafe extern "C" fn(*const f32, i64, i64, *const Part, i32, i32, i32, i32, i32);
+
 /// The shim's number of a mode (`MlxdMode` in `cpp/shim.h`).
 pub(crate) fn mode_code(mode: Mode) -> i32 {
     match mode {
@@ -287,10 +303,72 @@ unsafe extern "C" fn qmm_kernel<const INT8: bool>(
 /// The product the shim asked for.
 ///
 /// # Safety
-/// `x` holds m*k floats, `w` n rows of k*bits/8 bytes, `scales` and `biases` n*k/group
-/// values of the dtype `params` names (`biases` null in a float mode), `out` room for m*n
-/// floats, and (mode, bits, group) is a supported format.
+/// As [`operands`], and `out` has room for m*n floats.
 unsafe fn run_kernel(
+    x: *const f32,
+    (m, k, n): (i64, i64, i64),
+    weights: (
+        *const u8,
+        *const std::ffi::c_void,
+        *const std::ffi::c_void,
+        i32,
+    ),
+    format: (i32, i32, i32, Numerics),
+    out: *mut f32,
+) {
+    let Some(ops) = operands(x, (m, k, n), weights, format) else {
+        return; // the shim refused it when the node was built
+    };
+    kernel::matmul(&ops, std::slice::from_raw_parts_mut(out, ops.m * ops.n));
+}
+
+/// The parts kernel of `format`'s numerics (the decode layer's q/k/v and gate/up).
+pub(crate) fn parts_kernel_for(format: Format) -> PartsKernel {
+    match format.numerics {
+        Numerics::Exact => qmm_parts_kernel::<false>,
+        Numerics::Int8 => qmm_parts_kernel::<true>,
+    }
+}
+
+/// Called by the shim as [`qmm_kernel`], for `count` parts sharing x
+/// ([`kernel::matmul_many`]).
+///
+/// # Safety
+/// `parts` holds `count` parts, each as [`operands`] asks, with room for m*n floats at `out`.
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C" fn qmm_parts_kernel<const INT8: bool>(
+    x: *const f32,
+    m: i64,
+    k: i64,
+    parts: *const Part,
+    count: i32,
+    params: i32,
+    bits: i32,
+    group: i32,
+    mode: i32,
+) {
+    let numerics = [Numerics::Exact, Numerics::Int8][usize::from(INT8)];
+    let parts = std::slice::from_raw_parts(parts, count.max(0) as usize);
+    let mut ops = Vec::with_capacity(parts.len());
+    let mut outs = Vec::with_capacity(parts.len());
+    for p in parts {
+        let weights = (p.w, p.scales, p.biases, params);
+        let Some(o) = operands(x, (m, k, p.n), weights, (bits, group, mode, numerics)) else {
+            return; // the shim refused it when the node was built
+        };
+        outs.push(std::slice::from_raw_parts_mut(p.out, o.m * o.n));
+        ops.push(o);
+    }
+    kernel::matmul_many(&ops, &mut outs);
+}
+
+/// The operands of a product the shim passes, or None for a format it would have refused.
+///
+/// # Safety
+/// `x` holds m*k floats, `w` n rows of k*bits/8 bytes, `scales` and `biases` n*k/group
+/// values of the dtype `params` names (`biases` null in a float mode), alive while the kernel
+/// runs.
+unsafe fn operands<'a>(
     x: *const f32,
     (m, k, n): (i64, i64, i64),
     (w, scales, biases, params): (
@@ -300,16 +378,15 @@ unsafe fn run_kernel(
         i32,
     ),
     (bits, group, mode, numerics): (i32, i32, i32, Numerics),
-    out: *mut f32,
-) {
+) -> Option<Operands<'a>> {
     let (m, k, n) = (m as usize, k as usize, n as usize);
     let format = mode_of(mode).map(|mode| Format::with_mode(mode, bits as u32, group as usize));
     let Some(Ok(format)) = format else {
-        return; // the shim refused it when the node was built
+        return None;
     };
     let format = format.with_numerics(numerics);
     let groups = n * (k / format.group);
-    let ops = Operands {
+    Some(Operands {
         x: std::slice::from_raw_parts(x, m * k),
         m,
         k,
@@ -318,8 +395,7 @@ unsafe fn run_kernel(
         biases: (!biases.is_null()).then(|| params_of(biases, groups, params, format.mode)),
         n,
         format,
-    };
-    kernel::matmul(&ops, std::slice::from_raw_parts_mut(out, m * n));
+    })
 }
 
 /// `len` scales or biases at `at`, of the dtype the shim's code `params` names (bytes: the

@@ -16,7 +16,8 @@ use mlx_rs::{random, Array};
 use quant_cpu::fast::{decode_attention, rms_norm, rope, RopeSpec};
 use quant_cpu::layer::{decode_layer, LayerNode, LayerShape, LayerWeights, RowCache};
 use quant_cpu::{
-    quantized_matmul, quantized_matmuls, swiglu_quantized_matmul, Format, PackedWeight,
+    kernel::Numerics, quantized_matmul, quantized_matmuls, swiglu_quantized_matmul, Format,
+    PackedWeight,
 };
 
 fn normal(shape: &[i32], scale: f32) -> TestResult<Array> {
@@ -289,6 +290,13 @@ fn one_node_has_the_bits_of_the_step_built_node_by_node() -> TestResult {
     let square = Dims::new(128, 4, 4, 32, 256);
     same_bits(square, Format::new(8, 32)?, true, &[3, 0])?;
     same_bits(square, Format::new(2, 128)?, true, &[1])?;
+    // The integer path: q, k and v (gate and up) one product of parts in the layer's node,
+    // node by node three (two).
+    let int8 = |bits| {
+        Ok::<_, quant_cpu::FormatError>(Format::new(bits, 64)?.with_numerics(Numerics::Int8))
+    };
+    same_bits(smol, int8(4)?, false, &[0, 9, 20])?;
+    same_bits(square, int8(8)?, true, &[3, 0])?;
     Ok(())
 }
 
@@ -327,6 +335,8 @@ fn several_positions_have_the_bits_of_as_many_decode_steps() -> TestResult {
     positions_as_decode_steps(smol, Format::new(4, 64)?, &[0, 12, 3], 3)?;
     let square = Dims::new(128, 4, 4, 32, 256);
     positions_as_decode_steps(square, Format::new(8, 32)?, &[2, 9], 16)?;
+    let int8 = Format::new(4, 64)?.with_numerics(Numerics::Int8);
+    positions_as_decode_steps(smol, int8, &[0, 12, 3], 3)?;
     Ok(())
 }
 

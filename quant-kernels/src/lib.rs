@@ -421,18 +421,66 @@ pub const PANEL_ROWS: usize = 16;
 
 /// `out[m, n] = Σ_k x[m, k] · (s·q + b)[n, k]` with the best kernel for the format and shape.
 pub fn matmul(ops: &Operands, out: &mut [f32]) {
-    assert!(out.len() >= ops.m * ops.n, "the output holds m * n floats");
-    assert!(
-        ops.params_fit(),
-        "the scales and biases are the format's mode's"
-    );
-    if ops.format.runs_int8() {
-        return int8::rows(ops, out);
+    matmul_many(std::slice::from_ref(ops), &mut [out]);
+}
+
+/// Products of one x by several weights of one format (a layer's q, k and v; its gate and
+/// up): `outs[i] = x · w_iᵀ`, each output with the bits [`matmul`] gives it alone. x is made
+/// ready (put in lane order, quantized) once, and every part's columns are shared out over
+/// the helper threads as one product: one wait for them instead of one per part.
+pub fn matmul_many(parts: &[Operands], outs: &mut [&mut [f32]]) {
+    check_parts(parts, outs);
+    let Some(first) = parts.first() else {
+        return;
+    };
+    if first.format.runs_int8() {
+        return int8::rows_many(parts, outs);
     }
-    if ops.m > PANEL_ROWS {
-        return panels::matmul(ops, out);
+    if first.m > PANEL_ROWS {
+        for (ops, out) in parts.iter().zip(outs) {
+            panels::matmul(ops, out);
+        }
+        return;
     }
-    rows(ops, out);
+    rows_many(parts, outs);
+}
+
+/// The parts of a [`matmul_many`]: one x, one format, fitting scales, room for each output.
+fn check_parts(parts: &[Operands], outs: &[&mut [f32]]) {
+    assert_eq!(parts.len(), outs.len(), "an output per part");
+    for (ops, out) in parts.iter().zip(outs) {
+        assert!(out.len() >= ops.m * ops.n, "the output holds m * n floats");
+        assert!(
+            ops.params_fit(),
+            "the scales and biases are the format's mode's"
+        );
+        let first = &parts[0];
+        assert!(
+            std::ptr::eq(ops.x, first.x)
+                && (ops.m, ops.k, ops.format) == (first.m, first.k, first.format),
+            "the parts share x and the format"
+        );
+    }
+}
+
+/// Runs `part(i, cols)` over the columns of every part as one product shared out over the
+/// helper threads: a chunk of the parts' columns end to end may span several parts.
+pub(crate) fn share_parts(
+    parts: &[Operands],
+    part: &(dyn Fn(usize, std::ops::Range<usize>) + Sync),
+) {
+    let total: usize = parts.iter().map(|p| p.n).sum();
+    let k = parts.first().map_or(0, |p| p.k);
+    skinny_gemm::share(total, total * k, &|n0, n1| {
+        let mut start = 0;
+        for (i, p) in parts.iter().enumerate() {
+            let (lo, hi) = (n0.max(start), n1.min(start + p.n));
+            if lo < hi {
+                part(i, lo - start..hi - start);
+            }
+            start += p.n;
+        }
+    });
 }
 
 thread_local! {
@@ -443,27 +491,33 @@ thread_local! {
 /// The few-row kernels (decode): weights unpacked in registers, each read once, the output
 /// columns shared out over skinny-gemm's threads.
 pub fn rows(ops: &Operands, out: &mut [f32]) {
-    assert!(out.len() >= ops.m * ops.n, "the output holds m * n floats");
-    assert!(
-        ops.params_fit(),
-        "the scales and biases are the format's mode's"
-    );
-    let bits = ops.format.bits;
+    check_parts(std::slice::from_ref(ops), &[&mut *out]);
+    rows_many(std::slice::from_ref(ops), &mut [out]);
+}
+
+/// [`rows`] of several parts sharing x ([`matmul_many`]).
+fn rows_many(parts: &[Operands], outs: &mut [&mut [f32]]) {
+    let Some(first) = parts.first() else {
+        return;
+    };
+    let bits = first.format.bits;
     if layout::in_order(bits) {
-        return share_columns(ops, out);
+        return share_columns(parts, outs);
     }
     LANE_ORDER.with_borrow_mut(|x| {
-        layout::permute(ops.x, ops.m, ops.k, bits, x);
-        share_columns(&Operands { x: &x[..], ..*ops }, out)
+        layout::permute(first.x, first.m, first.k, bits, x);
+        let parts: Vec<Operands> = parts.iter().map(|p| Operands { x: &x[..], ..*p }).collect();
+        share_columns(&parts, outs)
     })
 }
 
-/// `rows` with x already in lane order.
-fn share_columns(ops: &Operands, out: &mut [f32]) {
-    let out = Out(out.as_mut_ptr());
-    skinny_gemm::share(ops.n, ops.n * ops.k, &|n0, n1| {
-        // SAFETY: `out` holds m * n floats and each chunk writes only its columns n0..n1.
-        unsafe { columns(ops, n0..n1, out) }
+/// `rows_many` with x already in lane order.
+fn share_columns(parts: &[Operands], outs: &mut [&mut [f32]]) {
+    let outs: Vec<Out> = outs.iter_mut().map(|o| Out(o.as_mut_ptr())).collect();
+    share_parts(parts, &|i, cols| {
+        // SAFETY: `outs[i]` holds m * n floats of part i, and each chunk writes only its
+        // columns.
+        unsafe { columns(&parts[i], cols, outs[i]) }
     });
 }
 

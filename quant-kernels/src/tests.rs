@@ -424,3 +424,36 @@ mod blas {
         }
     }
 }
+
+/// Parts of one x in one product (a layer's q, k and v) give each part's output of its own
+/// product, bit for bit: in f32 and int8 numerics, at decode and prefill row counts, with part
+/// sizes whose columns do not fall on whole chunks.
+#[test]
+fn parts_sharing_x_equal_their_products_alone() {
+    shared_pool();
+    for numerics in [Numerics::Exact, Numerics::Int8] {
+        for format in [affine(4, 64), affine(8, 32), affine(3, 64)] {
+            let format = format.with_numerics(numerics);
+            for m in [1, 3, 20] {
+                let cases = [37, 8, 130].map(|n| Case::new(format, m, n, 11 + n as u64));
+                let x = cases[0].x.clone();
+                let ops: Vec<Operands> = cases
+                    .iter()
+                    .map(|c| Operands { x: &x, ..c.ops() })
+                    .collect();
+                let alone: Vec<Vec<f32>> = ops
+                    .iter()
+                    .map(|o| {
+                        let mut out = vec![0f32; m * o.n];
+                        matmul(o, &mut out);
+                        out
+                    })
+                    .collect();
+                let mut together: Vec<Vec<f32>> = ops.iter().map(|o| vec![0f32; m * o.n]).collect();
+                let mut outs: Vec<&mut [f32]> = together.iter_mut().map(|o| &mut o[..]).collect();
+                matmul_many(&ops, &mut outs);
+                assert_eq!(together, alone, "{format:?}, {m} rows");
+            }
+        }
+    }
+}

@@ -313,25 +313,45 @@ pub fn rows(ops: &Operands, out: &mut [f32]) {
 
 /// [`rows`] with the kernel set `set` (which this CPU must have: [`Isa::available`]).
 pub fn rows_with(set: Isa, ops: &Operands, out: &mut [f32]) {
-    assert!(out.len() >= ops.m * ops.n, "the output holds m * n floats");
-    assert!(ops.params_fit(), "the scales and biases are the format's");
+    rows_many_with(set, std::slice::from_ref(ops), &mut [out])
+}
+
+/// [`rows`] of several parts sharing x ([`crate::matmul_many`]): x quantized once.
+pub fn rows_many(parts: &[Operands], outs: &mut [&mut [f32]]) {
+    rows_many_with(isa(), parts, outs)
+}
+
+/// [`rows_many`] with the kernel set `set`.
+pub fn rows_many_with(set: Isa, parts: &[Operands], outs: &mut [&mut [f32]]) {
+    let Some(first) = parts.first() else {
+        return;
+    };
+    for (ops, out) in parts.iter().zip(outs.iter()) {
+        assert!(out.len() >= ops.m * ops.n, "the output holds m * n floats");
+        assert!(ops.params_fit(), "the scales and biases are the format's");
+        assert!(
+            std::ptr::eq(ops.x, first.x)
+                && (ops.m, ops.k, ops.format) == (first.m, first.k, first.format),
+            "the parts share x and the format"
+        );
+    }
     assert!(
-        ops.format.mode == Mode::Affine,
+        first.format.mode == Mode::Affine,
         "the integer path is affine"
     );
     assert!(Isa::available().contains(&set), "{set:?} runs on this CPU");
     WORK.with_borrow_mut(|(x, acts)| {
-        layout::permute(ops.x, ops.m, ops.k, ops.format.bits, x);
-        let ops = Operands { x: &x[..], ..*ops };
-        acts.quantize(&ops);
+        layout::permute(first.x, first.m, first.k, first.format.bits, x);
+        let parts: Vec<Operands> = parts.iter().map(|p| Operands { x: &x[..], ..*p }).collect();
+        acts.quantize(&parts[0]);
         if set == Isa::Avx512Vnni {
-            acts.arrange_wide(ops.format.bits);
+            acts.arrange_wide(first.format.bits);
         }
-        let out = Out(out.as_mut_ptr());
-        skinny_gemm::share(ops.n, ops.n * ops.k, &|n0, n1| {
-            // SAFETY: `out` holds m * n floats and each chunk writes only its columns n0..n1;
-            // `set` runs here.
-            unsafe { columns(set, &ops, acts, n0..n1, out) }
+        let outs: Vec<Out> = outs.iter_mut().map(|o| Out(o.as_mut_ptr())).collect();
+        crate::share_parts(&parts, &|i, cols| {
+            // SAFETY: `outs[i]` holds m * n floats of part i and each chunk writes only its
+            // columns; `set` runs here.
+            unsafe { columns(set, &parts[i], acts, cols, outs[i]) }
         });
     })
 }
