@@ -1,15 +1,16 @@
 //! x86-64 integer kernels: AVX2 (`vpmaddubsw` + `vpmaddwd`), AVX-VNNI (`vpdpbusd` on 256
-//! bits) and AVX-512 VNNI (`vpdpbusd` on 512 bits, two blocks at once). Codes are unpacked
-//! in registers into unsigned bytes in the lane order of [`crate::layout`], which is the order
-//! the activations' codes are in.
+//! bits) and AVX-512 VNNI (`vpdpbusd` on 512 bits, two blocks at once, at 2, 4 and 8 bits; on
+//! 256 bits with AVX512VL for the other formats). Codes are unpacked in registers into unsigned
+//! bytes in the lane order of [`crate::layout`], which is the order the activations' codes are
+//! in: E2M1 codes as `2·v + 12` (0..=24), the offset taken back as `12 · lane_sum`.
 
 use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
-use super::{block_scale, each_row, group_shift, with_affine_params, Activations, Isa, Row};
-use super::{Digits, BLOCK, DIGIT_SHIFT, LANES};
+use super::{block_scale, each_row, group_shift, lane_scale, with_affine_params};
+use super::{Activations, Digits, Isa, Row, BLOCK, DIGIT_SHIFT, E2M1_OFFSET, E2M1_TWICE, LANES};
 use crate::x86::sum_lanes;
-use crate::{Bf16, Operands, Out, Stored, F16};
+use crate::{Bf16, Format, Operands, Out, Stored, F16};
 
 /// How far ahead of the block being multiplied the kernels ask for weight bytes: short rows
 /// read side by side outrun the hardware prefetchers. 16-32 KiB read DRAM about 8% faster
@@ -95,7 +96,7 @@ unsafe fn store_bytes(q: [__m256i; 4], dst: &mut [i8]) {
 /// Columns `cols` of `out[m, n]` with `set`.
 ///
 /// # Safety
-/// The CPU has `set`; the format is affine at 2, 4 or 8 bits; as `int8::columns`.
+/// The CPU has `set`; the integer path supports the format; as `int8::columns`.
 pub(super) unsafe fn matmul(
     set: Isa,
     ops: &Operands,
@@ -104,24 +105,53 @@ pub(super) unsafe fn matmul(
     out: Out,
 ) {
     let walk = (ops, acts, cols, out);
+    let kind = kind(ops.format);
     match set {
-        Isa::Avx512Vnni => by_bits!(ops.format.bits, avx512::columns(walk)),
-        Isa::AvxVnni => by_bits!(ops.format.bits, vnni::columns(walk)),
-        _ => by_bits!(ops.format.bits, avx2::columns(walk)),
+        Isa::Avx512Vnni if super::wide(ops.format) => match kind {
+            2 => avx512::columns::<2>(walk),
+            4 => avx512::columns::<4>(walk),
+            _ => avx512::columns::<8>(walk),
+        },
+        Isa::Avx512Vnni => by_kind!(kind, vl::columns(walk)),
+        Isa::AvxVnni => by_kind!(kind, vnni::columns(walk)),
+        _ => by_kind!(kind, avx2::columns(walk)),
     }
 }
 
-/// `f::<BITS>(args)` for the vector formats' bit widths.
-macro_rules! by_bits {
-    ($bits:expr, $m:ident::$f:ident($($arg:expr),*)) => {
-        match $bits {
+/// The kernels' name for a format's codes: the bit width (affine), or [`E2M1`].
+fn kind(format: Format) -> u32 {
+    match super::fp4(format) {
+        true => E2M1,
+        false => format.bits,
+    }
+}
+
+/// The [`kind`] of E2M1 codes (`mxfp4`, `nvfp4`: 4 bits each).
+const E2M1: u32 = 1;
+
+/// Packed bytes of one block of codes of `kind`.
+const fn block_bytes(kind: u32) -> usize {
+    match kind {
+        E2M1 => BLOCK / 2,
+        bits => BLOCK * bits as usize / 8,
+    }
+}
+
+/// `f::<KIND>(args)` for every [`kind`].
+macro_rules! by_kind {
+    ($kind:expr, $m:ident::$f:ident($($arg:expr),*)) => {
+        match $kind {
+            E2M1 => $m::$f::<E2M1>($($arg),*),
             2 => $m::$f::<2>($($arg),*),
+            3 => $m::$f::<3>($($arg),*),
             4 => $m::$f::<4>($($arg),*),
+            5 => $m::$f::<5>($($arg),*),
+            6 => $m::$f::<6>($($arg),*),
             _ => $m::$f::<8>($($arg),*),
         }
     };
 }
-use by_bits;
+use by_kind;
 
 type Walk<'a> = (
     &'a Operands<'a>,
@@ -133,17 +163,22 @@ type Walk<'a> = (
 /// One block's 32 codes as unsigned bytes, in lane order.
 ///
 /// # Safety
-/// AVX2; `w` points to the block's `4 * BITS` packed bytes.
+/// AVX2; `w` points to the block's [`block_bytes`] packed bytes.
 #[inline(always)]
-unsafe fn block_codes<const BITS: u32>(w: *const u8) -> __m256i {
-    match BITS {
+unsafe fn block_codes<const KIND: u32>(w: *const u8) -> __m256i {
+    match KIND {
         // Low nibbles (even codes) then high nibbles (odd codes).
-        4 => {
+        4 | E2M1 => {
             let v = _mm_loadu_si128(w as *const __m128i);
             let low = _mm_set1_epi8(0x0F);
             let hi = _mm_and_si128(_mm_srli_epi16::<4>(v), low);
-            _mm256_set_m128i(hi, _mm_and_si128(v, low))
+            let q = _mm256_set_m128i(hi, _mm_and_si128(v, low));
+            match KIND {
+                E2M1 => _mm256_shuffle_epi8(e2m1_table(), q),
+                _ => q,
+            }
         }
+        3 | 5 | 6 => stream_codes::<KIND>(w),
         // Quarter v of the register takes the v-th code of each of the 8 bytes.
         2 => {
             let v = _mm256_set1_epi64x((w as *const i64).read_unaligned());
@@ -154,19 +189,125 @@ unsafe fn block_codes<const BITS: u32>(w: *const u8) -> __m256i {
     }
 }
 
+/// `2·v + 12` of each E2M1 code `v` (0..=24), in both 128-bit halves for `vpshufb`.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn e2m1_table() -> __m256i {
+    let t: [i8; 16] = std::array::from_fn(|c| E2M1_TWICE[c] + E2M1_OFFSET as i8);
+    _mm256_broadcastsi128_si256(_mm_loadu_si128(t.as_ptr() as *const __m128i))
+}
+
+/// `12 · lane_sum`, what the E2M1 codes' offset added to a block's lanes.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn e2m1_offset(sums: *const __m256i) -> __m256i {
+    let s = _mm256_loadu_si256(sums);
+    _mm256_add_epi32(_mm256_slli_epi32::<3>(s), _mm256_slli_epi32::<2>(s))
+}
+
+/// Where the second 128-bit half of a 3-, 5- or 6-bit block is loaded from (the first from
+/// byte 0): 16 bytes that end within the block and hold lanes 4..8's codes.
+const fn stream_base(bits: u32) -> usize {
+    (4 * bits as usize).saturating_sub(16)
+}
+
+/// `vpshufb` indices that gather into i32 lane `l` the 4 bytes from the one holding bit
+/// `4·l·bits` (lane `l`'s codes 4l..4l+4, in order) of the half loaded for it; past the
+/// half's 16 bytes, zeros (their bits are past the lane's codes).
+const fn stream_index(bits: u32) -> [i8; 32] {
+    let mut t = [0i8; 32];
+    let mut i = 0;
+    while i < 32 {
+        let (l, j) = (i / 4, i % 4);
+        let base = if l < 4 { 0 } else { stream_base(bits) };
+        let at = l * 4 * bits as usize / 8 - base + j;
+        t[i] = if at < 16 { at as i8 } else { -128 };
+        i += 1;
+    }
+    t
+}
+
+/// Right shifts that bring lane `l`'s first code to bit 0 after [`stream_index`].
+const fn stream_shift(bits: u32) -> [i32; 8] {
+    let mut t = [0i32; 8];
+    let mut l = 0;
+    while l < 8 {
+        t[l] = (l * 4 * bits as usize % 8) as i32;
+        l += 1;
+    }
+    t
+}
+
+/// A block of 3-, 5- or 6-bit codes (MLX's little-endian stream) as bytes in order: each i32
+/// lane gathers the bytes of its 4 codes, shifts them to bit 0, and spreads them one a byte.
+///
+/// # Safety
+/// AVX2; `w` points to the block's `4 * BITS` packed bytes.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn stream_codes<const BITS: u32>(w: *const u8) -> __m256i {
+    const I3: [i8; 32] = stream_index(3);
+    const I5: [i8; 32] = stream_index(5);
+    const I6: [i8; 32] = stream_index(6);
+    const S3: [i32; 8] = stream_shift(3);
+    const S5: [i32; 8] = stream_shift(5);
+    const S6: [i32; 8] = stream_shift(6);
+    let (index, shift) = match BITS {
+        3 => (&I3, &S3),
+        5 => (&I5, &S5),
+        _ => (&I6, &S6),
+    };
+    let raw = match BITS {
+        // 12 bytes: both halves hold them all.
+        3 => {
+            let v = _mm_loadl_epi64(w as *const __m128i);
+            let v = _mm_insert_epi32::<2>(v, (w.add(8) as *const i32).read_unaligned());
+            _mm256_broadcastsi128_si256(v)
+        }
+        _ => _mm256_loadu2_m128i(
+            w.add(stream_base(BITS)) as *const __m128i,
+            w as *const __m128i,
+        ),
+    };
+    let v = _mm256_shuffle_epi8(raw, _mm256_loadu_si256(index.as_ptr() as *const __m256i));
+    let v = _mm256_srlv_epi32(v, _mm256_loadu_si256(shift.as_ptr() as *const __m256i));
+    let mask = (1i32 << BITS) - 1;
+    let code = |j: i32| {
+        let moved = _mm256_sll_epi32(v, _mm_cvtsi32_si128(j * (8 - BITS as i32)));
+        _mm256_and_si256(moved, _mm256_set1_epi32(mask << (8 * j)))
+    };
+    let pair = |a: i32, b: i32| _mm256_or_si256(code(a), code(b));
+    _mm256_or_si256(pair(0, 1), pair(2, 3))
+}
+
+/// Block `b`'s combined scales, lane by lane as [`lane_scale`] gives them: one for the block,
+/// or (`nvfp4`) its first group's in lanes 0, 1, 4, 5 and its second's in 2, 3, 6, 7.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn lane_scales<P: Stored>(scales: &[P], shift: u32, x: &Row, b: usize) -> __m256 {
+    let first = _mm256_set1_ps(lane_scale(scales, shift, x, b, 0));
+    match P::PER_STEP {
+        2 => _mm256_blend_ps::<0b1100_1100>(
+            first,
+            _mm256_set1_ps(lane_scale(scales, shift, x, b, 2)),
+        ),
+        _ => first,
+    }
+}
+
 /// The walk over a call's columns and rows with `row` as the set's kernel, generic over the
 /// stored dtype of the scales.
 macro_rules! columns_with {
     ($features:literal, $row:ident) => {
         #[target_feature(enable = $features)]
-        pub(super) unsafe fn columns<const BITS: u32>(walk: super::Walk) {
+        pub(super) unsafe fn columns<const KIND: u32>(walk: super::Walk) {
             let ops = walk.0;
             let shift = super::group_shift(ops.format);
-            super::with_affine_params!(ops, |scales, biases| super::each_row(
+            crate::vector::by_stored!(ops, g => super::each_row(
                 walk,
-                (scales, biases),
+                (g.scales, g.biases),
                 // SAFETY: this function's features are the kernel's.
-                |w, x, s| unsafe { $row::<BITS, _>(w, x, s, shift) }
+                |w, x, s| unsafe { $row::<KIND, _>(w, x, s, shift) }
             ))
         }
     };
@@ -181,25 +322,25 @@ macro_rules! row256 {
         /// The set's features; `w` holds the packed codes of `x.scales.len()` blocks.
         #[target_feature(enable = $features)]
         #[inline]
-        unsafe fn row<const BITS: u32, P: Stored>(
+        unsafe fn row<const KIND: u32, P: Stored>(
             w: &[u8],
             x: Row,
             scales: &[P],
             shift: u32,
         ) -> f32 {
-            let step = BLOCK * BITS as usize / 8;
+            let step = block_bytes(KIND);
             let blocks = x.scales.len();
             debug_assert!(w.len() >= blocks * step && x.hi.len() >= blocks * BLOCK);
             // Block `b` into accumulator `b % 4`, indices fixed so that they stay in registers.
             let block = |b: usize, acc: __m256| {
                 let at = w.as_ptr().add(b * step);
                 _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH) as *const i8);
-                let q = block_codes::<BITS>(at);
+                let q = block_codes::<KIND>(at);
                 let xs = [x.hi, x.lo]
                     .map(|c| _mm256_loadu_si256(c.as_ptr().add(b * BLOCK) as *const __m256i));
                 let sums = x.lane_sums.as_ptr().add(b * LANES) as *const __m256i;
-                let p = $dot::<BITS>(q, xs, sums);
-                let c = _mm256_set1_ps(block_scale(scales, shift, &x, b));
+                let p = $dot::<KIND>(q, xs, sums);
+                let c = lane_scales(scales, shift, &x, b);
                 _mm256_fmadd_ps(c, _mm256_cvtepi32_ps(p), acc)
             };
             let mut acc = [_mm256_setzero_ps(); 4];
@@ -229,9 +370,13 @@ mod avx2 {
     /// magnitude times sign-moved x, and `128 · Σx` per lane added back (all exact).
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    unsafe fn dot<const BITS: u32>(q: __m256i, x: [__m256i; 2], sums: *const __m256i) -> __m256i {
+    unsafe fn dot<const KIND: u32>(q: __m256i, x: [__m256i; 2], sums: *const __m256i) -> __m256i {
         let ones = _mm256_set1_epi16(1);
-        match BITS {
+        match KIND {
+            E2M1 => {
+                let p = x.map(|x| _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), ones));
+                _mm256_sub_epi32(digits(p), e2m1_offset(sums))
+            }
             8 => {
                 let c = _mm256_xor_si256(q, _mm256_set1_epi8(-128));
                 let magnitude = _mm256_abs_epi8(c);
@@ -264,9 +409,34 @@ mod vnni {
     /// lane), the high digit's shifted before the low one's are added.
     #[target_feature(enable = "avx2,fma,avxvnni")]
     #[inline]
-    unsafe fn dot<const BITS: u32>(q: __m256i, x: [__m256i; 2], _: *const __m256i) -> __m256i {
+    unsafe fn dot<const KIND: u32>(q: __m256i, x: [__m256i; 2], sums: *const __m256i) -> __m256i {
         let hi = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), q, x[0]);
-        _mm256_dpbusd_avx_epi32(_mm256_slli_epi32::<{ DIGIT_SHIFT as i32 }>(hi), q, x[1])
+        let p = _mm256_dpbusd_avx_epi32(_mm256_slli_epi32::<{ DIGIT_SHIFT as i32 }>(hi), q, x[1]);
+        match KIND {
+            E2M1 => _mm256_sub_epi32(p, e2m1_offset(sums)),
+            _ => p,
+        }
+    }
+}
+
+/// The AVX-512 set's kernels for the formats without a 512-bit one: AVX-VNNI's on the EVEX
+/// `vpdpbusd` (AVX512VL).
+mod vl {
+    use super::*;
+
+    row256!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", dot);
+    columns_with!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", row);
+
+    /// As AVX-VNNI's `dot`.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn dot<const KIND: u32>(q: __m256i, x: [__m256i; 2], sums: *const __m256i) -> __m256i {
+        let hi = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, x[0]);
+        let p = _mm256_dpbusd_epi32(_mm256_slli_epi32::<{ DIGIT_SHIFT as i32 }>(hi), q, x[1]);
+        match KIND {
+            E2M1 => _mm256_sub_epi32(p, e2m1_offset(sums)),
+            _ => p,
+        }
     }
 }
 
