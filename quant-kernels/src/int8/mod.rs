@@ -334,6 +334,7 @@ pub(crate) const E2M1_TWICE: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3,
 
 /// What [`E2M1_TWICE`] is shifted by to be unsigned (0..=24) for the unsigned-times-signed
 /// instructions, and taken back as `12 · lane_sum`.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) const E2M1_OFFSET: i32 = 12;
 
 thread_local! {
@@ -415,9 +416,11 @@ pub(crate) fn each_row<P: Stored>(
         let s = &scales[n * groups..(n + 1) * groups];
         let b = biases.get(n * groups..(n + 1) * groups);
         for (m, &(x, sums)) in rows.iter().enumerate() {
+            // One call of `row`, so that it inlines here.
+            let v = row(w, x, s);
             let v = match b {
-                Some(b) => row(w, x, s) + bias_term(b, sums),
-                None => row(w, x, s),
+                Some(b) => v + bias_term(b, sums),
+                None => v,
             };
             // SAFETY: the caller was given an output of `m * n` values.
             unsafe { out.write(m, n, ops.n, v) };

@@ -504,31 +504,34 @@ mod avx512 {
 
     /// Which weight scale (of the up to 4 loaded) each of the 16 lanes takes, per group
     /// size (`shift`): `quad` the 4-bit layout (lane `L` in block `L / 4`), `pairs` the
-    /// others' (blocks `L / 8` and `2 + L / 8`).
-    #[derive(Clone, Copy)]
+    /// others' (blocks `L / 8` and `2 + L / 8`). Plain arrays, loaded where they are used: a
+    /// register-typed local here was stored to the stack with an aligned move the frame was not
+    /// aligned for (a segfault in release builds).
     struct Spread {
-        quad: __m512i,
-        pairs: [__m512i; 2],
+        quad: [i32; 16],
+        pairs: [[i32; 16]; 2],
     }
 
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    #[inline]
-    unsafe fn spread(shift: u32) -> Spread {
-        let index = |block: &dyn Fn(i32) -> i32| {
-            let v: [i32; 16] = std::array::from_fn(|l| block(l as i32) >> shift);
-            _mm512_loadu_si512(v.as_ptr() as *const __m512i)
-        };
+    fn spread(shift: u32) -> Spread {
+        let index = |block: &dyn Fn(i32) -> i32| std::array::from_fn(|l| block(l as i32) >> shift);
         Spread {
             quad: index(&|l| l / 4),
             pairs: [index(&|l| l / 8), index(&|l| 2 + l / 8)],
         }
     }
 
+    /// A [`Spread`] index as a register.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn index(v: &[i32; 16]) -> __m512i {
+        _mm512_loadu_si512(v.as_ptr() as *const __m512i)
+    }
+
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(super) unsafe fn columns<const BITS: u32>(walk: super::Walk) {
         let ops = walk.0;
         let shift = super::group_shift(ops.format);
-        let spread = spread(shift);
+        let spread = &spread(shift);
         super::with_affine_params!(ops, |scales, biases| super::each_row(
             walk,
             (scales, biases),
@@ -574,12 +577,16 @@ mod avx512 {
         w: &[u8],
         x: Row,
         scales: &[P],
-        (shift, spread): (u32, Spread),
+        (shift, spread): (u32, &Spread),
     ) -> f32 {
         let step = BLOCK * BITS as usize / 8;
         let blocks = x.scales.len();
         debug_assert!(w.len() >= blocks * step && x.hi.len() >= blocks * BLOCK);
         let quads = blocks / 4;
+        let (quad, pairs) = (
+            index(&spread.quad),
+            spread.pairs.each_ref().map(|p| index(p)),
+        );
         let mut acc = [_mm512_setzero_ps(); 2];
         for b in (0..quads * 4).step_by(4) {
             let at = w.as_ptr().add(b * step);
@@ -595,7 +602,7 @@ mod avx512 {
                 let xs =
                     [x.quads_hi, x.quads_lo].map(|c| c.as_ptr().add(b * BLOCK) as *const __m512i);
                 let d = _mm512_loadu_ps(x.dup4.as_ptr().add(b * 4));
-                let c = _mm512_mul_ps(_mm512_permutexvar_ps(spread.quad, s), d);
+                let c = _mm512_mul_ps(_mm512_permutexvar_ps(quad, s), d);
                 for (h, (acc, q)) in acc.iter_mut().zip(q).enumerate() {
                     let p = dot512(q, xs.map(|x| _mm512_loadu_si512(x.add(h))));
                     *acc = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), *acc);
@@ -608,7 +615,7 @@ mod avx512 {
                     });
                     let p = dot512(q, xs);
                     let d = _mm512_loadu_ps(x.dup8.as_ptr().add((b + 2 * h) * 8));
-                    let c = _mm512_mul_ps(_mm512_permutexvar_ps(spread.pairs[h], s), d);
+                    let c = _mm512_mul_ps(_mm512_permutexvar_ps(pairs[h], s), d);
                     *acc = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), *acc);
                 }
             }
