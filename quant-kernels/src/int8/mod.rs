@@ -35,8 +35,8 @@
 //! group is half a block: in the 4-bit lane order lanes {0, 1, 4, 5} hold the codes of the
 //! block's first group and {2, 3, 6, 7} its second's, so each lane takes its own group's scale
 //! ([`lane_scale`]). `mxfp8`'s E4M3 codes are no small integers: it has no integer path. Every
-//! x86-64 set covers every supported format (AVX-512 on 512 bits at 2, 4 and 8 bits, on 256
-//! bits with AVX512VL for the others); the NEON sets the affine ones at 2, 4 and 8 bits
+//! x86-64 set covers every supported format (AVX-512 on 512 bits at 2, 4 and 8 bits and E2M1,
+//! on 256 bits with AVX512VL for 3, 5 and 6); the NEON sets the affine ones at 2, 4 and 8 bits
 //! ([`covers`]). [`vectorized`] is what a caller asks before taking this path: elsewhere the
 //! portable kernel would run (exact, slow).
 
@@ -314,14 +314,19 @@ pub fn supported(format: Format) -> bool {
 /// Whether `set` has a kernel for `format` (the portable one takes every supported format).
 pub fn covers(set: Isa, format: Format) -> bool {
     match set {
-        Isa::NeonDot | Isa::Neon => wide(format),
+        Isa::NeonDot | Isa::Neon => byte_aligned(format),
         _ => supported(format),
     }
 }
 
-/// Affine at 2, 4 or 8 bits: the formats with 512-bit AVX-512 and NEON kernels.
-pub(crate) fn wide(format: Format) -> bool {
+/// Affine at 2, 4 or 8 bits: the formats with NEON kernels.
+pub(crate) fn byte_aligned(format: Format) -> bool {
     format.mode == Mode::Affine && matches!(format.bits, 2 | 4 | 8)
+}
+
+/// The formats with 512-bit AVX-512 kernels: affine 2, 4 and 8 bits, `mxfp4` and `nvfp4`.
+pub(crate) fn wide(format: Format) -> bool {
+    byte_aligned(format) || fp4(format)
 }
 
 /// Whether the codes are E2M1 (`mxfp4`, `nvfp4`).
@@ -431,6 +436,7 @@ pub(crate) fn each_row<P: Stored>(
 /// The combined scale of block `b` (affine, or one group per block): its weight group's scale
 /// times the block's own.
 #[inline(always)]
+#[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
 pub(crate) fn block_scale<P: Stored>(scales: &[P], group_shift: u32, x: &Row, b: usize) -> f32 {
     lane_scale(scales, group_shift, x, b, 0)
 }
@@ -471,6 +477,7 @@ pub(crate) fn reduce(acc: [[f32; LANES]; ACCUMULATORS]) -> f32 {
 
 /// `$body` with `$s` and `$b` the operands' affine scales and biases as their stored dtype
 /// (f32, `Bf16` or `F16`; both widened to f32 first where they differ).
+#[cfg_attr(not(target_arch = "aarch64"), allow(unused_macros))]
 macro_rules! with_affine_params {
     ($ops:expr, |$s:ident, $b:ident| $body:expr) => {{
         use $crate::Params;
@@ -498,6 +505,7 @@ macro_rules! with_affine_params {
         }
     }};
 }
+#[cfg(target_arch = "aarch64")]
 pub(crate) use with_affine_params;
 
 #[cfg(test)]

@@ -7,8 +7,9 @@
 use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
-use super::{block_scale, each_row, group_shift, lane_scale, with_affine_params};
+use super::{each_row, group_shift, lane_scale};
 use super::{Activations, Digits, Isa, Row, BLOCK, DIGIT_SHIFT, E2M1_OFFSET, E2M1_TWICE, LANES};
+use crate::float::{E4m3, E8m0};
 use crate::x86::sum_lanes;
 use crate::{Bf16, Format, Operands, Out, Stored, F16};
 
@@ -110,6 +111,7 @@ pub(super) unsafe fn matmul(
         Isa::Avx512Vnni if super::wide(ops.format) => match kind {
             2 => avx512::columns::<2>(walk),
             4 => avx512::columns::<4>(walk),
+            E2M1 => avx512::columns::<E2M1>(walk),
             _ => avx512::columns::<8>(walk),
         },
         Isa::Avx512Vnni => by_kind!(kind, vl::columns(walk)),
@@ -430,7 +432,11 @@ mod vl {
     /// As AVX-VNNI's `dot`.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
-    unsafe fn dot<const KIND: u32>(q: __m256i, x: [__m256i; 2], sums: *const __m256i) -> __m256i {
+    pub(super) unsafe fn dot<const KIND: u32>(
+        q: __m256i,
+        x: [__m256i; 2],
+        sums: *const __m256i,
+    ) -> __m256i {
         let hi = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, x[0]);
         let p = _mm256_dpbusd_epi32(_mm256_slli_epi32::<{ DIGIT_SHIFT as i32 }>(hi), q, x[1]);
         match KIND {
@@ -447,6 +453,67 @@ pub(super) trait Wide: Stored {
     /// # Safety
     /// AVX-512 F/BW/VL; the masked values are readable.
     unsafe fn load(at: *const Self, mask: u8) -> __m128;
+
+    /// The weight scales of the 16 lanes of a 4-bit step of 4 blocks from block `b` (lane `L`
+    /// in block `b + L / 4`; `quad` says which of the loaded scales), halved for E2M1 codes.
+    ///
+    /// # Safety
+    /// AVX-512 F/BW/VL; the 4 blocks' scales are in `scales`.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn quad_lanes(scales: &[Self], b: usize, shift: u32, quad: __m512i) -> __m512 {
+        let (g, count) = (b >> shift, (4usize >> shift).max(1));
+        debug_assert!(scales.len() >= g + count);
+        let s = Self::load(scales.as_ptr().add(g), (1u8 << count) - 1);
+        _mm512_permutexvar_ps(quad, _mm512_castps128_ps512(s))
+    }
+}
+
+impl Wide for E8m0 {
+    /// `2^(byte - 127)`, byte 0 as 2^-127 ([`crate::float::e8m0`]).
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn load(at: *const E8m0, mask: u8) -> __m128 {
+        let bytes = _mm_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask as u16, at as *const i8));
+        let v = _mm_slli_epi32::<23>(bytes);
+        let zero = _mm_cmpeq_epi32_mask(bytes, _mm_setzero_si128());
+        _mm_castsi128_ps(_mm_mask_mov_epi32(
+            v,
+            zero & mask,
+            _mm_set1_epi32(0x0040_0000),
+        ))
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn quad_lanes(scales: &[E8m0], b: usize, _: u32, quad: __m512i) -> __m512 {
+        debug_assert!(scales.len() >= b + 4);
+        let s = _mm512_castps128_ps512(Self::load(scales.as_ptr().add(b), 0xF));
+        _mm512_mul_ps(_mm512_permutexvar_ps(quad, s), _mm512_set1_ps(0.5))
+    }
+}
+
+impl Wide for E4m3 {
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn load(at: *const E4m3, mask: u8) -> __m128 {
+        let v: [f32; 4] = std::array::from_fn(|i| match mask >> i & 1 {
+            1 => (*at.add(i)).widen(),
+            _ => 0.0,
+        });
+        _mm_loadu_ps(v.as_ptr())
+    }
+
+    /// Two 16-code groups a block: lane `L` takes group `2 · (L / 4) + (L % 4) / 2` of the
+    /// 8 (the lanes of [`super::lane_scale`]).
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn quad_lanes(scales: &[E4m3], b: usize, _: u32, _: __m512i) -> __m512 {
+        debug_assert!(scales.len() >= 2 * b + 8);
+        let v: [f32; 8] = std::array::from_fn(|i| scales[2 * b + i].widen() * 0.5);
+        let index = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+        _mm512_permutexvar_ps(index, _mm512_castps256_ps512(_mm256_loadu_ps(v.as_ptr())))
+    }
 }
 
 impl Wide for f32 {
@@ -528,15 +595,15 @@ mod avx512 {
     }
 
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(super) unsafe fn columns<const BITS: u32>(walk: super::Walk) {
+    pub(super) unsafe fn columns<const KIND: u32>(walk: super::Walk) {
         let ops = walk.0;
         let shift = super::group_shift(ops.format);
         let spread = &spread(shift);
-        super::with_affine_params!(ops, |scales, biases| super::each_row(
+        crate::vector::by_stored!(ops, g => super::each_row(
             walk,
-            (scales, biases),
+            (g.scales, g.biases),
             // SAFETY: this function's features are the kernel's.
-            |w, x, s| unsafe { row::<BITS, _>(w, x, s, (shift, spread)) }
+            |w, x, s| unsafe { row::<KIND, _>(w, x, s, (shift, spread)) }
         ))
     }
 
@@ -573,13 +640,13 @@ mod avx512 {
     /// arranged ([`Activations::arrange_wide`]).
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
-    unsafe fn row<const BITS: u32, P: Wide>(
+    unsafe fn row<const KIND: u32, P: Wide>(
         w: &[u8],
         x: Row,
         scales: &[P],
         (shift, spread): (u32, &Spread),
     ) -> f32 {
-        let step = BLOCK * BITS as usize / 8;
+        let step = block_bytes(KIND);
         let blocks = x.scales.len();
         debug_assert!(w.len() >= blocks * step && x.hi.len() >= blocks * BLOCK);
         let quads = blocks / 4;
@@ -591,47 +658,95 @@ mod avx512 {
         for b in (0..quads * 4).step_by(4) {
             let at = w.as_ptr().add(b * step);
             _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH) as *const i8);
-            let s = four_scales(scales, b, shift);
-            if BITS == 4 {
-                let v = _mm512_loadu_si512(at as *const __m512i);
-                let low = _mm512_set1_epi8(0x0F);
-                let q = [
-                    _mm512_and_si512(v, low),
-                    _mm512_and_si512(_mm512_srli_epi16::<4>(v), low),
-                ];
-                let xs =
-                    [x.quads_hi, x.quads_lo].map(|c| c.as_ptr().add(b * BLOCK) as *const __m512i);
+            if KIND == 4 || KIND == E2M1 {
                 let d = _mm512_loadu_ps(x.dup4.as_ptr().add(b * 4));
-                let c = _mm512_mul_ps(_mm512_permutexvar_ps(quad, s), d);
-                for (h, (acc, q)) in acc.iter_mut().zip(q).enumerate() {
-                    let p = dot512(q, xs.map(|x| _mm512_loadu_si512(x.add(h))));
-                    *acc = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), *acc);
-                }
-            } else {
-                for (h, acc) in acc.iter_mut().enumerate() {
-                    let q = pair_codes::<BITS>(at.add(2 * h * step));
-                    let xs = [x.hi, x.lo].map(|c| {
-                        _mm512_loadu_si512(c.as_ptr().add((b + 2 * h) * BLOCK) as *const __m512i)
-                    });
-                    let p = dot512(q, xs);
-                    let d = _mm512_loadu_ps(x.dup8.as_ptr().add((b + 2 * h) * 8));
-                    let c = _mm512_mul_ps(_mm512_permutexvar_ps(pairs[h], s), d);
-                    *acc = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), *acc);
-                }
+                let c = _mm512_mul_ps(P::quad_lanes(scales, b, shift, quad), d);
+                nibbles::<KIND>(at, &x, b, c, &mut acc);
+                continue;
+            }
+            let s = four_scales(scales, b, shift);
+            for (h, acc) in acc.iter_mut().enumerate() {
+                let q = pair_codes::<KIND>(at.add(2 * h * step));
+                let xs = [x.hi, x.lo].map(|c| {
+                    _mm512_loadu_si512(c.as_ptr().add((b + 2 * h) * BLOCK) as *const __m512i)
+                });
+                let p = dot512(q, xs);
+                let d = _mm512_loadu_ps(x.dup8.as_ptr().add((b + 2 * h) * 8));
+                let c = _mm512_mul_ps(_mm512_permutexvar_ps(pairs[h], s), d);
+                *acc = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), *acc);
             }
         }
-        let mut four = accumulators::<BITS>(acc);
+        let mut four = accumulators::<KIND>(acc);
         let block = |b: usize, acc: __m256| {
-            let q = block_codes::<BITS>(w.as_ptr().add(b * step));
+            let q = block_codes::<KIND>(w.as_ptr().add(b * step));
             let xs = [x.hi, x.lo]
                 .map(|c| _mm256_loadu_si256(c.as_ptr().add(b * BLOCK) as *const __m256i));
-            let hi = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, xs[0]);
-            let p = _mm256_dpbusd_epi32(_mm256_slli_epi32::<{ DIGIT_SHIFT as i32 }>(hi), q, xs[1]);
-            let c = _mm256_set1_ps(block_scale(scales, shift, &x, b));
+            let sums = x.lane_sums.as_ptr().add(b * LANES) as *const __m256i;
+            let p = super::vl::dot::<KIND>(q, xs, sums);
+            let c = lane_scales(scales, shift, &x, b);
             _mm256_fmadd_ps(c, _mm256_cvtepi32_ps(p), acc)
         };
         tail(blocks, &mut four, block);
         reduce(four)
+    }
+
+    /// 4 blocks of 4-bit codes (affine, or E2M1 as `2·v + 12`) from `at` (block `b`) into
+    /// the two accumulators, `c` their lanes' combined scales: a 64-byte load splits into low
+    /// nibbles (the blocks' first halves) and high ones (their second halves), as the
+    /// activations were arranged.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn nibbles<const KIND: u32>(
+        at: *const u8,
+        x: &Row,
+        b: usize,
+        c: __m512,
+        acc: &mut [__m512; 2],
+    ) {
+        let v = _mm512_loadu_si512(at as *const __m512i);
+        let low = _mm512_set1_epi8(0x0F);
+        let mut q = [
+            _mm512_and_si512(v, low),
+            _mm512_and_si512(_mm512_srli_epi16::<4>(v), low),
+        ];
+        if KIND == E2M1 {
+            let table = _mm512_broadcast_i32x4(_mm256_castsi256_si128(e2m1_table()));
+            q = q.map(|q| _mm512_shuffle_epi8(table, q));
+        }
+        let xs = [x.quads_hi, x.quads_lo].map(|c| c.as_ptr().add(b * BLOCK) as *const __m512i);
+        for (h, (acc, q)) in acc.iter_mut().zip(q).enumerate() {
+            let mut p = dot512(q, xs.map(|x| _mm512_loadu_si512(x.add(h))));
+            if KIND == E2M1 {
+                p = _mm512_sub_epi32(p, quad_offset(x, b, h));
+            }
+            *acc = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), *acc);
+        }
+    }
+
+    /// `12 · lane_sum` of the lanes half `h` of a 4-block nibble step holds: i32 lane `L` is
+    /// block `b + L / 4`'s int8 lane `4h + L % 4`.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn quad_offset(x: &Row, b: usize, h: usize) -> __m512i {
+        const INDEX: [[i32; 16]; 2] = [quad_lanes(0), quad_lanes(1)];
+        let at = x.lane_sums.as_ptr().add(b * LANES);
+        let (lo, hi) = (
+            _mm512_loadu_si512(at as *const __m512i),
+            _mm512_loadu_si512(at.add(16) as *const __m512i),
+        );
+        let s = _mm512_permutex2var_epi32(lo, index(&INDEX[h]), hi);
+        _mm512_add_epi32(_mm512_slli_epi32::<3>(s), _mm512_slli_epi32::<2>(s))
+    }
+
+    /// Where in 4 blocks' lane sums (`[block][8]`) i32 lane `L` of half `h` finds its own.
+    const fn quad_lanes(h: usize) -> [i32; 16] {
+        let mut t = [0i32; 16];
+        let mut l = 0;
+        while l < 16 {
+            t[l] = ((l / 4) * LANES + 4 * h + l % 4) as i32;
+            l += 1;
+        }
+        t
     }
 
     /// Two blocks' lanes: the high digits' `vpdpbusd`, shifted, then the low digits' added.
@@ -647,12 +762,12 @@ mod avx512 {
     /// the halves hold accumulators 0, 1 and 2, 3.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
-    unsafe fn accumulators<const BITS: u32>(acc: [__m512; 2]) -> [__m256; 4] {
+    unsafe fn accumulators<const KIND: u32>(acc: [__m512; 2]) -> [__m256; 4] {
         let half = |v: __m512, i: usize| match i {
             0 => _mm512_castps512_ps256(v),
             _ => _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v))),
         };
-        if BITS != 4 {
+        if KIND != 4 && KIND != E2M1 {
             return [
                 half(acc[0], 0),
                 half(acc[0], 1),
