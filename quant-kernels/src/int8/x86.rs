@@ -1,6 +1,6 @@
 //! x86-64 integer kernels: AVX2 (`vpmaddubsw` + `vpmaddwd`), AVX-VNNI (`vpdpbusd` on 256
-//! bits) and AVX-512 VNNI (`vpdpbusd` on 512 bits, two blocks at once, at 2, 4 and 8 bits; on
-//! 256 bits with AVX512VL for the other formats). Codes are unpacked in registers into unsigned
+//! bits) and AVX-512 VNNI (`vpdpbusd` on 512 bits, two blocks at once, at 2, 4 and 8 bits and
+//! for E2M1 codes; on 256 bits with AVX512VL for 3, 5 and 6 bits). Codes are unpacked in registers into unsigned
 //! bytes in the lane order of [`crate::layout`], which is the order the activations' codes are
 //! in: E2M1 codes as `2·v + 12` (0..=24), the offset taken back as `12 · lane_sum`.
 
