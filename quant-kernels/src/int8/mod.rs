@@ -35,8 +35,7 @@
 //! group is half a block: in the 4-bit lane order lanes {0, 1, 4, 5} hold the codes of the
 //! block's first group and {2, 3, 6, 7} its second's, so each lane takes its own group's scale
 //! ([`lane_scale`]). `mxfp8`'s E4M3 codes are no small integers: it has no integer path. Every
-//! x86-64 set covers every supported format (AVX-512 on 512 bits at 2, 4 and 8 bits and E2M1,
-//! on 256 bits with AVX512VL for 3, 5 and 6); the NEON sets the affine ones at 2, 4 and 8 bits
+//! x86-64 set covers every supported format; the NEON sets the affine ones at 2, 4 and 8 bits
 //! ([`covers`]). [`vectorized`] is what a caller asks before taking this path: elsewhere the
 //! portable kernel would run (exact, slow).
 
@@ -324,11 +323,6 @@ pub(crate) fn byte_aligned(format: Format) -> bool {
     format.mode == Mode::Affine && matches!(format.bits, 2 | 4 | 8)
 }
 
-/// The formats with 512-bit AVX-512 kernels: affine 2, 4 and 8 bits, `mxfp4` and `nvfp4`.
-pub(crate) fn wide(format: Format) -> bool {
-    byte_aligned(format) || fp4(format)
-}
-
 /// Whether the codes are E2M1 (`mxfp4`, `nvfp4`).
 pub(crate) fn fp4(format: Format) -> bool {
     matches!(format.mode, Mode::Mxfp4 | Mode::Nvfp4)
@@ -367,7 +361,7 @@ pub fn rows_with(set: Isa, ops: &Operands, out: &mut [f32]) {
         layout::permute(ops.x, ops.m, ops.k, ops.format.bits, x);
         let ops = Operands { x: &x[..], ..*ops };
         acts.quantize(&ops);
-        if set == Isa::Avx512Vnni && wide(ops.format) {
+        if set == Isa::Avx512Vnni {
             acts.arrange_wide(ops.format.bits);
         }
         let out = Out(out.as_mut_ptr());

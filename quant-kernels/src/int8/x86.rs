@@ -1,6 +1,6 @@
 //! x86-64 integer kernels: AVX2 (`vpmaddubsw` + `vpmaddwd`), AVX-VNNI (`vpdpbusd` on 256
-//! bits) and AVX-512 VNNI (`vpdpbusd` on 512 bits, two blocks at once, at 2, 4 and 8 bits and
-//! for E2M1 codes; on 256 bits with AVX512VL for 3, 5 and 6 bits). Codes are unpacked in registers into unsigned
+//! bits) and AVX-512 VNNI (`vpdpbusd` on 512 bits, two blocks at once; a row's last 1..3
+//! blocks on 256 bits with AVX512VL). Codes are unpacked in registers into unsigned
 //! bytes in the lane order of [`crate::layout`], which is the order the activations' codes are
 //! in: E2M1 codes as `2·v + 12` (0..=24), the offset taken back as `12 · lane_sum`.
 
@@ -108,13 +108,7 @@ pub(super) unsafe fn matmul(
     let walk = (ops, acts, cols, out);
     let kind = kind(ops.format);
     match set {
-        Isa::Avx512Vnni if super::wide(ops.format) => match kind {
-            2 => avx512::columns::<2>(walk),
-            4 => avx512::columns::<4>(walk),
-            E2M1 => avx512::columns::<E2M1>(walk),
-            _ => avx512::columns::<8>(walk),
-        },
-        Isa::Avx512Vnni => by_kind!(kind, vl::columns(walk)),
+        Isa::Avx512Vnni => by_kind!(kind, avx512::columns(walk)),
         Isa::AvxVnni => by_kind!(kind, vnni::columns(walk)),
         _ => by_kind!(kind, avx2::columns(walk)),
     }
@@ -421,13 +415,10 @@ mod vnni {
     }
 }
 
-/// The AVX-512 set's kernels for the formats without a 512-bit one: AVX-VNNI's on the EVEX
-/// `vpdpbusd` (AVX512VL).
+/// The AVX-512 set's last 1..3 blocks of a row: AVX-VNNI's `dot` on the EVEX `vpdpbusd`
+/// (AVX512VL).
 mod vl {
     use super::*;
-
-    row256!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", dot);
-    columns_with!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", row);
 
     /// As AVX-VNNI's `dot`.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
@@ -627,6 +618,11 @@ mod avx512 {
                 let v = _mm512_permutexvar_epi64(_mm512_set_epi64(1, 1, 1, 1, 0, 0, 0, 0), v);
                 let v = _mm512_srlv_epi64(v, _mm512_set_epi64(6, 4, 2, 0, 6, 4, 2, 0));
                 _mm512_and_si512(v, _mm512_set1_epi8(3))
+            }
+            // Each block's 256-bit unpacking, side by side.
+            3 | 5 | 6 => {
+                let first = _mm512_castsi256_si512(stream_codes::<BITS>(w));
+                _mm512_inserti64x4::<1>(first, stream_codes::<BITS>(w.add(block_bytes(BITS))))
             }
             _ => _mm512_loadu_si512(w as *const __m512i),
         }
