@@ -1,10 +1,10 @@
 //! The quality gate of `cpu_numerics:int8`: over 4,096 positions of natural prose, the
 //! integer path's next-token distributions against the exact path's on the same weights, on
-//! the SmolLM2 4-bit and 8-bit fixtures. Both must meet the gate (mean KLD at most 0.002 nats,
-//! top-1 agreement at least 98%), and the mean KLD may not grow past its published figure
-//! (docs/design/cpu-kernels.md) by more than 10%. Three measurements for the docs beside them
-//! (ignored here): the 4-bit weights against the bf16 model, bf16 compute against f32, and how
-//! far a one-ulp nudge of one weight moves each path.
+//! the SmolLM2 4-bit, 8-bit, mxfp4 and nvfp4 fixtures. Each must meet the gate (mean KLD at
+//! most 0.002 nats, top-1 agreement at least 98%), and the mean KLD may not grow past its
+//! published figure (docs/design/cpu-kernels.md) by more than 10%. Three measurements for the
+//! docs beside them (ignored here): the 4-bit weights against the bf16 model, bf16 compute
+//! against f32, and how far a one-ulp nudge of one weight moves each path.
 
 use backend::loader;
 use backend::weights::WeightMode;
@@ -17,9 +17,11 @@ const POSITIONS: usize = 4096;
 const GATE: (f64, f64) = (0.002, 0.98);
 
 /// The published figures: (fixture, mean KLD in nats).
-const PUBLISHED: [(&str, f64); 2] = [
+const PUBLISHED: [(&str, f64); 4] = [
     ("smollm2-135m-4bit", 0.0000030),
     ("smollm2-135m-8bit", 0.0000024),
+    ("smollm2-135m-mxfp4", 0.00000032),
+    ("smollm2-135m-nvfp4", 0.00000026),
 ];
 
 /// `candidate` against `reference` (both folders of fixtures) in their weight modes.

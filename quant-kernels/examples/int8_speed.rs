@@ -5,8 +5,10 @@
 //!   MLX_DISTRIBUTED_GEMM_THREADS=1 cargo run --release -p quant-kernels --example int8_speed
 //!   SHAPES=576x1536,2048x8192 ...   (k x n; the default is SmolLM2-135M's and a 1.6 B model's)
 //!   ROWS=128 ...   (rows of x: a prefill's, where the f32 side takes the dequantized panels)
+//!   FORMATS=4,mxfp4 ...   (affine bits at group 64, or float modes; the default: all that
+//!   the integer path takes)
 
-use quant_kernels::{int8, Format, FormatError, Operands, Params};
+use quant_kernels::{int8, Format, FormatError, Mode, Operands, Params};
 use std::time::Instant;
 
 const DEFAULT: [(usize, usize); 5] = [
@@ -53,19 +55,58 @@ fn time(ops: &Operands, reps: usize) -> (f64, f64) {
     (f32_best, int8_best)
 }
 
+/// The formats measured: `FORMATS=4,8,mxfp4` picks some (affine bits, or a float mode's
+/// name); the default is every format the integer path takes.
+fn formats() -> Result<Vec<Format>, FormatError> {
+    let given = std::env::var("FORMATS").unwrap_or("2,3,4,5,6,8,mxfp4,nvfp4".into());
+    let format = |name: &str| match (Mode::parse(name), name.parse::<u32>()) {
+        (Some(mode), _) => mode.float_format().ok_or(FormatError {
+            mode,
+            bits: 0,
+            group: 0,
+        }),
+        (None, Ok(bits)) => Format::new(bits, 64),
+        (None, Err(_)) => Format::new(0, 64),
+    };
+    given.split(',').map(format).collect()
+}
+
+/// Scales (bf16 bits, or the float modes' bytes) of `groups` groups, and the affine biases.
+struct Params16 {
+    halves: Vec<u16>,
+    bytes: Vec<u8>,
+}
+
+impl Params16 {
+    fn new(groups: usize) -> Params16 {
+        let scale = |i: usize| half::bf16::from_f32(0.01 + (i % 7) as f32 * 1e-3).to_bits();
+        Params16 {
+            halves: (0..groups).map(scale).collect(),
+            bytes: (0..groups).map(|i| 0x30 + (i % 7) as u8).collect(),
+        }
+    }
+
+    fn of(&self, mode: Mode) -> (Params<'_>, Option<Params<'_>>) {
+        match mode {
+            Mode::Mxfp4 | Mode::Mxfp8 => (Params::E8m0(&self.bytes), None),
+            Mode::Nvfp4 => (Params::E4m3(&self.bytes), None),
+            Mode::Affine => (Params::Bf16(&self.halves), Some(Params::Bf16(&self.halves))),
+        }
+    }
+}
+
 fn main() -> Result<(), FormatError> {
-    for bits in [4u32, 8] {
+    let m: usize = std::env::var("ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    for format in formats()? {
         for (k, n) in shapes() {
-            let format = Format::new(bits, 64)?;
             let w: Vec<u8> = (0..n * format.row_bytes(k))
                 .map(|i| ((i * 2_654_435_761) >> 13) as u8)
                 .collect();
-            let scale = |i: usize| half::bf16::from_f32(0.01 + (i % 7) as f32 * 1e-3).to_bits();
-            let s: Vec<u16> = (0..n * k / 64).map(scale).collect();
-            let m: usize = std::env::var("ROWS")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(1);
+            let params = Params16::new(n * k / format.group);
+            let (scales, biases) = params.of(format.mode);
             let x: Vec<f32> = (0..m * k)
                 .map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0)
                 .collect();
@@ -74,15 +115,20 @@ fn main() -> Result<(), FormatError> {
                 m,
                 k,
                 w: &w,
-                scales: Params::Bf16(&s),
-                biases: Some(Params::Bf16(&s)),
+                scales,
+                biases,
                 n,
                 format,
             };
             let (f, i) = time(&ops, (400_000_000 / (m * n * k)).max(10));
-            let gb = (w.len() + s.len() * 4) as f64 / 1e9;
+            let per_group = if biases.is_some() { 4 } else { 1 };
+            let gb = (w.len() + scales.len() * per_group) as f64 / 1e9;
+            let name = match format.mode {
+                Mode::Affine => format!("{}-bit", format.bits),
+                mode => mode.name().to_string(),
+            };
             println!(
-                "{bits}-bit k={k} n={n}: f32 {:.1} us ({:.1} GB/s), int8 [{}] {:.1} us ({:.1} GB/s): {:.2}x",
+                "{name} k={k} n={n}: f32 {:.1} us ({:.1} GB/s), int8 [{}] {:.1} us ({:.1} GB/s): {:.2}x",
                 f * 1e6,
                 gb / f,
                 int8::isa().name(),

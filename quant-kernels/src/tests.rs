@@ -432,7 +432,8 @@ mod blas {
 fn parts_sharing_x_equal_their_products_alone() {
     shared_pool();
     for numerics in [Numerics::Exact, Numerics::Int8] {
-        for format in [affine(4, 64), affine(8, 32), affine(3, 64)] {
+        let nvfp4 = Mode::Nvfp4.float_format().expect("a float mode");
+        for format in [affine(4, 64), affine(8, 32), affine(3, 64), nvfp4] {
             let format = format.with_numerics(numerics);
             for m in [1, 3, 20] {
                 let cases = [37, 8, 130].map(|n| Case::new(format, m, n, 11 + n as u64));

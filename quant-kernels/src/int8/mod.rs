@@ -29,9 +29,15 @@
 //! The sets: AVX-512 VNNI, AVX-VNNI and AVX2 (x86-64), `sdot` and plain NEON (aarch64), and
 //! the portable kernel.
 //!
-//! Formats: the affine ones at 2, 4 and 8 bits have vector kernels; the others run the portable
-//! kernel here (exact, slow), which is why [`vectorized`] is what a caller asks before taking
-//! this path.
+//! Formats ([`supported`]): the affine ones at every bit width, and `mxfp4` and `nvfp4`. Twice
+//! an E2M1 value is an integer in -12..=12, so their lanes are exact integer sums of `2·v` times
+//! the digits, and the block's combined scale is halved (`0.5 · s_w · u`, exact). An `nvfp4`
+//! group is half a block: in the 4-bit lane order lanes {0, 1, 4, 5} hold the codes of the
+//! block's first group and {2, 3, 6, 7} its second's, so each lane takes its own group's scale
+//! ([`lane_scale`]). `mxfp8`'s E4M3 codes are no small integers: it has no integer path. Every
+//! x86-64 set covers every supported format; the NEON sets the affine ones at 2, 4 and 8 bits
+//! ([`covers`]). [`vectorized`] is what a caller asks before taking this path: elsewhere the
+//! portable kernel would run (exact, slow).
 
 use super::layout::{self, STEP};
 use super::{bias_term, group_sums, Format, Mode, Operands, Out, Stored};
@@ -293,11 +299,42 @@ pub fn isa() -> Isa {
     })
 }
 
-/// Whether `format` has a vector integer kernel here (the others are better off on the f32
+/// Whether `format` has vector integer kernels here (the others are better off on the f32
 /// kernels).
 pub fn vectorized(format: Format) -> bool {
-    format.mode == Mode::Affine && matches!(format.bits, 2 | 4 | 8) && isa() != Isa::Scalar
+    isa() != Isa::Scalar && covers(isa(), format)
 }
+
+/// Whether the integer path takes `format` at all: affine, `mxfp4` or `nvfp4` (E2M1 codes).
+pub fn supported(format: Format) -> bool {
+    format.mode == Mode::Affine || fp4(format)
+}
+
+/// Whether `set` has a kernel for `format` (the portable one takes every supported format).
+pub fn covers(set: Isa, format: Format) -> bool {
+    match set {
+        Isa::NeonDot | Isa::Neon => byte_aligned(format),
+        _ => supported(format),
+    }
+}
+
+/// Affine at 2, 4 or 8 bits: the formats with NEON kernels.
+pub(crate) fn byte_aligned(format: Format) -> bool {
+    format.mode == Mode::Affine && matches!(format.bits, 2 | 4 | 8)
+}
+
+/// Whether the codes are E2M1 (`mxfp4`, `nvfp4`).
+pub(crate) fn fp4(format: Format) -> bool {
+    matches!(format.mode, Mode::Mxfp4 | Mode::Nvfp4)
+}
+
+/// Twice the E2M1 value of each code: the integers the E2M1 kernels multiply.
+pub(crate) const E2M1_TWICE: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+
+/// What [`E2M1_TWICE`] is shifted by to be unsigned (0..=24) for the unsigned-times-signed
+/// instructions, and taken back as `12 · lane_sum`.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) const E2M1_OFFSET: i32 = 12;
 
 thread_local! {
     /// The caller's x in lane order and its int8 rows, kept between products.
@@ -336,8 +373,8 @@ pub fn rows_many_with(set: Isa, parts: &[Operands], outs: &mut [&mut [f32]]) {
         );
     }
     assert!(
-        first.format.mode == Mode::Affine,
-        "the integer path is affine"
+        supported(first.format),
+        "the integer path is affine, mxfp4 or nvfp4"
     );
     assert!(Isa::available().contains(&set), "{set:?} runs on this CPU");
     WORK.with_borrow_mut(|(x, acts)| {
@@ -371,13 +408,15 @@ unsafe fn columns(
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512Vnni | Isa::AvxVnni | Isa::Avx2 => x86::matmul(set, ops, acts, cols, out),
         #[cfg(target_arch = "aarch64")]
-        Isa::NeonDot | Isa::Neon => neon::matmul(set, ops, acts, cols, out),
+        Isa::NeonDot | Isa::Neon if covers(set, ops.format) => {
+            neon::matmul(set, ops, acts, cols, out)
+        }
         _ => scalar::matmul(ops, acts, cols, out),
     }
 }
 
 /// Each weight row of `cols` against each row of x: `row(w, x, scales)` (a set's kernel, the
-/// part without biases), then the bias part.
+/// part without biases), then the bias part (none for the float modes: `biases` is empty).
 #[inline(always)]
 pub(crate) fn each_row<P: Stored>(
     (ops, acts, cols, out): (&Operands, &Activations, std::ops::Range<usize>, Out),
@@ -386,33 +425,61 @@ pub(crate) fn each_row<P: Stored>(
 ) {
     let groups = ops.k / ops.format.group;
     let rows: Vec<(Row, &[f32])> = (0..ops.m)
-        .map(|m| (acts.row(m), &acts.sums[m * groups..(m + 1) * groups]))
+        .map(|m| {
+            let sums = acts.sums.get(m * groups..(m + 1) * groups);
+            (acts.row(m), sums.unwrap_or_default())
+        })
         .collect();
     let ahead = crate::rows_ahead(ops.format.row_bytes(ops.k));
     for n in cols {
         let w = ops.w_row(n);
-        let (s, b) = (
-            &scales[n * groups..(n + 1) * groups],
-            &biases[n * groups..(n + 1) * groups],
-        );
+        let s = &scales[n * groups..(n + 1) * groups];
+        let b = biases.get(n * groups..(n + 1) * groups);
         crate::prefetch_params([scales, biases], n + ahead, groups);
         for (m, &(x, sums)) in rows.iter().enumerate() {
-            let v = row(w, x, s) + bias_term(b, sums);
+            // One call of `row`, so that it inlines here.
+            let v = row(w, x, s);
+            let v = match b {
+                Some(b) => v + bias_term(b, sums),
+                None => v,
+            };
             // SAFETY: the caller was given an output of `m * n` values.
             unsafe { out.write(m, n, ops.n, v) };
         }
     }
 }
 
-/// The combined scale of block `b`: its weight group's scale times the block's own.
+/// The combined scale of block `b` (affine, or one group per block): its weight group's scale
+/// times the block's own.
 #[inline(always)]
+#[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
 pub(crate) fn block_scale<P: Stored>(scales: &[P], group_shift: u32, x: &Row, b: usize) -> f32 {
-    scales[b >> group_shift].widen() * x.scales[b]
+    lane_scale(scales, group_shift, x, b, 0)
 }
 
-/// `log2(group / BLOCK)`: block `b` is in group `b >> shift`.
+/// The combined scale of lane `l` of block `b`: its weight group's scale (halved for E2M1
+/// codes, which enter as twice their value) times the block's unit. `nvfp4`'s lanes
+/// {0, 1, 4, 5} take the block's first 16-code group, {2, 3, 6, 7} its second.
+#[inline(always)]
+pub(crate) fn lane_scale<P: Stored>(
+    scales: &[P],
+    group_shift: u32,
+    x: &Row,
+    b: usize,
+    l: usize,
+) -> f32 {
+    let s = match P::PER_STEP {
+        2 => scales[2 * b + ((l >> 1) & 1)].widen(),
+        _ => scales[b >> group_shift].widen(),
+    };
+    let s = if P::FLOAT { s * 0.5 } else { s };
+    s * x.scales[b]
+}
+
+/// `log2(group / BLOCK)`: block `b` is in group `b >> shift` (0 for `nvfp4`'s half blocks,
+/// which [`lane_scale`] takes apart).
 pub(crate) fn group_shift(format: Format) -> u32 {
-    (format.group / BLOCK).trailing_zeros()
+    (format.group / BLOCK).max(1).trailing_zeros()
 }
 
 /// The four accumulators' lanes added, then summed pairwise: the order every set ends with.
@@ -426,6 +493,7 @@ pub(crate) fn reduce(acc: [[f32; LANES]; ACCUMULATORS]) -> f32 {
 
 /// `$body` with `$s` and `$b` the operands' affine scales and biases as their stored dtype
 /// (f32, `Bf16` or `F16`; both widened to f32 first where they differ).
+#[cfg_attr(not(target_arch = "aarch64"), allow(unused_macros))]
 macro_rules! with_affine_params {
     ($ops:expr, |$s:ident, $b:ident| $body:expr) => {{
         use $crate::Params;
@@ -453,6 +521,7 @@ macro_rules! with_affine_params {
         }
     }};
 }
+#[cfg(target_arch = "aarch64")]
 pub(crate) use with_affine_params;
 
 #[cfg(test)]

@@ -1,11 +1,10 @@
 //! The portable integer kernel: the reference every vector set equals bit for bit, and what
 //! runs where a format has no vector kernel.
 
-use super::{block_scale, digits, each_row, group_shift, reduce, with_affine_params};
-use super::{Activations, Row};
-use super::{ACCUMULATORS, BLOCK, LANES, PER_LANE};
-use crate::layout;
-use crate::{code, Operands, Out, Stored};
+use super::{digits, each_row, fp4, group_shift, lane_scale, reduce, Activations, Row};
+use super::{ACCUMULATORS, BLOCK, E2M1_TWICE, LANES, PER_LANE};
+use crate::vector::by_stored;
+use crate::{code, layout, Operands, Out, Stored};
 
 /// Columns `cols` of `out[m, n]`, in the module's order.
 ///
@@ -19,27 +18,46 @@ pub(super) unsafe fn matmul(
 ) {
     let (bits, shift) = (ops.format.bits, group_shift(ops.format));
     let order = layout::order(bits);
-    with_affine_params!(ops, |scales, biases| each_row(
+    let kind = Codes {
+        bits,
+        e2m1: fp4(ops.format),
+        order: &order,
+    };
+    by_stored!(ops, g => each_row(
         (ops, acts, cols, out),
-        (scales, biases),
-        |w, x, s| row(w, x, s, (bits, shift, &order))
+        (g.scales, g.biases),
+        |w, x, s| row(w, x, s, (shift, kind))
     ))
 }
 
+/// How a row's codes read: bits per code, whether they are E2M1 values, the lane order.
+#[derive(Clone, Copy)]
+struct Codes<'a> {
+    bits: u32,
+    e2m1: bool,
+    order: &'a [usize],
+}
+
+impl Codes<'_> {
+    /// Code `i` of packed row `w` as the integer the kernels multiply (`2·v` for E2M1).
+    fn int(&self, w: &[u8], i: usize) -> i32 {
+        let q = code(w, i, self.bits);
+        match self.e2m1 {
+            true => i32::from(E2M1_TWICE[q as usize]),
+            false => q as i32,
+        }
+    }
+}
+
 /// One weight row (packed) against one int8 row of x, without the bias part.
-fn row<P: Stored>(
-    w: &[u8],
-    x: Row,
-    scales: &[P],
-    (bits, shift, order): (u32, u32, &[usize]),
-) -> f32 {
+fn row<P: Stored>(w: &[u8], x: Row, scales: &[P], (shift, kind): (u32, Codes)) -> f32 {
     let mut acc = [[0f32; LANES]; ACCUMULATORS];
     for b in 0..x.scales.len() {
-        let at = |codes: &[i8]| lane_sums(w, &codes[b * BLOCK..], b, (bits, order));
+        let at = |codes: &[i8]| lane_sums(w, &codes[b * BLOCK..], b, kind);
         let (hi, lo) = (at(x.hi), at(x.lo));
         let lanes: [i32; LANES] = std::array::from_fn(|l| digits(hi[l], lo[l]));
-        let c = block_scale(scales, shift, &x, b);
-        for (a, p) in acc[b % ACCUMULATORS].iter_mut().zip(lanes) {
+        for (l, (a, p)) in acc[b % ACCUMULATORS].iter_mut().zip(lanes).enumerate() {
+            let c = lane_scale(scales, shift, &x, b, l);
             *a = c.mul_add(p as f32, *a);
         }
     }
@@ -47,10 +65,10 @@ fn row<P: Stored>(
 }
 
 /// Block `b`'s lanes for one digit: each the exact sum of 4 code-times-digit products.
-fn lane_sums(w: &[u8], x: &[i8], b: usize, (bits, order): (u32, &[usize])) -> [i32; LANES] {
+fn lane_sums(w: &[u8], x: &[i8], b: usize, kind: Codes) -> [i32; LANES] {
     std::array::from_fn(|l| {
         (l * PER_LANE..(l + 1) * PER_LANE)
-            .map(|i| code(w, b * BLOCK + order[i], bits) as i32 * i32::from(x[i]))
+            .map(|i| kind.int(w, b * BLOCK + kind.order[i]) * i32::from(x[i]))
             .sum()
     })
 }
@@ -59,27 +77,28 @@ fn lane_sums(w: &[u8], x: &[i8], b: usize, (bits, order): (u32, &[usize])) -> [i
 /// (`u · (128 · hi + lo)`) times the weight (`s·q + b`), the bias part on the exact group sums
 /// of x as the kernels take it. What tests measure the kernels' float steps against.
 pub fn reference(ops: &Operands, acts: &Activations) -> Vec<f64> {
-    let (bits, group) = (ops.format.bits, ops.format.group);
+    let (bits, group, mode) = (ops.format.bits, ops.format.group, ops.format.mode);
     let order = layout::order(bits);
     let groups = ops.k / group;
     let mut out = vec![0f64; ops.m * ops.n];
-    with_affine_params!(ops, |scales, biases| {
-        for n in 0..ops.n {
-            let w = ops.w_row(n);
-            for m in 0..ops.m {
-                let x = acts.row(m);
-                let weights = (0..ops.k).map(|i| {
-                    let (b, k) = (i / BLOCK, (i / BLOCK) * BLOCK + order[i % BLOCK]);
-                    let s = scales[n * groups + k / group].widen() as f64;
-                    let v = f64::from(digits(i32::from(x.hi[i]), i32::from(x.lo[i])));
-                    x.scales[b] as f64 * v * s * code(w, k, bits) as f64
-                });
-                let bias = (0..groups).map(|g| {
-                    biases[n * groups + g].widen() as f64 * acts.sums[m * groups + g] as f64
-                });
-                out[m * ops.n + n] = weights.sum::<f64>() + bias.sum::<f64>();
-            }
+    for n in 0..ops.n {
+        let w = ops.w_row(n);
+        for m in 0..ops.m {
+            let x = acts.row(m);
+            let weights = (0..ops.k).map(|i| {
+                let (b, k) = (i / BLOCK, (i / BLOCK) * BLOCK + order[i % BLOCK]);
+                let s = ops.scales.get(n * groups + k / group) as f64;
+                let v = f64::from(digits(i32::from(x.hi[i]), i32::from(x.lo[i])));
+                let q = mode.code_value(code(w, k, bits), bits) as f64;
+                x.scales[b] as f64 * v * s * q
+            });
+            let bias = |b: crate::Params| -> f64 {
+                let sum =
+                    |g: usize| b.get(n * groups + g) as f64 * acts.sums[m * groups + g] as f64;
+                (0..groups).map(sum).sum()
+            };
+            out[m * ops.n + n] = weights.sum::<f64>() + ops.biases.map_or(0.0, bias);
         }
-    });
+    }
     out
 }

@@ -1,11 +1,11 @@
 use super::*;
 use crate::tests::{shared_pool, Rng};
-use crate::{Format, Params, BITS, GROUPS};
+use crate::{Format, Mode, Params, BITS, GROUPS};
 
-/// Random operands of an affine format: K three groups, seven at group 32 (whole runs of 4
-/// blocks and a tail of 1..3 for every group size),
-/// the scales and biases in `dtype` ("f32", "bf16" or "f16"); the weight's first bytes count up,
-/// so that every code value occurs.
+/// Random operands: K three groups, seven blocks at groups of 16 and 32 (whole runs of 4
+/// blocks and a tail of 1..3 for every group size), or `blocks` blocks; the scales and biases
+/// in `dtype` ("f32", "bf16" or "f16"; "e8m0" or "e4m3" scale bytes and no biases for the
+/// float modes); the weight's first bytes count up, so that every code value occurs.
 struct Case {
     x: Vec<f32>,
     w: Vec<u8>,
@@ -20,8 +20,22 @@ struct Case {
 
 impl Case {
     fn new(format: Format, (m, n): (usize, usize), dtype: &'static str, seed: u64) -> Case {
+        let blocks = match format.group {
+            16 | 32 => 7,
+            g => 3 * g / BLOCK,
+        };
+        Case::with_blocks(format, (m, n), dtype, seed, blocks)
+    }
+
+    fn with_blocks(
+        format: Format,
+        (m, n): (usize, usize),
+        dtype: &'static str,
+        seed: u64,
+        blocks: usize,
+    ) -> Case {
         let mut rng = Rng(seed);
-        let k = format.group * if format.group == 32 { 7 } else { 3 };
+        let k = blocks * BLOCK;
         let groups = n * k / format.group;
         let mut w: Vec<u8> = (0..n * format.row_bytes(k))
             .map(|_| rng.next() as u8)
@@ -35,6 +49,10 @@ impl Case {
             match dtype {
                 "bf16" => u32::from(half::bf16::from_f32(v).to_bits()),
                 "f16" => u32::from(half::f16::from_f32(v).to_bits()),
+                // 2^-7 ..= 2^3
+                "e8m0" => 120 + (v.to_bits() % 11),
+                // Either sign, 2^-6 .. 2^6
+                "e4m3" => 0x08 + (v.to_bits() % 0x60) + (v.to_bits() >> 31 << 7),
                 _ => v.to_bits(),
             }
         };
@@ -62,12 +80,15 @@ impl Case {
     fn with_ops<R>(&self, f: impl FnOnce(&Operands) -> R) -> R {
         let halves = |v: &[u32]| v.iter().map(|&b| b as u16).collect::<Vec<u16>>();
         let floats = |v: &[u32]| v.iter().map(|&b| f32::from_bits(b)).collect::<Vec<f32>>();
+        let bytes = self.scales.iter().map(|&b| b as u8).collect::<Vec<u8>>();
         let (sh, bh) = (halves(&self.scales), halves(&self.biases));
         let (sf, bf) = (floats(&self.scales), floats(&self.biases));
         let (scales, biases) = match self.dtype {
-            "bf16" => (Params::Bf16(&sh), Params::Bf16(&bh)),
-            "f16" => (Params::F16(&sh), Params::F16(&bh)),
-            _ => (Params::F32(&sf), Params::F32(&bf)),
+            "bf16" => (Params::Bf16(&sh), Some(Params::Bf16(&bh))),
+            "f16" => (Params::F16(&sh), Some(Params::F16(&bh))),
+            "e8m0" => (Params::E8m0(&bytes), None),
+            "e4m3" => (Params::E4m3(&bytes), None),
+            _ => (Params::F32(&sf), Some(Params::F32(&bf))),
         };
         f(&Operands {
             x: &self.x,
@@ -75,7 +96,7 @@ impl Case {
             k: self.k,
             w: &self.w,
             scales,
-            biases: Some(biases),
+            biases,
             n: self.n,
             format: self.format,
         })
@@ -94,6 +115,29 @@ fn affine(bits: u32, group: usize) -> Format {
 
 fn dtypes() -> [&'static str; 3] {
     ["f32", "bf16", "f16"]
+}
+
+/// Every format the integer path takes, with each dtype its scales come in.
+fn formats() -> Vec<(Format, &'static str)> {
+    let mut all = Vec::new();
+    for bits in BITS {
+        for group in GROUPS {
+            all.extend(dtypes().map(|d| (affine(bits, group), d)));
+        }
+    }
+    for (mode, dtype) in [(Mode::Mxfp4, "e8m0"), (Mode::Nvfp4, "e4m3")] {
+        all.push((mode.float_format().expect("a float mode"), dtype));
+    }
+    all
+}
+
+/// Block counts for a format's tests: its default (7 at groups of 16 and 32), and at groups
+/// of 16 and 32 the other tails (1 and 2 blocks past whole runs of 4) and a single block.
+fn block_counts(format: Format) -> Vec<usize> {
+    match format.group {
+        16 | 32 => vec![7, 9, 6, 1],
+        g => vec![3 * g / BLOCK],
+    }
 }
 
 /// Every set this CPU lacks, said once per test run rather than passed over in silence.
@@ -116,23 +160,21 @@ fn say_missing_sets() {
 #[test]
 fn the_portable_kernel_does_the_stated_arithmetic() {
     shared_pool();
-    for bits in BITS {
-        for group in GROUPS {
-            let case = Case::new(affine(bits, group), (3, 7), "f32", u64::from(bits));
+    for (format, dtype) in formats() {
+        for rows in [1, 3, 17] {
+            let seed = u64::from(format.bits) + rows as u64;
+            let case = Case::new(format, (rows, 7), dtype, seed);
             let ours = case.product(Isa::Scalar);
             case.with_ops(|ops| {
                 let mut x = Vec::new();
-                layout::permute(ops.x, ops.m, ops.k, bits, &mut x);
+                layout::permute(ops.x, ops.m, ops.k, format.bits, &mut x);
                 let lane_ops = Operands { x: &x, ..*ops };
                 let mut acts = Activations::default();
                 acts.quantize(&lane_ops);
                 let exact = reference(&lane_ops, &acts);
                 for (i, (o, e)) in ours.iter().zip(&exact).enumerate() {
                     let err = (*o as f64 - e).abs() / e.abs().max(1.0);
-                    assert!(
-                        err < 1e-5,
-                        "{bits} bits, group {group}, output {i}: {o} vs {e}"
-                    );
+                    assert!(err < 1e-5, "{format:?}, {dtype}, output {i}: {o} vs {e}");
                 }
             });
         }
@@ -142,37 +184,39 @@ fn the_portable_kernel_does_the_stated_arithmetic() {
 #[test]
 fn the_integer_product_is_within_the_rounding_of_x() {
     shared_pool();
-    for bits in BITS {
-        for group in GROUPS {
-            let case = Case::new(affine(bits, group), (3, 9), "f32", 11);
-            let ours = case.product(Isa::Scalar);
-            let exact = case.with_ops(crate::reference);
-            // Each value of x is off by at most half its block's unit (max|x| / 127 / 256),
-            // plus the rounding of x · 127 / max|x| (2^-24 of up to 127 units of 128): the
-            // output by at most Σ |w| times that, plus f32 rounding.
-            case.with_ops(|ops| {
-                for i in 0..ops.m * ops.n {
-                    let (m, n) = (i / ops.n, i % ops.n);
-                    let x = &ops.x[m * ops.k..(m + 1) * ops.k];
-                    let bound: f64 = (0..ops.k)
-                        .map(|k| {
-                            let block = &x[k / BLOCK * BLOCK..(k / BLOCK + 1) * BLOCK];
-                            let amax = block.iter().fold(0f32, |a, v| a.max(v.abs()));
-                            let g = (n * ops.k + k) / group;
-                            let q = crate::code(ops.w_row(n), k, bits) as f64;
-                            let b = ops.biases.map_or(0.0, |b| b.get(g) as f64);
-                            let w = ops.scales.get(g) as f64 * q + b;
-                            w.abs() * amax as f64 * (1.0 / 256.0 + 128.0 / 16_777_216.0) / 127.0
-                        })
-                        .sum();
-                    let err = (ours[i] as f64 - exact[i]).abs();
-                    assert!(
-                        err <= bound * 1.001 + 1e-5,
-                        "{bits} bits, group {group}, output {i}: {err} > {bound}"
-                    );
-                }
-            });
-        }
+    for (format, dtype) in formats()
+        .into_iter()
+        .filter(|f| f.1 == "f32" || f.1.starts_with('e'))
+    {
+        let case = Case::new(format, (3, 9), dtype, 11);
+        let ours = case.product(Isa::Scalar);
+        let exact = case.with_ops(crate::reference);
+        // Each value of x is off by at most half its block's unit (max|x| / 127 / 256),
+        // plus the rounding of x · 127 / max|x| (2^-24 of up to 127 units of 128): the
+        // output by at most Σ |w| times that, plus f32 rounding.
+        case.with_ops(|ops| {
+            for i in 0..ops.m * ops.n {
+                let (m, n) = (i / ops.n, i % ops.n);
+                let x = &ops.x[m * ops.k..(m + 1) * ops.k];
+                let bound: f64 = (0..ops.k)
+                    .map(|k| {
+                        let block = &x[k / BLOCK * BLOCK..(k / BLOCK + 1) * BLOCK];
+                        let amax = block.iter().fold(0f32, |a, v| a.max(v.abs()));
+                        let g = (n * ops.k + k) / format.group;
+                        let q = crate::code(ops.w_row(n), k, format.bits);
+                        let q = format.mode.code_value(q, format.bits) as f64;
+                        let b = ops.biases.map_or(0.0, |b| b.get(g) as f64);
+                        let w = ops.scales.get(g) as f64 * q + b;
+                        w.abs() * amax as f64 * (1.0 / 256.0 + 128.0 / 16_777_216.0) / 127.0
+                    })
+                    .sum();
+                let err = (ours[i] as f64 - exact[i]).abs();
+                assert!(
+                    err <= bound * 1.001 + 1e-5,
+                    "{format:?}, output {i}: {err} > {bound}"
+                );
+            }
+        });
     }
 }
 
@@ -181,14 +225,21 @@ fn every_set_equals_the_portable_kernel_bit_for_bit() {
     shared_pool();
     say_missing_sets();
     for set in Isa::available() {
-        for bits in [2, 4, 8] {
-            for group in GROUPS {
-                for dtype in dtypes() {
-                    let case = Case::new(affine(bits, group), (5, 11), dtype, 3 + u64::from(bits));
+        if !covers(set, affine(3, 32)) {
+            println!(
+                "int8: {} runs only the affine formats at 2, 4 and 8 bits",
+                set.name()
+            );
+        }
+        for (format, dtype) in formats().into_iter().filter(|f| covers(set, f.0)) {
+            for blocks in block_counts(format) {
+                for rows in [1, 3, 17] {
+                    let seed = 3 + u64::from(format.bits) + blocks as u64;
+                    let case = Case::with_blocks(format, (rows, 11), dtype, seed, blocks);
                     let (fast, portable) = (case.product(set), case.product(Isa::Scalar));
                     assert_eq!(
                         fast, portable,
-                        "{set:?}, {bits} bits, group {group}, {dtype}"
+                        "{set:?}, {format:?}, {dtype}, {blocks} blocks, {rows} rows"
                     );
                 }
             }
@@ -199,21 +250,29 @@ fn every_set_equals_the_portable_kernel_bit_for_bit() {
 #[test]
 fn a_rows_result_does_not_depend_on_its_batch() {
     shared_pool();
+    let nvfp4 = Mode::Nvfp4.float_format().expect("a float mode");
+    let cases = [
+        (affine(4, 32), "bf16"),
+        (affine(5, 64), "f16"),
+        (nvfp4, "e4m3"),
+    ];
     for set in Isa::available() {
-        let batch = Case::new(affine(4, 32), (6, 13), "bf16", 5);
-        let together = batch.product(set);
-        for m in 0..batch.m {
-            let alone = Case {
-                x: batch.x[m * batch.k..(m + 1) * batch.k].to_vec(),
-                m: 1,
-                ..Case::new(affine(4, 32), (6, 13), "bf16", 5)
-            };
-            let one = alone.product(set);
-            assert_eq!(
-                one[..],
-                together[m * batch.n..(m + 1) * batch.n],
-                "{set:?} row {m}"
-            );
+        for (format, dtype) in cases {
+            let batch = Case::new(format, (6, 13), dtype, 5);
+            let together = batch.product(set);
+            for m in 0..batch.m {
+                let alone = Case {
+                    x: batch.x[m * batch.k..(m + 1) * batch.k].to_vec(),
+                    m: 1,
+                    ..Case::new(format, (6, 13), dtype, 5)
+                };
+                let one = alone.product(set);
+                assert_eq!(
+                    one[..],
+                    together[m * batch.n..(m + 1) * batch.n],
+                    "{set:?} {format:?} row {m}"
+                );
+            }
         }
     }
 }

@@ -1,15 +1,17 @@
 //! x86-64 integer kernels: AVX2 (`vpmaddubsw` + `vpmaddwd`), AVX-VNNI (`vpdpbusd` on 256
-//! bits) and AVX-512 VNNI (`vpdpbusd` on 512 bits, two blocks at once). Codes are unpacked
-//! in registers into unsigned bytes in the lane order of [`crate::layout`], which is the order
-//! the activations' codes are in.
+//! bits) and AVX-512 VNNI (`vpdpbusd` on 512 bits, two blocks at once; a row's last 1..3
+//! blocks on 256 bits with AVX512VL). Codes are unpacked in registers into unsigned
+//! bytes in the lane order of [`crate::layout`], which is the order the activations' codes are
+//! in: E2M1 codes as `2·v + 12` (0..=24), the offset taken back as `12 · lane_sum`.
 
 use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
-use super::{block_scale, each_row, group_shift, with_affine_params, Activations, Isa, Row};
-use super::{Digits, BLOCK, DIGIT_SHIFT, LANES};
+use super::{each_row, group_shift, lane_scale};
+use super::{Activations, Digits, Isa, Row, BLOCK, DIGIT_SHIFT, E2M1_OFFSET, E2M1_TWICE, LANES};
+use crate::float::{E4m3, E8m0};
 use crate::x86::sum_lanes;
-use crate::{Bf16, Operands, Out, Stored, F16};
+use crate::{Bf16, Format, Operands, Out, Stored, F16};
 
 /// How far ahead of the block being multiplied the kernels ask for weight bytes: short rows
 /// read side by side outrun the hardware prefetchers. 16-32 KiB read DRAM about 8% faster
@@ -95,7 +97,7 @@ unsafe fn store_bytes(q: [__m256i; 4], dst: &mut [i8]) {
 /// Columns `cols` of `out[m, n]` with `set`.
 ///
 /// # Safety
-/// The CPU has `set`; the format is affine at 2, 4 or 8 bits; as `int8::columns`.
+/// The CPU has `set`; the integer path supports the format; as `int8::columns`.
 pub(super) unsafe fn matmul(
     set: Isa,
     ops: &Operands,
@@ -104,24 +106,48 @@ pub(super) unsafe fn matmul(
     out: Out,
 ) {
     let walk = (ops, acts, cols, out);
+    let kind = kind(ops.format);
     match set {
-        Isa::Avx512Vnni => by_bits!(ops.format.bits, avx512::columns(walk)),
-        Isa::AvxVnni => by_bits!(ops.format.bits, vnni::columns(walk)),
-        _ => by_bits!(ops.format.bits, avx2::columns(walk)),
+        Isa::Avx512Vnni => by_kind!(kind, avx512::columns(walk)),
+        Isa::AvxVnni => by_kind!(kind, vnni::columns(walk)),
+        _ => by_kind!(kind, avx2::columns(walk)),
     }
 }
 
-/// `f::<BITS>(args)` for the vector formats' bit widths.
-macro_rules! by_bits {
-    ($bits:expr, $m:ident::$f:ident($($arg:expr),*)) => {
-        match $bits {
+/// The kernels' name for a format's codes: the bit width (affine), or [`E2M1`].
+fn kind(format: Format) -> u32 {
+    match super::fp4(format) {
+        true => E2M1,
+        false => format.bits,
+    }
+}
+
+/// The [`kind`] of E2M1 codes (`mxfp4`, `nvfp4`: 4 bits each).
+const E2M1: u32 = 1;
+
+/// Packed bytes of one block of codes of `kind`.
+const fn block_bytes(kind: u32) -> usize {
+    match kind {
+        E2M1 => BLOCK / 2,
+        bits => BLOCK * bits as usize / 8,
+    }
+}
+
+/// `f::<KIND>(args)` for every [`kind`].
+macro_rules! by_kind {
+    ($kind:expr, $m:ident::$f:ident($($arg:expr),*)) => {
+        match $kind {
+            E2M1 => $m::$f::<E2M1>($($arg),*),
             2 => $m::$f::<2>($($arg),*),
+            3 => $m::$f::<3>($($arg),*),
             4 => $m::$f::<4>($($arg),*),
+            5 => $m::$f::<5>($($arg),*),
+            6 => $m::$f::<6>($($arg),*),
             _ => $m::$f::<8>($($arg),*),
         }
     };
 }
-use by_bits;
+use by_kind;
 
 type Walk<'a> = (
     &'a Operands<'a>,
@@ -133,17 +159,22 @@ type Walk<'a> = (
 /// One block's 32 codes as unsigned bytes, in lane order.
 ///
 /// # Safety
-/// AVX2; `w` points to the block's `4 * BITS` packed bytes.
+/// AVX2; `w` points to the block's [`block_bytes`] packed bytes.
 #[inline(always)]
-unsafe fn block_codes<const BITS: u32>(w: *const u8) -> __m256i {
-    match BITS {
+unsafe fn block_codes<const KIND: u32>(w: *const u8) -> __m256i {
+    match KIND {
         // Low nibbles (even codes) then high nibbles (odd codes).
-        4 => {
+        4 | E2M1 => {
             let v = _mm_loadu_si128(w as *const __m128i);
             let low = _mm_set1_epi8(0x0F);
             let hi = _mm_and_si128(_mm_srli_epi16::<4>(v), low);
-            _mm256_set_m128i(hi, _mm_and_si128(v, low))
+            let q = _mm256_set_m128i(hi, _mm_and_si128(v, low));
+            match KIND {
+                E2M1 => _mm256_shuffle_epi8(e2m1_table(), q),
+                _ => q,
+            }
         }
+        3 | 5 | 6 => stream_codes::<KIND>(w),
         // Quarter v of the register takes the v-th code of each of the 8 bytes.
         2 => {
             let v = _mm256_set1_epi64x((w as *const i64).read_unaligned());
@@ -154,19 +185,125 @@ unsafe fn block_codes<const BITS: u32>(w: *const u8) -> __m256i {
     }
 }
 
+/// `2·v + 12` of each E2M1 code `v` (0..=24), in both 128-bit halves for `vpshufb`.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn e2m1_table() -> __m256i {
+    let t: [i8; 16] = std::array::from_fn(|c| E2M1_TWICE[c] + E2M1_OFFSET as i8);
+    _mm256_broadcastsi128_si256(_mm_loadu_si128(t.as_ptr() as *const __m128i))
+}
+
+/// `12 · lane_sum`, what the E2M1 codes' offset added to a block's lanes.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn e2m1_offset(sums: *const __m256i) -> __m256i {
+    let s = _mm256_loadu_si256(sums);
+    _mm256_add_epi32(_mm256_slli_epi32::<3>(s), _mm256_slli_epi32::<2>(s))
+}
+
+/// Where the second 128-bit half of a 3-, 5- or 6-bit block is loaded from (the first from
+/// byte 0): 16 bytes that end within the block and hold lanes 4..8's codes.
+const fn stream_base(bits: u32) -> usize {
+    (4 * bits as usize).saturating_sub(16)
+}
+
+/// `vpshufb` indices that gather into i32 lane `l` the 4 bytes from the one holding bit
+/// `4·l·bits` (lane `l`'s codes 4l..4l+4, in order) of the half loaded for it; past the
+/// half's 16 bytes, zeros (their bits are past the lane's codes).
+const fn stream_index(bits: u32) -> [i8; 32] {
+    let mut t = [0i8; 32];
+    let mut i = 0;
+    while i < 32 {
+        let (l, j) = (i / 4, i % 4);
+        let base = if l < 4 { 0 } else { stream_base(bits) };
+        let at = l * 4 * bits as usize / 8 - base + j;
+        t[i] = if at < 16 { at as i8 } else { -128 };
+        i += 1;
+    }
+    t
+}
+
+/// Right shifts that bring lane `l`'s first code to bit 0 after [`stream_index`].
+const fn stream_shift(bits: u32) -> [i32; 8] {
+    let mut t = [0i32; 8];
+    let mut l = 0;
+    while l < 8 {
+        t[l] = (l * 4 * bits as usize % 8) as i32;
+        l += 1;
+    }
+    t
+}
+
+/// A block of 3-, 5- or 6-bit codes (MLX's little-endian stream) as bytes in order: each i32
+/// lane gathers the bytes of its 4 codes, shifts them to bit 0, and spreads them one a byte.
+///
+/// # Safety
+/// AVX2; `w` points to the block's `4 * BITS` packed bytes.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn stream_codes<const BITS: u32>(w: *const u8) -> __m256i {
+    const I3: [i8; 32] = stream_index(3);
+    const I5: [i8; 32] = stream_index(5);
+    const I6: [i8; 32] = stream_index(6);
+    const S3: [i32; 8] = stream_shift(3);
+    const S5: [i32; 8] = stream_shift(5);
+    const S6: [i32; 8] = stream_shift(6);
+    let (index, shift) = match BITS {
+        3 => (&I3, &S3),
+        5 => (&I5, &S5),
+        _ => (&I6, &S6),
+    };
+    let raw = match BITS {
+        // 12 bytes: both halves hold them all.
+        3 => {
+            let v = _mm_loadl_epi64(w as *const __m128i);
+            let v = _mm_insert_epi32::<2>(v, (w.add(8) as *const i32).read_unaligned());
+            _mm256_broadcastsi128_si256(v)
+        }
+        _ => _mm256_loadu2_m128i(
+            w.add(stream_base(BITS)) as *const __m128i,
+            w as *const __m128i,
+        ),
+    };
+    let v = _mm256_shuffle_epi8(raw, _mm256_loadu_si256(index.as_ptr() as *const __m256i));
+    let v = _mm256_srlv_epi32(v, _mm256_loadu_si256(shift.as_ptr() as *const __m256i));
+    let mask = (1i32 << BITS) - 1;
+    let code = |j: i32| {
+        let moved = _mm256_sll_epi32(v, _mm_cvtsi32_si128(j * (8 - BITS as i32)));
+        _mm256_and_si256(moved, _mm256_set1_epi32(mask << (8 * j)))
+    };
+    let pair = |a: i32, b: i32| _mm256_or_si256(code(a), code(b));
+    _mm256_or_si256(pair(0, 1), pair(2, 3))
+}
+
+/// Block `b`'s combined scales, lane by lane as [`lane_scale`] gives them: one for the block,
+/// or (`nvfp4`) its first group's in lanes 0, 1, 4, 5 and its second's in 2, 3, 6, 7.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn lane_scales<P: Stored>(scales: &[P], shift: u32, x: &Row, b: usize) -> __m256 {
+    let first = _mm256_set1_ps(lane_scale(scales, shift, x, b, 0));
+    match P::PER_STEP {
+        2 => _mm256_blend_ps::<0b1100_1100>(
+            first,
+            _mm256_set1_ps(lane_scale(scales, shift, x, b, 2)),
+        ),
+        _ => first,
+    }
+}
+
 /// The walk over a call's columns and rows with `row` as the set's kernel, generic over the
 /// stored dtype of the scales.
 macro_rules! columns_with {
     ($features:literal, $row:ident) => {
         #[target_feature(enable = $features)]
-        pub(super) unsafe fn columns<const BITS: u32>(walk: super::Walk) {
+        pub(super) unsafe fn columns<const KIND: u32>(walk: super::Walk) {
             let ops = walk.0;
             let shift = super::group_shift(ops.format);
-            super::with_affine_params!(ops, |scales, biases| super::each_row(
+            crate::vector::by_stored!(ops, g => super::each_row(
                 walk,
-                (scales, biases),
+                (g.scales, g.biases),
                 // SAFETY: this function's features are the kernel's.
-                |w, x, s| unsafe { $row::<BITS, _>(w, x, s, shift) }
+                |w, x, s| unsafe { $row::<KIND, _>(w, x, s, shift) }
             ))
         }
     };
@@ -181,25 +318,25 @@ macro_rules! row256 {
         /// The set's features; `w` holds the packed codes of `x.scales.len()` blocks.
         #[target_feature(enable = $features)]
         #[inline]
-        unsafe fn row<const BITS: u32, P: Stored>(
+        unsafe fn row<const KIND: u32, P: Stored>(
             w: &[u8],
             x: Row,
             scales: &[P],
             shift: u32,
         ) -> f32 {
-            let step = BLOCK * BITS as usize / 8;
+            let step = block_bytes(KIND);
             let blocks = x.scales.len();
             debug_assert!(w.len() >= blocks * step && x.hi.len() >= blocks * BLOCK);
             // Block `b` into accumulator `b % 4`, indices fixed so that they stay in registers.
             let block = |b: usize, acc: __m256| {
                 let at = w.as_ptr().add(b * step);
                 _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH) as *const i8);
-                let q = block_codes::<BITS>(at);
+                let q = block_codes::<KIND>(at);
                 let xs = [x.hi, x.lo]
                     .map(|c| _mm256_loadu_si256(c.as_ptr().add(b * BLOCK) as *const __m256i));
                 let sums = x.lane_sums.as_ptr().add(b * LANES) as *const __m256i;
-                let p = $dot::<BITS>(q, xs, sums);
-                let c = _mm256_set1_ps(block_scale(scales, shift, &x, b));
+                let p = $dot::<KIND>(q, xs, sums);
+                let c = lane_scales(scales, shift, &x, b);
                 _mm256_fmadd_ps(c, _mm256_cvtepi32_ps(p), acc)
             };
             let mut acc = [_mm256_setzero_ps(); 4];
@@ -229,9 +366,13 @@ mod avx2 {
     /// magnitude times sign-moved x, and `128 · Σx` per lane added back (all exact).
     #[target_feature(enable = "avx2,fma")]
     #[inline]
-    unsafe fn dot<const BITS: u32>(q: __m256i, x: [__m256i; 2], sums: *const __m256i) -> __m256i {
+    unsafe fn dot<const KIND: u32>(q: __m256i, x: [__m256i; 2], sums: *const __m256i) -> __m256i {
         let ones = _mm256_set1_epi16(1);
-        match BITS {
+        match KIND {
+            E2M1 => {
+                let p = x.map(|x| _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), ones));
+                _mm256_sub_epi32(digits(p), e2m1_offset(sums))
+            }
             8 => {
                 let c = _mm256_xor_si256(q, _mm256_set1_epi8(-128));
                 let magnitude = _mm256_abs_epi8(c);
@@ -264,9 +405,35 @@ mod vnni {
     /// lane), the high digit's shifted before the low one's are added.
     #[target_feature(enable = "avx2,fma,avxvnni")]
     #[inline]
-    unsafe fn dot<const BITS: u32>(q: __m256i, x: [__m256i; 2], _: *const __m256i) -> __m256i {
+    unsafe fn dot<const KIND: u32>(q: __m256i, x: [__m256i; 2], sums: *const __m256i) -> __m256i {
         let hi = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), q, x[0]);
-        _mm256_dpbusd_avx_epi32(_mm256_slli_epi32::<{ DIGIT_SHIFT as i32 }>(hi), q, x[1])
+        let p = _mm256_dpbusd_avx_epi32(_mm256_slli_epi32::<{ DIGIT_SHIFT as i32 }>(hi), q, x[1]);
+        match KIND {
+            E2M1 => _mm256_sub_epi32(p, e2m1_offset(sums)),
+            _ => p,
+        }
+    }
+}
+
+/// The AVX-512 set's last 1..3 blocks of a row: AVX-VNNI's `dot` on the EVEX `vpdpbusd`
+/// (AVX512VL).
+mod vl {
+    use super::*;
+
+    /// As AVX-VNNI's `dot`.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    pub(super) unsafe fn dot<const KIND: u32>(
+        q: __m256i,
+        x: [__m256i; 2],
+        sums: *const __m256i,
+    ) -> __m256i {
+        let hi = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, x[0]);
+        let p = _mm256_dpbusd_epi32(_mm256_slli_epi32::<{ DIGIT_SHIFT as i32 }>(hi), q, x[1]);
+        match KIND {
+            E2M1 => _mm256_sub_epi32(p, e2m1_offset(sums)),
+            _ => p,
+        }
     }
 }
 
@@ -277,6 +444,67 @@ pub(super) trait Wide: Stored {
     /// # Safety
     /// AVX-512 F/BW/VL; the masked values are readable.
     unsafe fn load(at: *const Self, mask: u8) -> __m128;
+
+    /// The weight scales of the 16 lanes of a 4-bit step of 4 blocks from block `b` (lane `L`
+    /// in block `b + L / 4`; `quad` says which of the loaded scales), halved for E2M1 codes.
+    ///
+    /// # Safety
+    /// AVX-512 F/BW/VL; the 4 blocks' scales are in `scales`.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn quad_lanes(scales: &[Self], b: usize, shift: u32, quad: __m512i) -> __m512 {
+        let (g, count) = (b >> shift, (4usize >> shift).max(1));
+        debug_assert!(scales.len() >= g + count);
+        let s = Self::load(scales.as_ptr().add(g), (1u8 << count) - 1);
+        _mm512_permutexvar_ps(quad, _mm512_castps128_ps512(s))
+    }
+}
+
+impl Wide for E8m0 {
+    /// `2^(byte - 127)`, byte 0 as 2^-127 ([`crate::float::e8m0`]).
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn load(at: *const E8m0, mask: u8) -> __m128 {
+        let bytes = _mm_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask as u16, at as *const i8));
+        let v = _mm_slli_epi32::<23>(bytes);
+        let zero = _mm_cmpeq_epi32_mask(bytes, _mm_setzero_si128());
+        _mm_castsi128_ps(_mm_mask_mov_epi32(
+            v,
+            zero & mask,
+            _mm_set1_epi32(0x0040_0000),
+        ))
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn quad_lanes(scales: &[E8m0], b: usize, _: u32, quad: __m512i) -> __m512 {
+        debug_assert!(scales.len() >= b + 4);
+        let s = _mm512_castps128_ps512(Self::load(scales.as_ptr().add(b), 0xF));
+        _mm512_mul_ps(_mm512_permutexvar_ps(quad, s), _mm512_set1_ps(0.5))
+    }
+}
+
+impl Wide for E4m3 {
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn load(at: *const E4m3, mask: u8) -> __m128 {
+        let v: [f32; 4] = std::array::from_fn(|i| match mask >> i & 1 {
+            1 => (*at.add(i)).widen(),
+            _ => 0.0,
+        });
+        _mm_loadu_ps(v.as_ptr())
+    }
+
+    /// Two 16-code groups a block: lane `L` takes group `2 · (L / 4) + (L % 4) / 2` of the
+    /// 8 (the lanes of [`super::lane_scale`]).
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn quad_lanes(scales: &[E4m3], b: usize, _: u32, _: __m512i) -> __m512 {
+        debug_assert!(scales.len() >= 2 * b + 8);
+        let v: [f32; 8] = std::array::from_fn(|i| scales[2 * b + i].widen() * 0.5);
+        let index = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+        _mm512_permutexvar_ps(index, _mm512_castps256_ps512(_mm256_loadu_ps(v.as_ptr())))
+    }
 }
 
 impl Wide for f32 {
@@ -334,36 +562,39 @@ mod avx512 {
 
     /// Which weight scale (of the up to 4 loaded) each of the 16 lanes takes, per group
     /// size (`shift`): `quad` the 4-bit layout (lane `L` in block `L / 4`), `pairs` the
-    /// others' (blocks `L / 8` and `2 + L / 8`).
-    #[derive(Clone, Copy)]
+    /// others' (blocks `L / 8` and `2 + L / 8`). Plain arrays, loaded where they are used: a
+    /// register-typed local here was stored to the stack with an aligned move the frame was not
+    /// aligned for (a segfault in release builds).
     struct Spread {
-        quad: __m512i,
-        pairs: [__m512i; 2],
+        quad: [i32; 16],
+        pairs: [[i32; 16]; 2],
     }
 
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    #[inline]
-    unsafe fn spread(shift: u32) -> Spread {
-        let index = |block: &dyn Fn(i32) -> i32| {
-            let v: [i32; 16] = std::array::from_fn(|l| block(l as i32) >> shift);
-            _mm512_loadu_si512(v.as_ptr() as *const __m512i)
-        };
+    fn spread(shift: u32) -> Spread {
+        let index = |block: &dyn Fn(i32) -> i32| std::array::from_fn(|l| block(l as i32) >> shift);
         Spread {
             quad: index(&|l| l / 4),
             pairs: [index(&|l| l / 8), index(&|l| 2 + l / 8)],
         }
     }
 
+    /// A [`Spread`] index as a register.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    pub(super) unsafe fn columns<const BITS: u32>(walk: super::Walk) {
+    #[inline]
+    unsafe fn index(v: &[i32; 16]) -> __m512i {
+        _mm512_loadu_si512(v.as_ptr() as *const __m512i)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(super) unsafe fn columns<const KIND: u32>(walk: super::Walk) {
         let ops = walk.0;
         let shift = super::group_shift(ops.format);
-        let spread = spread(shift);
-        super::with_affine_params!(ops, |scales, biases| super::each_row(
+        let spread = &spread(shift);
+        crate::vector::by_stored!(ops, g => super::each_row(
             walk,
-            (scales, biases),
+            (g.scales, g.biases),
             // SAFETY: this function's features are the kernel's.
-            |w, x, s| unsafe { row::<BITS, _>(w, x, s, (shift, spread)) }
+            |w, x, s| unsafe { row::<KIND, _>(w, x, s, (shift, spread)) }
         ))
     }
 
@@ -388,6 +619,11 @@ mod avx512 {
                 let v = _mm512_srlv_epi64(v, _mm512_set_epi64(6, 4, 2, 0, 6, 4, 2, 0));
                 _mm512_and_si512(v, _mm512_set1_epi8(3))
             }
+            // Each block's 256-bit unpacking, side by side.
+            3 | 5 | 6 => {
+                let first = _mm512_castsi256_si512(stream_codes::<BITS>(w));
+                _mm512_inserti64x4::<1>(first, stream_codes::<BITS>(w.add(block_bytes(BITS))))
+            }
             _ => _mm512_loadu_si512(w as *const __m512i),
         }
     }
@@ -400,61 +636,113 @@ mod avx512 {
     /// arranged ([`Activations::arrange_wide`]).
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
-    unsafe fn row<const BITS: u32, P: Wide>(
+    unsafe fn row<const KIND: u32, P: Wide>(
         w: &[u8],
         x: Row,
         scales: &[P],
-        (shift, spread): (u32, Spread),
+        (shift, spread): (u32, &Spread),
     ) -> f32 {
-        let step = BLOCK * BITS as usize / 8;
+        let step = block_bytes(KIND);
         let blocks = x.scales.len();
         debug_assert!(w.len() >= blocks * step && x.hi.len() >= blocks * BLOCK);
         let quads = blocks / 4;
+        let (quad, pairs) = (
+            index(&spread.quad),
+            spread.pairs.each_ref().map(|p| index(p)),
+        );
         let mut acc = [_mm512_setzero_ps(); 2];
         for b in (0..quads * 4).step_by(4) {
             let at = w.as_ptr().add(b * step);
             _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH) as *const i8);
-            let s = four_scales(scales, b, shift);
-            if BITS == 4 {
-                let v = _mm512_loadu_si512(at as *const __m512i);
-                let low = _mm512_set1_epi8(0x0F);
-                let q = [
-                    _mm512_and_si512(v, low),
-                    _mm512_and_si512(_mm512_srli_epi16::<4>(v), low),
-                ];
-                let xs =
-                    [x.quads_hi, x.quads_lo].map(|c| c.as_ptr().add(b * BLOCK) as *const __m512i);
+            if KIND == 4 || KIND == E2M1 {
                 let d = _mm512_loadu_ps(x.dup4.as_ptr().add(b * 4));
-                let c = _mm512_mul_ps(_mm512_permutexvar_ps(spread.quad, s), d);
-                for (h, (acc, q)) in acc.iter_mut().zip(q).enumerate() {
-                    let p = dot512(q, xs.map(|x| _mm512_loadu_si512(x.add(h))));
-                    *acc = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), *acc);
-                }
-            } else {
-                for (h, acc) in acc.iter_mut().enumerate() {
-                    let q = pair_codes::<BITS>(at.add(2 * h * step));
-                    let xs = [x.hi, x.lo].map(|c| {
-                        _mm512_loadu_si512(c.as_ptr().add((b + 2 * h) * BLOCK) as *const __m512i)
-                    });
-                    let p = dot512(q, xs);
-                    let d = _mm512_loadu_ps(x.dup8.as_ptr().add((b + 2 * h) * 8));
-                    let c = _mm512_mul_ps(_mm512_permutexvar_ps(spread.pairs[h], s), d);
-                    *acc = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), *acc);
-                }
+                let c = _mm512_mul_ps(P::quad_lanes(scales, b, shift, quad), d);
+                nibbles::<KIND>(at, &x, b, c, &mut acc);
+                continue;
+            }
+            let s = four_scales(scales, b, shift);
+            for (h, acc) in acc.iter_mut().enumerate() {
+                let q = pair_codes::<KIND>(at.add(2 * h * step));
+                let xs = [x.hi, x.lo].map(|c| {
+                    _mm512_loadu_si512(c.as_ptr().add((b + 2 * h) * BLOCK) as *const __m512i)
+                });
+                let p = dot512(q, xs);
+                let d = _mm512_loadu_ps(x.dup8.as_ptr().add((b + 2 * h) * 8));
+                let c = _mm512_mul_ps(_mm512_permutexvar_ps(pairs[h], s), d);
+                *acc = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), *acc);
             }
         }
-        let mut four = accumulators::<BITS>(acc);
+        let mut four = accumulators::<KIND>(acc);
         let block = |b: usize, acc: __m256| {
-            let q = block_codes::<BITS>(w.as_ptr().add(b * step));
+            let q = block_codes::<KIND>(w.as_ptr().add(b * step));
             let xs = [x.hi, x.lo]
                 .map(|c| _mm256_loadu_si256(c.as_ptr().add(b * BLOCK) as *const __m256i));
-            let hi = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, xs[0]);
-            let p = _mm256_dpbusd_epi32(_mm256_slli_epi32::<{ DIGIT_SHIFT as i32 }>(hi), q, xs[1]);
-            let c = _mm256_set1_ps(block_scale(scales, shift, &x, b));
+            let sums = x.lane_sums.as_ptr().add(b * LANES) as *const __m256i;
+            let p = super::vl::dot::<KIND>(q, xs, sums);
+            let c = lane_scales(scales, shift, &x, b);
             _mm256_fmadd_ps(c, _mm256_cvtepi32_ps(p), acc)
         };
         tail(blocks, &mut four, block);
         reduce(four)
+    }
+
+    /// 4 blocks of 4-bit codes (affine, or E2M1 as `2·v + 12`) from `at` (block `b`) into
+    /// the two accumulators, `c` their lanes' combined scales: a 64-byte load splits into low
+    /// nibbles (the blocks' first halves) and high ones (their second halves), as the
+    /// activations were arranged.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn nibbles<const KIND: u32>(
+        at: *const u8,
+        x: &Row,
+        b: usize,
+        c: __m512,
+        acc: &mut [__m512; 2],
+    ) {
+        let v = _mm512_loadu_si512(at as *const __m512i);
+        let low = _mm512_set1_epi8(0x0F);
+        let mut q = [
+            _mm512_and_si512(v, low),
+            _mm512_and_si512(_mm512_srli_epi16::<4>(v), low),
+        ];
+        if KIND == E2M1 {
+            let table = _mm512_broadcast_i32x4(_mm256_castsi256_si128(e2m1_table()));
+            q = q.map(|q| _mm512_shuffle_epi8(table, q));
+        }
+        let xs = [x.quads_hi, x.quads_lo].map(|c| c.as_ptr().add(b * BLOCK) as *const __m512i);
+        for (h, (acc, q)) in acc.iter_mut().zip(q).enumerate() {
+            let mut p = dot512(q, xs.map(|x| _mm512_loadu_si512(x.add(h))));
+            if KIND == E2M1 {
+                p = _mm512_sub_epi32(p, quad_offset(x, b, h));
+            }
+            *acc = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), *acc);
+        }
+    }
+
+    /// `12 · lane_sum` of the lanes half `h` of a 4-block nibble step holds: i32 lane `L` is
+    /// block `b + L / 4`'s int8 lane `4h + L % 4`.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn quad_offset(x: &Row, b: usize, h: usize) -> __m512i {
+        const INDEX: [[i32; 16]; 2] = [quad_lanes(0), quad_lanes(1)];
+        let at = x.lane_sums.as_ptr().add(b * LANES);
+        let (lo, hi) = (
+            _mm512_loadu_si512(at as *const __m512i),
+            _mm512_loadu_si512(at.add(16) as *const __m512i),
+        );
+        let s = _mm512_permutex2var_epi32(lo, index(&INDEX[h]), hi);
+        _mm512_add_epi32(_mm512_slli_epi32::<3>(s), _mm512_slli_epi32::<2>(s))
+    }
+
+    /// Where in 4 blocks' lane sums (`[block][8]`) i32 lane `L` of half `h` finds its own.
+    const fn quad_lanes(h: usize) -> [i32; 16] {
+        let mut t = [0i32; 16];
+        let mut l = 0;
+        while l < 16 {
+            t[l] = ((l / 4) * LANES + 4 * h + l % 4) as i32;
+            l += 1;
+        }
+        t
     }
 
     /// Two blocks' lanes: the high digits' `vpdpbusd`, shifted, then the low digits' added.
@@ -470,12 +758,12 @@ mod avx512 {
     /// the halves hold accumulators 0, 1 and 2, 3.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
-    unsafe fn accumulators<const BITS: u32>(acc: [__m512; 2]) -> [__m256; 4] {
+    unsafe fn accumulators<const KIND: u32>(acc: [__m512; 2]) -> [__m256; 4] {
         let half = |v: __m512, i: usize| match i {
             0 => _mm512_castps512_ps256(v),
             _ => _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v))),
         };
-        if BITS != 4 {
+        if KIND != 4 && KIND != E2M1 {
             return [
                 half(acc[0], 0),
                 half(acc[0], 1),
