@@ -7,6 +7,8 @@
 //!   cargo run --release -p quant-kernels --example int8_layer
 //!   LAYERS=12 DIMS=3072,768,8192 (hidden, k/v, MLP) ROUNDS=10 EXACT=1 ...
 
+mod common;
+
 use quant_kernels::{int8, Format, Operands, Params};
 use std::time::Instant;
 
@@ -68,27 +70,6 @@ impl Packed {
     }
 }
 
-/// Two threads each summing half of every array of codes, as words.
-fn plain_read(layers: &[Vec<Packed>]) -> u64 {
-    let all: Vec<&[u8]> = layers.iter().flatten().map(|p| &p.w[..]).collect();
-    std::thread::scope(|scope| {
-        let halves: Vec<_> = (0..2)
-            .map(|h| {
-                let all = &all;
-                scope.spawn(move || {
-                    all.iter().fold(0u64, |acc, m| {
-                        let half = &m[h * m.len() / 2..(h + 1) * m.len() / 2];
-                        half.chunks_exact(8).fold(acc, |a, b| {
-                            a.wrapping_add(u64::from_le_bytes(b.try_into().unwrap_or_default()))
-                        })
-                    })
-                })
-            })
-            .collect();
-        halves.into_iter().map(|h| h.join().unwrap_or(0)).sum()
-    })
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let format = Format::new(var("BITS", 4) as u32, 64)?;
     let dims: Vec<usize> = std::env::var("DIMS")
@@ -124,7 +105,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let kernels = if exact { "f32" } else { int8::isa().name() };
     for round in 0..var("ROUNDS", 10) {
         let t = Instant::now();
-        std::hint::black_box(plain_read(&layers));
+        std::hint::black_box(common::plain_read(
+            &layers
+                .iter()
+                .flatten()
+                .map(|p| &p.w[..])
+                .collect::<Vec<_>>(),
+        ));
         let codes: usize = layers.iter().flatten().map(|p| p.w.len()).sum();
         let plain = codes as f64 / t.elapsed().as_secs_f64() / 1e9;
         let t = Instant::now();

@@ -7,6 +7,8 @@
 //!   cargo run --release -p quant-kernels --example int8_stream
 //!   SHAPE=3072x8192 COPIES=48 BITS=4 ...
 
+mod common;
+
 use quant_kernels::{int8, Format, FormatError, Operands, Params};
 use std::time::Instant;
 
@@ -15,25 +17,6 @@ fn var(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// Two threads each summing half of every matrix, as words.
-fn plain_read(w: &[Vec<u8>]) -> u64 {
-    std::thread::scope(|scope| {
-        let halves: Vec<_> = (0..2)
-            .map(|h| {
-                scope.spawn(move || {
-                    w.iter().fold(0u64, |acc, m| {
-                        let half = &m[h * m.len() / 2..(h + 1) * m.len() / 2];
-                        half.chunks_exact(8).fold(acc, |a, b| {
-                            a.wrapping_add(u64::from_le_bytes(b.try_into().unwrap_or_default()))
-                        })
-                    })
-                })
-            })
-            .collect();
-        halves.into_iter().map(|h| h.join().unwrap_or(0)).sum()
-    })
 }
 
 /// The whole 2 MiB spans of `v` moved onto huge pages, as the backend does with weights.
@@ -86,7 +69,9 @@ fn main() -> Result<(), FormatError> {
     let bytes = (copies * (sets[0][0].len() + s.len() * 4)) as f64;
     for round in 0..6 {
         let t = Instant::now();
-        std::hint::black_box(plain_read(&sets[0]));
+        std::hint::black_box(common::plain_read(
+            &sets[0].iter().map(|m| &m[..]).collect::<Vec<_>>(),
+        ));
         let gb = (copies * sets[0][0].len()) as f64 / t.elapsed().as_secs_f64() / 1e9;
         println!("round {round} plain read: {gb:.1} GB/s");
         for (pages, w) in ["small", "huge"].iter().zip(&sets) {

@@ -429,13 +429,13 @@ pub fn matmul(ops: &Operands, out: &mut [f32]) {
 /// ready (put in lane order, quantized) once, and every part's columns are shared out over
 /// the helper threads as one product: one wait for them instead of one per part.
 pub fn matmul_many(parts: &[Operands], outs: &mut [&mut [f32]]) {
-    check_parts(parts, outs);
     let Some(first) = parts.first() else {
         return;
     };
     if first.format.runs_int8() {
-        return int8::rows_many(parts, outs);
+        return int8::rows_many(parts, outs); // which checks the parts
     }
+    check_parts(parts, outs);
     if first.m > PANEL_ROWS {
         for (ops, out) in parts.iter().zip(outs) {
             panels::matmul(ops, out);
@@ -446,7 +446,7 @@ pub fn matmul_many(parts: &[Operands], outs: &mut [&mut [f32]]) {
 }
 
 /// The parts of a [`matmul_many`]: one x, one format, fitting scales, room for each output.
-fn check_parts(parts: &[Operands], outs: &[&mut [f32]]) {
+pub(crate) fn check_parts(parts: &[Operands], outs: &[&mut [f32]]) {
     assert_eq!(parts.len(), outs.len(), "an output per part");
     for (ops, out) in parts.iter().zip(outs) {
         assert!(out.len() >= ops.m * ops.n, "the output holds m * n floats");

@@ -363,15 +363,7 @@ pub fn rows_many_with(set: Isa, parts: &[Operands], outs: &mut [&mut [f32]]) {
     let Some(first) = parts.first() else {
         return;
     };
-    for (ops, out) in parts.iter().zip(outs.iter()) {
-        assert!(out.len() >= ops.m * ops.n, "the output holds m * n floats");
-        assert!(ops.params_fit(), "the scales and biases are the format's");
-        assert!(
-            std::ptr::eq(ops.x, first.x)
-                && (ops.m, ops.k, ops.format) == (first.m, first.k, first.format),
-            "the parts share x and the format"
-        );
-    }
+    crate::check_parts(parts, outs);
     assert!(
         supported(first.format),
         "the integer path is affine, mxfp4 or nvfp4"
