@@ -161,7 +161,7 @@ unsafe fn e4m3(q: uint32x4_t) -> float32x4_t {
 /// # Safety
 /// The step's `4 * BITS` bytes are readable (nothing past them is read).
 #[inline(always)]
-unsafe fn codes<const BITS: u32>(at: *const u8) -> [uint32x4_t; REGS] {
+pub(crate) unsafe fn codes<const BITS: u32>(at: *const u8) -> [uint32x4_t; REGS] {
     match BITS {
         8 => {
             let (a, b) = (vld1q_u8(at), vld1q_u8(at.add(16)));

@@ -35,8 +35,7 @@
 //! group is half a block: in the 4-bit lane order lanes {0, 1, 4, 5} hold the codes of the
 //! block's first group and {2, 3, 6, 7} its second's, so each lane takes its own group's scale
 //! ([`lane_scale`]). `mxfp8`'s E4M3 codes are no small integers: it has no integer path. Every
-//! x86-64 set covers every supported format; the NEON sets the affine ones at 2, 4 and 8 bits
-//! ([`covers`]). [`vectorized`] is what a caller asks before taking this path: elsewhere the
+//! set covers every supported format ([`covers`]). [`vectorized`] is what a caller asks before taking this path: elsewhere the
 //! portable kernel would run (exact, slow).
 
 use super::layout::{self, STEP};
@@ -310,23 +309,50 @@ pub fn supported(format: Format) -> bool {
     format.mode == Mode::Affine || fp4(format)
 }
 
-/// Whether `set` has a kernel for `format` (the portable one takes every supported format).
-pub fn covers(set: Isa, format: Format) -> bool {
-    match set {
-        Isa::NeonDot | Isa::Neon => byte_aligned(format),
-        _ => supported(format),
-    }
-}
-
-/// Affine at 2, 4 or 8 bits: the formats with NEON kernels.
-pub(crate) fn byte_aligned(format: Format) -> bool {
-    format.mode == Mode::Affine && matches!(format.bits, 2 | 4 | 8)
+/// Whether `set` has a kernel for `format`: every set takes every supported format.
+pub fn covers(_set: Isa, format: Format) -> bool {
+    supported(format)
 }
 
 /// Whether the codes are E2M1 (`mxfp4`, `nvfp4`).
 pub(crate) fn fp4(format: Format) -> bool {
     matches!(format.mode, Mode::Mxfp4 | Mode::Nvfp4)
 }
+
+/// The kernels' name for a format's codes: the bit width (affine), or [`E2M1`].
+pub(crate) fn kind(format: Format) -> u32 {
+    match fp4(format) {
+        true => E2M1,
+        false => format.bits,
+    }
+}
+
+/// The [`kind`] of E2M1 codes (`mxfp4`, `nvfp4`: 4 bits each).
+pub(crate) const E2M1: u32 = 1;
+
+/// Packed bytes of one block of codes of `kind`.
+pub(crate) const fn block_bytes(kind: u32) -> usize {
+    match kind {
+        E2M1 => BLOCK / 2,
+        bits => BLOCK * bits as usize / 8,
+    }
+}
+
+/// `f::<KIND>(args)` for every [`kind`].
+macro_rules! by_kind {
+    ($kind:expr, $m:ident::$f:ident($($arg:expr),*)) => {
+        match $kind {
+            E2M1 => $m::$f::<E2M1>($($arg),*),
+            2 => $m::$f::<2>($($arg),*),
+            3 => $m::$f::<3>($($arg),*),
+            4 => $m::$f::<4>($($arg),*),
+            5 => $m::$f::<5>($($arg),*),
+            6 => $m::$f::<6>($($arg),*),
+            _ => $m::$f::<8>($($arg),*),
+        }
+    };
+}
+pub(crate) use by_kind;
 
 /// Twice the E2M1 value of each code: the integers the E2M1 kernels multiply.
 pub(crate) const E2M1_TWICE: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
@@ -441,14 +467,6 @@ pub(crate) fn each_row<P: Stored>(
     }
 }
 
-/// The combined scale of block `b` (affine, or one group per block): its weight group's scale
-/// times the block's own.
-#[inline(always)]
-#[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
-pub(crate) fn block_scale<P: Stored>(scales: &[P], group_shift: u32, x: &Row, b: usize) -> f32 {
-    lane_scale(scales, group_shift, x, b, 0)
-}
-
 /// The combined scale of lane `l` of block `b`: its weight group's scale (halved for E2M1
 /// codes, which enter as twice their value) times the block's unit. `nvfp4`'s lanes
 /// {0, 1, 4, 5} take the block's first 16-code group, {2, 3, 6, 7} its second.
@@ -482,39 +500,6 @@ pub(crate) fn reduce(acc: [[f32; LANES]; ACCUMULATORS]) -> f32 {
     let pair = [quad[0] + quad[2], quad[1] + quad[3]];
     pair[0] + pair[1]
 }
-
-/// `$body` with `$s` and `$b` the operands' affine scales and biases as their stored dtype
-/// (f32, `Bf16` or `F16`; both widened to f32 first where they differ).
-#[cfg_attr(not(target_arch = "aarch64"), allow(unused_macros))]
-macro_rules! with_affine_params {
-    ($ops:expr, |$s:ident, $b:ident| $body:expr) => {{
-        use $crate::Params;
-        match ($ops.scales, $ops.biases) {
-            (Params::F32($s), Some(Params::F32($b))) => $body,
-            (Params::Bf16(s), Some(Params::Bf16(b))) => {
-                let ($s, $b) = (
-                    $crate::vector::as_halves::<$crate::Bf16>(s),
-                    $crate::vector::as_halves::<$crate::Bf16>(b),
-                );
-                $body
-            }
-            (Params::F16(s), Some(Params::F16(b))) => {
-                let ($s, $b) = (
-                    $crate::vector::as_halves::<$crate::F16>(s),
-                    $crate::vector::as_halves::<$crate::F16>(b),
-                );
-                $body
-            }
-            (s, b) => {
-                let (s, b) = (s.to_f32(), b.map(|b| b.to_f32()).unwrap_or_default());
-                let ($s, $b) = (&s[..], &b[..]);
-                $body
-            }
-        }
-    }};
-}
-#[cfg(target_arch = "aarch64")]
-pub(crate) use with_affine_params;
 
 #[cfg(test)]
 mod tests;

@@ -1,12 +1,14 @@
 //! aarch64 integer kernels: `sdot` (the dot-product extension) and plain NEON (`smull` and
 //! pairwise adds), each a block at a time. Both are signed times signed, so 8-bit codes are
-//! shifted to `q - 128` and `128 · Σx` per lane added back (exact). `sdot` is written as
-//! inline assembly: Rust's dot-product intrinsics are not stable.
+//! shifted to `q - 128` and `128 · Σx` per lane added back (exact), and E2M1 codes enter as
+//! their signed `2·v` (-12..=12) with no offset. 3-, 5- and 6-bit codes come out of the f32
+//! kernels' unpacking (`crate::neon::codes`) narrowed to bytes. `sdot` is written as inline
+//! assembly: Rust's dot-product intrinsics are not stable.
 
 use std::arch::aarch64::*;
 
-use super::{block_scale, each_row, group_shift, with_affine_params, Activations, Isa, Row};
-use super::{BLOCK, DIGIT_SHIFT, LANES};
+use super::{block_bytes, by_kind, each_row, group_shift, kind, lane_scale, Activations, Isa};
+use super::{Row, BLOCK, DIGIT_SHIFT, E2M1, E2M1_TWICE, LANES};
 use crate::{Operands, Out, Stored};
 
 /// The sets this CPU has, best first (NEON is part of every aarch64 CPU).
@@ -20,7 +22,7 @@ pub(super) fn available() -> Vec<Isa> {
 /// Columns `cols` of `out[m, n]` with `set`.
 ///
 /// # Safety
-/// The CPU has `set`; the format is affine at 2, 4 or 8 bits; as `int8::columns`.
+/// The CPU has `set`; the integer path supports the format; as `int8::columns`.
 pub(super) unsafe fn matmul(
     set: Isa,
     ops: &Operands,
@@ -29,13 +31,9 @@ pub(super) unsafe fn matmul(
     out: Out,
 ) {
     let walk = (ops, acts, cols, out);
-    match (set, ops.format.bits) {
-        (Isa::NeonDot, 2) => dot::columns::<2>(walk),
-        (Isa::NeonDot, 4) => dot::columns::<4>(walk),
-        (Isa::NeonDot, _) => dot::columns::<8>(walk),
-        (_, 2) => plain::columns::<2>(walk),
-        (_, 4) => plain::columns::<4>(walk),
-        _ => plain::columns::<8>(walk),
+    match set {
+        Isa::NeonDot => by_kind!(kind(ops.format), dot::columns(walk)),
+        _ => by_kind!(kind(ops.format), plain::columns(walk)),
     }
 }
 
@@ -46,21 +44,24 @@ type Walk<'a> = (
     Out,
 );
 
-/// One block's 32 codes as signed bytes in lane order, positions 0..16 and 16..32 (8-bit
-/// codes shifted to `q - 128`).
+/// One block's 32 codes of `KIND` as signed bytes in lane order, positions 0..16 and 16..32
+/// (8-bit codes shifted to `q - 128`, E2M1 codes as `2·v`).
 ///
 /// # Safety
-/// NEON; `w` points to the block's `4 * BITS` packed bytes.
+/// NEON; `w` points to the block's [`block_bytes`] packed bytes.
 #[inline(always)]
-unsafe fn block_codes<const BITS: u32>(w: *const u8) -> [int8x16_t; 2] {
-    match BITS {
-        4 => {
+unsafe fn block_codes<const KIND: u32>(w: *const u8) -> [int8x16_t; 2] {
+    match KIND {
+        4 | E2M1 => {
             let v = vld1q_u8(w);
-            let low = vandq_u8(v, vdupq_n_u8(0x0F));
-            [
-                vreinterpretq_s8_u8(low),
-                vreinterpretq_s8_u8(vshrq_n_u8::<4>(v)),
-            ]
+            let q = [vandq_u8(v, vdupq_n_u8(0x0F)), vshrq_n_u8::<4>(v)];
+            match KIND {
+                E2M1 => {
+                    let table = vld1q_s8(E2M1_TWICE.as_ptr());
+                    q.map(|q| vqtbl1q_s8(table, q))
+                }
+                _ => q.map(|q| vreinterpretq_s8_u8(q)),
+            }
         }
         2 => {
             let v = vld1_u8(w);
@@ -76,6 +77,15 @@ unsafe fn block_codes<const BITS: u32>(w: *const u8) -> [int8x16_t; 2] {
                 vreinterpretq_s8_u8(vcombine_u8(q[2], q[3])),
             ]
         }
+        3 | 5 | 6 => {
+            let c = crate::neon::codes::<KIND>(w);
+            let words = |a, b| vcombine_u16(vmovn_u32(a), vmovn_u32(b));
+            let bytes = |i: usize| {
+                let (low, high) = (words(c[i], c[i + 1]), words(c[i + 2], c[i + 3]));
+                vreinterpretq_s8_u8(vcombine_u8(vmovn_u16(low), vmovn_u16(high)))
+            };
+            [bytes(0), bytes(4)]
+        }
         _ => {
             let shift = vdupq_n_u8(0x80);
             [
@@ -86,18 +96,33 @@ unsafe fn block_codes<const BITS: u32>(w: *const u8) -> [int8x16_t; 2] {
     }
 }
 
+/// Block `b`'s combined scales for lanes 0..4 and 4..8, as [`lane_scale`] gives them: one
+/// for the block, or (`nvfp4`) its first group's in lanes 0, 1, 4, 5 and its second's in 2,
+/// 3, 6, 7.
+#[inline(always)]
+unsafe fn half_scales<P: Stored>(scales: &[P], shift: u32, x: &Row, b: usize) -> float32x4_t {
+    let first = lane_scale(scales, shift, x, b, 0);
+    match P::PER_STEP {
+        2 => {
+            let second = lane_scale(scales, shift, x, b, 2);
+            vld1q_f32([first, first, second, second].as_ptr())
+        }
+        _ => vdupq_n_f32(first),
+    }
+}
+
 /// The walk over a call's columns and rows with this module's `lanes` as the block kernel.
 macro_rules! kernels {
     ($features:literal) => {
         #[target_feature(enable = $features)]
-        pub(super) unsafe fn columns<const BITS: u32>(walk: super::Walk) {
+        pub(super) unsafe fn columns<const KIND: u32>(walk: super::Walk) {
             let ops = walk.0;
             let shift = group_shift(ops.format);
-            with_affine_params!(ops, |scales, biases| each_row(
+            crate::vector::by_stored!(ops, g => each_row(
                 walk,
-                (scales, biases),
+                (g.scales, g.biases),
                 // SAFETY: this function's features are the kernel's.
-                |w, x, s| unsafe { row::<BITS, _>(w, x, s, shift) }
+                |w, x, s| unsafe { row::<KIND, _>(w, x, s, shift) }
             ))
         }
 
@@ -107,30 +132,30 @@ macro_rules! kernels {
         /// The set's features; `w` holds the packed codes of `x.scales.len()` blocks.
         #[target_feature(enable = $features)]
         #[inline]
-        unsafe fn row<const BITS: u32, P: Stored>(
+        unsafe fn row<const KIND: u32, P: Stored>(
             w: &[u8],
             x: Row,
             scales: &[P],
             shift: u32,
         ) -> f32 {
-            let step = BLOCK * BITS as usize / 8;
+            let step = block_bytes(KIND);
             let blocks = x.scales.len();
             debug_assert!(w.len() >= blocks * step && x.hi.len() >= blocks * BLOCK);
             let mut acc = [[vdupq_n_f32(0.0); 2]; 4];
             for b in 0..blocks {
-                let q = block_codes::<BITS>(w.as_ptr().add(b * step));
+                let q = block_codes::<KIND>(w.as_ptr().add(b * step));
                 let xs = [x.hi, x.lo].map(|c| c.as_ptr().add(b * BLOCK));
-                let c = block_scale(scales, shift, &x, b);
+                let c = half_scales(scales, shift, &x, b);
                 for h in 0..2 {
                     let hi = lanes(q[h], vld1q_s8(xs[0].add(16 * h)));
                     let lo = lanes(q[h], vld1q_s8(xs[1].add(16 * h)));
                     let mut p = vaddq_s32(vshlq_n_s32::<{ DIGIT_SHIFT as i32 }>(hi), lo);
-                    if BITS == 8 {
+                    if KIND == 8 {
                         let sums = vld1q_s32(x.lane_sums.as_ptr().add(b * LANES + 4 * h));
                         p = vaddq_s32(p, vshlq_n_s32::<7>(sums));
                     }
                     let a = &mut acc[b % 4][h];
-                    *a = vfmaq_n_f32(*a, vcvtq_f32_s32(p), c);
+                    *a = vfmaq_f32(*a, vcvtq_f32_s32(p), c);
                 }
             }
             reduce(acc)

@@ -7,11 +7,11 @@
 use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
-use super::{each_row, group_shift, lane_scale};
+use super::{block_bytes, by_kind, each_row, group_shift, kind, lane_scale, E2M1};
 use super::{Activations, Digits, Isa, Row, BLOCK, DIGIT_SHIFT, E2M1_OFFSET, E2M1_TWICE, LANES};
 use crate::float::{E4m3, E8m0};
 use crate::x86::sum_lanes;
-use crate::{Bf16, Format, Operands, Out, Stored, F16};
+use crate::{Bf16, Operands, Out, Stored, F16};
 
 /// How far ahead of the block being multiplied the kernels ask for weight bytes: short rows
 /// read side by side outrun the hardware prefetchers. 16-32 KiB read DRAM about 8% faster
@@ -113,41 +113,6 @@ pub(super) unsafe fn matmul(
         _ => by_kind!(kind, avx2::columns(walk)),
     }
 }
-
-/// The kernels' name for a format's codes: the bit width (affine), or [`E2M1`].
-fn kind(format: Format) -> u32 {
-    match super::fp4(format) {
-        true => E2M1,
-        false => format.bits,
-    }
-}
-
-/// The [`kind`] of E2M1 codes (`mxfp4`, `nvfp4`: 4 bits each).
-const E2M1: u32 = 1;
-
-/// Packed bytes of one block of codes of `kind`.
-const fn block_bytes(kind: u32) -> usize {
-    match kind {
-        E2M1 => BLOCK / 2,
-        bits => BLOCK * bits as usize / 8,
-    }
-}
-
-/// `f::<KIND>(args)` for every [`kind`].
-macro_rules! by_kind {
-    ($kind:expr, $m:ident::$f:ident($($arg:expr),*)) => {
-        match $kind {
-            E2M1 => $m::$f::<E2M1>($($arg),*),
-            2 => $m::$f::<2>($($arg),*),
-            3 => $m::$f::<3>($($arg),*),
-            4 => $m::$f::<4>($($arg),*),
-            5 => $m::$f::<5>($($arg),*),
-            6 => $m::$f::<6>($($arg),*),
-            _ => $m::$f::<8>($($arg),*),
-        }
-    };
-}
-use by_kind;
 
 type Walk<'a> = (
     &'a Operands<'a>,
