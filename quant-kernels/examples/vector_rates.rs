@@ -1,0 +1,146 @@
+//! The arithmetic ceiling of each numerics on this core: the inner step of a product, with
+//! enough independent accumulators to hide latency and no memory traffic, in multiply-adds a
+//! nanosecond. What a prefill (or many rows) cannot beat, whatever the blocking:
+//! - `f32`: one FMA per 16 products (the exact path's panels, OpenBLAS's kernels);
+//! - `int8, two digits`: the integer path as it is, per 64 products two `vpdpbusd` (high and
+//!   low digit), a shift, a conversion and an FMA (each lane's float step per block);
+//! - `int8, one digit`: llama.cpp's Q8 activations (fails the quality gate), one `vpdpbusd`,
+//!   a conversion and an FMA per 64;
+//! - `int16, block sums`: x as one int16 `128·hi + lo` and a block's lanes summed in integer
+//!   before its float step: 16 `vpdpwssd` (32 products each) per conversion and FMA.
+//!
+//! With `MACS` (multiply-adds a token; default SmolLM2-135M's 106.2 M without the head) it
+//! prints each ceiling as prompt tokens a second on `CORES` cores (default 2).
+//!
+//!   cargo run --release -p quant-kernels --example vector_rates
+
+#[cfg(target_arch = "x86_64")]
+mod rates {
+    use std::arch::x86_64::*;
+    use std::hint::black_box;
+    use std::time::Instant;
+
+    const ROUNDS: usize = 20_000_000;
+
+    /// Steps a nanosecond of `step` on 8 independent accumulators (best of 5).
+    fn rate(step: unsafe fn(usize) -> f32) -> f64 {
+        (0..5)
+            .map(|_| {
+                let start = Instant::now();
+                // SAFETY: `run` checked the features every step needs.
+                black_box(unsafe { step(ROUNDS) });
+                (8 * ROUNDS) as f64 / start.elapsed().as_nanos() as f64
+            })
+            .fold(0.0, f64::max)
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma")]
+    unsafe fn f32_fma(rounds: usize) -> f32 {
+        let w = black_box(_mm512_set1_ps(1.0001));
+        let x = black_box(_mm512_set1_ps(0.5));
+        let mut a: [__m512; 8] = std::array::from_fn(|i| _mm512_set1_ps(i as f32));
+        for _ in 0..rounds {
+            for a in a.iter_mut() {
+                *a = _mm512_fmadd_ps(w, x, *a);
+            }
+        }
+        a.iter().map(|a| _mm512_reduce_add_ps(*a)).sum()
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma")]
+    unsafe fn two_digits(rounds: usize) -> f32 {
+        let q = black_box(_mm512_set1_epi8(7));
+        let (hi, lo) = (
+            black_box(_mm512_set1_epi8(-3)),
+            black_box(_mm512_set1_epi8(5)),
+        );
+        let c = black_box(_mm512_set1_ps(1e-6));
+        let mut a: [__m512; 8] = std::array::from_fn(|i| _mm512_set1_ps(i as f32));
+        for _ in 0..rounds {
+            for a in a.iter_mut() {
+                let h = _mm512_dpbusd_epi32(_mm512_castps_si512(*a), q, hi);
+                let p = _mm512_dpbusd_epi32(_mm512_slli_epi32::<7>(h), q, lo);
+                *a = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), *a);
+            }
+        }
+        a.iter().map(|a| _mm512_reduce_add_ps(*a)).sum()
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma")]
+    unsafe fn one_digit(rounds: usize) -> f32 {
+        let (q, x) = (
+            black_box(_mm512_set1_epi8(7)),
+            black_box(_mm512_set1_epi8(-3)),
+        );
+        let c = black_box(_mm512_set1_ps(1e-6));
+        let mut a: [__m512; 8] = std::array::from_fn(|i| _mm512_set1_ps(i as f32));
+        for _ in 0..rounds {
+            for a in a.iter_mut() {
+                let p = _mm512_dpbusd_epi32(_mm512_castps_si512(*a), q, x);
+                *a = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), *a);
+            }
+        }
+        a.iter().map(|a| _mm512_reduce_add_ps(*a)).sum()
+    }
+
+    /// 16 `vpdpwssd` into one integer accumulator, then its float step: `rounds / 16` steps
+    /// of 512 products, counted as `rounds` steps of 32.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma")]
+    unsafe fn block_sums(rounds: usize) -> f32 {
+        let (q, x) = (
+            black_box(_mm512_set1_epi16(7)),
+            black_box(_mm512_set1_epi16(-300)),
+        );
+        let c = black_box(_mm512_set1_ps(1e-6));
+        let mut a: [__m512; 8] = std::array::from_fn(|i| _mm512_set1_ps(i as f32));
+        for _ in 0..rounds / 16 {
+            for a in a.iter_mut() {
+                let mut p = _mm512_castps_si512(*a);
+                for _ in 0..16 {
+                    p = _mm512_dpwssd_epi32(p, q, x);
+                }
+                *a = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), *a);
+            }
+        }
+        a.iter().map(|a| _mm512_reduce_add_ps(*a)).sum()
+    }
+
+    pub fn run() {
+        let has = std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("avx512vnni")
+            && std::arch::is_x86_feature_detected!("fma");
+        if !has {
+            println!("this CPU has no AVX-512 VNNI: no ceilings to measure");
+            return;
+        }
+        let var = |name: &str, default: f64| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default)
+        };
+        let (macs, cores) = (var("MACS", 106.2e6), var("CORES", 2.0));
+        let f32_rate = 16.0 * rate(f32_fma);
+        let rows: [(&str, f64); 4] = [
+            ("f32", f32_rate),
+            ("int8, two digits", 64.0 * rate(two_digits)),
+            ("int8, one digit", 64.0 * rate(one_digit)),
+            ("int16, block sums", 32.0 * rate(block_sums)),
+        ];
+        println!("| numerics | multiply-adds a ns, one core | against f32 | prompt tok/s ceiling, {cores} cores |");
+        println!("|---|---|---|---|");
+        for (name, r) in rows {
+            let tokens = r * 1e9 * cores / macs;
+            println!("| {name} | {r:.1} | {:.2}x | {tokens:.0} |", r / f32_rate);
+        }
+    }
+}
+
+fn main() {
+    #[cfg(target_arch = "x86_64")]
+    rates::run();
+    #[cfg(not(target_arch = "x86_64"))]
+    println!("vector_rates measures x86-64's AVX-512 VNNI only");
+}
