@@ -399,7 +399,7 @@ pub fn rows_many_with(set: Isa, parts: &[Operands], outs: &mut [&mut [f32]]) {
         layout::permute(first.x, first.m, first.k, first.format.bits, x);
         let parts: Vec<Operands> = parts.iter().map(|p| Operands { x: &x[..], ..*p }).collect();
         acts.quantize(&parts[0]);
-        if set == Isa::Avx512Vnni {
+        if set == Isa::Avx512Vnni && !avx512_panels(first) {
             acts.arrange_wide(first.format.bits);
         }
         let outs: Vec<Out> = outs.iter_mut().map(|o| Out(o.as_mut_ptr())).collect();
@@ -409,6 +409,14 @@ pub fn rows_many_with(set: Isa, parts: &[Operands], outs: &mut [&mut [f32]]) {
             unsafe { columns(set, &parts[i], acts, cols, outs[i]) }
         });
     })
+}
+
+/// Whether the AVX-512 VNNI set takes `ops` by panels (x86-64 only).
+fn avx512_panels(ops: &Operands) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return x86::by_panels(ops);
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
 }
 
 /// Output columns `cols` with the kernel set `set`.

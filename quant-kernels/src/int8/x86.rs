@@ -18,6 +18,14 @@ use crate::{Bf16, Operands, Out, Stored, F16};
 /// than 8 KiB on weights far beyond the caches (`examples/int8_stream.rs`, alternating).
 const PREFETCH: usize = 32768;
 
+mod panel;
+
+/// Whether the AVX-512 VNNI kernels take `ops` a panel of weight rows at a time (many rows of
+/// x, an affine format): then the row kernels' arrangement of x is not needed.
+pub(super) fn by_panels(ops: &Operands) -> bool {
+    ops.m >= panel::PANEL_FROM && panel::takes(ops.format)
+}
+
 /// The sets this CPU has, best first.
 pub(super) fn available() -> Vec<Isa> {
     static SETS: OnceLock<Vec<Isa>> = OnceLock::new();
@@ -553,6 +561,9 @@ mod avx512 {
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(super) unsafe fn columns<const KIND: u32>(walk: super::Walk) {
         let ops = walk.0;
+        if super::by_panels(ops) {
+            return super::panel::columns::<KIND>(walk);
+        }
         let shift = super::group_shift(ops.format);
         let spread = &spread(shift);
         crate::vector::by_stored!(ops, g => super::each_row(
