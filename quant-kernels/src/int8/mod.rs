@@ -412,6 +412,7 @@ pub fn rows_many_with(set: Isa, parts: &[Operands], outs: &mut [&mut [f32]]) {
 }
 
 /// Whether the AVX-512 VNNI set takes `ops` by panels (x86-64 only).
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 fn avx512_panels(ops: &Operands) -> bool {
     #[cfg(target_arch = "x86_64")]
     return x86::by_panels(ops);
