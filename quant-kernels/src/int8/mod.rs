@@ -35,8 +35,8 @@
 //! group is half a block: in the 4-bit lane order lanes {0, 1, 4, 5} hold the codes of the
 //! block's first group and {2, 3, 6, 7} its second's, so each lane takes its own group's scale
 //! ([`lane_scale`]). `mxfp8`'s E4M3 codes are no small integers: it has no integer path. Every
-//! set covers every supported format ([`covers`]). [`vectorized`] is what a caller asks before taking this path: elsewhere the
-//! portable kernel would run (exact, slow).
+//! set takes every [`supported`] format. [`vectorized`] is what a caller asks before taking
+//! this path: without a vector set the portable kernel would run (exact, slow).
 
 use super::layout::{self, STEP};
 use super::{bias_term, group_sums, Format, Mode, Operands, Out, Stored};
@@ -301,17 +301,12 @@ pub fn isa() -> Isa {
 /// Whether `format` has vector integer kernels here (the others are better off on the f32
 /// kernels).
 pub fn vectorized(format: Format) -> bool {
-    isa() != Isa::Scalar && covers(isa(), format)
+    isa() != Isa::Scalar && supported(format)
 }
 
 /// Whether the integer path takes `format` at all: affine, `mxfp4` or `nvfp4` (E2M1 codes).
 pub fn supported(format: Format) -> bool {
     format.mode == Mode::Affine || fp4(format)
-}
-
-/// Whether `set` has a kernel for `format`: every set takes every supported format.
-pub fn covers(_set: Isa, format: Format) -> bool {
-    supported(format)
 }
 
 /// Whether the codes are E2M1 (`mxfp4`, `nvfp4`).
@@ -435,9 +430,7 @@ unsafe fn columns(
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512Vnni | Isa::AvxVnni | Isa::Avx2 => x86::matmul(set, ops, acts, cols, out),
         #[cfg(target_arch = "aarch64")]
-        Isa::NeonDot | Isa::Neon if covers(set, ops.format) => {
-            neon::matmul(set, ops, acts, cols, out)
-        }
+        Isa::NeonDot | Isa::Neon => neon::matmul(set, ops, acts, cols, out),
         _ => scalar::matmul(ops, acts, cols, out),
     }
 }
