@@ -443,19 +443,8 @@ pub(crate) fn each_row<P: Stored>(
     (scales, biases): (&[P], &[P]),
     row: impl Fn(&[u8], Row, &[P]) -> f32,
 ) {
-    let groups = ops.k / ops.format.group;
-    let rows: Vec<(Row, &[f32])> = (0..ops.m)
-        .map(|m| {
-            let sums = acts.sums.get(m * groups..(m + 1) * groups);
-            (acts.row(m), sums.unwrap_or_default())
-        })
-        .collect();
-    let ahead = crate::rows_ahead(ops.format.row_bytes(ops.k));
-    for n in cols {
-        let w = ops.w_row(n);
-        let s = &scales[n * groups..(n + 1) * groups];
-        let b = biases.get(n * groups..(n + 1) * groups);
-        crate::prefetch_params([scales, biases], n + ahead, groups);
+    let rows = rows_of(ops, acts);
+    for_columns(ops, cols, (scales, biases), |n, w, s, b| {
         for (m, &(x, sums)) in rows.iter().enumerate() {
             // One call of `row`, so that it inlines here.
             let v = row(w, x, s);
@@ -466,6 +455,35 @@ pub(crate) fn each_row<P: Stored>(
             // SAFETY: the caller was given an output of `m * n` values.
             unsafe { out.write(m, n, ops.n, v) };
         }
+    })
+}
+
+/// Each row of x with its groups' sums of x (the bias part's; empty for the float modes).
+pub(crate) fn rows_of<'a>(ops: &Operands, acts: &'a Activations) -> Vec<(Row<'a>, &'a [f32])> {
+    let groups = ops.k / ops.format.group;
+    (0..ops.m)
+        .map(|m| {
+            let sums = acts.sums.get(m * groups..(m + 1) * groups);
+            (acts.row(m), sums.unwrap_or_default())
+        })
+        .collect()
+}
+
+/// `visit(n, w, scales, biases)` for each weight row `n` of `cols`, with its scales and
+/// biases (`None` for the float modes), the params of the rows ahead asked for.
+#[inline(always)]
+pub(crate) fn for_columns<'a, P: Stored>(
+    ops: &'a Operands,
+    cols: std::ops::Range<usize>,
+    (scales, biases): (&'a [P], &'a [P]),
+    mut visit: impl FnMut(usize, &'a [u8], &'a [P], Option<&'a [P]>),
+) {
+    let groups = ops.k / ops.format.group;
+    let ahead = crate::rows_ahead(ops.format.row_bytes(ops.k));
+    for n in cols {
+        crate::prefetch_params([scales, biases], n + ahead, groups);
+        let s = &scales[n * groups..(n + 1) * groups];
+        visit(n, ops.w_row(n), s, biases.get(n * groups..(n + 1) * groups));
     }
 }
 

@@ -228,10 +228,12 @@ fn every_set_equals_the_portable_kernel_bit_for_bit() {
         for (format, dtype) in formats() {
             assert!(supported(format), "the integer path takes {format:?}");
             for blocks in block_counts(format) {
-                // 17 and 40 rows take the AVX-512 panels (a partial last panel of 11 columns).
-                for rows in [1, 3, 17, 40] {
+                // 2-8 rows take AVX-512's row groups (a partial group, then whole and partial
+                // ones; 19 columns are a whole tile and a partial one), 17 and 40 its panels
+                // (a partial last panel).
+                for rows in [1, 3, 5, 8, 17, 40] {
                     let seed = 3 + u64::from(format.bits) + blocks as u64;
-                    let case = Case::with_blocks(format, (rows, 11), dtype, seed, blocks);
+                    let case = Case::with_blocks(format, (rows, 19), dtype, seed, blocks);
                     let (fast, portable) = (case.product(set), case.product(Isa::Scalar));
                     assert_eq!(
                         fast, portable,

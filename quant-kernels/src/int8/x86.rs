@@ -8,6 +8,7 @@ use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
 use super::{block_bytes, by_kind, each_row, group_shift, kind, lane_scale, E2M1};
+use super::{for_columns, rows_of};
 use super::{Activations, Digits, Isa, Row, BLOCK, DIGIT_SHIFT, E2M1_OFFSET, E2M1_TWICE, LANES};
 use crate::float::{E4m3, E8m0};
 use crate::x86::sum_lanes;
@@ -505,6 +506,29 @@ impl Wide for F16 {
     }
 }
 
+/// [`super::bias_term`] on one 256-bit register: its eight chains are the lanes (a last
+/// partial step masked, which adds zeros to them), summed as it sums them: the same bits.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
+#[inline]
+unsafe fn bias_term<P: Wide>(biases: &[P], sums: &[f32]) -> f32 {
+    let n = biases.len().min(sums.len());
+    let mut t = _mm256_setzero_ps();
+    for g in (0..n).step_by(8) {
+        let mask = match n - g {
+            8.. => 0xFF,
+            left => (1u8 << left) - 1,
+        };
+        let at = biases.as_ptr().wrapping_add(g);
+        let b = _mm256_set_m128(
+            P::load(at.wrapping_add(4), mask >> 4),
+            P::load(at, mask & 0xF),
+        );
+        let x = _mm256_maskz_loadu_ps(mask, sums.as_ptr().wrapping_add(g));
+        t = _mm256_fmadd_ps(b, x, t);
+    }
+    sum_lanes(t)
+}
+
 /// The last `blocks % 4` blocks into accumulators 0, 1 and 2 (whole quads came before).
 #[inline(always)]
 fn tail(blocks: usize, acc: &mut [__m256; 4], block: impl Fn(usize, __m256) -> __m256) {
@@ -566,12 +590,77 @@ mod avx512 {
         }
         let shift = super::group_shift(ops.format);
         let spread = &spread(shift);
-        crate::vector::by_stored!(ops, g => super::each_row(
+        crate::vector::by_stored!(ops, g => each_group::<KIND, _>(
             walk,
             (g.scales, g.biases),
-            // SAFETY: this function's features are the kernel's.
-            |w, x, s| unsafe { row::<KIND, _>(w, x, s, (shift, spread)) }
+            (shift, spread)
         ))
+    }
+
+    /// Rows of x a weight row is multiplied with at once: its codes are unpacked and its
+    /// scales spread once for them. Four rows' accumulators and digits fit the registers.
+    const GROUP: usize = 4;
+
+    /// Weight rows taken by every group of x rows before the next ones: they stay in L1.
+    const TILE: usize = 16;
+
+    /// A group of x rows: the first one's index, the rows (the last repeated to fill the
+    /// array) and the rows with their groups' sums.
+    type Group<'a> = (usize, [Row<'a>; GROUP], &'a [(Row<'a>, &'a [f32])]);
+
+    /// Each weight row of `cols` against the rows of x, [`GROUP`] at a time.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn each_group<const KIND: u32, P: Wide>(
+        (ops, acts, cols, out): super::Walk,
+        params: (&[P], &[P]),
+        ctx: (u32, &Spread),
+    ) {
+        let x_rows = rows_of(ops, acts);
+        let groups: Vec<Group> = x_rows
+            .chunks(GROUP)
+            .enumerate()
+            .map(|(g, c)| {
+                (
+                    g * GROUP,
+                    std::array::from_fn(|r| c[r.min(c.len() - 1)].0),
+                    c,
+                )
+            })
+            .collect();
+        for start in cols.clone().step_by(TILE) {
+            let tile = (ops, start..(start + TILE).min(cols.end), out);
+            for group in &groups {
+                match group.2.len() {
+                    4 => tile_rows::<KIND, P, 4>(tile.clone(), group, params, ctx),
+                    3 => tile_rows::<KIND, P, 3>(tile.clone(), group, params, ctx),
+                    2 => tile_rows::<KIND, P, 2>(tile.clone(), group, params, ctx),
+                    _ => tile_rows::<KIND, P, 1>(tile.clone(), group, params, ctx),
+                }
+            }
+        }
+    }
+
+    /// Weight rows `cols` against the first `R` rows of `group`.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn tile_rows<const KIND: u32, P: Wide, const R: usize>(
+        (ops, cols, out): (&Operands, std::ops::Range<usize>, Out),
+        (first, xs, rows_sums): &Group,
+        params: (&[P], &[P]),
+        ctx: (u32, &Spread),
+    ) {
+        for_columns(ops, cols, params, |n, w, s, b| {
+            // SAFETY: this function's features are the kernel's.
+            let v = unsafe { rows::<KIND, P, R>(w, xs, s, ctx) };
+            for (r, (v, &(_, sums))) in v.into_iter().zip(*rows_sums).enumerate() {
+                let v = match b {
+                    // SAFETY: this function's features are the kernel's.
+                    Some(b) => v + unsafe { bias_term(b, sums) },
+                    None => v,
+                };
+                // SAFETY: the caller was given an output of `m * n` values.
+                unsafe { out.write(first + r, n, ops.n, v) };
+            }
+        })
     }
 
     /// The weight scales of 4 blocks from block `b`, widened, in lanes 0..4: as many as the 4
@@ -604,50 +693,76 @@ mod avx512 {
         }
     }
 
-    /// One weight row against one int8 row of x, without the bias part: 4 blocks at a time
-    /// into two registers that hold the four accumulators, a last 1..3 blocks on 256 bits.
+    /// One weight row against the first `R` int8 rows of `xs`, without the bias part: 4 blocks
+    /// at a time into two registers a row that hold its four accumulators, a last 1..3 blocks
+    /// on 256 bits. Each row's float steps are the one-row kernel's, in its order; the codes
+    /// are unpacked and the weight scales spread once for all `R`.
     ///
     /// # Safety
-    /// AVX-512 F/BW/VL/VNNI; `w` holds the packed codes of `x.scales.len()` blocks; `x` was
-    /// arranged ([`Activations::arrange_wide`]).
+    /// AVX-512 F/BW/VL/VNNI; `w` holds the packed codes of `x.scales.len()` blocks; each `x`
+    /// was arranged ([`Activations::arrange_wide`]).
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
-    unsafe fn row<const KIND: u32, P: Wide>(
+    #[allow(clippy::needless_range_loop)] // indices keep the accumulators in registers
+    unsafe fn rows<const KIND: u32, P: Wide, const R: usize>(
         w: &[u8],
-        x: Row,
+        xs: &[Row; GROUP],
         scales: &[P],
         (shift, spread): (u32, &Spread),
-    ) -> f32 {
+    ) -> [f32; R] {
         let step = block_bytes(KIND);
-        let blocks = x.scales.len();
-        debug_assert!(w.len() >= blocks * step && x.hi.len() >= blocks * BLOCK);
+        let blocks = xs[0].scales.len();
+        debug_assert!(w.len() >= blocks * step && xs[R - 1].hi.len() >= blocks * BLOCK);
         let quads = blocks / 4;
         let (quad, pairs) = (
             index(&spread.quad),
             spread.pairs.each_ref().map(|p| index(p)),
         );
-        let mut acc = [_mm512_setzero_ps(); 2];
+        let mut acc = [[_mm512_setzero_ps(); 2]; R];
         for b in (0..quads * 4).step_by(4) {
             let at = w.as_ptr().add(b * step);
             _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH) as *const i8);
             if KIND == 4 || KIND == E2M1 {
-                let d = _mm512_loadu_ps(x.dup4.as_ptr().add(b * 4));
-                let c = _mm512_mul_ps(P::quad_lanes(scales, b, shift, quad), d);
-                nibbles::<KIND>(at, &x, b, c, &mut acc);
+                let (s, q) = (
+                    P::quad_lanes(scales, b, shift, quad),
+                    nibble_codes::<KIND>(at),
+                );
+                for r in 0..R {
+                    let d = _mm512_loadu_ps(xs[r].dup4.as_ptr().add(b * 4));
+                    acc[r] = nibbles::<KIND>(q, &xs[r], b, _mm512_mul_ps(s, d), acc[r]);
+                }
                 continue;
             }
             let s = four_scales(scales, b, shift);
-            for (h, acc) in acc.iter_mut().enumerate() {
+            for h in 0..2 {
                 let q = pair_codes::<KIND>(at.add(2 * h * step));
-                let xs = [x.hi, x.lo].map(|c| {
-                    _mm512_loadu_si512(c.as_ptr().add((b + 2 * h) * BLOCK) as *const __m512i)
-                });
-                let p = dot512(q, xs);
-                let d = _mm512_loadu_ps(x.dup8.as_ptr().add((b + 2 * h) * 8));
-                let c = _mm512_mul_ps(_mm512_permutexvar_ps(pairs[h], s), d);
-                *acc = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), *acc);
+                let spread = _mm512_permutexvar_ps(pairs[h], s);
+                for r in 0..R {
+                    let x = &xs[r];
+                    let digits = [x.hi, x.lo].map(|c| {
+                        _mm512_loadu_si512(c.as_ptr().add((b + 2 * h) * BLOCK) as *const __m512i)
+                    });
+                    let p = dot512(q, digits);
+                    let d = _mm512_loadu_ps(x.dup8.as_ptr().add((b + 2 * h) * 8));
+                    let c = _mm512_mul_ps(spread, d);
+                    acc[r][h] = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), acc[r][h]);
+                }
             }
         }
+        std::array::from_fn(|r| finish::<KIND, P>(w, &xs[r], scales, shift, acc[r]))
+    }
+
+    /// A row's last 1..3 blocks on 256 bits, then its accumulators summed.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn finish<const KIND: u32, P: Wide>(
+        w: &[u8],
+        x: &Row,
+        scales: &[P],
+        shift: u32,
+        acc: [__m512; 2],
+    ) -> f32 {
+        let step = block_bytes(KIND);
         let mut four = accumulators::<KIND>(acc);
         let block = |b: usize, acc: __m256| {
             let q = block_codes::<KIND>(w.as_ptr().add(b * step));
@@ -655,44 +770,51 @@ mod avx512 {
                 .map(|c| _mm256_loadu_si256(c.as_ptr().add(b * BLOCK) as *const __m256i));
             let sums = x.lane_sums.as_ptr().add(b * LANES) as *const __m256i;
             let p = super::vl::dot::<KIND>(q, xs, sums);
-            let c = lane_scales(scales, shift, &x, b);
+            let c = lane_scales(scales, shift, x, b);
             _mm256_fmadd_ps(c, _mm256_cvtepi32_ps(p), acc)
         };
-        tail(blocks, &mut four, block);
+        tail(x.scales.len(), &mut four, block);
         reduce(four)
     }
 
-    /// 4 blocks of 4-bit codes (affine, or E2M1 as `2·v + 12`) from `at` (block `b`) into
-    /// the two accumulators, `c` their lanes' combined scales: a 64-byte load splits into low
-    /// nibbles (the blocks' first halves) and high ones (their second halves), as the
-    /// activations were arranged.
+    /// 4 blocks of 4-bit codes (affine, or E2M1 as `2·v + 12`) from `at`: a 64-byte load
+    /// split into low nibbles (the blocks' first halves) and high ones (their second halves),
+    /// as the activations were arranged.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
-    unsafe fn nibbles<const KIND: u32>(
-        at: *const u8,
-        x: &Row,
-        b: usize,
-        c: __m512,
-        acc: &mut [__m512; 2],
-    ) {
+    unsafe fn nibble_codes<const KIND: u32>(at: *const u8) -> [__m512i; 2] {
         let v = _mm512_loadu_si512(at as *const __m512i);
         let low = _mm512_set1_epi8(0x0F);
-        let mut q = [
+        let q = [
             _mm512_and_si512(v, low),
             _mm512_and_si512(_mm512_srli_epi16::<4>(v), low),
         ];
-        if KIND == E2M1 {
-            let table = _mm512_broadcast_i32x4(_mm256_castsi256_si128(e2m1_table()));
-            q = q.map(|q| _mm512_shuffle_epi8(table, q));
+        if KIND != E2M1 {
+            return q;
         }
+        let table = _mm512_broadcast_i32x4(_mm256_castsi256_si128(e2m1_table()));
+        q.map(|q| _mm512_shuffle_epi8(table, q))
+    }
+
+    /// 4 blocks' [`nibble_codes`] `q` (block `b`) against row `x` into its two accumulators,
+    /// `c` their lanes' combined scales.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn nibbles<const KIND: u32>(
+        q: [__m512i; 2],
+        x: &Row,
+        b: usize,
+        c: __m512,
+        acc: [__m512; 2],
+    ) -> [__m512; 2] {
         let xs = [x.quads_hi, x.quads_lo].map(|c| c.as_ptr().add(b * BLOCK) as *const __m512i);
-        for (h, (acc, q)) in acc.iter_mut().zip(q).enumerate() {
-            let mut p = dot512(q, xs.map(|x| _mm512_loadu_si512(x.add(h))));
+        std::array::from_fn(|h| {
+            let mut p = dot512(q[h], xs.map(|x| _mm512_loadu_si512(x.add(h))));
             if KIND == E2M1 {
                 p = _mm512_sub_epi32(p, quad_offset(x, b, h));
             }
-            *acc = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), *acc);
-        }
+            _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), acc[h])
+        })
     }
 
     /// `12 · lane_sum` of the lanes half `h` of a 4-block nibble step holds: i32 lane `L` is
