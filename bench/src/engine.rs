@@ -676,9 +676,8 @@ fn bytes_per_token(label: &str, args: &BenchArgs, llama: Option<&LlamaCpp>) -> O
 }
 
 /// Prints each row's decode as a fraction of the rate the run's best read bandwidth allows
-/// (a decode faster than the probe's rate allows is named: the probe then understates the
-/// limit, and every fraction overstates); returns
-/// the JSON line's `bandwidth` entry.
+/// (a decode faster than that is named: the probe then understates the limit, and every
+/// fraction overstates); returns the JSON line's `bandwidth` entry.
 fn report_bandwidth(
     args: &BenchArgs,
     (threads, gb_per_s): (usize, f64),

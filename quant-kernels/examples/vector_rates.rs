@@ -48,16 +48,21 @@ mod rates {
         }
     }
 
-    /// Steps a nanosecond of `step` on 8 independent accumulators (best of 5).
-    fn rate(step: unsafe fn(usize) -> f32) -> f64 {
-        (0..5)
+    /// `per_round` steps a round of `step`, a nanosecond (the best of `passes` runs).
+    fn best_rate(step: unsafe fn(usize) -> f32, per_round: usize, passes: usize) -> f64 {
+        (0..passes)
             .map(|_| {
                 let start = Instant::now();
                 // SAFETY: `run` checked the features every step needs.
                 black_box(unsafe { step(ROUNDS) });
-                (8 * ROUNDS) as f64 / start.elapsed().as_nanos() as f64
+                (per_round * ROUNDS) as f64 / start.elapsed().as_nanos() as f64
             })
             .fold(0.0, f64::max)
+    }
+
+    /// Steps a nanosecond of `step` on 8 independent accumulators (best of 5).
+    fn rate(step: unsafe fn(usize) -> f32) -> f64 {
+        best_rate(step, 8, 5)
     }
 
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,fma")]
@@ -156,14 +161,7 @@ mod rates {
 
     /// Instructions a nanosecond of [`alone`] (best of 3).
     fn per_ns(op: unsafe fn(usize) -> f32) -> f64 {
-        (0..3)
-            .map(|_| {
-                let start = Instant::now();
-                // SAFETY: `run` checked the features every op needs.
-                black_box(unsafe { op(ROUNDS) });
-                (12 * ROUNDS) as f64 / start.elapsed().as_nanos() as f64
-            })
-            .fold(0.0, f64::max)
+        best_rate(op, 12, 3)
     }
 
     /// `vpdpwssd` as written: the compiler turns the intrinsic into `vpmaddwd` and `vpaddd`

@@ -14,8 +14,8 @@ use crate::float::{E4m3, E8m0};
 use crate::x86::sum_lanes;
 use crate::{Bf16, Operands, Out, Stored, F16};
 
-/// How far ahead of the block being multiplied the kernels ask for weight bytes: short rows
-/// read side by side outrun the hardware prefetchers. 16-32 KiB read DRAM about 8% faster
+/// How far ahead of the block being multiplied the 256-bit kernels ask for weight bytes: short
+/// rows read side by side outrun the hardware prefetchers. 16-32 KiB read DRAM about 8% faster
 /// than 8 KiB on weights far beyond the caches (`examples/int8_stream.rs`, alternating).
 const PREFETCH: usize = 32768;
 
