@@ -14,13 +14,16 @@
 //!   bias, as the f32 kernels add it.
 //! - **Products:** per block, lane `l` (of [`LANES`]) is the integer
 //!   `128 · Σ q·hi + Σ q·lo` over the block's positions `4l..4l+4`: two 256-bit `vpdpbusd` (or
-//!   `maddubs` + `madd`, or NEON `sdot`) and a shift. The sums are exact (below 2^24, so exact
-//!   in f32 too), so every instruction set gets the same lanes.
-//! - **Combination in f32**, in one fixed order: per block `c = s_w · u` (the weight group's
-//!   scale times the block's unit), then `acc[b % 4][l] = fma(c, lane_l, acc[b % 4][l])`: four
-//!   accumulators of 8 lanes (two AVX-512 registers hold them); at the end
-//!   `(acc0 + acc1) + (acc2 + acc3)` lane by lane, the lanes summed pairwise, the bias part
-//!   ([`bias_term`]) added last.
+//!   `maddubs` + `madd`, or NEON `sdot`) and a shift. A block's lanes are then summed in
+//!   integers, into its [`Totals`]: lanes {0, 1, 4, 5} and {2, 3, 6, 7} (an `nvfp4` block's two
+//!   groups), which the other formats add into one total. Integer sums are exact in any order,
+//!   so every instruction set gets the same totals.
+//! - **Combination in f32**, in one fixed order ([`fold`]): per block `c = s_w · u` (the weight
+//!   group's scale times the block's unit), then `acc[b % 4] = fma(c, total, acc[b % 4])`:
+//!   four accumulators, one multiply-add a block (the total converted to f32 rounds to
+//!   nearest, as every set converts); at the end `(acc0 + acc1) + (acc2 + acc3)` ([`reduce`]),
+//!   the bias part ([`bias_term`]) added last. A float step a block rather than a lane is what
+//!   lets the many-row kernels keep the integer units busy.
 //!
 //! So a row's result is bit-identical whatever other rows share the call and whichever of this
 //! module's kernels the machine runs: the quantization is one portable function, the integer
@@ -33,8 +36,8 @@
 //! an E2M1 value is an integer in -12..=12, so their lanes are exact integer sums of `2·v` times
 //! the digits, and the block's combined scale is halved (`0.5 · s_w · u`, exact). An `nvfp4`
 //! group is half a block: in the 4-bit lane order lanes {0, 1, 4, 5} hold the codes of the
-//! block's first group and {2, 3, 6, 7} its second's, so each lane takes its own group's scale
-//! ([`lane_scale`]). `mxfp8`'s E4M3 codes are no small integers: it has no integer path. Every
+//! block's first group and {2, 3, 6, 7} its second's, so each of the block's two totals takes
+//! its own group's scale ([`block_scale`]), the first group's multiply-add before the second's. `mxfp8`'s E4M3 codes are no small integers: it has no integer path. Every
 //! set takes every [`supported`] format. [`vectorized`] is what a caller asks before taking
 //! this path: without a vector set the portable kernel would run (exact, slow).
 
@@ -82,15 +85,14 @@ pub struct Activations {
     /// `[m][k / group]` exact f32 sums of x per weight group (the bias part's).
     pub sums: Vec<f32>,
     pub k: usize,
-    /// For the AVX-512 kernels ([`Activations::arrange_wide`]): each block's scale 8 times
-    /// and 4 times, and 4-bit digits with each 4 blocks' first halves before their second ones.
-    pub dup8: Vec<f32>,
-    pub dup4: Vec<f32>,
+    /// For the AVX-512 kernels ([`Activations::arrange_wide`]): 4-bit digits with each 4
+    /// blocks' first halves before their second ones (rows [`quad_stride`] apart, a last
+    /// partial quad padded with zeros).
     pub quads_hi: Vec<i8>,
     pub quads_lo: Vec<i8>,
 }
 
-/// One row's part of [`Activations`] (the spread scales and quads are the AVX-512 kernels').
+/// One row's part of [`Activations`] (the quads are the AVX-512 kernels').
 #[derive(Clone, Copy)]
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) struct Row<'a> {
@@ -98,8 +100,6 @@ pub(crate) struct Row<'a> {
     pub lo: &'a [i8],
     pub scales: &'a [f32],
     pub lane_sums: &'a [i32],
-    pub dup8: &'a [f32],
-    pub dup4: &'a [f32],
     pub quads_hi: &'a [i8],
     pub quads_lo: &'a [i8],
 }
@@ -142,19 +142,10 @@ impl Activations {
         group_sums(ops, &mut self.sums);
     }
 
-    /// What the AVX-512 kernels read besides the codes: the scales spread as they multiply
-    /// them, and (4 bits) the codes of every 4 whole blocks as `[first halves][second halves]`,
-    /// the order in which 64 packed bytes come apart into low and high nibbles.
+    /// What the AVX-512 row kernels read besides the codes: (4 bits) the digits of every 4
+    /// whole blocks as `[first halves][second halves]`, the order in which 64 packed bytes come
+    /// apart into low and high nibbles.
     pub fn arrange_wide(&mut self, bits: u32) {
-        let spread = |n: usize| {
-            self.scales
-                .iter()
-                .flat_map(move |&d| std::iter::repeat_n(d, n))
-        };
-        self.dup8.clear();
-        self.dup8.extend(spread(8));
-        self.dup4.clear();
-        self.dup4.extend(spread(4));
         self.quads_hi.clear();
         self.quads_lo.clear();
         if bits != 4 {
@@ -167,22 +158,15 @@ impl Activations {
     /// Row `m`.
     pub(crate) fn row(&self, m: usize) -> Row<'_> {
         let blocks = self.k / BLOCK;
-        let range = |per: usize| m * blocks * per..(m + 1) * blocks * per;
+        let stride = quad_stride(self.k);
+        let quads = m * stride..(m + 1) * stride;
         Row {
             hi: &self.hi[m * self.k..(m + 1) * self.k],
             lo: &self.lo[m * self.k..(m + 1) * self.k],
             scales: &self.scales[m * blocks..(m + 1) * blocks],
             lane_sums: &self.lane_sums[m * blocks * LANES..(m + 1) * blocks * LANES],
-            dup8: self.dup8.get(range(8)).unwrap_or_default(),
-            dup4: self.dup4.get(range(4)).unwrap_or_default(),
-            quads_hi: self
-                .quads_hi
-                .get(m * self.k..(m + 1) * self.k)
-                .unwrap_or_default(),
-            quads_lo: self
-                .quads_lo
-                .get(m * self.k..(m + 1) * self.k)
-                .unwrap_or_default(),
+            quads_hi: self.quads_hi.get(quads.clone()).unwrap_or_default(),
+            quads_lo: self.quads_lo.get(quads).unwrap_or_default(),
         }
     }
 }
@@ -199,18 +183,25 @@ pub(crate) fn block_scale_of(amax: f32) -> (f32, f32) {
     }
 }
 
-/// Rows of codes (`k` per row) with each 4 whole blocks as `[first halves][second halves]`.
+/// Values a row of arranged quads holds: `k` rounded up to whole quads of 4 blocks.
+pub(crate) const fn quad_stride(k: usize) -> usize {
+    k.div_ceil(4 * BLOCK) * 4 * BLOCK
+}
+
+/// Rows of codes (`k` per row) with each 4 blocks as `[first halves][second halves]`, a last
+/// partial quad padded with zero blocks (so the kernels take it in one step).
 fn arrange_quads(codes: &[i8], k: usize, dst: &mut Vec<i8>) {
     const HALF: usize = BLOCK / 2;
+    let pad = [0i8; HALF];
     for row in codes.chunks_exact(k) {
-        let (whole, tail) = row.split_at(row.len() / (4 * BLOCK) * 4 * BLOCK);
-        for quad in whole.chunks_exact(4 * BLOCK) {
+        for quad in row.chunks(4 * BLOCK) {
             for half in [0, HALF] {
                 let blocks = quad.chunks_exact(BLOCK);
+                let padding = 4 - blocks.len();
                 blocks.for_each(|b| dst.extend_from_slice(&b[half..half + HALF]));
+                (0..padding).for_each(|_| dst.extend_from_slice(&pad));
             }
         }
-        dst.extend_from_slice(tail);
     }
 }
 
@@ -487,38 +478,65 @@ pub(crate) fn for_columns<'a, P: Stored>(
     }
 }
 
-/// The combined scale of lane `l` of block `b`: its weight group's scale (halved for E2M1
-/// codes, which enter as twice their value) times the block's unit. `nvfp4`'s lanes
-/// {0, 1, 4, 5} take the block's first 16-code group, {2, 3, 6, 7} its second.
+/// A block's lanes summed in integers: lanes {0, 1, 4, 5} and lanes {2, 3, 6, 7} (an `nvfp4`
+/// block's first and second group; one group, added, in every other format).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Totals {
+    pub first: i32,
+    pub second: i32,
+}
+
+impl Totals {
+    /// A block's 8 lanes, summed.
+    #[inline(always)]
+    pub(crate) fn of(lanes: [i32; LANES]) -> Totals {
+        Totals {
+            first: lanes[0] + lanes[1] + lanes[4] + lanes[5],
+            second: lanes[2] + lanes[3] + lanes[6] + lanes[7],
+        }
+    }
+}
+
+/// The combined scale of block `b`'s group `half` (0, or 1 for `nvfp4`'s second 16 codes):
+/// its weight group's scale (halved for E2M1 codes, which enter as twice their value) times
+/// the block's unit.
 #[inline(always)]
-pub(crate) fn lane_scale<P: Stored>(
+pub(crate) fn block_scale<P: Stored>(
     scales: &[P],
     group_shift: u32,
     x: &Row,
     b: usize,
-    l: usize,
+    half: usize,
 ) -> f32 {
     let s = match P::PER_STEP {
-        2 => scales[2 * b + ((l >> 1) & 1)].widen(),
+        2 => scales[2 * b + half].widen(),
         _ => scales[b >> group_shift].widen(),
     };
     let s = if P::FLOAT { s * 0.5 } else { s };
     s * x.scales[b]
 }
 
+/// Block `b`'s multiply-adds into its accumulator `acc[b % 4]`: one on the summed totals, or
+/// (`two_groups`: `nvfp4`) the first group's then the second's, `c` their combined scales.
+#[inline(always)]
+pub(crate) fn fold(acc: f32, t: Totals, c: (f32, f32), two_groups: bool) -> f32 {
+    match two_groups {
+        true => {
+            c.1.mul_add(t.second as f32, c.0.mul_add(t.first as f32, acc))
+        }
+        false => c.0.mul_add((t.first + t.second) as f32, acc),
+    }
+}
+
 /// `log2(group / BLOCK)`: block `b` is in group `b >> shift` (0 for `nvfp4`'s half blocks,
-/// which [`lane_scale`] takes apart).
+/// which [`block_scale`] takes apart).
 pub(crate) fn group_shift(format: Format) -> u32 {
     (format.group / BLOCK).max(1).trailing_zeros()
 }
 
-/// The four accumulators' lanes added, then summed pairwise: the order every set ends with.
-pub(crate) fn reduce(acc: [[f32; LANES]; ACCUMULATORS]) -> f32 {
-    let a: [f32; LANES] =
-        std::array::from_fn(|l| (acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l]));
-    let quad = [a[0] + a[4], a[1] + a[5], a[2] + a[6], a[3] + a[7]];
-    let pair = [quad[0] + quad[2], quad[1] + quad[3]];
-    pair[0] + pair[1]
+/// The four accumulators summed: the order every set ends with.
+pub(crate) fn reduce(acc: [f32; ACCUMULATORS]) -> f32 {
+    (acc[0] + acc[1]) + (acc[2] + acc[3])
 }
 
 #[cfg(test)]

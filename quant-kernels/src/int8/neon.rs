@@ -7,7 +7,7 @@
 
 use std::arch::aarch64::*;
 
-use super::{block_bytes, by_kind, each_row, group_shift, kind, lane_scale, Activations, Isa};
+use super::{block_bytes, block_scale, by_kind, each_row, group_shift, kind, Activations, Isa};
 use super::{Row, BLOCK, DIGIT_SHIFT, E2M1, E2M1_TWICE, LANES};
 use crate::{Operands, Out, Stored};
 
@@ -96,18 +96,48 @@ unsafe fn block_codes<const KIND: u32>(w: *const u8) -> [int8x16_t; 2] {
     }
 }
 
-/// Block `b`'s combined scales for lanes 0..4 and 4..8, as [`lane_scale`] gives them: one
-/// for the block, or (`nvfp4`) its first group's in lanes 0, 1, 4, 5 and its second's in 2,
-/// 3, 6, 7.
+/// The combined scales of blocks `b..b + 4` (of `blocks`) as [`block_scale`] gives them, lane
+/// `j` block `b + j`: their first groups', then (`nvfp4`) their second groups' (else the same
+/// again). A block past the row's end gets 0.
 #[inline(always)]
-unsafe fn half_scales<P: Stored>(scales: &[P], shift: u32, x: &Row, b: usize) -> float32x4_t {
-    let first = lane_scale(scales, shift, x, b, 0);
+unsafe fn block_scales4<P: Stored>(
+    scales: &[P],
+    shift: u32,
+    x: &Row,
+    (b, blocks): (usize, usize),
+) -> [float32x4_t; 2] {
+    let c = |half: usize| -> [f32; 4] {
+        std::array::from_fn(|j| match b + j < blocks {
+            true => block_scale(scales, shift, x, b + j, half),
+            false => 0.0,
+        })
+    };
+    let first = vld1q_f32(c(0).as_ptr());
     match P::PER_STEP {
-        2 => {
-            let second = lane_scale(scales, shift, x, b, 2);
-            vld1q_f32([first, first, second, second].as_ptr())
+        2 => [first, vld1q_f32(c(1).as_ptr())],
+        _ => [first, first],
+    }
+}
+
+/// 4 blocks' lanes added in pairs (`u[j]`: block `b + j`'s lanes `i` and `i + 4` in lane `i`;
+/// a block past the row's end zeros, its scales 0) folded into the four accumulators `acc`
+/// (lane `j` accumulator `j`) as [`super::fold`] does.
+#[inline(always)]
+unsafe fn fold4(
+    u: [int32x4_t; 4],
+    c: [float32x4_t; 2],
+    two_groups: bool,
+    acc: float32x4_t,
+) -> float32x4_t {
+    // [first, second] of blocks 0 and 1, then of 2 and 3.
+    let (low, high) = (vpaddq_s32(u[0], u[1]), vpaddq_s32(u[2], u[3]));
+    let (first, second) = (vuzp1q_s32(low, high), vuzp2q_s32(low, high));
+    match two_groups {
+        true => {
+            let acc = vfmaq_f32(acc, c[0], vcvtq_f32_s32(first));
+            vfmaq_f32(acc, c[1], vcvtq_f32_s32(second))
         }
-        _ => vdupq_n_f32(first),
+        false => vfmaq_f32(acc, c[0], vcvtq_f32_s32(vaddq_s32(first, second))),
     }
 }
 
@@ -141,40 +171,52 @@ macro_rules! kernels {
             let step = block_bytes(KIND);
             let blocks = x.scales.len();
             debug_assert!(w.len() >= blocks * step && x.hi.len() >= blocks * BLOCK);
-            let mut acc = [[vdupq_n_f32(0.0); 2]; 4];
-            for b in 0..blocks {
+            // Block `b`'s lanes `i` and `i + 4` added, in lane `i`.
+            let pairs = |b: usize| {
                 let q = block_codes::<KIND>(w.as_ptr().add(b * step));
-                let xs = [x.hi, x.lo].map(|c| c.as_ptr().add(b * BLOCK));
-                let c = half_scales(scales, shift, &x, b);
+                let (hi, lo) = (x.hi.as_ptr().add(b * BLOCK), x.lo.as_ptr().add(b * BLOCK));
+                let mut p = [vdupq_n_s32(0); 2];
                 for h in 0..2 {
-                    let hi = lanes(q[h], vld1q_s8(xs[0].add(16 * h)));
-                    let lo = lanes(q[h], vld1q_s8(xs[1].add(16 * h)));
-                    let mut p = vaddq_s32(vshlq_n_s32::<{ DIGIT_SHIFT as i32 }>(hi), lo);
+                    let high = lanes(q[h], vld1q_s8(hi.add(16 * h)));
+                    let low = lanes(q[h], vld1q_s8(lo.add(16 * h)));
+                    p[h] = vaddq_s32(vshlq_n_s32::<{ DIGIT_SHIFT as i32 }>(high), low);
                     if KIND == 8 {
                         let sums = vld1q_s32(x.lane_sums.as_ptr().add(b * LANES + 4 * h));
-                        p = vaddq_s32(p, vshlq_n_s32::<7>(sums));
+                        p[h] = vaddq_s32(p[h], vshlq_n_s32::<7>(sums));
                     }
-                    let a = &mut acc[b % 4][h];
-                    *a = vfmaq_f32(*a, vcvtq_f32_s32(p), c);
                 }
+                vaddq_s32(p[0], p[1])
+            };
+            let two_groups = P::PER_STEP == 2;
+            let mut acc = vdupq_n_f32(0.0);
+            for b in (0..blocks / 4 * 4).step_by(4) {
+                let u = [pairs(b), pairs(b + 1), pairs(b + 2), pairs(b + 3)];
+                let c = block_scales4(scales, shift, &x, (b, blocks));
+                acc = fold4(u, c, two_groups, acc);
+            }
+            let from = blocks / 4 * 4;
+            if from < blocks {
+                let zero = vdupq_n_s32(0);
+                let u = [
+                    pairs(from),
+                    if from + 1 < blocks { pairs(from + 1) } else { zero },
+                    if from + 2 < blocks { pairs(from + 2) } else { zero },
+                    zero,
+                ];
+                let c = block_scales4(scales, shift, &x, (from, blocks));
+                acc = fold4(u, c, two_groups, acc);
             }
             reduce(acc)
         }
     };
 }
 
-/// The four accumulators (each two halves of 4 lanes) summed as [`super::reduce`] does.
+/// The four accumulators (lane `j` accumulator `j`) summed as [`super::reduce`] does.
 #[inline(always)]
-unsafe fn reduce(acc: [[float32x4_t; 2]; 4]) -> f32 {
-    let half = |h: usize| {
-        vaddq_f32(
-            vaddq_f32(acc[0][h], acc[1][h]),
-            vaddq_f32(acc[2][h], acc[3][h]),
-        )
-    };
-    let quad = vaddq_f32(half(0), half(1));
-    let pair = vadd_f32(vget_low_f32(quad), vget_high_f32(quad));
-    vget_lane_f32::<0>(pair) + vget_lane_f32::<1>(pair)
+unsafe fn reduce(acc: float32x4_t) -> f32 {
+    let mut a = [0f32; 4];
+    vst1q_f32(a.as_mut_ptr(), acc);
+    super::reduce(a)
 }
 
 mod dot {

@@ -1,8 +1,8 @@
 //! The portable integer kernel: the reference every vector set equals bit for bit, and what
 //! runs where a format has no vector kernel.
 
-use super::{digits, each_row, fp4, group_shift, lane_scale, reduce, Activations, Row};
-use super::{ACCUMULATORS, BLOCK, E2M1_TWICE, LANES, PER_LANE};
+use super::{block_scale, digits, each_row, fold, fp4, group_shift, reduce, Activations, Row};
+use super::{Totals, ACCUMULATORS, BLOCK, E2M1_TWICE, LANES, PER_LANE};
 use crate::vector::by_stored;
 use crate::{code, layout, Operands, Out, Stored};
 
@@ -51,15 +51,15 @@ impl Codes<'_> {
 
 /// One weight row (packed) against one int8 row of x, without the bias part.
 fn row<P: Stored>(w: &[u8], x: Row, scales: &[P], (shift, kind): (u32, Codes)) -> f32 {
-    let mut acc = [[0f32; LANES]; ACCUMULATORS];
+    let mut acc = [0f32; ACCUMULATORS];
+    let two_groups = P::PER_STEP == 2;
     for b in 0..x.scales.len() {
         let at = |codes: &[i8]| lane_sums(w, &codes[b * BLOCK..], b, kind);
         let (hi, lo) = (at(x.hi), at(x.lo));
-        let lanes: [i32; LANES] = std::array::from_fn(|l| digits(hi[l], lo[l]));
-        for (l, (a, p)) in acc[b % ACCUMULATORS].iter_mut().zip(lanes).enumerate() {
-            let c = lane_scale(scales, shift, &x, b, l);
-            *a = c.mul_add(p as f32, *a);
-        }
+        let t = Totals::of(std::array::from_fn(|l| digits(hi[l], lo[l])));
+        let c = |half| block_scale(scales, shift, &x, b, half);
+        let a = &mut acc[b % ACCUMULATORS];
+        *a = fold(*a, t, (c(0), c(1)), two_groups);
     }
     reduce(acc)
 }

@@ -140,6 +140,13 @@ fn block_counts(format: Format) -> Vec<usize> {
     }
 }
 
+/// A block count past the AVX-512 panels' short rows (more than 1,024 values), with a
+/// partial last step of 4 blocks where the group allows one.
+fn long_blocks(format: Format) -> usize {
+    let per_group = (format.group / BLOCK).max(1);
+    35usize.div_ceil(per_group) * per_group
+}
+
 /// Every set this CPU lacks, said once per test run rather than passed over in silence.
 fn say_missing_sets() {
     let have = Isa::available();
@@ -227,19 +234,22 @@ fn every_set_equals_the_portable_kernel_bit_for_bit() {
     for set in Isa::available() {
         for (format, dtype) in formats() {
             assert!(supported(format), "the integer path takes {format:?}");
-            for blocks in block_counts(format) {
-                // 2-8 rows take AVX-512's row groups (a partial group, then whole and partial
-                // ones; 19 columns are a whole tile and a partial one), 17 and 40 its panels
-                // (a partial last panel).
-                for rows in [1, 3, 5, 8, 17, 40] {
-                    let seed = 3 + u64::from(format.bits) + blocks as u64;
-                    let case = Case::with_blocks(format, (rows, 19), dtype, seed, blocks);
-                    let (fast, portable) = (case.product(set), case.product(Isa::Scalar));
-                    assert_eq!(
-                        fast, portable,
-                        "{set:?}, {format:?}, {dtype}, {blocks} blocks, {rows} rows"
-                    );
-                }
+            // Short rows: AVX-512's row kernels take 1 and 3 rows (19 columns are four whole
+            // sets of four weight rows and a partial one, and a whole tile and a partial one),
+            // its panels 5, 8, 17 and 40 (a partial last group of rows). Long rows: its row
+            // kernels take up to 8 rows, in whole and partial groups of 4.
+            let short = block_counts(format)
+                .into_iter()
+                .flat_map(|blocks| [1, 3, 5, 8, 17, 40].map(|rows| (blocks, rows)));
+            let long = [2, 4, 7].map(|rows| (long_blocks(format), rows));
+            for (blocks, rows) in short.chain(long) {
+                let seed = 3 + u64::from(format.bits) + blocks as u64;
+                let case = Case::with_blocks(format, (rows, 19), dtype, seed, blocks);
+                let (fast, portable) = (case.product(set), case.product(Isa::Scalar));
+                assert_eq!(
+                    fast, portable,
+                    "{set:?}, {format:?}, {dtype}, {blocks} blocks, {rows} rows"
+                );
             }
         }
     }

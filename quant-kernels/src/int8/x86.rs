@@ -1,14 +1,16 @@
-//! x86-64 integer kernels: AVX2 (`vpmaddubsw` + `vpmaddwd`), AVX-VNNI (`vpdpbusd` on 256
-//! bits) and AVX-512 VNNI (`vpdpbusd` on 512 bits, two blocks at once; a row's last 1..3
-//! blocks on 256 bits with AVX512VL). Codes are unpacked in registers into unsigned
+//! x86-64 integer kernels: AVX2 (`vpmaddubsw` + `vpmaddwd`) and AVX-VNNI (`vpdpbusd` on 256
+//! bits), their lanes summed into block totals by `vphaddd`, and AVX-512 VNNI (`vpdpbusd` on
+//! 512 bits, four weight rows at a time whose lanes go through one tree into their blocks'
+//! totals; a row's last 1..3 blocks in a partial step at 4 bits, else on 256 bits with
+//! AVX512VL; many rows of x in panels). Codes are unpacked in registers into unsigned
 //! bytes in the lane order of [`crate::layout`], which is the order the activations' codes are
 //! in: E2M1 codes as `2·v + 12` (0..=24), the offset taken back as `12 · lane_sum`.
 
 use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
-use super::{block_bytes, by_kind, each_row, group_shift, kind, lane_scale, E2M1};
-use super::{for_columns, rows_of};
+use super::rows_of;
+use super::{block_bytes, block_scale, by_kind, each_row, group_shift, kind, E2M1};
 use super::{Activations, Digits, Isa, Row, BLOCK, DIGIT_SHIFT, E2M1_OFFSET, E2M1_TWICE, LANES};
 use crate::float::{E4m3, E8m0};
 use crate::x86::sum_lanes;
@@ -31,7 +33,11 @@ mod panel;
 /// Whether the AVX-512 VNNI kernels take `ops` a panel of weight rows at a time (many rows of
 /// x, an affine format): then the row kernels' arrangement of x is not needed.
 pub(super) fn by_panels(ops: &Operands) -> bool {
-    ops.m >= panel::PANEL_FROM && panel::takes(ops.format)
+    let rows = match ops.k <= panel::SHORT {
+        true => panel::SHORT_PANEL_FROM,
+        false => panel::PANEL_FROM,
+    };
+    ops.m >= rows && panel::takes(ops.format)
 }
 
 /// The sets this CPU has, best first.
@@ -257,19 +263,110 @@ unsafe fn stream_codes<const BITS: u32>(w: *const u8) -> __m256i {
     _mm256_or_si256(pair(0, 1), pair(2, 3))
 }
 
-/// Block `b`'s combined scales, lane by lane as [`lane_scale`] gives them: one for the block,
-/// or (`nvfp4`) its first group's in lanes 0, 1, 4, 5 and its second's in 2, 3, 6, 7.
+/// The combined scales of blocks `b..b + 4` (of `blocks`) as [`block_scale`] gives them, lane
+/// `j` block `b + j`: their first groups', then (`nvfp4`) their second groups' (else the same
+/// again). A block past the row's end gets 0.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-unsafe fn lane_scales<P: Stored>(scales: &[P], shift: u32, x: &Row, b: usize) -> __m256 {
-    let first = _mm256_set1_ps(lane_scale(scales, shift, x, b, 0));
+unsafe fn block_scales4<P: Stored>(
+    scales: &[P],
+    shift: u32,
+    x: &Row,
+    (b, blocks): (usize, usize),
+) -> [__m128; 2] {
+    let c = |j: usize, half: usize| match b + j < blocks {
+        true => block_scale(scales, shift, x, b + j, half),
+        false => 0.0,
+    };
+    let first = _mm_setr_ps(c(0, 0), c(1, 0), c(2, 0), c(3, 0));
     match P::PER_STEP {
-        2 => _mm256_blend_ps::<0b1100_1100>(
-            first,
-            _mm256_set1_ps(lane_scale(scales, shift, x, b, 2)),
-        ),
-        _ => first,
+        2 => [first, _mm_setr_ps(c(0, 1), c(1, 1), c(2, 1), c(3, 1))],
+        _ => [first, first],
     }
+}
+
+/// 4 blocks' lanes `p` (from block `b`, a multiple of 4; a block past the row's end zero
+/// lanes, and 0 scales `c`) folded into the four accumulators `acc` (lane `j` accumulator `j`)
+/// as [`super::fold`] does: the lanes summed into their [`super::Totals`] with `vphaddd`.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn fold4(p: [__m256i; 4], c: [__m128; 2], two_groups: bool, acc: __m128) -> __m128 {
+    fold_totals(block_totals(p), c, two_groups, acc)
+}
+
+/// 4 blocks' 8 lanes each, summed into their totals: first groups', second groups'.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn block_totals(p: [__m256i; 4]) -> [__m128i; 2] {
+    let (low, high) = (pair_totals(p[0], p[1]), pair_totals(p[2], p[3]));
+    [
+        _mm_castps_si128(_mm_shuffle_ps::<0b10_00_10_00>(low, high)),
+        _mm_castps_si128(_mm_shuffle_ps::<0b11_01_11_01>(low, high)),
+    ]
+}
+
+/// Two blocks' totals: `vphaddd` gives `[a01, a23, b01, b23 | a45, a67, b45, b67]`, and its
+/// halves added `[a first, a second, b first, b second]`.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn pair_totals(a: __m256i, b: __m256i) -> __m128 {
+    let h = _mm256_hadd_epi32(a, b);
+    let t = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
+    _mm_castsi128_ps(t)
+}
+
+/// 4 blocks' totals (first groups', second groups') folded into the accumulators, lane by
+/// lane as [`super::fold`] does.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn fold_totals(t: [__m128i; 2], c: [__m128; 2], two_groups: bool, acc: __m128) -> __m128 {
+    match two_groups {
+        true => {
+            let acc = _mm_fmadd_ps(c[0], _mm_cvtepi32_ps(t[0]), acc);
+            _mm_fmadd_ps(c[1], _mm_cvtepi32_ps(t[1]), acc)
+        }
+        false => _mm_fmadd_ps(c[0], _mm_cvtepi32_ps(_mm_add_epi32(t[0], t[1])), acc),
+    }
+}
+
+/// The accumulators summed as [`super::reduce`] does.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn reduce(acc: __m128) -> f32 {
+    let mut a = [0f32; 4];
+    _mm_storeu_ps(a.as_mut_ptr(), acc);
+    super::reduce(a)
+}
+
+/// Blocks `from..blocks` (at most 3) of a row with `lanes(b)` as the set's block kernel,
+/// folded into `acc`.
+#[inline(always)]
+unsafe fn tail<P: Stored>(
+    (from, blocks): (usize, usize),
+    (scales, shift, x): (&[P], u32, &Row),
+    lanes: impl Fn(usize) -> __m256i,
+    acc: __m128,
+) -> __m128 {
+    if from == blocks {
+        return acc;
+    }
+    let zero = _mm256_setzero_si256();
+    let p = [
+        lanes(from),
+        if from + 1 < blocks {
+            lanes(from + 1)
+        } else {
+            zero
+        },
+        if from + 2 < blocks {
+            lanes(from + 2)
+        } else {
+            zero
+        },
+        zero,
+    ];
+    let c = block_scales4(scales, shift, x, (from, blocks));
+    fold4(p, c, P::PER_STEP == 2, acc)
 }
 
 /// The walk over a call's columns and rows with `row` as the set's kernel, generic over the
@@ -308,28 +405,23 @@ macro_rules! row256 {
             let step = block_bytes(KIND);
             let blocks = x.scales.len();
             debug_assert!(w.len() >= blocks * step && x.hi.len() >= blocks * BLOCK);
-            // Block `b` into accumulator `b % 4`, indices fixed so that they stay in registers.
-            let block = |b: usize, acc: __m256| {
+            let lanes = |b: usize| {
                 let at = w.as_ptr().add(b * step);
                 _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH) as *const i8);
                 let q = block_codes::<KIND>(at);
                 let xs = [x.hi, x.lo]
                     .map(|c| _mm256_loadu_si256(c.as_ptr().add(b * BLOCK) as *const __m256i));
                 let sums = x.lane_sums.as_ptr().add(b * LANES) as *const __m256i;
-                let p = $dot::<KIND>(q, xs, sums);
-                let c = lane_scales(scales, shift, &x, b);
-                _mm256_fmadd_ps(c, _mm256_cvtepi32_ps(p), acc)
+                $dot::<KIND>(q, xs, sums)
             };
-            let mut acc = [_mm256_setzero_ps(); 4];
+            let two_groups = P::PER_STEP == 2;
+            let mut acc = _mm_setzero_ps();
             for b in (0..blocks / 4 * 4).step_by(4) {
-                acc = [
-                    block(b, acc[0]),
-                    block(b + 1, acc[1]),
-                    block(b + 2, acc[2]),
-                    block(b + 3, acc[3]),
-                ];
+                let p = [lanes(b), lanes(b + 1), lanes(b + 2), lanes(b + 3)];
+                let c = block_scales4(scales, shift, &x, (b, blocks));
+                acc = fold4(p, c, two_groups, acc);
             }
-            tail(blocks, &mut acc, block);
+            let acc = tail((blocks / 4 * 4, blocks), (scales, shift, &x), lanes, acc);
             reduce(acc)
         }
     };
@@ -426,19 +518,32 @@ pub(super) trait Wide: Stored {
     /// AVX-512 F/BW/VL; the masked values are readable.
     unsafe fn load(at: *const Self, mask: u8) -> __m128;
 
-    /// The weight scales of the 16 lanes of a 4-bit step of 4 blocks from block `b` (lane `L`
-    /// in block `b + L / 4`; `quad` says which of the loaded scales), halved for E2M1 codes.
+    /// The weight scales of blocks `b..b + 4` (lane `j` block `b + j`), halved for E2M1
+    /// codes: their first groups', then (`nvfp4`) their second groups' (else the same again).
+    /// Only the first `valid` blocks' scales are read (a row's last, partial step); the other
+    /// lanes take 0 or a read scale.
     ///
     /// # Safety
-    /// AVX-512 F/BW/VL; the 4 blocks' scales are in `scales`.
+    /// AVX-512 F/BW/VL; the `valid` blocks' scales are in `scales`.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
     #[inline]
-    unsafe fn quad_lanes(scales: &[Self], b: usize, shift: u32, quad: __m512i) -> __m512 {
-        let (g, count) = (b >> shift, (4usize >> shift).max(1));
+    unsafe fn block_scales(scales: &[Self], (b, valid): (usize, usize), shift: u32) -> [__m128; 2] {
+        let (g, count) = (b >> shift, ((b + valid - 1) >> shift) - (b >> shift) + 1);
         debug_assert!(scales.len() >= g + count);
         let s = Self::load(scales.as_ptr().add(g), (1u8 << count) - 1);
-        _mm512_permutexvar_ps(quad, _mm512_castps128_ps512(s))
+        let s = _mm_permutevar_ps(
+            s,
+            _mm_srl_epi32(_mm_setr_epi32(0, 1, 2, 3), shift_by(shift)),
+        );
+        [s, s]
     }
+}
+
+/// A shift count as `vpsrld` takes it.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn shift_by(shift: u32) -> __m128i {
+    _mm_cvtsi32_si128(shift as i32)
 }
 
 impl Wide for E8m0 {
@@ -458,10 +563,11 @@ impl Wide for E8m0 {
 
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
     #[inline]
-    unsafe fn quad_lanes(scales: &[E8m0], b: usize, _: u32, quad: __m512i) -> __m512 {
-        debug_assert!(scales.len() >= b + 4);
-        let s = _mm512_castps128_ps512(Self::load(scales.as_ptr().add(b), 0xF));
-        _mm512_mul_ps(_mm512_permutexvar_ps(quad, s), _mm512_set1_ps(0.5))
+    unsafe fn block_scales(scales: &[E8m0], (b, valid): (usize, usize), _: u32) -> [__m128; 2] {
+        debug_assert!(scales.len() >= b + valid);
+        let s = Self::load(scales.as_ptr().add(b), (1u8 << valid) - 1);
+        let s = _mm_mul_ps(s, _mm_set1_ps(0.5));
+        [s, s]
     }
 }
 
@@ -476,15 +582,18 @@ impl Wide for E4m3 {
         _mm_loadu_ps(v.as_ptr())
     }
 
-    /// Two 16-code groups a block: lane `L` takes group `2 · (L / 4) + (L % 4) / 2` of the
-    /// 8 (the lanes of [`super::lane_scale`]).
+    /// Two 16-code groups a block: block `b + j`'s are groups `2j` and `2j + 1` of the 8.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl")]
     #[inline]
-    unsafe fn quad_lanes(scales: &[E4m3], b: usize, _: u32, _: __m512i) -> __m512 {
-        debug_assert!(scales.len() >= 2 * b + 8);
-        let v: [f32; 8] = std::array::from_fn(|i| scales[2 * b + i].widen() * 0.5);
-        let index = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-        _mm512_permutexvar_ps(index, _mm512_castps256_ps512(_mm256_loadu_ps(v.as_ptr())))
+    unsafe fn block_scales(scales: &[E4m3], (b, valid): (usize, usize), _: u32) -> [__m128; 2] {
+        debug_assert!(scales.len() >= 2 * (b + valid));
+        let v = |half: usize| -> [f32; 4] {
+            std::array::from_fn(|j| match j < valid {
+                true => scales[2 * (b + j) + half].widen() * 0.5,
+                false => 0.0,
+            })
+        };
+        [v(0), v(1)].map(|v| _mm_loadu_ps(v.as_ptr()))
     }
 }
 
@@ -536,53 +645,10 @@ unsafe fn bias_term<P: Wide>(biases: &[P], sums: &[f32]) -> f32 {
     sum_lanes(t)
 }
 
-/// The last `blocks % 4` blocks into accumulators 0, 1 and 2 (whole quads came before).
-#[inline(always)]
-fn tail(blocks: usize, acc: &mut [__m256; 4], block: impl Fn(usize, __m256) -> __m256) {
-    let start = blocks / 4 * 4;
-    if start < blocks {
-        acc[0] = block(start, acc[0]);
-    }
-    if start + 1 < blocks {
-        acc[1] = block(start + 1, acc[1]);
-    }
-    if start + 2 < blocks {
-        acc[2] = block(start + 2, acc[2]);
-    }
-}
-
-/// The four accumulators summed as [`super::reduce`] does.
-#[target_feature(enable = "avx2,fma")]
-#[inline]
-unsafe fn reduce(acc: [__m256; 4]) -> f32 {
-    sum_lanes(_mm256_add_ps(
-        _mm256_add_ps(acc[0], acc[1]),
-        _mm256_add_ps(acc[2], acc[3]),
-    ))
-}
-
 mod avx512 {
     use super::*;
 
-    /// Which weight scale (of the up to 4 loaded) each of the 16 lanes takes, per group
-    /// size (`shift`): `quad` the 4-bit layout (lane `L` in block `L / 4`), `pairs` the
-    /// others' (blocks `L / 8` and `2 + L / 8`). Plain arrays, loaded where they are used: a
-    /// register-typed local here was stored to the stack with an aligned move the frame was not
-    /// aligned for (a segfault in release builds).
-    struct Spread {
-        quad: [i32; 16],
-        pairs: [[i32; 16]; 2],
-    }
-
-    fn spread(shift: u32) -> Spread {
-        let index = |block: &dyn Fn(i32) -> i32| std::array::from_fn(|l| block(l as i32) >> shift);
-        Spread {
-            quad: index(&|l| l / 4),
-            pairs: [index(&|l| l / 8), index(&|l| 2 + l / 8)],
-        }
-    }
-
-    /// A [`Spread`] index as a register.
+    /// An index table as a register.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
     unsafe fn index(v: &[i32; 16]) -> __m512i {
@@ -596,11 +662,10 @@ mod avx512 {
             return super::panel::columns::<KIND>(walk);
         }
         let shift = super::group_shift(ops.format);
-        let spread = &spread(shift);
         crate::vector::by_stored!(ops, g => each_group::<KIND, _>(
             walk,
             (g.scales, g.biases),
-            (shift, spread)
+            shift
         ))
     }
 
@@ -631,7 +696,7 @@ mod avx512 {
     unsafe fn each_group<const KIND: u32, P: Wide>(
         (ops, acts, cols, out): super::Walk,
         params: (&[P], &[P]),
-        ctx: (u32, &Spread),
+        shift: u32,
     ) {
         let x_rows = rows_of(ops, acts);
         let groups: Vec<Group> = x_rows
@@ -649,46 +714,209 @@ mod avx512 {
             let tile = (ops, start..(start + TILE).min(cols.end), out);
             for group in &groups {
                 match group.2.len() {
-                    4 => tile_rows::<KIND, P, 4>(tile.clone(), group, params, ctx),
-                    3 => tile_rows::<KIND, P, 3>(tile.clone(), group, params, ctx),
-                    2 => tile_rows::<KIND, P, 2>(tile.clone(), group, params, ctx),
-                    _ => tile_rows::<KIND, P, 1>(tile.clone(), group, params, ctx),
+                    4 => tile_rows::<KIND, P, 4>(tile.clone(), group, params, shift),
+                    3 => tile_rows::<KIND, P, 3>(tile.clone(), group, params, shift),
+                    2 => tile_rows::<KIND, P, 2>(tile.clone(), group, params, shift),
+                    _ => tile_rows::<KIND, P, 1>(tile.clone(), group, params, shift),
                 }
             }
         }
     }
 
-    /// Weight rows `cols` against the first `R` rows of `group`.
+    /// Weight rows `cols` against the first `R` rows of `group`, four weight rows at a time
+    /// (the last four padded with copies, never written).
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     unsafe fn tile_rows<const KIND: u32, P: Wide, const R: usize>(
         (ops, cols, out): (&Operands, std::ops::Range<usize>, Out),
         (first, xs, rows_sums): &Group,
-        params: (&[P], &[P]),
-        ctx: (u32, &Spread),
+        (scales, biases): (&[P], &[P]),
+        shift: u32,
     ) {
-        for_columns(ops, cols, params, |n, w, s, b| {
-            // SAFETY: this function's features are the kernel's.
-            let v = unsafe { rows::<KIND, P, R>(w, xs, s, ctx) };
-            for (r, (v, &(_, sums))) in v.into_iter().zip(*rows_sums).enumerate() {
-                let v = match b {
-                    // SAFETY: this function's features are the kernel's.
-                    Some(b) => v + unsafe { bias_term(b, sums) },
-                    None => v,
-                };
-                // SAFETY: the caller was given an output of `m * n` values.
-                unsafe { out.write(first + r, n, ops.n, v) };
+        let groups = ops.k / ops.format.group;
+        let ahead = crate::rows_ahead(ops.format.row_bytes(ops.k));
+        for n0 in cols.clone().step_by(WEIGHT_ROWS) {
+            let ns: [usize; WEIGHT_ROWS] = std::array::from_fn(|i| (n0 + i).min(cols.end - 1));
+            for n in n0..(n0 + WEIGHT_ROWS).min(cols.end) {
+                crate::prefetch_params([scales, biases], n + ahead, groups);
             }
-        })
+            let params = ns.map(|n| &scales[n * groups..(n + 1) * groups]);
+            let v = weight_rows::<KIND, P, R>(ns.map(|n| ops.w_row(n)), xs, params, shift);
+            for (i, &n) in ns.iter().enumerate().take(cols.end - n0) {
+                for (r, &(_, sums)) in rows_sums.iter().enumerate().take(R) {
+                    let v = match biases.get(n * groups..(n + 1) * groups) {
+                        Some(b) => v[r][i] + bias_term(b, sums),
+                        None => v[r][i],
+                    };
+                    // SAFETY: the caller was given an output of `m * n` values.
+                    out.write(first + r, n, ops.n, v);
+                }
+            }
+        }
     }
 
-    /// The weight scales of 4 blocks from block `b`, widened, in lanes 0..4: as many as the 4
-    /// blocks span (4, 2 or 1 groups), the other lanes 0 and taken by no lane of [`Spread`].
+    /// Weight rows multiplied at once by the row kernels: a step's lanes of four weight rows
+    /// go through one tree into their 16 blocks' totals.
+    const WEIGHT_ROWS: usize = 4;
+
+    /// Four weight rows (`ws`, their scales `params`) against the first `R` int8 rows of `xs`,
+    /// without the bias part: steps of 4 blocks, each weight row's lanes of a step added in
+    /// pairs, the four weight rows' through one tree into their blocks' totals, folded into a
+    /// register a row of x whose lanes `4i..4i + 4` are weight row `i`'s four accumulators; a
+    /// last 1..3 blocks in a partial step (4 bits) or on 256 bits. Codes are unpacked and
+    /// scales read once for all `R`.
+    ///
+    /// # Safety
+    /// AVX-512 F/BW/VL/VNNI; each `w` holds the packed codes of `x.scales.len()` blocks; each
+    /// `x` was arranged ([`Activations::arrange_wide`]).
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
-    unsafe fn four_scales<P: Wide>(scales: &[P], b: usize, shift: u32) -> __m512 {
-        let (g, count) = (b >> shift, (4usize >> shift).max(1));
-        debug_assert!(scales.len() >= g + count);
-        _mm512_castps128_ps512(P::load(scales.as_ptr().add(g), (1u8 << count) - 1))
+    #[allow(clippy::needless_range_loop)] // indices keep the accumulators in registers
+    unsafe fn weight_rows<const KIND: u32, P: Wide, const R: usize>(
+        ws: [&[u8]; WEIGHT_ROWS],
+        xs: &[Row; GROUP],
+        params: [&[P]; WEIGHT_ROWS],
+        shift: u32,
+    ) -> [[f32; WEIGHT_ROWS]; R] {
+        let blocks = xs[0].scales.len();
+        debug_assert!(ws.iter().all(|w| w.len() >= blocks * block_bytes(KIND)));
+        debug_assert!(xs[R - 1].hi.len() >= blocks * BLOCK);
+        let ctx = (ws.map(|w| w.as_ptr()), params, shift);
+        let mut acc = [_mm512_setzero_ps(); R];
+        for b in (0..blocks / 4 * 4).step_by(4) {
+            acc = step::<KIND, P, R>(ctx, xs, (b, 4), acc);
+        }
+        if nibbles(KIND) && !blocks.is_multiple_of(4) {
+            acc = step::<KIND, P, R>(ctx, xs, (blocks / 4 * 4, blocks % 4), acc);
+        }
+        let mut out = [[0f32; WEIGHT_ROWS]; R];
+        for r in 0..R {
+            if nibbles(KIND) {
+                out[r] = reduce_four(acc[r]);
+                continue;
+            }
+            for i in 0..WEIGHT_ROWS {
+                let chains = weight_chains(acc[r], i);
+                out[r][i] = finish::<KIND, P>(ws[i], &xs[r], params[i], shift, chains);
+            }
+        }
+        out
+    }
+
+    /// Each weight row's four accumulators (lanes `4i..4i + 4`) summed as
+    /// [`super::super::reduce`] does, the four rows side by side: `(a0 + a1) + (a2 + a3)`.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn reduce_four(acc: __m512) -> [f32; WEIGHT_ROWS] {
+        let pairs = _mm512_add_ps(acc, _mm512_permute_ps::<0b10_11_00_01>(acc));
+        let sums = _mm512_add_ps(pairs, _mm512_permute_ps::<0b01_00_11_10>(pairs));
+        let mut v = [0f32; 16];
+        _mm512_storeu_ps(v.as_mut_ptr(), sums);
+        [v[0], v[4], v[8], v[12]]
+    }
+
+    /// Whether codes of `kind` take 4-bit steps of 4 blocks ([`nibble_codes`]).
+    const fn nibbles(kind: u32) -> bool {
+        kind == 4 || kind == E2M1
+    }
+
+    /// The first `valid` of the 4 blocks from block `b` of four weight rows into each row of
+    /// x's accumulators. A row's last, partial step (4 bits) reads only its blocks: the other
+    /// lanes are zero codes, scales and (padded) digits, which add an exact 0 to accumulators
+    /// that are never -0.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    #[allow(clippy::needless_range_loop)] // indices keep the values in registers
+    unsafe fn step<const KIND: u32, P: Wide, const R: usize>(
+        (ws, params, shift): ([*const u8; WEIGHT_ROWS], [&[P]; WEIGHT_ROWS], u32),
+        xs: &[Row; GROUP],
+        (b, valid): (usize, usize),
+        mut acc: [__m512; R],
+    ) -> [__m512; R] {
+        let step = block_bytes(KIND);
+        let mut q = [[_mm512_setzero_si512(); 2]; WEIGHT_ROWS];
+        let mut s = [[_mm_setzero_ps(); 2]; WEIGHT_ROWS];
+        for i in 0..WEIGHT_ROWS {
+            let at = ws[i].add(b * step);
+            prefetch_ahead(at, 4 * step);
+            q[i] = match nibbles(KIND) {
+                true => nibble_codes::<KIND>(at, valid),
+                false => [pair_codes::<KIND>(at), pair_codes::<KIND>(at.add(2 * step))],
+            };
+            s[i] = P::block_scales(params[i], (b, valid), shift);
+        }
+        let spread = |h: usize| {
+            let v = _mm512_castps128_ps512(s[0][h]);
+            let v = _mm512_insertf32x4::<1>(v, s[1][h]);
+            let v = _mm512_insertf32x4::<2>(v, s[2][h]);
+            _mm512_insertf32x4::<3>(v, s[3][h])
+        };
+        let (first, second) = (spread(0), spread(1));
+        for r in 0..R {
+            let mut u = [_mm512_setzero_si512(); WEIGHT_ROWS];
+            for i in 0..WEIGHT_ROWS {
+                u[i] = match nibbles(KIND) {
+                    true => nibble_pairs::<KIND>(q[i], &xs[r], (b, valid)),
+                    false => quad_pairs(q[i], &xs[r], b),
+                };
+            }
+            let t = sweep_totals(u);
+            let units = xs[r].scales.as_ptr().add(b);
+            let units = match valid {
+                4 => _mm_loadu_ps(units),
+                n => _mm_maskz_loadu_ps((1u8 << n) - 1, units),
+            };
+            let units = _mm512_broadcast_f32x4(units);
+            acc[r] = match P::PER_STEP {
+                2 => {
+                    let a = _mm512_fmadd_ps(
+                        _mm512_mul_ps(first, units),
+                        _mm512_cvtepi32_ps(t[0]),
+                        acc[r],
+                    );
+                    _mm512_fmadd_ps(_mm512_mul_ps(second, units), _mm512_cvtepi32_ps(t[1]), a)
+                }
+                _ => {
+                    let total = _mm512_cvtepi32_ps(_mm512_add_epi32(t[0], t[1]));
+                    _mm512_fmadd_ps(_mm512_mul_ps(first, units), total, acc[r])
+                }
+            };
+        }
+        acc
+    }
+
+    /// Weight row `i`'s four accumulators: lanes `4i..4i + 4`.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn weight_chains(acc: __m512, i: usize) -> __m128 {
+        match i {
+            0 => _mm512_extractf32x4_ps::<0>(acc),
+            1 => _mm512_extractf32x4_ps::<1>(acc),
+            2 => _mm512_extractf32x4_ps::<2>(acc),
+            _ => _mm512_extractf32x4_ps::<3>(acc),
+        }
+    }
+
+    /// Four registers' lanes added in pairs (block `j` in lanes `4j..4j + 4` of each) into
+    /// their 16 blocks' totals, register by register: adjacent lanes added twice, two
+    /// registers at a time, give the first totals and the second totals in that order.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn sweep_totals(u: [__m512i; 4]) -> [__m512i; 2] {
+        const EVEN: [i32; 16] = [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30];
+        const ODD: [i32; 16] = [1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31];
+        let (even, odd) = (index(&EVEN), index(&ODD));
+        let front = _mm512_add_epi32(
+            _mm512_permutex2var_epi32(u[0], even, u[1]),
+            _mm512_permutex2var_epi32(u[0], odd, u[1]),
+        );
+        let back = _mm512_add_epi32(
+            _mm512_permutex2var_epi32(u[2], even, u[3]),
+            _mm512_permutex2var_epi32(u[2], odd, u[3]),
+        );
+        [
+            _mm512_permutex2var_epi32(front, even, back),
+            _mm512_permutex2var_epi32(front, odd, back),
+        ]
     }
 
     /// Two blocks' codes (`w` at block `b`), `b` in the low half and `b + 1` in the high one.
@@ -711,66 +939,8 @@ mod avx512 {
         }
     }
 
-    /// One weight row against the first `R` int8 rows of `xs`, without the bias part: 4 blocks
-    /// at a time into two registers a row that hold its four accumulators, a last 1..3 blocks
-    /// on 256 bits. Each row's float steps are the one-row kernel's, in its order; the codes
-    /// are unpacked and the weight scales spread once for all `R`.
-    ///
-    /// # Safety
-    /// AVX-512 F/BW/VL/VNNI; `w` holds the packed codes of `x.scales.len()` blocks; each `x`
-    /// was arranged ([`Activations::arrange_wide`]).
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    #[inline]
-    #[allow(clippy::needless_range_loop)] // indices keep the accumulators in registers
-    unsafe fn rows<const KIND: u32, P: Wide, const R: usize>(
-        w: &[u8],
-        xs: &[Row; GROUP],
-        scales: &[P],
-        (shift, spread): (u32, &Spread),
-    ) -> [f32; R] {
-        let step = block_bytes(KIND);
-        let blocks = xs[0].scales.len();
-        debug_assert!(w.len() >= blocks * step && xs[R - 1].hi.len() >= blocks * BLOCK);
-        let quads = blocks / 4;
-        let (quad, pairs) = (
-            index(&spread.quad),
-            spread.pairs.each_ref().map(|p| index(p)),
-        );
-        let mut acc = [[_mm512_setzero_ps(); 2]; R];
-        for b in (0..quads * 4).step_by(4) {
-            let at = w.as_ptr().add(b * step);
-            prefetch_ahead(at, 4 * step);
-            if KIND == 4 || KIND == E2M1 {
-                let (s, q) = (
-                    P::quad_lanes(scales, b, shift, quad),
-                    nibble_codes::<KIND>(at),
-                );
-                for r in 0..R {
-                    let d = _mm512_loadu_ps(xs[r].dup4.as_ptr().add(b * 4));
-                    acc[r] = nibbles::<KIND>(q, &xs[r], b, _mm512_mul_ps(s, d), acc[r]);
-                }
-                continue;
-            }
-            let s = four_scales(scales, b, shift);
-            for h in 0..2 {
-                let q = pair_codes::<KIND>(at.add(2 * h * step));
-                let spread = _mm512_permutexvar_ps(pairs[h], s);
-                for r in 0..R {
-                    let x = &xs[r];
-                    let digits = [x.hi, x.lo].map(|c| {
-                        _mm512_loadu_si512(c.as_ptr().add((b + 2 * h) * BLOCK) as *const __m512i)
-                    });
-                    let p = dot512(q, digits);
-                    let d = _mm512_loadu_ps(x.dup8.as_ptr().add((b + 2 * h) * 8));
-                    let c = _mm512_mul_ps(spread, d);
-                    acc[r][h] = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), acc[r][h]);
-                }
-            }
-        }
-        std::array::from_fn(|r| finish::<KIND, P>(w, &xs[r], scales, shift, acc[r]))
-    }
-
-    /// A row's last 1..3 blocks on 256 bits, then its accumulators summed.
+    /// A row's last 1..3 blocks on 256 bits (but 4-bit rows, which took them in a partial
+    /// step), then its accumulators summed.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
     unsafe fn finish<const KIND: u32, P: Wide>(
@@ -778,30 +948,61 @@ mod avx512 {
         x: &Row,
         scales: &[P],
         shift: u32,
-        acc: [__m512; 2],
+        acc: __m128,
     ) -> f32 {
         let step = block_bytes(KIND);
-        let mut four = accumulators::<KIND>(acc);
-        let block = |b: usize, acc: __m256| {
+        let lanes = |b: usize| {
             let q = block_codes::<KIND>(w.as_ptr().add(b * step));
             let xs = [x.hi, x.lo]
                 .map(|c| _mm256_loadu_si256(c.as_ptr().add(b * BLOCK) as *const __m256i));
             let sums = x.lane_sums.as_ptr().add(b * LANES) as *const __m256i;
-            let p = super::vl::dot::<KIND>(q, xs, sums);
-            let c = lane_scales(scales, shift, x, b);
-            _mm256_fmadd_ps(c, _mm256_cvtepi32_ps(p), acc)
+            super::vl::dot::<KIND>(q, xs, sums)
         };
-        tail(x.scales.len(), &mut four, block);
-        reduce(four)
+        let blocks = x.scales.len();
+        let from = match nibbles(KIND) {
+            true => blocks,
+            false => blocks / 4 * 4,
+        };
+        reduce(tail((from, blocks), (scales, shift, x), lanes, acc))
+    }
+
+    /// 4 blocks from block `b` (two [`pair_codes`] `q`) against row `x`, their lanes added in
+    /// pairs: lane `4j + i` is block `j`'s lanes `i` and `i + 4`.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn quad_pairs(q: [__m512i; 2], x: &Row, b: usize) -> __m512i {
+        let hi = x.hi.as_ptr().add(b * BLOCK) as *const __m512i;
+        let lo = x.lo.as_ptr().add(b * BLOCK) as *const __m512i;
+        let p0 = dot512(q[0], [_mm512_loadu_si512(hi), _mm512_loadu_si512(lo)]);
+        let p1 = dot512(
+            q[1],
+            [_mm512_loadu_si512(hi.add(1)), _mm512_loadu_si512(lo.add(1))],
+        );
+        // Each block's lanes 4..8 (its high 128 bits) onto its lanes 0..4, then the low 128
+        // bits of each block side by side.
+        let p0 = _mm512_add_epi32(p0, _mm512_shuffle_i32x4::<0b10_11_00_01>(p0, p0));
+        let p1 = _mm512_add_epi32(p1, _mm512_shuffle_i32x4::<0b10_11_00_01>(p1, p1));
+        _mm512_shuffle_i32x4::<0b10_00_10_00>(p0, p1)
     }
 
     /// 4 blocks of 4-bit codes (affine, or E2M1 as `2·v + 12`) from `at`: a 64-byte load
     /// split into low nibbles (the blocks' first halves) and high ones (their second halves),
-    /// as the activations were arranged.
+    /// as the activations were arranged. Only the first `valid` blocks are read; the others'
+    /// codes are 0.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
-    unsafe fn nibble_codes<const KIND: u32>(at: *const u8) -> [__m512i; 2] {
-        let v = _mm512_loadu_si512(at as *const __m512i);
+    unsafe fn nibble_codes<const KIND: u32>(at: *const u8, valid: usize) -> [__m512i; 2] {
+        let v = match valid {
+            4 => _mm512_loadu_si512(at as *const __m512i),
+            n => _mm512_maskz_loadu_epi8((1u64 << (n * block_bytes(KIND))) - 1, at as *const i8),
+        };
+        nibble_split::<KIND>(v)
+    }
+
+    /// 64 bytes of 4 blocks' 4-bit codes split into low and high nibbles, as [`nibble_codes`].
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn nibble_split<const KIND: u32>(v: __m512i) -> [__m512i; 2] {
         let low = _mm512_set1_epi8(0x0F);
         let q = [
             _mm512_and_si512(v, low),
@@ -814,37 +1015,46 @@ mod avx512 {
         q.map(|q| _mm512_shuffle_epi8(table, q))
     }
 
-    /// 4 blocks' [`nibble_codes`] `q` (block `b`) against row `x` into its two accumulators,
-    /// `c` their lanes' combined scales.
+    /// 4 blocks from block `b` ([`nibble_codes`] `q`) against row `x`, their lanes added in
+    /// pairs as [`quad_pairs`] gives them: i32 lane `L` of half `h` is block `L / 4`'s int8
+    /// lane `4h + L % 4`, so the halves added hold each block's lanes `i + (i + 4)`.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
-    unsafe fn nibbles<const KIND: u32>(
+    unsafe fn nibble_pairs<const KIND: u32>(
         q: [__m512i; 2],
         x: &Row,
-        b: usize,
-        c: __m512,
-        acc: [__m512; 2],
-    ) -> [__m512; 2] {
-        let xs = [x.quads_hi, x.quads_lo].map(|c| c.as_ptr().add(b * BLOCK) as *const __m512i);
-        std::array::from_fn(|h| {
-            let mut p = dot512(q[h], xs.map(|x| _mm512_loadu_si512(x.add(h))));
-            if KIND == E2M1 {
-                p = _mm512_sub_epi32(p, quad_offset(x, b, h));
+        (b, valid): (usize, usize),
+    ) -> __m512i {
+        let hi = x.quads_hi.as_ptr().add(b * BLOCK) as *const __m512i;
+        let lo = x.quads_lo.as_ptr().add(b * BLOCK) as *const __m512i;
+        let p0 = dot512(q[0], [_mm512_loadu_si512(hi), _mm512_loadu_si512(lo)]);
+        let p1 = dot512(
+            q[1],
+            [_mm512_loadu_si512(hi.add(1)), _mm512_loadu_si512(lo.add(1))],
+        );
+        let u = _mm512_add_epi32(p0, p1);
+        match KIND {
+            E2M1 => {
+                let offset = quad_offset(x, (b, valid), 0);
+                let offset = _mm512_add_epi32(offset, quad_offset(x, (b, valid), 1));
+                _mm512_sub_epi32(u, offset)
             }
-            _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), acc[h])
-        })
+            _ => u,
+        }
     }
 
     /// `12 · lane_sum` of the lanes half `h` of a 4-block nibble step holds: i32 lane `L` is
-    /// block `b + L / 4`'s int8 lane `4h + L % 4`.
+    /// block `b + L / 4`'s int8 lane `4h + L % 4` (0 past the first `valid` blocks).
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
-    unsafe fn quad_offset(x: &Row, b: usize, h: usize) -> __m512i {
+    unsafe fn quad_offset(x: &Row, (b, valid): (usize, usize), h: usize) -> __m512i {
         const INDEX: [[i32; 16]; 2] = [quad_lanes(0), quad_lanes(1)];
         let at = x.lane_sums.as_ptr().add(b * LANES);
+        let sums = valid * LANES;
+        let mask = |from: usize| ((1u32 << sums.saturating_sub(from).min(16)) - 1) as u16;
         let (lo, hi) = (
-            _mm512_loadu_si512(at as *const __m512i),
-            _mm512_loadu_si512(at.add(16) as *const __m512i),
+            _mm512_maskz_loadu_epi32(mask(0), at),
+            _mm512_maskz_loadu_epi32(mask(16), at.add(16)),
         );
         let s = _mm512_permutex2var_epi32(lo, index(&INDEX[h]), hi);
         _mm512_add_epi32(_mm512_slli_epi32::<3>(s), _mm512_slli_epi32::<2>(s))
@@ -867,32 +1077,5 @@ mod avx512 {
     unsafe fn dot512(q: __m512i, x: [__m512i; 2]) -> __m512i {
         let hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, x[0]);
         _mm512_dpbusd_epi32(_mm512_slli_epi32::<{ DIGIT_SHIFT }>(hi), q, x[1])
-    }
-
-    /// The four 8-lane accumulators out of the two registers: at 4 bits, 128-bit lane `j` of
-    /// the first holds accumulator `j`'s lanes 0..4 and of the second its lanes 4..8; else
-    /// the halves hold accumulators 0, 1 and 2, 3.
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    #[inline]
-    unsafe fn accumulators<const KIND: u32>(acc: [__m512; 2]) -> [__m256; 4] {
-        let half = |v: __m512, i: usize| match i {
-            0 => _mm512_castps512_ps256(v),
-            _ => _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v))),
-        };
-        if KIND != 4 && KIND != E2M1 {
-            return [
-                half(acc[0], 0),
-                half(acc[0], 1),
-                half(acc[1], 0),
-                half(acc[1], 1),
-            ];
-        }
-        let lane = |v: __m512, j: usize| match j {
-            0 => _mm512_extractf32x4_ps::<0>(v),
-            1 => _mm512_extractf32x4_ps::<1>(v),
-            2 => _mm512_extractf32x4_ps::<2>(v),
-            _ => _mm512_extractf32x4_ps::<3>(v),
-        };
-        std::array::from_fn(|j| _mm256_set_m128(lane(acc[1], j), lane(acc[0], j)))
     }
 }

@@ -1,30 +1,44 @@
-//! The AVX-512 VNNI kernel for many rows of x (a prefill): 16 weight rows at a time are
-//! unpacked once into a panel where lane `j` of every register is weight row `j`
-//! (`[block][int8 lane][16 rows][4 codes]`), and each row of x is multiplied with the panel,
-//! its digits broadcast from memory into the `vpdpbusd`s. So codes are unpacked once for all
-//! rows of x, no register is permuted, and the 16 outputs of a row of x come out side by side.
-//! The float steps are the row kernels' in their order, one output a lane: per block
-//! `c = s_w · u`, then `acc[b % 4][l] = fma(c, lane_l, acc[b % 4][l])` (the four accumulators
-//! one after another, blocks `j, j + 4, ..`), the same sums at the end, the bias part added
+//! The AVX-512 VNNI kernel for many rows of x (a prefill, a batch): 16 weight rows at a time
+//! are unpacked once into a panel where lane `j` of every register is weight row `j`
+//! (`[block][int8 lane][16 rows][4 codes]`), and [`ROWS`] rows of x at a time are multiplied
+//! with it, their digits broadcast from memory into the `vpdpbusd`s. A panel register is
+//! loaded once for the rows, and each row's digit has its own accumulator, so eight chains of
+//! `vpdpbusd` run side by side. The lanes of a block add up in those accumulators, so a
+//! block's totals come out one register a row, 16 weight rows side by side, and the float
+//! steps are the module's, one output a lane: per block `c = s_w · u` and
+//! `acc[b % 4] = fma(c, total, acc[b % 4])`, the same sums at the end, the bias part added
 //! last. So each output has the bits the row kernels (and the portable kernel) give it.
 //!
 //! E2M1 codes (`mxfp4`, `nvfp4`) enter as `2·v + 12`, and `12 · lane_sum` is taken back from
-//! each lane as the row kernels do; `nvfp4`'s lanes 0, 1, 4, 5 take a block's first group's
-//! scale and 2, 3, 6, 7 its second's.
+//! each total as the row kernels do; an `nvfp4` block's lanes 0, 1, 4, 5 (its first group)
+//! are summed apart from 2, 3, 6, 7.
 
 use std::arch::x86_64::*;
 use std::cell::RefCell;
 
-use super::super::{fp4, group_shift, Mode, Row, BLOCK, DIGIT_SHIFT, E2M1_OFFSET, LANES};
+use super::super::{fp4, group_shift, Mode, Row, Totals, BLOCK, DIGIT_SHIFT, E2M1_OFFSET, LANES};
 use super::{block_bytes, block_codes, Walk, E2M1};
 use crate::{Format, Operands, Stored};
 
 /// Weight rows a panel holds: the lanes of a 512-bit register of i32.
 const WIDTH: usize = 16;
 
-/// The fewest rows of x that take the panel kernel: from 9 rows its products were faster than
-/// the row kernels' on every shape of `examples/int8_speed` (at 8 they were even).
+/// The fewest rows of x that take the panel kernel, and the fewest for a short row (at most
+/// [`SHORT`] values). One thread of a family-25 EPYC, 4-bit, against the row kernels
+/// (`examples/int8_speed`): at 8 rows k = 576 took 174 against 283 us and k = 1536 was even,
+/// but k = 2048 took 4.0 against 3.2 ms (a longer panel and its rows of x leave L1); at 16
+/// rows it took 5.4 against 6.5 ms; at 4 rows k = 576 took 129 against 139 us.
 pub(in crate::int8) const PANEL_FROM: usize = 9;
+pub(in crate::int8) const SHORT_PANEL_FROM: usize = 4;
+pub(in crate::int8) const SHORT: usize = 1024;
+
+/// Rows of x multiplied with a panel at once (the last group padded with copies of its last
+/// row, never written): their accumulators fill the registers.
+const ROWS: usize = 4;
+
+/// The int8 lanes of a block's two groups (`nvfp4`), and of its one group (the others).
+const HALVES: [[usize; 4]; 2] = [[0, 1, 4, 5], [2, 3, 6, 7]];
+const WHOLE: [usize; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
 
 /// Whether the panel kernel takes `format`.
 pub(in crate::int8) fn takes(format: Format) -> bool {
@@ -41,8 +55,8 @@ struct Panel {
     scales: Vec<f32>,
     /// `[group][WIDTH]` the rows' biases, widened (empty in a float mode).
     biases: Vec<f32>,
-    /// E2M1: `[m][block][LANES]` what the codes' offset adds to each lane, `12 · lane_sum`.
-    offsets: Vec<i32>,
+    /// E2M1: `[m][block]` what the codes' offset adds to each total, `12 · lane_sum`.
+    offsets: Vec<Totals>,
 }
 
 thread_local! {
@@ -63,7 +77,7 @@ pub(super) unsafe fn columns<const KIND: u32>(walk: Walk) {
 }
 
 /// Each 16 weight rows of the columns (the last ones padded with copies, never written)
-/// against every row of x.
+/// against every row of x, [`ROWS`] at a time.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn panels<const KIND: u32, P: Stored>(
     (ops, acts, cols, out): Walk,
@@ -73,23 +87,41 @@ unsafe fn panels<const KIND: u32, P: Stored>(
     let shift = group_shift(ops.format);
     panel.offsets.clear();
     if KIND == E2M1 {
-        let sums = &acts.lane_sums[..ops.m * ops.k / BLOCK * LANES];
-        panel.offsets.extend(sums.iter().map(|s| E2M1_OFFSET * s));
+        let sums = acts.lane_sums[..ops.m * ops.k / BLOCK * LANES].chunks_exact(LANES);
+        panel.offsets.extend(sums.map(|s| {
+            let t = Totals::of(s.try_into().unwrap_or_default());
+            Totals {
+                first: E2M1_OFFSET * t.first,
+                second: E2M1_OFFSET * t.second,
+            }
+        }));
     }
+    let groups: Vec<[usize; ROWS]> = (0..ops.m)
+        .step_by(ROWS)
+        .map(|m0| std::array::from_fn(|i| (m0 + i).min(ops.m - 1)))
+        .collect();
     for n0 in cols.clone().step_by(WIDTH) {
         let rows: [usize; WIDTH] = std::array::from_fn(|j| (n0 + j).min(cols.end - 1));
         unpack::<KIND, P>(ops, rows, params, panel);
         let count = (cols.end - n0).min(WIDTH);
-        for m in 0..ops.m {
-            let mut v = [0f32; WIDTH];
-            let x = acts.row(m);
-            _mm512_storeu_ps(
-                v.as_mut_ptr(),
-                row::<KIND, P>(panel, x, &acts.sums, shift, m),
-            );
-            for (j, v) in v.into_iter().take(count).enumerate() {
-                // SAFETY: the caller was given an output of m * n values.
-                out.write(m, n0 + j, ops.n, v);
+        for (g, ms) in groups.iter().enumerate() {
+            let xs = ms.map(|m| acts.row(m));
+            let v = group::<KIND, P>(panel, &xs, (*ms, shift));
+            let groups_k = ops.k / ops.format.group;
+            for (i, (&m, v)) in ms.iter().zip(v).enumerate().take(ops.m - g * ROWS) {
+                let v = match panel.biases.is_empty() {
+                    true => v,
+                    false => {
+                        let sums = &acts.sums[m * groups_k..(m + 1) * groups_k];
+                        _mm512_add_ps(v, bias_part(&panel.biases, sums))
+                    }
+                };
+                let mut lanes = [0f32; WIDTH];
+                _mm512_storeu_ps(lanes.as_mut_ptr(), v);
+                for (j, v) in lanes.into_iter().take(count).enumerate() {
+                    // SAFETY: the caller was given an output of m * n values.
+                    out.write(g * ROWS + i, n0 + j, ops.n, v);
+                }
             }
         }
     }
@@ -130,104 +162,140 @@ unsafe fn unpack<const KIND: u32, P: Stored>(
     spread(biases, 1.0, &mut panel.biases);
 }
 
-/// Row `m` of x against the panel: its 16 outputs.
+/// [`ROWS`] rows of x (`xs`, rows `ms`) against the panel: each one's 16 outputs without
+/// the bias part, the blocks in fours so that each accumulator is a register.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-unsafe fn row<const KIND: u32, P: Stored>(
+unsafe fn group<const KIND: u32, P: Stored>(
     panel: &Panel,
-    x: Row,
-    sums: &[f32],
-    shift: u32,
-    m: usize,
-) -> __m512 {
-    let blocks = x.scales.len();
-    let chains = [0, 1, 2, 3].map(|j| {
-        // SAFETY: this function's features are the kernel's.
-        unsafe { chain::<KIND, P>(panel, &x, At { m, blocks, shift }, j) }
-    });
-    let v = reduce(chains);
-    match panel.biases.is_empty() {
-        true => v,
-        false => {
-            let groups = panel.biases.len() / WIDTH;
-            _mm512_add_ps(
-                v,
-                bias_part(&panel.biases, &sums[m * groups..(m + 1) * groups]),
-            )
+    xs: &[Row; ROWS],
+    at: ([usize; ROWS], u32),
+) -> [__m512; ROWS] {
+    let blocks = xs[0].scales.len();
+    let mut acc = [[_mm512_setzero_ps(); 4]; ROWS];
+    let whole = blocks / 4 * 4;
+    for b in (0..whole).step_by(4) {
+        for j in 0..4 {
+            block::<KIND, P>(panel, xs, (at, b + j), &mut acc, j);
         }
     }
-}
-
-/// Where a chain is: row `m` of x, its blocks, the weight group shift.
-#[derive(Clone, Copy)]
-struct At {
-    m: usize,
-    blocks: usize,
-    shift: u32,
-}
-
-/// Accumulator `j`: blocks `j, j + 4, ..` in order, in registers.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-unsafe fn chain<const KIND: u32, P: Stored>(
-    panel: &Panel,
-    x: &Row,
-    at: At,
-    j: usize,
-) -> [__m512; LANES] {
-    let mut acc = [_mm512_setzero_ps(); LANES];
-    let mut b = j;
-    while b < at.blocks {
-        acc = block::<KIND, P>(panel, x, (at, b), acc);
-        b += 4;
+    for j in 0..blocks - whole {
+        match j {
+            0 => block::<KIND, P>(panel, xs, (at, whole), &mut acc, 0),
+            1 => block::<KIND, P>(panel, xs, (at, whole + 1), &mut acc, 1),
+            _ => block::<KIND, P>(panel, xs, (at, whole + 2), &mut acc, 2),
+        }
     }
-    acc
+    let mut out = [_mm512_setzero_ps(); ROWS];
+    for r in 0..ROWS {
+        let a = acc[r];
+        out[r] = _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
+    }
+    out
 }
 
-/// Block `b` into the accumulators of its chain.
+/// Block `b` of each row into its accumulator `j` (`b % 4`): one multiply-add on its
+/// total, or (`nvfp4`) its first group's then its second's.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 unsafe fn block<const KIND: u32, P: Stored>(
     panel: &Panel,
-    x: &Row,
-    (at, b): (At, usize),
-    mut acc: [__m512; LANES],
-) -> [__m512; LANES] {
-    let unit = _mm512_set1_ps(x.scales[b]);
-    let scale =
-        |g: usize| _mm512_mul_ps(_mm512_loadu_ps(panel.scales.as_ptr().add(g * WIDTH)), unit);
-    let (first, second) = match P::PER_STEP {
-        2 => (scale(2 * b), scale(2 * b + 1)),
-        _ => (scale(b >> at.shift), scale(b >> at.shift)),
-    };
+    xs: &[Row; ROWS],
+    ((ms, shift), b): (([usize; ROWS], u32), usize),
+    acc: &mut [[__m512; 4]; ROWS],
+    j: usize,
+) {
     let codes = panel.codes.as_ptr().add(b * LANES * WIDTH);
-    let (hi, lo) = (x.hi.as_ptr().add(b * BLOCK), x.lo.as_ptr().add(b * BLOCK));
-    for (l, acc) in acc.iter_mut().enumerate() {
-        let q = _mm512_loadu_si512(codes.add(l * WIDTH) as *const __m512i);
-        let xh = _mm512_set1_epi32((hi.add(4 * l) as *const i32).read_unaligned());
-        let xl = _mm512_set1_epi32((lo.add(4 * l) as *const i32).read_unaligned());
-        let h = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, xh);
-        let mut p = _mm512_dpbusd_epi32(_mm512_slli_epi32::<{ DIGIT_SHIFT }>(h), q, xl);
-        if KIND == E2M1 {
-            let offset = panel.offsets[(at.m * at.blocks + b) * LANES + l];
-            p = _mm512_sub_epi32(p, _mm512_set1_epi32(offset));
+    let digits: [(*const i8, *const i8); ROWS] = [
+        (
+            xs[0].hi.as_ptr().add(b * BLOCK),
+            xs[0].lo.as_ptr().add(b * BLOCK),
+        ),
+        (
+            xs[1].hi.as_ptr().add(b * BLOCK),
+            xs[1].lo.as_ptr().add(b * BLOCK),
+        ),
+        (
+            xs[2].hi.as_ptr().add(b * BLOCK),
+            xs[2].lo.as_ptr().add(b * BLOCK),
+        ),
+        (
+            xs[3].hi.as_ptr().add(b * BLOCK),
+            xs[3].lo.as_ptr().add(b * BLOCK),
+        ),
+    ];
+    let at = (ms, b, xs[0].scales.len());
+    match P::PER_STEP {
+        2 => {
+            let t = totals(codes, digits, &HALVES[0]);
+            fold::<KIND>(panel, xs, (t, at, Some(0)), 2 * b, (acc, j));
+            let t = totals(codes, digits, &HALVES[1]);
+            fold::<KIND>(panel, xs, (t, at, Some(1)), 2 * b + 1, (acc, j));
         }
-        let c = if (l >> 1) & 1 == 0 { first } else { second };
-        *acc = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(p), *acc);
+        _ => {
+            let t = totals(codes, digits, &WHOLE);
+            fold::<KIND>(panel, xs, (t, at, None), b >> shift, (acc, j));
+        }
     }
-    acc
 }
 
-/// The accumulators summed as `int8::reduce` does, one output a lane.
+/// Where a block is: the rows of x (`ms`), the block, and the blocks of a row.
+type Place = ([usize; ROWS], usize, usize);
+
+/// Each row's total `t` of block `b` (rows `ms` of `blocks` blocks; `half` the `nvfp4` group
+/// it is, `None` both) with weight group `group`'s scales into accumulator `j`.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-unsafe fn reduce(acc: [[__m512; LANES]; 4]) -> __m512 {
-    let mut a = [_mm512_setzero_ps(); LANES];
-    for (l, a) in a.iter_mut().enumerate() {
-        let front = _mm512_add_ps(acc[0][l], acc[1][l]);
-        *a = _mm512_add_ps(front, _mm512_add_ps(acc[2][l], acc[3][l]));
+#[allow(clippy::needless_range_loop)] // indices keep the accumulators in registers
+unsafe fn fold<const KIND: u32>(
+    panel: &Panel,
+    xs: &[Row; ROWS],
+    (t, (ms, b, blocks), half): ([__m512i; ROWS], Place, Option<usize>),
+    group: usize,
+    (acc, j): (&mut [[__m512; 4]; ROWS], usize),
+) {
+    let s = _mm512_loadu_ps(panel.scales.as_ptr().add(group * WIDTH));
+    for r in 0..ROWS {
+        let mut t = t[r];
+        if KIND == E2M1 {
+            let o = panel.offsets[ms[r] * blocks + b];
+            let o = match half {
+                None => o.first + o.second,
+                Some(0) => o.first,
+                Some(_) => o.second,
+            };
+            t = _mm512_sub_epi32(t, _mm512_set1_epi32(o));
+        }
+        let c = _mm512_mul_ps(s, _mm512_set1_ps(xs[r].scales[b]));
+        acc[r][j] = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(t), acc[r][j]);
     }
-    tree(a)
+}
+
+/// The block's int8 lanes `lanes` of the panel against each row's digits, summed: one
+/// `vpdpbusd` chain per row and digit, the high digits' total shifted before the low ones'
+/// is added.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+#[allow(clippy::needless_range_loop)] // indices keep the accumulators in registers
+unsafe fn totals(
+    codes: *const i32,
+    digits: [(*const i8, *const i8); ROWS],
+    lanes: &[usize],
+) -> [__m512i; ROWS] {
+    let mut hi = [_mm512_setzero_si512(); ROWS];
+    let mut lo = [_mm512_setzero_si512(); ROWS];
+    for &l in lanes {
+        let q = _mm512_loadu_si512(codes.add(l * WIDTH) as *const __m512i);
+        for r in 0..ROWS {
+            let h = (digits[r].0.add(4 * l) as *const i32).read_unaligned();
+            let w = (digits[r].1.add(4 * l) as *const i32).read_unaligned();
+            hi[r] = _mm512_dpbusd_epi32(hi[r], q, _mm512_set1_epi32(h));
+            lo[r] = _mm512_dpbusd_epi32(lo[r], q, _mm512_set1_epi32(w));
+        }
+    }
+    for r in 0..ROWS {
+        hi[r] = _mm512_add_epi32(_mm512_slli_epi32::<{ DIGIT_SHIFT }>(hi[r]), lo[r]);
+    }
+    hi
 }
 
 /// `((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7))`: the pairwise sum every set ends with.
