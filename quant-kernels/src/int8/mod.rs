@@ -37,7 +37,8 @@
 //! the digits, and the block's combined scale is halved (`0.5 · s_w · u`, exact). An `nvfp4`
 //! group is half a block: in the 4-bit lane order lanes {0, 1, 4, 5} hold the codes of the
 //! block's first group and {2, 3, 6, 7} its second's, so each of the block's two totals takes
-//! its own group's scale ([`block_scale`]), the first group's multiply-add before the second's. `mxfp8`'s E4M3 codes are no small integers: it has no integer path. Every
+//! its own group's scale ([`block_scale`]), the first group's multiply-add before the second's.
+//! `mxfp8`'s E4M3 codes are no small integers: it has no integer path. Every
 //! set takes every [`supported`] format. [`vectorized`] is what a caller asks before taking
 //! this path: without a vector set the portable kernel would run (exact, slow).
 
@@ -514,6 +515,30 @@ pub(crate) fn block_scale<P: Stored>(
     };
     let s = if P::FLOAT { s * 0.5 } else { s };
     s * x.scales[b]
+}
+
+/// The combined scales of blocks `b..b + 4` of a row of `blocks` ([`block_scale`]), element
+/// `j` block `b + j`: their first groups', then (`nvfp4`) their second groups' (else the same
+/// again). A block past the row's end gets 0, which with its zero lanes adds an exact 0. What
+/// the 4-block-at-a-time vector kernels load for their float steps.
+#[inline(always)]
+pub(crate) fn block_scales4<P: Stored>(
+    scales: &[P],
+    shift: u32,
+    x: &Row,
+    (b, blocks): (usize, usize),
+) -> [[f32; 4]; 2] {
+    let c = |half: usize| -> [f32; 4] {
+        std::array::from_fn(|j| match b + j < blocks {
+            true => block_scale(scales, shift, x, b + j, half),
+            false => 0.0,
+        })
+    };
+    let first = c(0);
+    match P::PER_STEP {
+        2 => [first, c(1)],
+        _ => [first, first],
+    }
 }
 
 /// Block `b`'s multiply-adds into its accumulator `acc[b % 4]`: one on the summed totals, or

@@ -7,7 +7,7 @@
 
 use std::arch::aarch64::*;
 
-use super::{block_bytes, block_scale, by_kind, each_row, group_shift, kind, Activations, Isa};
+use super::{block_bytes, by_kind, each_row, group_shift, kind, Activations, Isa};
 use super::{Row, BLOCK, DIGIT_SHIFT, E2M1, E2M1_TWICE, LANES};
 use crate::{Operands, Out, Stored};
 
@@ -96,27 +96,16 @@ unsafe fn block_codes<const KIND: u32>(w: *const u8) -> [int8x16_t; 2] {
     }
 }
 
-/// The combined scales of blocks `b..b + 4` (of `blocks`) as [`block_scale`] gives them, lane
-/// `j` block `b + j`: their first groups', then (`nvfp4`) their second groups' (else the same
-/// again). A block past the row's end gets 0.
+/// [`super::block_scales4`] in registers.
 #[inline(always)]
 unsafe fn block_scales4<P: Stored>(
     scales: &[P],
     shift: u32,
     x: &Row,
-    (b, blocks): (usize, usize),
+    at: (usize, usize),
 ) -> [float32x4_t; 2] {
-    let c = |half: usize| -> [f32; 4] {
-        std::array::from_fn(|j| match b + j < blocks {
-            true => block_scale(scales, shift, x, b + j, half),
-            false => 0.0,
-        })
-    };
-    let first = vld1q_f32(c(0).as_ptr());
-    match P::PER_STEP {
-        2 => [first, vld1q_f32(c(1).as_ptr())],
-        _ => [first, first],
-    }
+    let [first, second] = super::block_scales4(scales, shift, x, at);
+    [vld1q_f32(first.as_ptr()), vld1q_f32(second.as_ptr())]
 }
 
 /// 4 blocks' lanes added in pairs (`u[j]`: block `b + j`'s lanes `i` and `i + 4` in lane `i`;

@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
 use super::rows_of;
-use super::{block_bytes, block_scale, by_kind, each_row, group_shift, kind, E2M1};
+use super::{block_bytes, by_kind, each_row, group_shift, kind, E2M1};
 use super::{Activations, Digits, Isa, Row, BLOCK, DIGIT_SHIFT, E2M1_OFFSET, E2M1_TWICE, LANES};
 use crate::float::{E4m3, E8m0};
 use crate::x86::sum_lanes;
@@ -263,26 +263,17 @@ unsafe fn stream_codes<const BITS: u32>(w: *const u8) -> __m256i {
     _mm256_or_si256(pair(0, 1), pair(2, 3))
 }
 
-/// The combined scales of blocks `b..b + 4` (of `blocks`) as [`block_scale`] gives them, lane
-/// `j` block `b + j`: their first groups', then (`nvfp4`) their second groups' (else the same
-/// again). A block past the row's end gets 0.
+/// [`super::block_scales4`] in registers.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 unsafe fn block_scales4<P: Stored>(
     scales: &[P],
     shift: u32,
     x: &Row,
-    (b, blocks): (usize, usize),
+    at: (usize, usize),
 ) -> [__m128; 2] {
-    let c = |j: usize, half: usize| match b + j < blocks {
-        true => block_scale(scales, shift, x, b + j, half),
-        false => 0.0,
-    };
-    let first = _mm_setr_ps(c(0, 0), c(1, 0), c(2, 0), c(3, 0));
-    match P::PER_STEP {
-        2 => [first, _mm_setr_ps(c(0, 1), c(1, 1), c(2, 1), c(3, 1))],
-        _ => [first, first],
-    }
+    let [first, second] = super::block_scales4(scales, shift, x, at);
+    [_mm_loadu_ps(first.as_ptr()), _mm_loadu_ps(second.as_ptr())]
 }
 
 /// 4 blocks' lanes `p` (from block `b`, a multiple of 4; a block past the row's end zero
@@ -971,13 +962,7 @@ mod avx512 {
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
     unsafe fn quad_pairs(q: [__m512i; 2], x: &Row, b: usize) -> __m512i {
-        let hi = x.hi.as_ptr().add(b * BLOCK) as *const __m512i;
-        let lo = x.lo.as_ptr().add(b * BLOCK) as *const __m512i;
-        let p0 = dot512(q[0], [_mm512_loadu_si512(hi), _mm512_loadu_si512(lo)]);
-        let p1 = dot512(
-            q[1],
-            [_mm512_loadu_si512(hi.add(1)), _mm512_loadu_si512(lo.add(1))],
-        );
+        let [p0, p1] = dots(q, (x.hi, x.lo), b);
         // Each block's lanes 4..8 (its high 128 bits) onto its lanes 0..4, then the low 128
         // bits of each block side by side.
         let p0 = _mm512_add_epi32(p0, _mm512_shuffle_i32x4::<0b10_11_00_01>(p0, p0));
@@ -1025,13 +1010,7 @@ mod avx512 {
         x: &Row,
         (b, valid): (usize, usize),
     ) -> __m512i {
-        let hi = x.quads_hi.as_ptr().add(b * BLOCK) as *const __m512i;
-        let lo = x.quads_lo.as_ptr().add(b * BLOCK) as *const __m512i;
-        let p0 = dot512(q[0], [_mm512_loadu_si512(hi), _mm512_loadu_si512(lo)]);
-        let p1 = dot512(
-            q[1],
-            [_mm512_loadu_si512(hi.add(1)), _mm512_loadu_si512(lo.add(1))],
-        );
+        let [p0, p1] = dots(q, (x.quads_hi, x.quads_lo), b);
         let u = _mm512_add_epi32(p0, p1);
         match KIND {
             E2M1 => {
@@ -1069,6 +1048,22 @@ mod avx512 {
             l += 1;
         }
         t
+    }
+
+    /// A 4-block step's two code registers `q` against the next 128 digits of each kind from
+    /// block `b` of `(hi, lo)`: [`dot512`] on each 64.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn dots(q: [__m512i; 2], (hi, lo): (&[i8], &[i8]), b: usize) -> [__m512i; 2] {
+        let hi = hi.as_ptr().add(b * BLOCK) as *const __m512i;
+        let lo = lo.as_ptr().add(b * BLOCK) as *const __m512i;
+        [
+            dot512(q[0], [_mm512_loadu_si512(hi), _mm512_loadu_si512(lo)]),
+            dot512(
+                q[1],
+                [_mm512_loadu_si512(hi.add(1)), _mm512_loadu_si512(lo.add(1))],
+            ),
+        ]
     }
 
     /// Two blocks' lanes: the high digits' `vpdpbusd`, shifted, then the low digits' added.

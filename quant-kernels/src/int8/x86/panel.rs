@@ -89,7 +89,7 @@ unsafe fn panels<const KIND: u32, P: Stored>(
     if KIND == E2M1 {
         let sums = acts.lane_sums[..ops.m * ops.k / BLOCK * LANES].chunks_exact(LANES);
         panel.offsets.extend(sums.map(|s| {
-            let t = Totals::of(s.try_into().unwrap_or_default());
+            let t = Totals::of(std::array::from_fn(|l| s[l]));
             Totals {
                 first: E2M1_OFFSET * t.first,
                 second: E2M1_OFFSET * t.second,
@@ -100,6 +100,7 @@ unsafe fn panels<const KIND: u32, P: Stored>(
         .step_by(ROWS)
         .map(|m0| std::array::from_fn(|i| (m0 + i).min(ops.m - 1)))
         .collect();
+    let groups_k = ops.k / ops.format.group;
     for n0 in cols.clone().step_by(WIDTH) {
         let rows: [usize; WIDTH] = std::array::from_fn(|j| (n0 + j).min(cols.end - 1));
         unpack::<KIND, P>(ops, rows, params, panel);
@@ -107,7 +108,6 @@ unsafe fn panels<const KIND: u32, P: Stored>(
         for (g, ms) in groups.iter().enumerate() {
             let xs = ms.map(|m| acts.row(m));
             let v = group::<KIND, P>(panel, &xs, (*ms, shift));
-            let groups_k = ops.k / ops.format.group;
             for (i, (&m, v)) in ms.iter().zip(v).enumerate().take(ops.m - g * ROWS) {
                 let v = match panel.biases.is_empty() {
                     true => v,
