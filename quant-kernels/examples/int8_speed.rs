@@ -95,6 +95,38 @@ impl Params16 {
     }
 }
 
+/// The integer kernel on the weights in tiles (where they can be), fastest of many calls.
+fn tiled(ops: &Operands, params: &Params16) -> Option<f64> {
+    use int8::tiles;
+    if !tiles::takes(ops.format, ops.n) || !tiles::wanted() {
+        return None;
+    }
+    let mut w = vec![0u8; ops.w.len()];
+    tiles::tile_codes(ops.format, (ops.n, ops.k), ops.w, &mut w);
+    let groups = ops.k / ops.format.group;
+    let mut halves = params.halves.clone();
+    tiles::tile_params((ops.n, groups), &params.halves, &mut halves);
+    let mut bytes = params.bytes.clone();
+    tiles::tile_params((ops.n, groups), &params.bytes, &mut bytes);
+    let tiled = Params16 { halves, bytes };
+    let (scales, biases) = tiled.of(ops.format.mode);
+    let ops = Operands {
+        w: &w,
+        scales,
+        biases,
+        format: ops.format.with_layout(quant_kernels::Layout::Tiles),
+        ..*ops
+    };
+    let mut out = vec![0f32; ops.m * ops.n];
+    let mut best = f64::MAX;
+    for _ in 0..(400_000_000 / (ops.m * ops.n * ops.k)).max(10) {
+        let t = Instant::now();
+        int8::rows(&ops, &mut out);
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    Some(best)
+}
+
 fn main() -> Result<(), FormatError> {
     let m: usize = std::env::var("ROWS")
         .ok()
@@ -121,6 +153,9 @@ fn main() -> Result<(), FormatError> {
                 format,
             };
             let (f, i) = time(&ops, (400_000_000 / (m * n * k)).max(10));
+            if let Some(t) = tiled(&ops, &params) {
+                println!("  tiles: {:.1} us, {:.2}x the rows", t * 1e6, i / t);
+            }
             let per_group = if biases.is_some() { 4 } else { 1 };
             let gb = (w.len() + scales.len() * per_group) as f64 / 1e9;
             let name = match format.mode {

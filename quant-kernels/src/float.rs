@@ -73,6 +73,7 @@ impl Mode {
             group,
             mode: self,
             numerics: super::Numerics::Exact,
+            layout: super::Layout::Rows,
         })
     }
 

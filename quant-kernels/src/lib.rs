@@ -44,14 +44,26 @@ pub const GROUPS: [usize; 3] = [32, 64, 128];
 
 pub use float::Mode;
 
-/// A packed format: `bits` per code, one scale (and, affine, one bias) per `group` codes; and
-/// the numerics its products run with.
+/// A packed format: `bits` per code, one scale (and, affine, one bias) per `group` codes; the
+/// numerics its products run with, and how the weight is laid out in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Format {
     pub bits: u32,
     pub group: usize,
     pub mode: Mode,
     pub numerics: Numerics,
+    pub layout: Layout,
+}
+
+/// How a weight's codes, scales and biases lie in memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Layout {
+    /// As the checkpoint stores them: row after row.
+    #[default]
+    Rows,
+    /// Rearranged at load for the integer path's AVX-512 kernel ([`int8::tiles`]); only the
+    /// integer path reads them.
+    Tiles,
 }
 
 /// How a product treats x: in f32 (the exact path, whose oracle is mlx-lm on the f32 twin),
@@ -107,6 +119,7 @@ impl Format {
                 group,
                 mode,
                 numerics: Numerics::Exact,
+                layout: Layout::Rows,
             }),
             false => Err(FormatError { mode, bits, group }),
         }
@@ -115,6 +128,11 @@ impl Format {
     /// The format with `numerics`.
     pub fn with_numerics(self, numerics: Numerics) -> Format {
         Format { numerics, ..self }
+    }
+
+    /// The format with `layout`.
+    pub fn with_layout(self, layout: Layout) -> Format {
+        Format { layout, ..self }
     }
 
     /// Whether products run on the integer kernels: with int8 numerics wherever the format
@@ -432,7 +450,7 @@ pub fn matmul_many(parts: &[Operands], outs: &mut [&mut [f32]]) {
     let Some(first) = parts.first() else {
         return;
     };
-    if first.format.runs_int8() {
+    if first.format.runs_int8() || first.format.layout == Layout::Tiles {
         return int8::rows_many(parts, outs); // which checks the parts
     }
     check_parts(parts, outs);
@@ -469,16 +487,26 @@ pub(crate) fn share_parts(
     parts: &[Operands],
     part: &(dyn Fn(usize, std::ops::Range<usize>) + Sync),
 ) {
-    let total: usize = parts.iter().map(|p| p.n).sum();
+    share_parts_by(parts, 1, part)
+}
+
+/// [`share_parts`] in whole units of `unit` columns (every part's `n` a multiple of it).
+pub(crate) fn share_parts_by(
+    parts: &[Operands],
+    unit: usize,
+    part: &(dyn Fn(usize, std::ops::Range<usize>) + Sync),
+) {
+    let total: usize = parts.iter().map(|p| p.n / unit).sum();
     let k = parts.first().map_or(0, |p| p.k);
-    skinny_gemm::share(total, total * k, &|n0, n1| {
+    skinny_gemm::share(total, total * unit * k, &|n0, n1| {
         let mut start = 0;
         for (i, p) in parts.iter().enumerate() {
-            let (lo, hi) = (n0.max(start), n1.min(start + p.n));
+            let units = p.n / unit;
+            let (lo, hi) = (n0.max(start), n1.min(start + units));
             if lo < hi {
-                part(i, lo - start..hi - start);
+                part(i, (lo - start) * unit..(hi - start) * unit);
             }
-            start += p.n;
+            start += units;
         }
     });
 }
@@ -557,6 +585,16 @@ impl Out {
     #[inline(always)]
     pub(crate) unsafe fn write(self, m: usize, n: usize, cols: usize, v: f32) {
         *self.0.add(m * cols + n) = v;
+    }
+
+    /// Where `out[m, n]` of a product with `cols` columns is (the vector kernels' stores).
+    ///
+    /// # Safety
+    /// In bounds.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    pub(crate) unsafe fn at(self, m: usize, n: usize, cols: usize) -> *mut f32 {
+        self.0.add(m * cols + n)
     }
 }
 

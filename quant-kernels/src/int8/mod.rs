@@ -43,11 +43,12 @@
 //! this path: without a vector set the portable kernel would run (exact, slow).
 
 use super::layout::{self, STEP};
-use super::{bias_term, group_sums, Format, Mode, Operands, Out, Stored};
+use super::{bias_term, group_sums, Format, Layout, Mode, Operands, Out, Stored};
 
 #[cfg(target_arch = "aarch64")]
 mod neon;
 mod scalar;
+pub mod tiles;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -382,15 +383,21 @@ pub fn rows_many_with(set: Isa, parts: &[Operands], outs: &mut [&mut [f32]]) {
         "the integer path is affine, mxfp4 or nvfp4"
     );
     assert!(Isa::available().contains(&set), "{set:?} runs on this CPU");
+    assert!(
+        first.format.layout == Layout::Rows || set == Isa::Avx512Vnni,
+        "only the AVX-512 VNNI kernel reads tiles"
+    );
     WORK.with_borrow_mut(|(x, acts)| {
         layout::permute(first.x, first.m, first.k, first.format.bits, x);
         let parts: Vec<Operands> = parts.iter().map(|p| Operands { x: &x[..], ..*p }).collect();
         acts.quantize(&parts[0]);
-        if set == Isa::Avx512Vnni && !avx512_panels(first) {
+        let tiled = first.format.layout == Layout::Tiles;
+        if set == Isa::Avx512Vnni && !avx512_panels(first) && !tiled {
             acts.arrange_wide(first.format.bits);
         }
         let outs: Vec<Out> = outs.iter_mut().map(|o| Out(o.as_mut_ptr())).collect();
-        crate::share_parts(&parts, &|i, cols| {
+        let unit = if tiled { tiles::WIDTH } else { 1 };
+        crate::share_parts_by(&parts, unit, &|i, cols| {
             // SAFETY: `outs[i]` holds m * n floats of part i and each chunk writes only its
             // columns; `set` runs here.
             unsafe { columns(set, &parts[i], acts, cols, outs[i]) }

@@ -1,6 +1,6 @@
 use super::*;
 use crate::tests::{shared_pool, Rng};
-use crate::{Format, Mode, Params, BITS, GROUPS};
+use crate::{Format, Layout, Mode, Params, BITS, GROUPS};
 
 /// Random operands: K three groups, seven blocks at groups of 16 and 32 (whole runs of 4
 /// blocks and a tail of 1..3 for every group size), or `blocks` blocks; the scales and biases
@@ -329,4 +329,80 @@ fn the_vector_quantizer_equals_the_portable_one() {
         return;
     }
     println!("int8: no vector quantizer on this CPU");
+}
+
+impl Case {
+    /// The case with its weight, scales and biases in tiles.
+    fn tiled(&self) -> Case {
+        let (n, k, format) = (self.n, self.k, self.format);
+        let mut w = self.w.clone();
+        tiles::tile_codes(format, (n, k), &self.w, &mut w);
+        let groups = k / format.group;
+        let mut scales = self.scales.clone();
+        tiles::tile_params((n, groups), &self.scales, &mut scales);
+        let mut biases = self.biases.clone();
+        tiles::tile_params((n, groups), &self.biases, &mut biases);
+        Case {
+            x: self.x.clone(),
+            w,
+            scales,
+            biases,
+            format: format.with_layout(Layout::Tiles),
+            ..*self
+        }
+    }
+}
+
+/// The formats stored in tiles, with each dtype their scales come in.
+fn tiled_formats() -> Vec<(Format, &'static str)> {
+    let cases = formats().into_iter();
+    cases.filter(|(f, _)| tiles::takes(*f, 16)).collect()
+}
+
+#[test]
+fn tiles_hold_the_same_bytes() {
+    for (format, _) in tiled_formats() {
+        let case = Case::with_blocks(format, (1, 32), "f32", 4, block_counts(format)[0]);
+        let tiled = case.tiled();
+        assert_ne!(tiled.w, case.w, "{format:?}");
+        let mut back = vec![0u8; case.w.len()];
+        tiles::untile_codes(format, (case.n, case.k), &tiled.w, &mut back);
+        assert_eq!(back, case.w, "{format:?}");
+        let mut params = vec![0u32; case.scales.len()];
+        tiles::untile_params((case.n, case.k / format.group), &tiled.scales, &mut params);
+        assert_eq!(params, case.scales, "{format:?}");
+    }
+    assert!(
+        !tiles::takes(affine(4, 64), 24),
+        "24 rows are not whole tiles"
+    );
+    assert!(!tiles::takes(affine(3, 64), 32), "3-bit words split lanes");
+}
+
+#[test]
+fn the_tiled_kernel_equals_the_portable_kernel_bit_for_bit() {
+    shared_pool();
+    if !Isa::available().contains(&Isa::Avx512Vnni) {
+        println!("int8: this CPU has no avx512-vnni: the tiled kernel is not tested here");
+        return;
+    }
+    for (format, dtype) in tiled_formats() {
+        let short = block_counts(format)
+            .into_iter()
+            .map(|b| (b, [1, 2, 3, 4, 5, 9]));
+        let long = std::iter::once((long_blocks(format), [1, 2, 3, 4, 7, 8]));
+        for (blocks, rows) in short.chain(long) {
+            for rows in rows {
+                let seed = 7 + u64::from(format.bits) + blocks as u64;
+                // 48 columns: three tiles, so that the helper threads split them.
+                let case = Case::with_blocks(format, (rows, 48), dtype, seed, blocks);
+                let portable = case.product(Isa::Scalar);
+                let tiled = case.tiled().product(Isa::Avx512Vnni);
+                assert_eq!(
+                    tiled, portable,
+                    "{format:?}, {dtype}, {blocks} blocks, {rows} rows"
+                );
+            }
+        }
+    }
 }

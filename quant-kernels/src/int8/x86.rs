@@ -29,6 +29,7 @@ const PREFETCH_L1: usize = 16384;
 const PREFETCH_L2: usize = 65536;
 
 mod panel;
+mod tiles;
 
 /// Whether the AVX-512 VNNI kernels take `ops` a panel of weight rows at a time (many rows of
 /// x, an affine format): then the row kernels' arrangement of x is not needed.
@@ -129,6 +130,13 @@ pub(super) unsafe fn matmul(
 ) {
     let walk = (ops, acts, cols, out);
     let kind = kind(ops.format);
+    if ops.format.layout == crate::Layout::Tiles {
+        return match kind {
+            E2M1 => tiles::columns::<E2M1>(walk),
+            4 => tiles::columns::<4>(walk),
+            _ => tiles::columns::<8>(walk),
+        };
+    }
     match set {
         Isa::Avx512Vnni => by_kind!(kind, avx512::columns(walk)),
         Isa::AvxVnni => by_kind!(kind, vnni::columns(walk)),

@@ -301,7 +301,7 @@ unsafe fn totals(
 /// `((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7))`: the pairwise sum every set ends with.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-unsafe fn tree(v: [__m512; 8]) -> __m512 {
+pub(super) unsafe fn tree(v: [__m512; 8]) -> __m512 {
     let even = _mm512_add_ps(_mm512_add_ps(v[0], v[4]), _mm512_add_ps(v[2], v[6]));
     let odd = _mm512_add_ps(_mm512_add_ps(v[1], v[5]), _mm512_add_ps(v[3], v[7]));
     _mm512_add_ps(even, odd)

@@ -1,0 +1,369 @@
+//! The AVX-512 VNNI kernel on weights stored in tiles ([`crate::int8::tiles`]): 16 weight
+//! rows a tile, each block's 4-byte words of the 16 rows side by side, so that one 64-byte
+//! load is one int8 lane of 16 rows (8 bits) or two (4 bits: low and high nibbles), the
+//! panels' layout without unpacking. Each row of x takes its digits broadcast from memory
+//! into the `vpdpbusd`s, its block totals come out 16 weight rows a register, and the float
+//! steps are the panels' (and so the module's), one output a lane: no reduction across lanes
+//! at all, however few rows of x there are.
+
+use std::arch::x86_64::*;
+
+use super::super::tiles::WIDTH;
+use super::super::{group_shift, Row, Totals, BLOCK, DIGIT_SHIFT, E2M1_OFFSET, LANES};
+use super::{block_bytes, e2m1_table, Walk, E2M1};
+use crate::float::{E4m3, E8m0};
+use crate::{Bf16, Stored, F16};
+
+/// Rows of x multiplied with a tile at once (the last group padded with copies of its last
+/// row, never written): their accumulators fill the registers.
+const ROWS: usize = 4;
+
+/// A scale dtype whose 16 values (a tile's rows' in one group) load as one register.
+pub(super) trait Wide16: Stored {
+    /// The 16 values at `at`, widened.
+    ///
+    /// # Safety
+    /// AVX-512 F/BW; 16 values are readable at `at`.
+    unsafe fn load16(at: *const Self) -> __m512;
+}
+
+impl Wide16 for f32 {
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw")]
+    #[inline]
+    unsafe fn load16(at: *const f32) -> __m512 {
+        _mm512_loadu_ps(at)
+    }
+}
+
+impl Wide16 for Bf16 {
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw")]
+    #[inline]
+    unsafe fn load16(at: *const Bf16) -> __m512 {
+        let h = _mm256_loadu_si256(at as *const __m256i);
+        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
+    }
+}
+
+impl Wide16 for F16 {
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw")]
+    #[inline]
+    unsafe fn load16(at: *const F16) -> __m512 {
+        _mm512_cvtph_ps(_mm256_loadu_si256(at as *const __m256i))
+    }
+}
+
+impl Wide16 for E8m0 {
+    /// `2^(byte - 127)`, byte 0 as 2^-127 ([`crate::float::e8m0`]).
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw")]
+    #[inline]
+    unsafe fn load16(at: *const E8m0) -> __m512 {
+        let bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(at as *const __m128i));
+        let zero = _mm512_cmpeq_epi32_mask(bytes, _mm512_setzero_si512());
+        let v = _mm512_slli_epi32::<23>(bytes);
+        _mm512_castsi512_ps(_mm512_mask_mov_epi32(
+            v,
+            zero,
+            _mm512_set1_epi32(0x0040_0000),
+        ))
+    }
+}
+
+impl Wide16 for E4m3 {
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw")]
+    #[inline]
+    unsafe fn load16(at: *const E4m3) -> __m512 {
+        let v: [f32; WIDTH] = std::array::from_fn(|i| (*at.add(i)).widen());
+        _mm512_loadu_ps(v.as_ptr())
+    }
+}
+
+/// Columns `walk.2` (whole tiles) of the product on tiled weights.
+///
+/// # Safety
+/// AVX-512 F/BW/VL/VNNI; the weights are tiled for `KIND` ([`crate::int8::tiles::takes`]);
+/// as `int8::columns`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub(super) unsafe fn columns<const KIND: u32>(walk: Walk) {
+    let ops = walk.0;
+    crate::vector::by_stored!(ops, g => {
+        // SAFETY: this function's features are the kernel's.
+        unsafe { tiles::<KIND, _>(walk, (g.scales, g.biases)) }
+    })
+}
+
+/// Each tile of the columns against every row of x, [`ROWS`] at a time.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn tiles<const KIND: u32, P: Wide16>((ops, acts, cols, out): Walk, params: (&[P], &[P])) {
+    debug_assert!(cols.start % WIDTH == 0 && cols.end % WIDTH == 0);
+    let blocks = ops.k / BLOCK;
+    let groups_k = ops.k / ops.format.group;
+    let offsets = offsets::<KIND>(acts, ops.m * blocks);
+    let ms: Vec<[usize; ROWS]> = (0..ops.m)
+        .step_by(ROWS)
+        .map(|m0| std::array::from_fn(|i| (m0 + i).min(ops.m - 1)))
+        .collect();
+    let tile_bytes = WIDTH * ops.format.row_bytes(ops.k);
+    for t in (cols.start / WIDTH)..(cols.end / WIDTH) {
+        let tile = Tile {
+            codes: ops.w.as_ptr().add(t * tile_bytes),
+            scales: params.0.as_ptr().add(t * WIDTH * groups_k),
+            shift: group_shift(ops.format),
+        };
+        for (g, rows) in ms.iter().enumerate() {
+            let xs = rows.map(|m| acts.row(m));
+            let x_offsets = rows.map(|m| offsets.get(m * blocks..).unwrap_or_default());
+            let v = match ops.m - g * ROWS {
+                1 => widen::<1>(group::<KIND, P, 1>(&tile, &xs, &x_offsets)),
+                2 => widen::<2>(group::<KIND, P, 2>(&tile, &xs, &x_offsets)),
+                3 => widen::<3>(group::<KIND, P, 3>(&tile, &xs, &x_offsets)),
+                _ => group::<KIND, P, ROWS>(&tile, &xs, &x_offsets),
+            };
+            for (i, (&m, v)) in rows.iter().zip(v).enumerate().take(ops.m - g * ROWS) {
+                let v = match params.1.is_empty() {
+                    true => v,
+                    false => {
+                        let sums = &acts.sums[m * groups_k..(m + 1) * groups_k];
+                        let biases = params.1.as_ptr().add(t * WIDTH * groups_k);
+                        _mm512_add_ps(v, bias_part(biases, sums))
+                    }
+                };
+                // SAFETY: the caller was given an output of m * n values.
+                _mm512_storeu_ps(out.at(g * ROWS + i, t * WIDTH, ops.n), v);
+            }
+        }
+    }
+}
+
+/// E2M1: `[m][block]` what the codes' offset adds to each total, `12 · lane_sum`.
+fn offsets<const KIND: u32>(acts: &super::Activations, blocks: usize) -> Vec<Totals> {
+    if KIND != E2M1 {
+        return Vec::new();
+    }
+    let sums = acts.lane_sums[..blocks * LANES].chunks_exact(LANES);
+    sums.map(|s| {
+        let t = Totals::of(std::array::from_fn(|l| s[l]));
+        Totals {
+            first: E2M1_OFFSET * t.first,
+            second: E2M1_OFFSET * t.second,
+        }
+    })
+    .collect()
+}
+
+/// `R` rows' outputs in an array of [`ROWS`] (the rest zeros, never written).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn widen<const R: usize>(v: [__m512; R]) -> [__m512; ROWS] {
+    let mut out = [_mm512_setzero_ps(); ROWS];
+    out[..R].copy_from_slice(&v);
+    out
+}
+
+/// One tile: its codes, its scales (`[group][WIDTH]`) and the format's group shift.
+struct Tile<P> {
+    codes: *const u8,
+    scales: *const P,
+    shift: u32,
+}
+
+/// [`ROWS`] rows of x against a tile: each one's 16 outputs without the bias part, the
+/// blocks in fours so that each accumulator is a register (the calls spelled out: a loop
+/// over them leaves the accumulators in memory).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn group<const KIND: u32, P: Wide16, const R: usize>(
+    tile: &Tile<P>,
+    xs: &[Row; ROWS],
+    offsets: &[&[Totals]; ROWS],
+) -> [__m512; R] {
+    let blocks = xs[0].scales.len();
+    let [mut a0, mut a1, mut a2, mut a3] = [[_mm512_setzero_ps(); R]; 4];
+    let whole = blocks / 4 * 4;
+    let x = (xs, offsets);
+    for b in (0..whole).step_by(4) {
+        block::<KIND, P, R>(tile, x, b, &mut a0);
+        block::<KIND, P, R>(tile, x, b + 1, &mut a1);
+        block::<KIND, P, R>(tile, x, b + 2, &mut a2);
+        block::<KIND, P, R>(tile, x, b + 3, &mut a3);
+    }
+    if whole < blocks {
+        block::<KIND, P, R>(tile, x, whole, &mut a0);
+    }
+    if whole + 1 < blocks {
+        block::<KIND, P, R>(tile, x, whole + 1, &mut a1);
+    }
+    if whole + 2 < blocks {
+        block::<KIND, P, R>(tile, x, whole + 2, &mut a2);
+    }
+    let mut out = [_mm512_setzero_ps(); R];
+    for r in 0..R {
+        out[r] = _mm512_add_ps(_mm512_add_ps(a0[r], a1[r]), _mm512_add_ps(a2[r], a3[r]));
+    }
+    out
+}
+
+/// The int8 lanes of a block's 4-byte words: word `w` holds lane `w` (8 bits), or lanes `w`
+/// (low nibbles) and `w + 4` (high ones). An `nvfp4` block's first group is lanes 0, 1, 4, 5:
+/// words 0 and 1.
+const fn words(kind: u32) -> usize {
+    block_bytes(kind) / 4
+}
+
+/// Block `b` of each row into its accumulator `j` (`b % 4`): one multiply-add on its
+/// total, or (`nvfp4`) its first group's then its second's.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+#[allow(clippy::needless_range_loop)] // a closure here would not inline
+unsafe fn block<const KIND: u32, P: Wide16, const R: usize>(
+    tile: &Tile<P>,
+    (xs, offsets): (&[Row; ROWS], &[&[Totals]; ROWS]),
+    b: usize,
+    acc: &mut [__m512; R],
+) {
+    let codes = tile.codes.add(b * WIDTH * block_bytes(KIND));
+    let mut digits = [(std::ptr::null(), std::ptr::null()); R];
+    for r in 0..R {
+        digits[r] = (
+            xs[r].hi.as_ptr().add(b * BLOCK),
+            xs[r].lo.as_ptr().add(b * BLOCK),
+        );
+    }
+    match P::PER_STEP {
+        2 => {
+            let t = totals::<KIND, R>(codes, digits, 0..2);
+            fold::<KIND, P, R>(tile, xs, (t, offsets, Some(0)), (b, 2 * b), acc);
+            let t = totals::<KIND, R>(codes, digits, 2..4);
+            fold::<KIND, P, R>(tile, xs, (t, offsets, Some(1)), (b, 2 * b + 1), acc);
+        }
+        _ => {
+            let t = totals::<KIND, R>(codes, digits, 0..words(KIND));
+            fold::<KIND, P, R>(tile, xs, (t, offsets, None), (b, b >> tile.shift), acc);
+        }
+    }
+}
+
+/// Each row's total `t` of block `b` (`half` the `nvfp4` group it is, `None` both) with
+/// weight group `group`'s scales into accumulator `j`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+#[allow(clippy::needless_range_loop)] // indices keep the accumulators in registers
+unsafe fn fold<const KIND: u32, P: Wide16, const R: usize>(
+    tile: &Tile<P>,
+    xs: &[Row; ROWS],
+    (t, offsets, half): ([__m512i; R], &[&[Totals]; ROWS], Option<usize>),
+    (b, group): (usize, usize),
+    acc: &mut [__m512; R],
+) {
+    let s = P::load16(tile.scales.add(group * WIDTH));
+    let s = match P::FLOAT {
+        true => _mm512_mul_ps(s, _mm512_set1_ps(0.5)),
+        false => s,
+    };
+    for r in 0..R {
+        let mut t = t[r];
+        if KIND == E2M1 {
+            let o = offsets[r][b];
+            let o = match half {
+                None => o.first + o.second,
+                Some(0) => o.first,
+                Some(_) => o.second,
+            };
+            t = _mm512_sub_epi32(t, _mm512_set1_epi32(o));
+        }
+        let c = _mm512_mul_ps(s, _mm512_set1_ps(xs[r].scales[b]));
+        acc[r] = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(t), acc[r]);
+    }
+}
+
+/// A 64-byte word of the tile as the codes of its lanes: itself (8 bits), or its low nibbles
+/// and its high ones (4 bits; E2M1 codes as `2·v + 12`).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn lanes_of<const KIND: u32>(at: *const u8) -> [__m512i; 2] {
+    let v = _mm512_loadu_si512(at as *const __m512i);
+    if KIND == 8 {
+        return [v, v];
+    }
+    let low = _mm512_set1_epi8(0x0F);
+    let q = [
+        _mm512_and_si512(v, low),
+        _mm512_and_si512(_mm512_srli_epi16::<4>(v), low),
+    ];
+    if KIND != E2M1 {
+        return q;
+    }
+    let table = _mm512_broadcast_i32x4(_mm256_castsi256_si128(e2m1_table()));
+    q.map(|q| _mm512_shuffle_epi8(table, q))
+}
+
+/// The block's words `words` of the tile against each row's digits, summed: `vpdpbusd`
+/// chains per row and digit (more than one a row when there are few rows, so that enough run
+/// side by side), the high digits' total shifted before the low ones' is added.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+#[allow(clippy::needless_range_loop)] // indices keep the accumulators in registers
+unsafe fn totals<const KIND: u32, const R: usize>(
+    codes: *const u8,
+    digits: [(*const i8, *const i8); R],
+    words: std::ops::Range<usize>,
+) -> [__m512i; R] {
+    let chains = (4 / R).max(1);
+    let mut hi = [[_mm512_setzero_si512(); 4]; R];
+    let mut lo = [[_mm512_setzero_si512(); 4]; R];
+    for w in words {
+        let q = lanes_of::<KIND>(codes.add(w * 4 * WIDTH));
+        let c = w % chains;
+        // 8 bits: one lane a word; 4 bits: lanes w and w + 4.
+        let lanes = match KIND {
+            8 => 1,
+            _ => 2,
+        };
+        for (h, &q) in q.iter().enumerate().take(lanes) {
+            let l = w + 4 * h;
+            for r in 0..R {
+                let d = (digits[r].0.add(4 * l) as *const i32).read_unaligned();
+                let e = (digits[r].1.add(4 * l) as *const i32).read_unaligned();
+                hi[r][c] = _mm512_dpbusd_epi32(hi[r][c], q, _mm512_set1_epi32(d));
+                lo[r][c] = _mm512_dpbusd_epi32(lo[r][c], q, _mm512_set1_epi32(e));
+            }
+        }
+    }
+    let mut out = [_mm512_setzero_si512(); R];
+    for r in 0..R {
+        let (h, l) = (chain_sum(hi[r], chains), chain_sum(lo[r], chains));
+        out[r] = _mm512_add_epi32(_mm512_slli_epi32::<{ DIGIT_SHIFT }>(h), l);
+    }
+    out
+}
+
+/// The first `chains` of `v` added (integers: any order gives the same sum).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn chain_sum(v: [__m512i; 4], chains: usize) -> __m512i {
+    match chains {
+        4 => _mm512_add_epi32(_mm512_add_epi32(v[0], v[1]), _mm512_add_epi32(v[2], v[3])),
+        2 => _mm512_add_epi32(v[0], v[1]),
+        _ => v[0],
+    }
+}
+
+/// `bias_term` one output a lane: 8 chains over the groups, `fma(b_g, Σx_g, t[g % 8])`,
+/// the tile's biases `[group][WIDTH]`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn bias_part<P: Wide16>(biases: *const P, sums: &[f32]) -> __m512 {
+    let mut t = [_mm512_setzero_ps(); 8];
+    let step = |g: usize, t: __m512| {
+        let b = P::load16(biases.add(g * WIDTH));
+        _mm512_fmadd_ps(b, _mm512_set1_ps(sums[g]), t)
+    };
+    let whole = sums.len() / 8 * 8;
+    for g0 in (0..whole).step_by(8) {
+        for (j, t) in t.iter_mut().enumerate() {
+            *t = step(g0 + j, *t);
+        }
+    }
+    for (j, g) in (whole..sums.len()).enumerate() {
+        t[j] = step(g, t[j]);
+    }
+    super::panel::tree(t)
+}
