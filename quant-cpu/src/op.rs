@@ -4,7 +4,7 @@
 use mlx_rs::error::Exception;
 use mlx_rs::{Array, Stream};
 
-use crate::kernel::{self, Format, Mode, Numerics, Operands, Params};
+use crate::kernel::{self, Format, Layout, Mode, Numerics, Operands, Params};
 
 extern "C" {
     /// `cpp/quantized_matmul.cpp`: builds the node, checking every operand's dtype and shape.
@@ -266,22 +266,47 @@ fn products(
 }
 
 /// The kernel the shim calls for products of `format`: the shim passes the mode, bits and
-/// group, and the function itself says the numerics.
+/// group, and the function itself says the numerics and the layout ([`way`]).
 pub(crate) fn kernel_for(format: Format) -> Kernel {
-    match format.numerics {
-        Numerics::Exact => qmm_kernel::<false>,
-        Numerics::Int8 => qmm_kernel::<true>,
+    match way(format) {
+        EXACT => qmm_kernel::<EXACT>,
+        INT8 => qmm_kernel::<INT8>,
+        _ => qmm_kernel::<INT8_TILES>,
+    }
+}
+
+/// The numerics and weight layout of a kernel, as its const parameter: exact (rows), int8 on
+/// rows, int8 on tiles ([`kernel::int8::tiles`]; only int8 reads them).
+const EXACT: u8 = 0;
+const INT8: u8 = 1;
+const INT8_TILES: u8 = 2;
+
+fn way(format: Format) -> u8 {
+    match (format.numerics, format.layout) {
+        (_, Layout::Tiles) => INT8_TILES,
+        (Numerics::Int8, Layout::Rows) => INT8,
+        (Numerics::Exact, Layout::Rows) => EXACT,
+    }
+}
+
+/// The numerics and layout a kernel's [`way`] stands for.
+fn of_way(way: u8) -> (Numerics, Layout) {
+    match way {
+        EXACT => (Numerics::Exact, Layout::Rows),
+        INT8 => (Numerics::Int8, Layout::Rows),
+        _ => (Numerics::Int8, Layout::Tiles),
     }
 }
 
 /// Called by the shim on MLX's stream thread with operands it has checked: the exact numerics,
-/// or (`INT8`) int8 activations where the format has an integer kernel.
-/// A panic must not unwind into C++, so it aborts (`extern "C"`), as any kernel fault would.
+/// or int8 activations where the format has an integer kernel, on weights in rows or tiles
+/// (`WAY`). A panic must not unwind into C++, so it aborts (`extern "C"`), as any kernel fault
+/// would.
 ///
 /// # Safety
 /// As [`run_kernel`].
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn qmm_kernel<const INT8: bool>(
+unsafe extern "C" fn qmm_kernel<const WAY: u8>(
     x: *const f32,
     m: i64,
     k: i64,
@@ -295,8 +320,7 @@ unsafe extern "C" fn qmm_kernel<const INT8: bool>(
     mode: i32,
     out: *mut f32,
 ) {
-    let numerics = [Numerics::Exact, Numerics::Int8][usize::from(INT8)];
-    let format = (bits, group, mode, numerics);
+    let format = (bits, group, mode, of_way(WAY));
     run_kernel(x, (m, k, n), (w, scales, biases, params), format, out)
 }
 
@@ -313,7 +337,7 @@ unsafe fn run_kernel(
         *const std::ffi::c_void,
         i32,
     ),
-    format: (i32, i32, i32, Numerics),
+    format: (i32, i32, i32, (Numerics, Layout)),
     out: *mut f32,
 ) {
     let Some(ops) = operands(x, (m, k, n), weights, format) else {
@@ -322,11 +346,12 @@ unsafe fn run_kernel(
     kernel::matmul(&ops, std::slice::from_raw_parts_mut(out, ops.m * ops.n));
 }
 
-/// The parts kernel of `format`'s numerics (the decode layer's q/k/v and gate/up).
+/// The parts kernel of `format`'s numerics and layout (the decode layer's q/k/v and gate/up).
 pub(crate) fn parts_kernel_for(format: Format) -> PartsKernel {
-    match format.numerics {
-        Numerics::Exact => qmm_parts_kernel::<false>,
-        Numerics::Int8 => qmm_parts_kernel::<true>,
+    match way(format) {
+        EXACT => qmm_parts_kernel::<EXACT>,
+        INT8 => qmm_parts_kernel::<INT8>,
+        _ => qmm_parts_kernel::<INT8_TILES>,
     }
 }
 
@@ -336,7 +361,7 @@ pub(crate) fn parts_kernel_for(format: Format) -> PartsKernel {
 /// # Safety
 /// `parts` holds `count` parts, each as [`operands`] asks, with room for m*n floats at `out`.
 #[allow(clippy::too_many_arguments)]
-unsafe extern "C" fn qmm_parts_kernel<const INT8: bool>(
+unsafe extern "C" fn qmm_parts_kernel<const WAY: u8>(
     x: *const f32,
     m: i64,
     k: i64,
@@ -347,7 +372,7 @@ unsafe extern "C" fn qmm_parts_kernel<const INT8: bool>(
     group: i32,
     mode: i32,
 ) {
-    let numerics = [Numerics::Exact, Numerics::Int8][usize::from(INT8)];
+    let numerics = of_way(WAY);
     let parts = std::slice::from_raw_parts(parts, count.max(0) as usize);
     let mut ops = Vec::with_capacity(parts.len());
     let mut outs = Vec::with_capacity(parts.len());
@@ -377,14 +402,14 @@ unsafe fn operands<'a>(
         *const std::ffi::c_void,
         i32,
     ),
-    (bits, group, mode, numerics): (i32, i32, i32, Numerics),
+    (bits, group, mode, (numerics, layout)): (i32, i32, i32, (Numerics, Layout)),
 ) -> Option<Operands<'a>> {
     let (m, k, n) = (m as usize, k as usize, n as usize);
     let format = mode_of(mode).map(|mode| Format::with_mode(mode, bits as u32, group as usize));
     let Some(Ok(format)) = format else {
         return None;
     };
-    let format = format.with_numerics(numerics);
+    let format = format.with_numerics(numerics).with_layout(layout);
     let groups = n * (k / format.group);
     Some(Operands {
         x: std::slice::from_raw_parts(x, m * k),

@@ -5,7 +5,9 @@ use mlx_rs::{Array, Dtype};
 use super::quant::{QuantMode, QuantParams, QuantizedMatrix};
 use super::Weights;
 use crate::error::{Error, Result};
+use quant_cpu::kernel::int8::tiles;
 pub use quant_cpu::kernel::Numerics;
+use quant_cpu::Layout;
 
 /// How stored weights become the arrays the model computes with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -188,7 +190,10 @@ impl Packed {
 
     /// Rows `ids` of W, dequantized in f32 (an embedding lookup).
     pub fn rows(&self, ids: &Array) -> Result<Array> {
-        let take = |a: &Array| a.take_axis(ids, 0);
+        let take = |a: &Array| match self.format.layout {
+            Layout::Rows => Ok(a.take_axis(ids, 0)?),
+            Layout::Tiles => tiled_rows(a, ids),
+        };
         let biases = self.biases.as_ref().map(take).transpose()?;
         dequantize_f32(
             &take(&self.weight)?,
@@ -200,10 +205,15 @@ impl Packed {
 
     /// All of W in f32.
     pub fn dequantize_f32(&self) -> Result<Array> {
+        let rows = |a: &Array| match self.format.layout {
+            Layout::Rows => Ok(a.clone()),
+            Layout::Tiles => tiles(a, false),
+        };
+        let biases = self.biases.as_ref().map(rows).transpose()?;
         dequantize_f32(
-            &self.weight,
-            &self.scales,
-            self.biases.as_ref(),
+            &rows(&self.weight)?,
+            &rows(&self.scales)?,
+            biases.as_ref(),
             self.format,
         )
     }
@@ -224,6 +234,43 @@ impl Packed {
             .collect()
     }
 }
+
+/// `a` (`[..., N, C]`, N whole tiles) with each tile's `[16, C]` transposed to `[C, 16]`
+/// (`into`), or back: the integer path's tiles ([`quant_cpu::kernel::int8::tiles`]) of codes,
+/// whose uint32 elements are the tiles' 4-byte words, and of scales and biases.
+fn tiles(a: &Array, into: bool) -> Result<Array> {
+    let width = TILE as i32;
+    let shape = a.shape().to_vec();
+    let (lead, n, c) = match shape.as_slice() {
+        [lead @ .., n, c] => (lead.to_vec(), *n, *c),
+        _ => return Err(Error::Weights(format!("a matrix has two axes, not {shape:?}"))),
+    };
+    let mut split = lead.clone();
+    split.extend(match into {
+        true => [n / width, width, c],
+        false => [n / width, c, width],
+    });
+    let moved = a.reshape(&split)?.swap_axes(-1, -2)?;
+    // A transposed view reshaped is a copy in the new order.
+    Ok(moved.reshape(&shape)?)
+}
+
+/// Rows `ids` of a tiled matrix `a` (`[N, C]`): element `c` of row `n` is at
+/// `(n / 16) · 16C + 16c + n % 16` of the tiles.
+fn tiled_rows(a: &Array, ids: &Array) -> Result<Array> {
+    use mlx_rs::ops::{add, arange, expand_dims, floor_divide, multiply, remainder};
+    let width = TILE as i32;
+    let c = *a.shape().last().unwrap_or(&0);
+    let ids = ids.as_dtype(Dtype::Int32)?;
+    let tile = multiply(floor_divide(&ids, Array::from_int(width))?, Array::from_int(width * c))?;
+    let base = add(tile, remainder(&ids, Array::from_int(width))?)?;
+    let columns = arange::<i32, i32>(0, width * c, width)?;
+    let at = add(expand_dims(&base, -1)?, columns)?;
+    Ok(a.reshape(&[-1])?.take_axis(&at, 0)?)
+}
+
+/// Weight rows a tile holds.
+const TILE: usize = quant_cpu::kernel::int8::tiles::WIDTH;
 
 /// Codes dequantized in f32 as mlx-lm's f32 twin holds them: affine's scales and biases in f32
 /// first; a float mode's result (exact in bf16) widened.
@@ -324,6 +371,15 @@ impl Weights {
                 Some(b.as_dtype(Dtype::Float32)?),
             ),
         };
+        let rows = weight.shape().iter().rev().nth(1).map_or(0, |&n| n as usize);
+        if numerics == Numerics::Int8 && tiles::wanted() && tiles::takes(format, rows) {
+            return Ok(MatrixWeight::Packed(Packed {
+                weight: tiles(&weight, true)?,
+                scales: tiles(&scales, true)?,
+                biases: biases.as_ref().map(|b| tiles(b, true)).transpose()?,
+                format: format.with_layout(Layout::Tiles),
+            }));
+        }
         Ok(MatrixWeight::Packed(Packed {
             weight,
             scales,
