@@ -6,6 +6,7 @@
 //!
 //!   cargo run --release -p quant-kernels --example int8_layer
 //!   LAYERS=12 DIMS=3072,768,8192 (hidden, k/v, MLP) ROUNDS=10 EXACT=1 ...
+//!   TILES=1 ...   (the weights in tiles, as the AVX-512 VNNI machines load them)
 
 mod common;
 
@@ -48,6 +49,20 @@ impl Packed {
         }
     }
 
+    /// The same weights in tiles ([`int8::tiles`]).
+    fn tiled(mut self, format: Format) -> Packed {
+        let mut w = vec![0u8; self.w.len()];
+        int8::tiles::tile_codes(format, (self.n, self.k), &self.w, &mut w);
+        self.w = w;
+        let groups = (self.n, self.k / format.group);
+        for params in [&mut self.scales, &mut self.biases] {
+            let mut tiled = params.clone();
+            int8::tiles::tile_params(groups, params, &mut tiled);
+            *params = tiled;
+        }
+        self
+    }
+
     fn bytes(&self) -> usize {
         self.w.len() + 2 * (self.scales.len() + self.biases.len())
     }
@@ -72,6 +87,7 @@ impl Packed {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let format = Format::new(var("BITS", 4) as u32, 64)?;
+    let tiles = var("TILES", 0) == 1;
     let dims: Vec<usize> = std::env::var("DIMS")
         .unwrap_or("3072,768,8192".into())
         .split(',')
@@ -92,8 +108,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let layers: Vec<Vec<Packed>> = (0..var("LAYERS", 12))
         .map(|l| {
             let each = shapes.iter().enumerate();
-            each.map(|(i, &(k, n))| Packed::new(k, n, 7 * l + i, format))
-                .collect()
+            each.map(|(i, &(k, n))| {
+                let p = Packed::new(k, n, 7 * l + i, format);
+                if tiles {
+                    p.tiled(format)
+                } else {
+                    p
+                }
+            })
+            .collect()
         })
         .collect();
     let exact = std::env::var("EXACT").is_ok_and(|v| v == "1");
@@ -103,6 +126,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     let mut out = vec![0f32; d.max(mlp)];
     let kernels = if exact { "f32" } else { int8::isa().name() };
+    let format = match tiles {
+        true => format.with_layout(quant_kernels::Layout::Tiles),
+        false => format,
+    };
     for round in 0..var("ROUNDS", 10) {
         let t = Instant::now();
         std::hint::black_box(common::plain_read(

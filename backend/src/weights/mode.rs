@@ -243,7 +243,11 @@ fn tiles(a: &Array, into: bool) -> Result<Array> {
     let shape = a.shape().to_vec();
     let (lead, n, c) = match shape.as_slice() {
         [lead @ .., n, c] => (lead.to_vec(), *n, *c),
-        _ => return Err(Error::Weights(format!("a matrix has two axes, not {shape:?}"))),
+        _ => {
+            return Err(Error::Weights(format!(
+                "a matrix has two axes, not {shape:?}"
+            )))
+        }
     };
     let mut split = lead.clone();
     split.extend(match into {
@@ -262,7 +266,10 @@ fn tiled_rows(a: &Array, ids: &Array) -> Result<Array> {
     let width = TILE as i32;
     let c = *a.shape().last().unwrap_or(&0);
     let ids = ids.as_dtype(Dtype::Int32)?;
-    let tile = multiply(floor_divide(&ids, Array::from_int(width))?, Array::from_int(width * c))?;
+    let tile = multiply(
+        floor_divide(&ids, Array::from_int(width))?,
+        Array::from_int(width * c),
+    )?;
     let base = add(tile, remainder(&ids, Array::from_int(width))?)?;
     let columns = arange::<i32, i32>(0, width * c, width)?;
     let at = add(expand_dims(&base, -1)?, columns)?;
@@ -371,7 +378,12 @@ impl Weights {
                 Some(b.as_dtype(Dtype::Float32)?),
             ),
         };
-        let rows = weight.shape().iter().rev().nth(1).map_or(0, |&n| n as usize);
+        let rows = weight
+            .shape()
+            .iter()
+            .rev()
+            .nth(1)
+            .map_or(0, |&n| n as usize);
         if numerics == Numerics::Int8 && tiles::wanted() && tiles::takes(format, rows) {
             return Ok(MatrixWeight::Packed(Packed {
                 weight: tiles(&weight, true)?,

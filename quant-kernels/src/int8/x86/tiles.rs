@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 
 use super::super::tiles::WIDTH;
 use super::super::{group_shift, Row, Totals, BLOCK, DIGIT_SHIFT, E2M1_OFFSET, LANES};
-use super::{block_bytes, e2m1_table, Walk, E2M1};
+use super::{block_bytes, e2m1_table, Walk, E2M1, PREFETCH_L2};
 use crate::float::{E4m3, E8m0};
 use crate::{Bf16, Stored, F16};
 
@@ -108,6 +108,7 @@ unsafe fn tiles<const KIND: u32, P: Wide16>((ops, acts, cols, out): Walk, params
             codes: ops.w.as_ptr().add(t * tile_bytes),
             scales: params.0.as_ptr().add(t * WIDTH * groups_k),
             shift: group_shift(ops.format),
+            end: ops.w.as_ptr().wrapping_add(cols.end / WIDTH * tile_bytes),
         };
         for (g, rows) in ms.iter().enumerate() {
             let xs = rows.map(|m| acts.row(m));
@@ -159,11 +160,13 @@ unsafe fn widen<const R: usize>(v: [__m512; R]) -> [__m512; ROWS] {
     out
 }
 
-/// One tile: its codes, its scales (`[group][WIDTH]`) and the format's group shift.
+/// One tile: its codes, its scales (`[group][WIDTH]`), the format's group shift, and where
+/// the call's codes end.
 struct Tile<P> {
     codes: *const u8,
     scales: *const P,
     shift: u32,
+    end: *const u8,
 }
 
 /// [`ROWS`] rows of x against a tile: each one's 16 outputs without the bias part, the
@@ -220,6 +223,14 @@ unsafe fn block<const KIND: u32, P: Wide16, const R: usize>(
     acc: &mut [__m512; R],
 ) {
     let codes = tile.codes.add(b * WIDTH * block_bytes(KIND));
+    // The lines [`PREFETCH_L2`] ahead into L2, as many as this block reads, while they are
+    // this call's: past its end they would be wasted, or not even mapped.
+    let ahead = codes.wrapping_add(PREFETCH_L2);
+    if ahead.wrapping_add(WIDTH * block_bytes(KIND)) <= tile.end {
+        for line in 0..WIDTH * block_bytes(KIND) / 64 {
+            _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(64 * line) as *const i8);
+        }
+    }
     let mut digits = [(std::ptr::null(), std::ptr::null()); R];
     for r in 0..R {
         digits[r] = (
