@@ -102,6 +102,14 @@ unsafe fn tiles<const KIND: u32, P: Wide16>((ops, acts, cols, out): Walk, params
         .step_by(ROWS)
         .map(|m0| std::array::from_fn(|i| (m0 + i).min(ops.m - 1)))
         .collect();
+    // Each group's rows and offsets, once for every tile.
+    type Group<'a> = ([Row<'a>; ROWS], [&'a [Totals]; ROWS]);
+    let groups: Vec<Group> = (ms.iter())
+        .map(|rows| {
+            let offsets = rows.map(|m| offsets.get(m * blocks..).unwrap_or_default());
+            (rows.map(|m| acts.row(m)), offsets)
+        })
+        .collect();
     let tile_bytes = WIDTH * ops.format.row_bytes(ops.k);
     for t in (cols.start / WIDTH)..(cols.end / WIDTH) {
         let tile = Tile {
@@ -110,14 +118,15 @@ unsafe fn tiles<const KIND: u32, P: Wide16>((ops, acts, cols, out): Walk, params
             shift: group_shift(ops.format),
             end: ops.w.as_ptr().wrapping_add(cols.end / WIDTH * tile_bytes),
         };
-        for (g, rows) in ms.iter().enumerate() {
-            let xs = rows.map(|m| acts.row(m));
-            let x_offsets = rows.map(|m| offsets.get(m * blocks..).unwrap_or_default());
+        for (g, (rows, x)) in ms.iter().zip(&groups).enumerate() {
+            // On the stack, where the compiler keeps them apart from the output's stores.
+            let (xs, x_offsets) = *x;
+            let (xs, x_offsets) = (&xs, &x_offsets);
             let v = match ops.m - g * ROWS {
-                1 => widen::<1>(group::<KIND, P, 1>(&tile, &xs, &x_offsets)),
-                2 => widen::<2>(group::<KIND, P, 2>(&tile, &xs, &x_offsets)),
-                3 => widen::<3>(group::<KIND, P, 3>(&tile, &xs, &x_offsets)),
-                _ => group::<KIND, P, ROWS>(&tile, &xs, &x_offsets),
+                1 => widen::<1>(group::<KIND, P, 1>(&tile, xs, x_offsets)),
+                2 => widen::<2>(group::<KIND, P, 2>(&tile, xs, x_offsets)),
+                3 => widen::<3>(group::<KIND, P, 3>(&tile, xs, x_offsets)),
+                _ => group::<KIND, P, ROWS>(&tile, xs, x_offsets),
             };
             for (i, (&m, v)) in rows.iter().zip(v).enumerate().take(ops.m - g * ROWS) {
                 let v = match params.1.is_empty() {
