@@ -1,4 +1,4 @@
-//! Many rows (a prefill chunk): the weight is dequantized a tile of rows at a time into an f32
+//! Many rows (a prefill chunk): the weight is dequantized a band of rows at a time into an f32
 //! panel the size of the L2 cache, and the BLAS multiplies it, so compute runs at GEMM speed
 //! and the whole dequantized weight never exists.
 
@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use super::Operands;
 
 /// Weight rows dequantized per panel.
-const TILE: usize = 128;
+const BAND: usize = 128;
 
 const ROW_MAJOR: i32 = 101;
 const NO_TRANS: i32 = 111;
@@ -41,10 +41,10 @@ thread_local! {
 /// `out[m, n]` through dequantized panels and `cblas_sgemm`.
 pub fn matmul(ops: &Operands, out: &mut [f32]) {
     PANEL.with_borrow_mut(|panel| {
-        panel.resize(TILE * ops.k, 0.0);
-        for n0 in (0..ops.n).step_by(TILE) {
-            let rows = TILE.min(ops.n - n0);
-            dequantize_tile(ops, n0, rows, panel);
+        panel.resize(BAND * ops.k, 0.0);
+        for n0 in (0..ops.n).step_by(BAND) {
+            let rows = BAND.min(ops.n - n0);
+            dequantize_band(ops, n0, rows, panel);
             // SAFETY: x is [m, k], the panel [rows, k], and out [m, n] with n0 + rows <= n.
             unsafe { sgemm_nt(ops.x, ops.m, ops.k, panel, rows, &mut out[n0..], ops.n) };
         }
@@ -88,7 +88,7 @@ pub unsafe fn sgemm_nt(
 /// Weight rows `n0..n0 + rows` into the panel, on this thread: sharing the rows with
 /// skinny-gemm's helpers measured 2.5-3.4x slower (`cargo bench -p quant-cpu --bench kernels`),
 /// as the helpers still spin when OpenBLAS's own threads start on the panel.
-fn dequantize_tile(ops: &Operands, n0: usize, rows: usize, panel: &mut [f32]) {
+fn dequantize_band(ops: &Operands, n0: usize, rows: usize, panel: &mut [f32]) {
     for (r, dst) in panel.chunks_exact_mut(ops.k).take(rows).enumerate() {
         dequantize_row(ops, n0 + r, dst);
     }

@@ -673,7 +673,7 @@ mod avx512 {
     const GROUP: usize = 4;
 
     /// Weight rows taken by every group of x rows before the next ones: they stay in L1.
-    const TILE: usize = 16;
+    const BAND: usize = 16;
 
     /// Asks for the weight bytes [`PREFETCH_L1`] and [`PREFETCH_L2`] past `at`, a line of
     /// each for every 64 bytes a step of `bytes` reads.
@@ -709,14 +709,14 @@ mod avx512 {
                 )
             })
             .collect();
-        for start in cols.clone().step_by(TILE) {
-            let tile = (ops, start..(start + TILE).min(cols.end), out);
+        for start in cols.clone().step_by(BAND) {
+            let band = (ops, start..(start + BAND).min(cols.end), out);
             for group in &groups {
                 match group.2.len() {
-                    4 => tile_rows::<KIND, P, 4>(tile.clone(), group, params, shift),
-                    3 => tile_rows::<KIND, P, 3>(tile.clone(), group, params, shift),
-                    2 => tile_rows::<KIND, P, 2>(tile.clone(), group, params, shift),
-                    _ => tile_rows::<KIND, P, 1>(tile.clone(), group, params, shift),
+                    4 => band_rows::<KIND, P, 4>(band.clone(), group, params, shift),
+                    3 => band_rows::<KIND, P, 3>(band.clone(), group, params, shift),
+                    2 => band_rows::<KIND, P, 2>(band.clone(), group, params, shift),
+                    _ => band_rows::<KIND, P, 1>(band.clone(), group, params, shift),
                 }
             }
         }
@@ -725,7 +725,7 @@ mod avx512 {
     /// Weight rows `cols` against the first `R` rows of `group`, four weight rows at a time
     /// (the last four padded with copies, never written).
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    unsafe fn tile_rows<const KIND: u32, P: Wide, const R: usize>(
+    unsafe fn band_rows<const KIND: u32, P: Wide, const R: usize>(
         (ops, cols, out): (&Operands, std::ops::Range<usize>, Out),
         (first, xs, rows_sums): &Group,
         (scales, biases): (&[P], &[P]),
