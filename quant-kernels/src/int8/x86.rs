@@ -995,7 +995,7 @@ mod avx512 {
     /// 64 bytes of 4 blocks' 4-bit codes split into low and high nibbles, as [`nibble_codes`].
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
-    unsafe fn nibble_split<const KIND: u32>(v: __m512i) -> [__m512i; 2] {
+    pub(super) unsafe fn nibble_split<const KIND: u32>(v: __m512i) -> [__m512i; 2] {
         let low = _mm512_set1_epi8(0x0F);
         let q = [
             _mm512_and_si512(v, low),

@@ -113,7 +113,7 @@ unsafe fn panels<const KIND: u32, P: Stored>(
                     true => v,
                     false => {
                         let sums = &acts.sums[m * groups_k..(m + 1) * groups_k];
-                        _mm512_add_ps(v, bias_part(&panel.biases, sums))
+                        _mm512_add_ps(v, super::tiles::bias_part(panel.biases.as_ptr(), sums))
                     }
                 };
                 let mut lanes = [0f32; WIDTH];
@@ -255,18 +255,12 @@ unsafe fn fold<const KIND: u32>(
 ) {
     let s = _mm512_loadu_ps(panel.scales.as_ptr().add(group * WIDTH));
     for r in 0..ROWS {
-        let mut t = t[r];
-        if KIND == E2M1 {
-            let o = panel.offsets[ms[r] * blocks + b];
-            let o = match half {
-                None => o.first + o.second,
-                Some(0) => o.first,
-                Some(_) => o.second,
-            };
-            t = _mm512_sub_epi32(t, _mm512_set1_epi32(o));
-        }
-        let c = _mm512_mul_ps(s, _mm512_set1_ps(xs[r].scales[b]));
-        acc[r][j] = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(t), acc[r][j]);
+        let offset = match KIND {
+            E2M1 => Some(panel.offsets[ms[r] * blocks + b]),
+            _ => None,
+        };
+        let x = (t[r], xs[r].scales[b]);
+        acc[r][j] = super::tiles::fold_total(acc[r][j], s, x, (offset, half));
     }
 }
 
@@ -305,25 +299,4 @@ pub(super) unsafe fn tree(v: [__m512; 8]) -> __m512 {
     let even = _mm512_add_ps(_mm512_add_ps(v[0], v[4]), _mm512_add_ps(v[2], v[6]));
     let odd = _mm512_add_ps(_mm512_add_ps(v[1], v[5]), _mm512_add_ps(v[3], v[7]));
     _mm512_add_ps(even, odd)
-}
-
-/// `bias_term` one output a lane: 8 chains over the groups, `fma(b_g, Σx_g, t[g % 8])`.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-unsafe fn bias_part(biases: &[f32], sums: &[f32]) -> __m512 {
-    let mut t = [_mm512_setzero_ps(); 8];
-    let step = |g: usize, t: __m512| {
-        let b = _mm512_loadu_ps(biases.as_ptr().add(g * WIDTH));
-        _mm512_fmadd_ps(b, _mm512_set1_ps(sums[g]), t)
-    };
-    let whole = sums.len() / 8 * 8;
-    for g0 in (0..whole).step_by(8) {
-        for (j, t) in t.iter_mut().enumerate() {
-            *t = step(g0 + j, *t);
-        }
-    }
-    for (j, g) in (whole..sums.len()).enumerate() {
-        t[j] = step(g, t[j]);
-    }
-    tree(t)
 }

@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 
 use super::super::tiles::WIDTH;
 use super::super::{group_shift, Row, Totals, BLOCK, DIGIT_SHIFT, E2M1_OFFSET, LANES};
-use super::{block_bytes, e2m1_table, Walk, E2M1, PREFETCH_L2};
+use super::{block_bytes, Walk, E2M1, PREFETCH_L2};
 use crate::float::{E4m3, E8m0};
 use crate::{Bf16, Stored, F16};
 
@@ -279,19 +279,39 @@ unsafe fn fold<const KIND: u32, P: Wide16, const R: usize>(
         false => s,
     };
     for r in 0..R {
-        let mut t = t[r];
-        if KIND == E2M1 {
-            let o = offsets[r][b];
+        // No closure here (`bool::then`): it would not inline into these features.
+        let offset = match KIND {
+            E2M1 => Some(offsets[r][b]),
+            _ => None,
+        };
+        acc[r] = fold_total(acc[r], s, (t[r], xs[r].scales[b]), (offset, half));
+    }
+}
+
+/// A row's block total `t` (less its E2M1 codes' `offset`, of group `half` or both) times the
+/// combined scales `s · unit` (16 weight rows side by side) into `acc`: the module's float
+/// step, one output a lane (the tiles' and the panels').
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+pub(super) unsafe fn fold_total(
+    acc: __m512,
+    s: __m512,
+    (t, unit): (__m512i, f32),
+    (offset, half): (Option<Totals>, Option<usize>),
+) -> __m512 {
+    let t = match offset {
+        None => t,
+        Some(o) => {
             let o = match half {
                 None => o.first + o.second,
                 Some(0) => o.first,
                 Some(_) => o.second,
             };
-            t = _mm512_sub_epi32(t, _mm512_set1_epi32(o));
+            _mm512_sub_epi32(t, _mm512_set1_epi32(o))
         }
-        let c = _mm512_mul_ps(s, _mm512_set1_ps(xs[r].scales[b]));
-        acc[r] = _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(t), acc[r]);
-    }
+    };
+    let c = _mm512_mul_ps(s, _mm512_set1_ps(unit));
+    _mm512_fmadd_ps(c, _mm512_cvtepi32_ps(t), acc)
 }
 
 /// A 64-byte word of the tile as the codes of its lanes: itself (8 bits), or its low nibbles
@@ -300,19 +320,10 @@ unsafe fn fold<const KIND: u32, P: Wide16, const R: usize>(
 #[inline]
 unsafe fn lanes_of<const KIND: u32>(at: *const u8) -> [__m512i; 2] {
     let v = _mm512_loadu_si512(at as *const __m512i);
-    if KIND == 8 {
-        return [v, v];
+    match KIND {
+        8 => [v, v],
+        _ => super::avx512::nibble_split::<KIND>(v),
     }
-    let low = _mm512_set1_epi8(0x0F);
-    let q = [
-        _mm512_and_si512(v, low),
-        _mm512_and_si512(_mm512_srli_epi16::<4>(v), low),
-    ];
-    if KIND != E2M1 {
-        return q;
-    }
-    let table = _mm512_broadcast_i32x4(_mm256_castsi256_si128(e2m1_table()));
-    q.map(|q| _mm512_shuffle_epi8(table, q))
 }
 
 /// The block's words `words` of the tile against each row's digits, summed: `vpdpbusd`
@@ -367,10 +378,10 @@ unsafe fn chain_sum(v: [__m512i; 4], chains: usize) -> __m512i {
 }
 
 /// `bias_term` one output a lane: 8 chains over the groups, `fma(b_g, Σx_g, t[g % 8])`,
-/// the tile's biases `[group][WIDTH]`.
+/// the biases `[group][WIDTH]` (a tile's, or a panel's widened ones).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-unsafe fn bias_part<P: Wide16>(biases: *const P, sums: &[f32]) -> __m512 {
+pub(super) unsafe fn bias_part<P: Wide16>(biases: *const P, sums: &[f32]) -> __m512 {
     let mut t = [_mm512_setzero_ps(); 8];
     let step = |g: usize, t: __m512| {
         let b = P::load16(biases.add(g * WIDTH));
