@@ -616,6 +616,7 @@ fn log_cpu_kernels() {
         let (amx, int8) = (amx::amx(), int8::isa());
         tracing::info!(
             int8_kernels = int8.name(),
+            int8_weights_in_tiles = int8::tiles::wanted(),
             blas = %skinny_gemm::blas_kernels(),
             "{amx}; no kernel takes AMX tiles"
         );
