@@ -205,3 +205,58 @@ fn the_patched_ops_refuse_a_bad_mode_without_a_panic() -> Result<()> {
     assert!(biases.is_some(), "affine keeps its biases");
     Ok(())
 }
+
+#[test]
+fn int8_weights_in_tiles_give_back_their_rows_and_values() -> Result<()> {
+    use quant_cpu::kernel::int8::tiles;
+    if !tiles::wanted() {
+        println!("int8: this CPU's kernels read no tiles: the tiled load is not tested here");
+        return Ok(());
+    }
+    random::seed(5)?;
+    let x = random::normal::<f32>(&[3, 64], None, None, None)?;
+    let ids = Array::from_slice(&[0u32, 17, 31, 5, 16], &[5]);
+    for (mode, group, bits) in [("affine", 64, 4), ("affine", 32, 8), ("mxfp4", 32, 4)] {
+        let arrays = quantized(mode, group, bits, &[32, 64])?;
+        let biases = arrays.get("l.biases");
+        let (codes, scales) = (&arrays["l.weight"], &arrays["l.scales"]);
+        let want =
+            dequantize_mode(codes, scales, biases, group, bits, mode)?.as_dtype(Dtype::Float32)?;
+        let mut w = Weights::from_arrays(
+            arrays.clone(),
+            &config(mode, group, bits),
+            WeightMode::PackedInt8,
+        )?;
+        let MatrixWeight::Packed(packed) = w.matrix("l", Shape::matrix(32, 64), Cut::Whole)? else {
+            panic!("{mode}: int8 keeps it packed");
+        };
+        assert_eq!(
+            packed.format.layout,
+            quant_cpu::Layout::Tiles,
+            "{mode} {bits}"
+        );
+        assert_ne!(
+            max_diff(
+                &packed.weight.as_dtype(Dtype::Float32)?,
+                &codes.as_dtype(Dtype::Float32)?
+            )?,
+            0.0
+        );
+        assert_eq!(
+            max_diff(&packed.dequantize_f32()?, &want)?,
+            0.0,
+            "{mode} {bits}"
+        );
+        assert_eq!(
+            max_diff(&packed.rows(&ids)?, &want.take_axis(&ids, 0)?)?,
+            0.0,
+            "{mode} {bits}"
+        );
+        let diff = max_diff(&packed.matmul(&x)?, &x.matmul(want.t())?)?;
+        assert!(
+            diff < 0.05,
+            "{mode} {bits}: the tiled product differs by {diff}"
+        );
+    }
+    Ok(())
+}
