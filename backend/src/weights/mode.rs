@@ -259,6 +259,28 @@ fn tiles(a: &Array, into: bool) -> Result<Array> {
     Ok(moved.reshape(&shape)?)
 }
 
+/// `p` in tiles where the integer path reads them here (int8 numerics, AVX-512 VNNI, a format
+/// and row count the tiles take), else as it is.
+fn in_tiles_where_read(p: Packed) -> Result<Packed> {
+    let rows = p
+        .weight
+        .shape()
+        .iter()
+        .rev()
+        .nth(1)
+        .map_or(0, |&n| n as usize);
+    let int8 = p.format.numerics == Numerics::Int8;
+    if !(int8 && tiles::wanted() && tiles::takes(p.format, rows)) {
+        return Ok(p);
+    }
+    Ok(Packed {
+        weight: tiles(&p.weight, true)?,
+        scales: tiles(&p.scales, true)?,
+        biases: p.biases.as_ref().map(|b| tiles(b, true)).transpose()?,
+        format: p.format.with_layout(Layout::Tiles),
+    })
+}
+
 /// Rows `ids` of a tiled matrix `a` (`[N, C]`): element `c` of row `n` is at
 /// `(n / 16) · 16C + 16c + n % 16` of the tiles.
 fn tiled_rows(a: &Array, ids: &Array) -> Result<Array> {
@@ -378,25 +400,11 @@ impl Weights {
                 Some(b.as_dtype(Dtype::Float32)?),
             ),
         };
-        let rows = weight
-            .shape()
-            .iter()
-            .rev()
-            .nth(1)
-            .map_or(0, |&n| n as usize);
-        if numerics == Numerics::Int8 && tiles::wanted() && tiles::takes(format, rows) {
-            return Ok(MatrixWeight::Packed(Packed {
-                weight: tiles(&weight, true)?,
-                scales: tiles(&scales, true)?,
-                biases: biases.as_ref().map(|b| tiles(b, true)).transpose()?,
-                format: format.with_layout(Layout::Tiles),
-            }));
-        }
-        Ok(MatrixWeight::Packed(Packed {
+        Ok(MatrixWeight::Packed(in_tiles_where_read(Packed {
             weight,
             scales,
             biases,
             format,
-        }))
+        })?))
     }
 }
