@@ -323,10 +323,18 @@ array decode_attention_cpu(const array& q, const std::vector<array>& kv, Attenti
 // Causal attention of one sequence's queries (prefill): MLX's sdpa fallback with a causal mask,
 // whose softmax ran MLX's scalar exp (a call to `fmaf` per element) over every score: about a
 // third of a long prompt's time. Same steps and bits (`mlxd::attend_causal`), exps vectorized.
+// With a kernel (`cpu_numerics:int8`), the kernel computes it instead, in its own order
+// (`quant_kernels::attention`): only the keys each query sees, shared over the threads.
+
+// q [heads, len, d] scaled, keys and values of one sequence, out [heads, len, dv].
+typedef void (*MlxdCausalKernel)(const float* q, int64_t heads, int64_t len,
+                                 const mlxd::HeadRows* keys, const mlxd::HeadRows* values,
+                                 float* out);
 
 class CausalAttentionCpu : public FastCpu {
  public:
-  CausalAttentionCpu(Stream stream, float scale) : FastCpu(stream), scale_(scale) {}
+  CausalAttentionCpu(Stream stream, float scale, MlxdCausalKernel kernel)
+      : FastCpu(stream), scale_(scale), kernel_(kernel) {}
 
   void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
 
@@ -336,7 +344,7 @@ class CausalAttentionCpu : public FastCpu {
 
   bool is_equivalent(const Primitive& other) const override {
     auto& o = static_cast<const CausalAttentionCpu&>(other);
-    return std::string(name()) == o.name() && scale_ == o.scale_;
+    return std::string(name()) == o.name() && scale_ == o.scale_ && kernel_ == o.kernel_;
   }
 
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override {
@@ -347,6 +355,7 @@ class CausalAttentionCpu : public FastCpu {
 
  private:
   float scale_;
+  MlxdCausalKernel kernel_;
 };
 
 void CausalAttentionCpu::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
@@ -356,7 +365,7 @@ void CausalAttentionCpu::eval_cpu(const std::vector<array>& inputs, std::vector<
                     k = array::unsafe_weak_copy(inputs[1]),
                     v = array::unsafe_weak_copy(inputs[2]),
                     out = array::unsafe_weak_copy(out),
-                    scale = scale_]() mutable {
+                    scale = scale_, kernel = kernel_]() mutable {
     std::vector<float> keep_q, keep_k, keep_v;
     const float* qs = mlxd_row_major(q, keep_q);
     std::vector<float> scaled(q.size());
@@ -364,12 +373,16 @@ void CausalAttentionCpu::eval_cpu(const std::vector<array>& inputs, std::vector<
       scaled[i] = scale * qs[i];
     }
     HeadRows keys = mlxd::head_rows(k, keep_k), values = mlxd::head_rows(v, keep_v);
+    if (kernel != nullptr) {
+      kernel(scaled.data(), q.shape(1), q.shape(2), &keys, &values, out.data<float>());
+      return;
+    }
     mlxd::attend_causal(scaled.data(), q.shape(2), keys, values, out.data<float>(), q.shape(1));
   });
 }
 
 array causal_attention_cpu(const array& q, const array& k, const array& v, float scale,
-                           Stream s) {
+                           MlxdCausalKernel kernel, Stream s) {
   std::string why;
   if (q.dtype() != float32 || q.ndim() != 4 || q.shape(0) != 1) {
     why = "queries must be float32 [1, heads, L, d]";
@@ -388,7 +401,8 @@ array causal_attention_cpu(const array& q, const array& k, const array& v, float
   mlxd::require_sgemm();
   auto shape = q.shape();
   shape.back() = v.shape(3);
-  return array(shape, float32, std::make_shared<CausalAttentionCpu>(s, scale), {q, k, v});
+  return array(shape, float32, std::make_shared<CausalAttentionCpu>(s, scale, kernel),
+               {q, k, v});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -516,10 +530,12 @@ extern "C" int mlxd_causal_attention(
     const mlx_array keys,
     const mlx_array values,
     float scale,
+    MlxdCausalKernel kernel,
     const mlx_stream s) {
   return mlxd_guarded([&] {
     mlx_array_set_(*res, causal_attention_cpu(mlx_array_get_(queries), mlx_array_get_(keys),
-                                              mlx_array_get_(values), scale, mlx_stream_get_(s)));
+                                              mlx_array_get_(values), scale, kernel,
+                                              mlx_stream_get_(s)));
   });
 }
 

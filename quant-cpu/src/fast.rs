@@ -13,6 +13,24 @@
 use mlx_rs::error::Exception;
 use mlx_rs::{Array, Stream};
 
+use crate::kernel::attention::{attend_causal, Side};
+use crate::Numerics;
+
+/// `mlxd::HeadRows` in the C++: one side of a sequence's cache.
+#[repr(C)]
+struct HeadRows {
+    data: *const f32,
+    heads: i64,
+    len: i64,
+    width: i64,
+    head_stride: i64,
+    row_stride: i64,
+}
+
+/// `MlxdCausalKernel` in the C++ (null: MLX's attention).
+type CausalKernel =
+    Option<unsafe extern "C" fn(*const f32, i64, i64, *const HeadRows, *const HeadRows, *mut f32)>;
+
 extern "C" {
     fn mlxd_rms_norm(
         res: *mut mlx_sys::mlx_array,
@@ -52,6 +70,7 @@ extern "C" {
         keys: mlx_sys::mlx_array,
         values: mlx_sys::mlx_array,
         scale: f32,
+        kernel: CausalKernel,
         stream: mlx_sys::mlx_stream,
     ) -> i32;
 
@@ -151,14 +170,21 @@ pub fn decode_attention(
 
 /// One sequence's causal attention: `queries` [1, heads, L, d], `keys` [1, kv_heads, T, d] and
 /// `values` [1, kv_heads, T, dv] f32, T >= L, query i seeing keys 0..=i + T - L; [1, heads, L, dv]
-/// out, with the bits of `fast::scaled_dot_product_attention` with the causal mask.
+/// out: the bits of `fast::scaled_dot_product_attention` with the causal mask, or where
+/// [`own_causal_attention`], [`attend_causal`]'s order (over only the keys each query sees,
+/// shared over the threads).
 pub fn causal_attention(
     queries: &Array,
     keys: &Array,
     values: &Array,
     scale: f32,
+    numerics: Numerics,
 ) -> Result<Array, Exception> {
     let stream = Stream::thread_local_or_default();
+    let kernel: CausalKernel = match own_causal_attention(numerics) {
+        true => Some(causal_kernel),
+        false => None,
+    };
     // SAFETY: every handle is a live mlx-rs object; mlx-c copies what it keeps.
     mlx_rs::raw::try_array_op(|res| unsafe {
         mlxd_causal_attention(
@@ -167,9 +193,53 @@ pub fn causal_attention(
             keys.as_ptr(),
             values.as_ptr(),
             scale,
+            kernel,
             stream.as_ptr(),
         )
     })
+}
+
+/// Whether [`causal_attention`] in `numerics` takes its own kernel: `Int8` on a CPU with a
+/// vector set for it (x86-64 with AVX2; elsewhere MLX's attention stays faster).
+pub fn own_causal_attention(numerics: Numerics) -> bool {
+    numerics == Numerics::Int8 && crate::kernel::attention::Set::vectorized()
+}
+
+/// Called by the shim on MLX's stream thread with shapes it has checked (a panic aborts, as
+/// any kernel fault would).
+///
+/// # Safety
+/// `q` holds heads * len * d floats, the sides' rows are readable, `out` has room for
+/// heads * len * dv.
+unsafe extern "C" fn causal_kernel(
+    q: *const f32,
+    heads: i64,
+    len: i64,
+    keys: *const HeadRows,
+    values: *const HeadRows,
+    out: *mut f32,
+) {
+    let (keys, values) = (side(&*keys), side(&*values));
+    let (heads, len) = (heads as usize, len as usize);
+    let q = std::slice::from_raw_parts(q, heads * len * keys.width);
+    let out = std::slice::from_raw_parts_mut(out, heads * len * values.width);
+    attend_causal(q, heads, keys, values, out);
+}
+
+/// # Safety
+/// The rows `r` describes are readable for as long as the side is used.
+unsafe fn side<'a>(r: &HeadRows) -> Side<'a> {
+    let (heads, len, width) = (r.heads as usize, r.len as usize, r.width as usize);
+    let (head_stride, row_stride) = (r.head_stride as usize, r.row_stride as usize);
+    let extent = heads.saturating_sub(1) * head_stride + len.saturating_sub(1) * row_stride + width;
+    Side {
+        data: std::slice::from_raw_parts(r.data, extent),
+        heads,
+        len,
+        width,
+        head_stride,
+        row_stride,
+    }
 }
 
 /// `logsumexp(x, -1, keepdims = true)` of f32 `x` ([..., n]): [..., 1].

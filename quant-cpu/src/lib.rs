@@ -31,7 +31,7 @@ pub mod layer;
 mod op;
 
 pub use host::{host_receive, HostSource};
-pub use kernel::{Format, FormatError, Layout, Mode, Operands, Params};
+pub use kernel::{Format, FormatError, Layout, Mode, Numerics, Operands, Params};
 pub use op::{
     gather_quantized_matmul, quantized_matmul, quantized_matmuls, swiglu_quantized_matmul,
     PackedWeight, QuantWeight,

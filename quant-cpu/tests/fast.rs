@@ -8,6 +8,7 @@ mod common;
 use common::{bits, TestResult};
 use mlx_rs::{fast, random, Array, Dtype};
 use quant_cpu::fast::{causal_attention, decode_attention, logsumexp, rms_norm, rope, RopeSpec};
+use quant_cpu::Numerics;
 
 fn normal(shape: &[i32], scale: f32) -> TestResult<Array> {
     Ok(random::normal::<f32>(shape, None, Some(scale), None)?)
@@ -216,7 +217,7 @@ fn causal_attention_has_the_bits_of_mlx_causal_sdpa() -> TestResult {
             cached(kv_heads, keys, dv, 1.0)?,
         );
         let scale = 1.0 / (d as f32).sqrt();
-        let ours = causal_attention(&q, &k, &v, scale)?;
+        let ours = causal_attention(&q, &k, &v, scale, Numerics::Exact)?;
         let mask = Some(ScaledDotProductAttentionMask::Causal);
         let theirs = fast::scaled_dot_product_attention(&q, &k, &v, scale, mask, None)?;
         assert_eq!(ours.shape(), &[1, heads, len, dv]);
@@ -225,10 +226,17 @@ fn causal_attention_has_the_bits_of_mlx_causal_sdpa() -> TestResult {
             bits(&theirs)?,
             "{heads}/{kv_heads} heads, {len} queries over {keys} keys"
         );
+        // The int8 numerics' own order: the same values, within f32 rounding.
+        let own = causal_attention(&q, &k, &v, scale, Numerics::Int8)?;
+        let worst = ours.subtract(&own)?.abs()?.max(None)?.item_exact::<f32>();
+        assert!(
+            worst < 2e-5,
+            "{heads}/{kv_heads} heads, {len}/{keys}: {worst}"
+        );
     }
     let q = normal(&[1, 4, 8, 32], 1.0)?;
     let short = cached(4, 7, 32, 1.0)?;
-    let e = causal_attention(&q, &short, &short, 1.0).err();
+    let e = causal_attention(&q, &short, &short, 1.0, Numerics::Int8).err();
     let e = e.ok_or("fewer keys than queries accepted")?.to_string();
     assert!(e.contains("fewer keys than queries"), "{e}");
     Ok(())

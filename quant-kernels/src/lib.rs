@@ -22,6 +22,7 @@
 //! (`fma(s, q, b)`, then `fma(x, w, acc)`) costs two per code.
 
 pub mod amx;
+pub mod attention;
 pub mod float;
 pub mod int8;
 pub mod layout;

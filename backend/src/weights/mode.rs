@@ -52,6 +52,15 @@ impl WeightMode {
             (mode, _) => mode,
         }
     }
+
+    /// The numerics the mode computes with: `Int8` for `PackedInt8` (its products, and its
+    /// prefill attention), `Exact` for the rest.
+    pub fn numerics(self) -> Numerics {
+        match self {
+            WeightMode::PackedInt8 => Numerics::Int8,
+            _ => Numerics::Exact,
+        }
+    }
 }
 
 /// A matrix as the weight mode computes with it.

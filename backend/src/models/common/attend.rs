@@ -9,6 +9,7 @@ use mlx_rs::Array;
 use super::layers::cpu_f32;
 use crate::cache::{KvCache, Stored};
 use crate::error::Result;
+use crate::weights::Numerics;
 
 /// The head layout one attention block attends with, on this rank.
 #[derive(Debug, Clone, Copy)]
@@ -18,6 +19,9 @@ pub struct Heads {
     pub scale: f32,
     /// A sliding layer's window: each query sees itself and the `window - 1` positions before.
     pub window: Option<i32>,
+    /// The weights' numerics: `Int8` also takes its own prefill attention on the CPU
+    /// (`quant_cpu::fast::causal_attention`).
+    pub numerics: Numerics,
 }
 
 impl Heads {
@@ -207,8 +211,12 @@ impl Heads {
                 None,
             )?);
         }
-        // Metal's fused kernel skips masked keys itself.
-        if len <= QUERY_BLOCK || cfg!(target_os = "macos") {
+        // Metal's fused kernel skips masked keys itself, and so does the int8 numerics' node.
+        let own = quant_cpu::fast::own_causal_attention(self.numerics)
+            && cpu_f32(queries)
+            && queries.shape()[0] == 1;
+        let skips = cfg!(target_os = "macos") || own;
+        if len <= QUERY_BLOCK || skips {
             return self.sdpa(queries, keys, values);
         }
         // Unfused (CPU) attention scores and softmaxes every key for every query; a block of
@@ -267,7 +275,11 @@ impl Heads {
         let causal = queries.shape()[2] > 1;
         if causal && cpu_f32(queries) && queries.shape()[0] == 1 {
             return Ok(quant_cpu::fast::causal_attention(
-                queries, keys, values, self.scale,
+                queries,
+                keys,
+                values,
+                self.scale,
+                self.numerics,
             )?);
         }
         let mask = causal.then_some(ScaledDotProductAttentionMask::Causal);
@@ -353,6 +365,7 @@ mod tests {
             kv_heads: 2,
             scale: 0.25,
             window: None,
+            numerics: Numerics::Exact,
         };
         let sinks = Array::from_slice(&[0.5f32, -1.0], &[2]);
         let mut cache = KvCache::new();
@@ -394,6 +407,7 @@ mod tests {
             kv_heads: 2,
             scale: 0.125,
             window: None,
+            numerics: Numerics::Exact,
         };
         for bits in [8, 4] {
             let enc = KvEncoding::Affine { bits };

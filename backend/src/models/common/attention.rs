@@ -103,6 +103,7 @@ impl Attention {
                 kv_heads: c.kv_heads / n,
                 scale: c.scale,
                 window: shape.window(),
+                numerics: w.mode().numerics(),
             },
             head_dim: c.head_dim,
             rope: rope.clone(),
