@@ -41,12 +41,19 @@ pub fn in_order(bits: u32) -> bool {
 /// The first `rows * k` values of x (k a multiple of [`STEP`]) with each step's values in
 /// lane order, into `out`.
 pub fn permute(x: &[f32], rows: usize, k: usize, bits: u32, out: &mut Vec<f32>) {
-    debug_assert!(k.is_multiple_of(STEP));
-    let order = order(bits);
     out.clear();
-    out.reserve(rows * k);
-    for step in x[..rows * k].chunks_exact(STEP) {
-        out.extend(order.iter().map(|&c| step[c]));
+    out.resize(rows * k, 0.0);
+    permute_into(&x[..rows * k], k, bits, out);
+}
+
+/// [`permute`] of all of `x` into `out` (as long).
+pub fn permute_into(x: &[f32], k: usize, bits: u32, out: &mut [f32]) {
+    debug_assert!(k.is_multiple_of(STEP) && out.len() == x.len());
+    let order = order(bits);
+    for (step, to) in x.chunks_exact(STEP).zip(out.chunks_exact_mut(STEP)) {
+        for (t, &c) in to.iter_mut().zip(&order) {
+            *t = step[c];
+        }
     }
 }
 

@@ -256,20 +256,26 @@ impl Operands<'_> {
 /// (`scalar::reduce`). They depend on x alone, so they are made once per product; every
 /// kernel takes them from here. None without biases (the float modes).
 pub(crate) fn group_sums(ops: &Operands, dst: &mut Vec<f32>) {
-    use layout::{LANES, STEP};
-    let steps = ops.format.group / STEP;
     dst.clear();
     if ops.biases.is_none() {
         return;
     }
-    for group in ops.x[..ops.m * ops.k].chunks_exact(ops.format.group) {
+    dst.resize(ops.m * ops.k / ops.format.group, 0.0);
+    group_sums_into(&ops.x[..ops.m * ops.k], ops.format.group, dst);
+}
+
+/// [`group_sums`] of all of `x` (in lane order) into `dst` (a sum per `group` values).
+pub(crate) fn group_sums_into(x: &[f32], group: usize, dst: &mut [f32]) {
+    use layout::{LANES, STEP};
+    let steps = group / STEP;
+    for (group, d) in x.chunks_exact(group).zip(dst) {
         let mut sum = [[0f32; LANES]; layout::VECTORS];
         for step in group.chunks_exact(STEP).take(steps) {
             for (v, x) in sum.iter_mut().zip(step.chunks_exact(LANES)) {
                 v.iter_mut().zip(x).for_each(|(s, x)| *s += x);
             }
         }
-        dst.push(scalar::reduce(sum));
+        *d = scalar::reduce(sum);
     }
 }
 

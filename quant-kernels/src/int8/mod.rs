@@ -42,8 +42,10 @@
 //! set takes every [`supported`] format. [`vectorized`] is what a caller asks before taking
 //! this path: without a vector set the portable kernel would run (exact, slow).
 
+use std::ops::Range;
+
 use super::layout::{self, STEP};
-use super::{bias_term, group_sums, Format, Layout, Mode, Operands, Out, Stored};
+use super::{bias_term, Format, Layout, Mode, Operands, Out, Stored};
 
 #[cfg(target_arch = "aarch64")]
 mod neon;
@@ -109,6 +111,13 @@ pub(crate) struct Row<'a> {
 impl Activations {
     /// Quantizes the rows of `ops.x` (already in the format's lane order) into `self`.
     pub fn quantize(&mut self, ops: &Operands) {
+        let into = self.sized(ops);
+        // SAFETY: the buffers were just sized for every row, and this thread writes them alone.
+        unsafe { quantize_rows(&ops.x[..ops.m * ops.k], (0..ops.m, bias_groups(ops)), &into) };
+    }
+
+    /// Sizes the buffers for the rows of `ops.x` and gives where to write them.
+    fn sized(&mut self, ops: &Operands) -> Into {
         let (m, k) = (ops.m, ops.k);
         let blocks = m * k / BLOCK;
         self.k = k;
@@ -116,32 +125,19 @@ impl Activations {
         self.lo.resize(m * k, 0);
         self.scales.resize(blocks, 0.0);
         self.lane_sums.resize(blocks * LANES, 0);
-        let x = &ops.x[..m * k];
-        let out = Digits {
-            hi: &mut self.hi,
-            lo: &mut self.lo,
-            units: &mut self.scales,
-        };
-        #[cfg(target_arch = "x86_64")]
-        if x86::has_avx2() {
-            // SAFETY: the CPU has AVX2; the buffers hold what `x` quantizes into.
-            unsafe { x86::quantize(x, out) };
-        } else {
-            quantize_portable(x, out);
+        self.sums.clear();
+        if let Some(group) = bias_groups(ops) {
+            self.sums.resize(m * k / group, 0.0);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        quantize_portable(x, out);
-        let lanes = self.hi.chunks_exact(PER_LANE);
-        for ((sum, hi), lo) in self
-            .lane_sums
-            .iter_mut()
-            .zip(lanes)
-            .zip(self.lo.chunks_exact(PER_LANE))
-        {
-            let total = |c: &[i8]| c.iter().map(|&c| i32::from(c)).sum::<i32>();
-            *sum = digits(total(hi), total(lo));
+        Into {
+            x: std::ptr::null_mut(),
+            hi: self.hi.as_mut_ptr(),
+            lo: self.lo.as_mut_ptr(),
+            units: self.scales.as_mut_ptr(),
+            lane_sums: self.lane_sums.as_mut_ptr(),
+            sums: self.sums.as_mut_ptr(),
+            k,
         }
-        group_sums(ops, &mut self.sums);
     }
 
     /// What the AVX-512 row kernels read besides the codes: (4 bits) the digits of every 4
@@ -183,6 +179,95 @@ pub(crate) fn block_scale_of(amax: f32) -> (f32, f32) {
         true => (amax / 127.0 / 128.0, 127.0 / amax),
         false => (0.0, 0.0),
     }
+}
+
+/// Where rows of x go as they are made ready: x in lane order (null where it already is)
+/// and the [`Activations`]' buffers, each sized for every row, each row at its own offset.
+struct Into {
+    x: *mut f32,
+    hi: *mut i8,
+    lo: *mut i8,
+    units: *mut f32,
+    lane_sums: *mut i32,
+    /// Sized for no row where the weight has no biases.
+    sums: *mut f32,
+    k: usize,
+}
+
+// SAFETY: threads write disjoint rows (`prepare_rows`), and the caller waits for all of them.
+unsafe impl Sync for Into {}
+
+/// A mutable view of rows `rows` of a buffer of `per_row` values a row.
+///
+/// # Safety
+/// The buffer holds the rows, and no other thread touches these ones meanwhile.
+unsafe fn rows_of_buffer<'a, T>(at: *mut T, rows: &Range<usize>, per_row: usize) -> &'a mut [T] {
+    std::slice::from_raw_parts_mut(at.add(rows.start * per_row), rows.len() * per_row)
+}
+
+/// The group size the bias part sums x over, where the weight has biases.
+fn bias_groups(ops: &Operands) -> Option<usize> {
+    ops.biases.map(|_| ops.format.group)
+}
+
+/// Rows `rows` of x (`x`, already in lane order) into their digits, units, lane sums and
+/// (with `bias_groups`) their sums per group.
+///
+/// # Safety
+/// As [`rows_of_buffer`] for every buffer of `into`.
+unsafe fn quantize_rows(x: &[f32], (rows, groups): (Range<usize>, Option<usize>), into: &Into) {
+    let (k, blocks) = (into.k, into.k / BLOCK);
+    let out = Digits {
+        hi: rows_of_buffer(into.hi, &rows, k),
+        lo: rows_of_buffer(into.lo, &rows, k),
+        units: rows_of_buffer(into.units, &rows, blocks),
+    };
+    #[cfg(target_arch = "x86_64")]
+    if x86::has_avx2() {
+        // SAFETY: the CPU has AVX2; the buffers hold what `x` quantizes into.
+        x86::quantize(x, out);
+    } else {
+        quantize_portable(x, out);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    quantize_portable(x, out);
+    let (hi, lo) = (
+        rows_of_buffer(into.hi, &rows, k),
+        rows_of_buffer(into.lo, &rows, k),
+    );
+    let lane_sums = rows_of_buffer(into.lane_sums, &rows, blocks * LANES);
+    let lanes = hi.chunks_exact(PER_LANE).zip(lo.chunks_exact(PER_LANE));
+    for (sum, (hi, lo)) in lane_sums.iter_mut().zip(lanes) {
+        let total = |c: &[i8]| c.iter().map(|&c| i32::from(c)).sum::<i32>();
+        *sum = digits(total(hi), total(lo));
+    }
+    if let Some(group) = groups {
+        let sums = rows_of_buffer(into.sums, &rows, k / group);
+        crate::group_sums_into(x, group, sums);
+    }
+}
+
+/// The rows of `ops.x` (natural order) put in lane order into `x` and quantized into `acts`,
+/// rows shared over the helper threads (each row's values are computed as they would be
+/// alone).
+fn prepare(ops: &Operands, x: &mut Vec<f32>, acts: &mut Activations) {
+    let (m, k) = (ops.m, ops.k);
+    x.clear();
+    x.resize(m * k, 0.0);
+    let mut into = acts.sized(ops);
+    into.x = x.as_mut_ptr();
+    let into = &into;
+    let bits = ops.format.bits;
+    // Rows as runs of 4 columns (the pool's unit).
+    skinny_gemm::share(4 * m, m * k, &|c0, c1| {
+        let rows = c0 / 4..c1 / 4;
+        // SAFETY: the buffers are sized for every row, and each chunk has its own rows.
+        unsafe {
+            let lanes = rows_of_buffer(into.x, &rows, k);
+            layout::permute_into(&ops.x[rows.start * k..rows.end * k], k, bits, lanes);
+            quantize_rows(lanes, (rows, bias_groups(ops)), into);
+        }
+    });
 }
 
 /// Values a row of arranged quads holds: `k` rounded up to whole quads of 4 blocks.
@@ -388,9 +473,8 @@ pub fn rows_many_with(set: Isa, parts: &[Operands], outs: &mut [&mut [f32]]) {
         "only the AVX-512 VNNI kernel reads tiles"
     );
     WORK.with_borrow_mut(|(x, acts)| {
-        layout::permute(first.x, first.m, first.k, first.format.bits, x);
+        prepare(first, x, acts);
         let parts: Vec<Operands> = parts.iter().map(|p| Operands { x: &x[..], ..*p }).collect();
-        acts.quantize(&parts[0]);
         let tiled = first.format.layout == Layout::Tiles;
         if set == Isa::Avx512Vnni && !avx512_panels(first) && !tiled {
             acts.arrange_wide(first.format.bits);

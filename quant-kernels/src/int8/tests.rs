@@ -282,6 +282,20 @@ fn a_rows_result_does_not_depend_on_its_batch() {
                 );
             }
         }
+        // Enough rows (130 of 512) that x is made ready over the helper threads.
+        let (format, blocks) = (affine(4, 64), 16);
+        let batch = Case::with_blocks(format, (130, 16), "bf16", 7, blocks);
+        let together = batch.product(set);
+        for m in [0, 1, 63, 64, 129] {
+            let alone = Case {
+                x: batch.x[m * batch.k..(m + 1) * batch.k].to_vec(),
+                m: 1,
+                ..Case::with_blocks(format, (130, 16), "bf16", 7, blocks)
+            };
+            let one = alone.product(set);
+            let want = &together[m * batch.n..(m + 1) * batch.n];
+            assert_eq!(one[..], *want, "{set:?}: row {m} of 130");
+        }
     }
 }
 
