@@ -138,6 +138,49 @@ class RopeCpu : public FastCpu {
   RopeParams p_;
 };
 
+// Each position's cos and sin for one set of rope parameters, kept by the stream thread: every
+// layer's q and k take the same angles, which MLX's scalar sincos made a prompt's largest
+// serial step after the products. Values computed as `rope_angles` computes them.
+struct AngleTable {
+  RopeParams p;
+  std::vector<float> inv;
+  std::vector<float> cos_t, sin_t; // [position][dims / 2]
+};
+
+// Positions a table keeps (8 MB at dims 128): past them, angles are computed each time.
+constexpr int64_t TABLE_POSITIONS = 32768;
+
+bool same_rope(const AngleTable& t, const RopeParams& p, const std::vector<float>& inv) {
+  return t.p.dims == p.dims && t.p.traditional == p.traditional && t.p.base == p.base &&
+         t.p.scale == p.scale && t.p.has_freqs == p.has_freqs && t.inv == inv;
+}
+
+// The table for `p` and `inv`, holding at least positions 0..`upto` (upto <= TABLE_POSITIONS).
+const AngleTable& angle_table(const RopeParams& p, const std::vector<float>& inv, int64_t upto) {
+  thread_local std::vector<AngleTable> tables;
+  AngleTable* t = nullptr;
+  for (auto& candidate : tables) {
+    t = same_rope(candidate, p, inv) ? &candidate : t;
+  }
+  if (t == nullptr) {
+    if (tables.size() >= 4) {
+      tables.erase(tables.begin());
+    }
+    tables.push_back(AngleTable{p, inv, {}, {}});
+    t = &tables.back();
+  }
+  const int64_t half = p.dims / 2, held = static_cast<int64_t>(t->cos_t.size()) / half;
+  if (held < upto) {
+    t->cos_t.resize(upto * half);
+    t->sin_t.resize(upto * half);
+    for (int64_t pos = held; pos < upto; pos++) {
+      const float position = (static_cast<float>(pos) + 0.0f) * p.scale;
+      mlxd::rope_angles(position, p, inv.data(), &t->cos_t[pos * half], &t->sin_t[pos * half]);
+    }
+  }
+  return *t;
+}
+
 void rope_eval(const array& x, const array& offsets, const float* freqs, array& out,
                const RopeParams& p) {
   const int64_t B = x.shape(0), N = x.shape(1), T = x.shape(2), D = x.shape(3);
@@ -150,13 +193,23 @@ void rope_eval(const array& x, const array& offsets, const float* freqs, array& 
   const int half = p.dims / 2;
   std::vector<float> cos_t(half), sin_t(half);
   for (int64_t b = 0; b < B; b++) {
-    const float offset = static_cast<float>(off[per_row ? b * offsets.strides(0) : 0]);
+    const int32_t offset = off[per_row ? b * offsets.strides(0) : 0];
+    const int64_t end = static_cast<int64_t>(offset) + T;
+    const bool tabled = T > 1 && offset >= 0 && end <= TABLE_POSITIONS;
+    const AngleTable* table = tabled ? &angle_table(p, inv, end) : nullptr;
     for (int64_t t = 0; t < T; t++) {
-      const float position = (static_cast<float>(t) + offset) * p.scale;
-      mlxd::rope_angles(position, p, inv.data(), cos_t.data(), sin_t.data());
+      const float* c = cos_t.data();
+      const float* s = sin_t.data();
+      if (table != nullptr) {
+        c = &table->cos_t[(offset + t) * half];
+        s = &table->sin_t[(offset + t) * half];
+      } else {
+        const float position = (static_cast<float>(t) + static_cast<float>(offset)) * p.scale;
+        mlxd::rope_angles(position, p, inv.data(), cos_t.data(), sin_t.data());
+      }
       RopeRow row{
           xp + b * st[0] + t * st[2], st[1], st[3], op + ((b * N) * T + t) * D, T * D};
-      mlxd::rotate_heads(row, N, D, p, cos_t.data(), sin_t.data());
+      mlxd::rotate_heads(row, N, D, p, c, s);
     }
   }
 }

@@ -90,12 +90,15 @@ fn rope_has_the_bits_of_mlx_fast_rope() -> TestResult {
         head(32, true, 500000.0, 1.0, Some(&freqs)),
         head(32, false, 1.0, 0.5, Some(&freqs)),
     ];
-    // Prefill from 0, a decode step far out, and a batch of rows each at its own position.
-    let cases: [(&[i32], &[i32]); 4] = [
+    // Prefill from 0, a decode step far out, and a batch of rows each at its own position;
+    // chunks whose angles the stream thread's table holds, grows to, or does not reach.
+    let cases: [(&[i32], &[i32]); 6] = [
         (&[1, 9, 5, 64], &[0]),
         (&[1, 3, 1, 64], &[70000]),
         (&[3, 4, 1, 64], &[5, 0, 123457]),
         (&[2, 2, 6, 64], &[17]),
+        (&[1, 2, 40, 64], &[30]),
+        (&[1, 2, 3, 64], &[32766]),
     ];
     for spec in &specs {
         for (shape, offsets) in cases {

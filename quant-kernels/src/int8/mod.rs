@@ -252,8 +252,10 @@ unsafe fn quantize_rows(x: &[f32], (rows, groups): (Range<usize>, Option<usize>)
 /// alone).
 fn prepare(ops: &Operands, x: &mut Vec<f32>, acts: &mut Activations) {
     let (m, k) = (ops.m, ops.k);
-    x.clear();
-    x.resize(m * k, 0.0);
+    // Grown only (every value below m * k is written below): zeroing it cost a memset a call.
+    if x.len() < m * k {
+        x.resize(m * k, 0.0);
+    }
     let mut into = acts.sized(ops);
     into.x = x.as_mut_ptr();
     let into = &into;
@@ -474,7 +476,8 @@ pub fn rows_many_with(set: Isa, parts: &[Operands], outs: &mut [&mut [f32]]) {
     );
     WORK.with_borrow_mut(|(x, acts)| {
         prepare(first, x, acts);
-        let parts: Vec<Operands> = parts.iter().map(|p| Operands { x: &x[..], ..*p }).collect();
+        let x = &x[..first.m * first.k];
+        let parts: Vec<Operands> = parts.iter().map(|p| Operands { x, ..*p }).collect();
         let tiled = first.format.layout == Layout::Tiles;
         if set == Isa::Avx512Vnni && !avx512_panels(first) && !tiled {
             acts.arrange_wide(first.format.bits);
