@@ -41,7 +41,7 @@ pub fn in_order(bits: u32) -> bool {
 /// The first `rows * k` values of x (k a multiple of [`STEP`]) with each step's values in
 /// lane order, into `out`.
 pub fn permute(x: &[f32], rows: usize, k: usize, bits: u32, out: &mut Vec<f32>) {
-    out.clear();
+    // Every value is written below: only values the buffer grows by are zeroed first.
     out.resize(rows * k, 0.0);
     permute_into(&x[..rows * k], k, bits, out);
 }

@@ -256,10 +256,11 @@ impl Operands<'_> {
 /// (`scalar::reduce`). They depend on x alone, so they are made once per product; every
 /// kernel takes them from here. None without biases (the float modes).
 pub(crate) fn group_sums(ops: &Operands, dst: &mut Vec<f32>) {
-    dst.clear();
     if ops.biases.is_none() {
+        dst.clear();
         return;
     }
+    // Every sum is written below: only values the buffer grows by are zeroed first.
     dst.resize(ops.m * ops.k / ops.format.group, 0.0);
     group_sums_into(&ops.x[..ops.m * ops.k], ops.format.group, dst);
 }

@@ -125,10 +125,8 @@ impl Activations {
         self.lo.resize(m * k, 0);
         self.scales.resize(blocks, 0.0);
         self.lane_sums.resize(blocks * LANES, 0);
-        self.sums.clear();
-        if let Some(group) = bias_groups(ops) {
-            self.sums.resize(m * k / group, 0.0);
-        }
+        self.sums
+            .resize(bias_groups(ops).map_or(0, |group| m * k / group), 0.0);
         Into {
             x: std::ptr::null_mut(),
             hi: self.hi.as_mut_ptr(),
@@ -194,7 +192,7 @@ struct Into {
     k: usize,
 }
 
-// SAFETY: threads write disjoint rows (`prepare_rows`), and the caller waits for all of them.
+// SAFETY: threads write disjoint rows (`prepare`), and the caller waits for all of them.
 unsafe impl Sync for Into {}
 
 /// A mutable view of rows `rows` of a buffer of `per_row` values a row.
@@ -252,7 +250,7 @@ unsafe fn quantize_rows(x: &[f32], (rows, groups): (Range<usize>, Option<usize>)
 /// alone).
 fn prepare(ops: &Operands, x: &mut Vec<f32>, acts: &mut Activations) {
     let (m, k) = (ops.m, ops.k);
-    // Grown only (every value below m * k is written below): zeroing it cost a memset a call.
+    // Grown only: every value below m * k is written below, so no call zeroes it.
     if x.len() < m * k {
         x.resize(m * k, 0.0);
     }
