@@ -5,11 +5,14 @@
 //! that moment; the machine's rate drifts).
 //!
 //!   cargo run --release -p quant-kernels --example int8_stream
-//!   SHAPE=3072x8192 COPIES=48 BITS=4 ...
+//!   SHAPE=3072x8192 COPIES=48 BITS=4 TILES=1 ...
+//!
+//! `TILES=1` reads the codes as tiles (the layout the AVX-512 VNNI kernel loads them into;
+//! the bytes are random, so only the speed means anything).
 
 mod common;
 
-use quant_kernels::{int8, Format, FormatError, Operands, Params};
+use quant_kernels::{int8, Format, FormatError, Layout, Operands, Params};
 use std::time::Instant;
 
 fn var(name: &str, default: usize) -> usize {
@@ -45,7 +48,10 @@ fn main() -> Result<(), FormatError> {
         .and_then(|(k, n)| Some((k.parse().ok()?, n.parse().ok()?)))
         .unwrap_or((3072, 8192));
     let (copies, bits) = (var("COPIES", 48), var("BITS", 4) as u32);
-    let format = Format::new(bits, 64)?;
+    let format = match var("TILES", 0) {
+        0 => Format::new(bits, 64)?,
+        _ => Format::new(bits, 64)?.with_layout(Layout::Tiles),
+    };
     let make = |huge: bool| -> Vec<Vec<u8>> {
         (0..copies)
             .map(|c| {

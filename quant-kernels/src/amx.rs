@@ -1,22 +1,24 @@
-//! AMX tiles, counted as usable only where a tile load really runs.
+//! AMX tiles, counted as usable only where they really run and give the right totals.
 //!
 //! CPUID and the kernel's permission (`arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA)`) can both
 //! say yes in a virtual machine whose hypervisor does not give the guest the tile state:
-//! llama.cpp dies there with SIGILL at its first `tileloadd`. So the probe configures a tile,
-//! loads and releases it in a forked child, where a fault ends the child alone, and the tiles
-//! count only if the child exits cleanly. It runs once per process ([`amx`]).
+//! llama.cpp dies there with SIGILL at its first `tileloadd`. So the probe configures the
+//! tiles and runs the integer kernel's own tile step ([`TileUnit::block`]) in a forked child,
+//! where a fault ends the child alone, and compares its totals with [`Model`]'s, the step
+//! written out from the instructions' definitions. The tiles count only if the child exits
+//! cleanly with the model's totals. It runs once per process ([`amx`]).
 //!
-//! No kernel of this crate multiplies on tiles: the probe is what a caller logs, and what
-//! an AMX kernel would be chosen by.
+//! The step is the one place this crate runs tile instructions; the kernel that uses it
+//! (`int8::x86::amx`) is tested on [`Model`] everywhere, and on the hardware where it runs.
 
 /// What the probe found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Amx {
-    /// A tile configuration, load and release ran.
+    /// The tile step ran and gave the model's totals.
     Usable,
     /// Not tried: what is missing (the CPU's AMX, the OS's tile state, the permission).
     Absent(String),
-    /// Tried, and the trial ended otherwise (a signal, or a status).
+    /// Tried, and the trial ended otherwise (a signal, a status, or totals not the model's).
     Faulted(String),
 }
 
@@ -25,15 +27,159 @@ impl std::fmt::Display for Amx {
         match self {
             Amx::Usable => write!(f, "AMX tiles run here"),
             Amx::Absent(why) => write!(f, "no AMX tiles: {why}"),
-            Amx::Faulted(how) => write!(f, "AMX tiles are listed but a tile load {how}"),
+            Amx::Faulted(how) => write!(f, "AMX tiles are listed but the tile step {how}"),
         }
     }
 }
 
-/// The probe's answer for this process (probed at the first call).
+/// The probe's answer for this process (probed at the first call). `MLX_DISTRIBUTED_AMX=off`
+/// turns the tiles off without a probe (to measure the kernels without them).
 pub fn amx() -> &'static Amx {
     static AMX: std::sync::OnceLock<Amx> = std::sync::OnceLock::new();
-    AMX.get_or_init(|| probe(false))
+    AMX.get_or_init(|| match std::env::var("MLX_DISTRIBUTED_AMX").as_deref() {
+        Ok("off") => Amx::Absent("turned off by MLX_DISTRIBUTED_AMX=off".into()),
+        _ => probe(false),
+    })
+}
+
+/// Rows of x one tile step takes at most: the rows of A and of C.
+pub const ROWS: usize = 16;
+/// Bytes of codes one step reads (B): 8 rows of 64, row `l` holding lane `l`'s 4 codes of
+/// each of 16 weight rows (a block of the tiled weights' layout, its lanes unpacked).
+pub const CODES: usize = 8 * 64;
+/// Totals a step gives each row of x: one a weight row (a row of C).
+pub const COLUMNS: usize = 16;
+
+/// One block's integer totals on tiles, for up to [`ROWS`] rows of x and 16 weight rows:
+/// `tdpbsud` (signed digits times unsigned codes, summed exactly in i32) once for each of
+/// the two digits.
+pub trait TileUnit {
+    /// Readies the tiles for steps of `rows` rows of x (1..=[`ROWS`]).
+    ///
+    /// # Safety
+    /// [`Hardware`] needs the probe's [`Amx::Usable`].
+    unsafe fn configure(&mut self, rows: usize);
+
+    /// `out.d[m·16 + n] = Σ_{l<8, j<4} x.d[m·stride + 4l + j] · codes[64l + 4n + j]` for
+    /// each digit `d` and each configured row `m`.
+    ///
+    /// # Safety
+    /// Configured; `x.d` holds the rows `stride` bytes apart (32 bytes each), `codes`
+    /// [`CODES`] bytes, and each `out.d` the rows' [`COLUMNS`] totals.
+    unsafe fn block(
+        &mut self,
+        x: (*const i8, *const i8),
+        stride: usize,
+        codes: *const u8,
+        out: (*mut i32, *mut i32),
+    );
+
+    /// Gives the tiles back (the hardware's to their initial state).
+    ///
+    /// # Safety
+    /// As [`TileUnit::configure`].
+    unsafe fn release(&mut self);
+}
+
+/// The tile step written out from the instructions' definitions: what the probe and the
+/// kernel's tests hold the hardware to, and what the kernel is tested on where no tiles run.
+#[derive(Default)]
+pub struct Model {
+    rows: usize,
+}
+
+impl TileUnit for Model {
+    unsafe fn configure(&mut self, rows: usize) {
+        assert!((1..=ROWS).contains(&rows), "1 to {ROWS} rows, not {rows}");
+        self.rows = rows;
+    }
+
+    unsafe fn block(
+        &mut self,
+        x: (*const i8, *const i8),
+        stride: usize,
+        codes: *const u8,
+        out: (*mut i32, *mut i32),
+    ) {
+        for (digits, out) in [(x.0, out.0), (x.1, out.1)] {
+            for (m, n) in (0..self.rows).flat_map(|m| (0..COLUMNS).map(move |n| (m, n))) {
+                let products = (0..32).map(|i| {
+                    let (l, j) = (i / 4, i % 4);
+                    i32::from(*digits.add(m * stride + i))
+                        * i32::from(*codes.add(64 * l + 4 * n + j))
+                });
+                *out.add(m * COLUMNS + n) = products.sum();
+            }
+        }
+    }
+
+    unsafe fn release(&mut self) {
+        self.rows = 0;
+    }
+}
+
+/// The tile step on the CPU's tiles: tmm0 and tmm1 the totals (C) of the high and low digits,
+/// tmm2 and tmm3 the digits (A), tmm4 the codes (B).
+#[cfg(target_arch = "x86_64")]
+pub struct Hardware;
+
+#[cfg(target_arch = "x86_64")]
+impl TileUnit for Hardware {
+    unsafe fn configure(&mut self, rows: usize) {
+        assert!((1..=ROWS).contains(&rows), "1 to {ROWS} rows, not {rows}");
+        let config = step_config(rows);
+        std::arch::asm!(
+            "ldtilecfg [{config}]",
+            config = in(reg) config.as_ptr(),
+            options(nostack, readonly),
+        );
+    }
+
+    unsafe fn block(
+        &mut self,
+        x: (*const i8, *const i8),
+        stride: usize,
+        codes: *const u8,
+        out: (*mut i32, *mut i32),
+    ) {
+        std::arch::asm!(
+            "tilezero tmm0",
+            "tilezero tmm1",
+            "tileloadd tmm2, [{hi} + {stride}*1]",
+            "tileloadd tmm3, [{lo} + {stride}*1]",
+            "tileloadd tmm4, [{codes} + {line}*1]",
+            "tdpbsud tmm0, tmm2, tmm4",
+            "tdpbsud tmm1, tmm3, tmm4",
+            "tilestored [{out_hi} + {line}*1], tmm0",
+            "tilestored [{out_lo} + {line}*1], tmm1",
+            hi = in(reg) x.0,
+            lo = in(reg) x.1,
+            stride = in(reg) stride,
+            codes = in(reg) codes,
+            line = in(reg) 64usize,
+            out_hi = in(reg) out.0,
+            out_lo = in(reg) out.1,
+            options(nostack),
+        );
+    }
+
+    unsafe fn release(&mut self) {
+        std::arch::asm!("tilerelease", options(nostack, nomem));
+    }
+}
+
+/// Palette 1 for the step of `rows` rows of x: C (tmm0, tmm1) `rows` x 64 bytes, A (tmm2,
+/// tmm3) `rows` x 32, B (tmm4) 8 x 64. Bytes 16.. hold each tile's row bytes, 48.. its rows.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+fn step_config(rows: usize) -> [u8; 64] {
+    let mut c = [0u8; 64];
+    c[0] = 1;
+    let tiles: [(u16, usize); 5] = [(64, rows), (64, rows), (32, rows), (32, rows), (64, 8)];
+    for (t, (bytes, rows)) in tiles.into_iter().enumerate() {
+        c[16 + 2 * t..18 + 2 * t].copy_from_slice(&bytes.to_le_bytes());
+        c[48 + t] = rows as u8;
+    }
+    c
 }
 
 /// Probes the tiles; `force` runs the trial even where CPUID or the OS says no (a test of the
@@ -53,7 +199,7 @@ pub fn probe(_force: bool) -> Amx {
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod linux {
-    use super::Amx;
+    use super::{Amx, Hardware, Model, TileUnit, CODES, COLUMNS, ROWS};
     use std::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
 
     /// `arch_prctl` codes (asm/prctl.h) and the tile data's XSAVE feature number.
@@ -95,34 +241,74 @@ mod linux {
         _xgetbv(0)
     }
 
-    /// Runs the tile instructions in a forked child and reads how it ended.
+    /// The exit status of a child whose tile step gave totals other than the model's.
+    const WRONG: i32 = 3;
+    /// How far apart the trial's rows of digits are: more than a block, as in a product.
+    const STRIDE: usize = 48;
+
+    /// The trial's step: digits and codes over their whole ranges, and the model's totals.
+    struct Trial {
+        hi: [i8; ROWS * STRIDE],
+        lo: [i8; ROWS * STRIDE],
+        codes: [u8; CODES],
+        want: [[i32; ROWS * COLUMNS]; 2],
+        got: [[i32; ROWS * COLUMNS]; 2],
+    }
+
+    impl Trial {
+        fn new() -> Trial {
+            let mut t = Trial {
+                hi: std::array::from_fn(|i| (i * 37 % 256) as u8 as i8),
+                lo: std::array::from_fn(|i| (i * 101 % 256 + 7) as u8 as i8),
+                codes: std::array::from_fn(|i| (i * 53 % 256) as u8),
+                want: [[0; ROWS * COLUMNS]; 2],
+                got: [[0; ROWS * COLUMNS]; 2],
+            };
+            // SAFETY: the buffers are the sizes `block` reads and writes.
+            unsafe { t.step(&mut Model::default(), true) };
+            t
+        }
+
+        /// The step on `unit`, into `want` or `got`.
+        ///
+        /// # Safety
+        /// As [`TileUnit::configure`].
+        unsafe fn step(&mut self, unit: &mut impl TileUnit, want: bool) {
+            let out = match want {
+                true => &mut self.want,
+                false => &mut self.got,
+            };
+            let [hi_out, lo_out] = out;
+            unit.configure(ROWS);
+            unit.block(
+                (self.hi.as_ptr(), self.lo.as_ptr()),
+                STRIDE,
+                self.codes.as_ptr(),
+                (hi_out.as_mut_ptr(), lo_out.as_mut_ptr()),
+            );
+            unit.release();
+        }
+    }
+
+    /// Runs the tile step in a forked child and reads how it ended.
     pub(super) fn trial() -> Amx {
-        let config = tile_config();
-        let data = [0u8; 1024];
+        let mut trial = Trial::new();
         // SAFETY: the child runs only async-signal-safe calls and the tile instructions
         // before `_exit`, so forking from a threaded process is sound.
         match unsafe { libc::fork() } {
             -1 => Amx::Absent(format!("fork: {}", std::io::Error::last_os_error())),
-            // SAFETY: as above; `config` and `data` are the child's copies.
-            0 => unsafe { child(&config, &data) },
+            // SAFETY: as above; `trial` is the child's copy.
+            0 => unsafe { child(&mut trial) },
             pid => ended(pid),
         }
     }
 
-    /// The child: default SIGILL, no core dump, one tile configured, loaded and released.
-    unsafe fn child(config: &[u8; 64], data: &[u8; 1024]) -> ! {
+    /// The child: default SIGILL, no core dump, the tile step, and its totals checked.
+    unsafe fn child(trial: &mut Trial) -> ! {
         libc::signal(libc::SIGILL, libc::SIG_DFL);
         libc::prctl(libc::PR_SET_DUMPABLE, 0);
-        std::arch::asm!(
-            "ldtilecfg [{config}]",
-            "tileloadd tmm0, [{data} + {stride}*1]",
-            "tilerelease",
-            config = in(reg) config.as_ptr(),
-            data = in(reg) data.as_ptr(),
-            stride = in(reg) 64usize,
-            options(nostack),
-        );
-        libc::_exit(0)
+        trial.step(&mut Hardware, false);
+        libc::_exit(if trial.got == trial.want { 0 } else { WRONG })
     }
 
     /// How the child `pid` ended.
@@ -134,6 +320,9 @@ mod linux {
         }
         match (libc::WIFEXITED(status), libc::WIFSIGNALED(status)) {
             (true, _) if libc::WEXITSTATUS(status) == 0 => Amx::Usable,
+            (true, _) if libc::WEXITSTATUS(status) == WRONG => {
+                Amx::Faulted("gave totals other than the model's".into())
+            }
             (true, _) => Amx::Faulted(format!("exited with {}", libc::WEXITSTATUS(status))),
             (_, true) if libc::WTERMSIG(status) == libc::SIGILL => {
                 Amx::Faulted("raised SIGILL".into())
@@ -141,15 +330,6 @@ mod linux {
             (_, true) => Amx::Faulted(format!("raised signal {}", libc::WTERMSIG(status))),
             _ => Amx::Faulted(format!("ended with status {status}")),
         }
-    }
-
-    /// Palette 1 with tile 0 as 16 rows of 64 bytes (the largest), the others unused.
-    fn tile_config() -> [u8; 64] {
-        let mut c = [0u8; 64];
-        c[0] = 1;
-        c[16..18].copy_from_slice(&64u16.to_le_bytes());
-        c[48] = 16;
-        c
     }
 }
 

@@ -607,18 +607,20 @@ fn resident_bytes() -> u64 {
     pages * 4096
 }
 
-/// Says once per process which integer kernels run, and what the AMX probe found (a tile
-/// load tried in a child process, so a CPU that lists AMX but faults on it costs nothing).
+/// Says once per process which integer kernels run, and what the AMX probe found (the tile
+/// step tried in a child process, so a CPU that lists AMX but faults on it costs nothing).
 fn log_cpu_kernels() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         use quant_cpu::kernel::{amx, int8};
         let (amx, int8) = (amx::amx(), int8::isa());
+        let tiles = int8::tiles::wanted();
         tracing::info!(
             int8_kernels = int8.name(),
-            int8_weights_in_tiles = int8::tiles::wanted(),
+            int8_weights_in_tiles = tiles,
+            int8_products_on_amx = tiles && amx == &amx::Amx::Usable,
             blas = %skinny_gemm::blas_kernels(),
-            "{amx}; no kernel takes AMX tiles"
+            "{amx}"
         );
     });
 }

@@ -490,6 +490,27 @@ pub fn rows_many_with(set: Isa, parts: &[Operands], outs: &mut [&mut [f32]]) {
     })
 }
 
+/// [`rows`] of tiled weights on the AMX kernel, its tile steps on `unit` (the tests' way to
+/// run it on [`crate::amx::Model`] where no tiles run), on this thread.
+///
+/// # Panics
+/// Where the CPU lacks AVX-512 VNNI, or `ops` are not tiled with one group a block.
+#[cfg(all(test, target_arch = "x86_64"))]
+pub(crate) fn rows_on_amx(ops: &Operands, out: &mut [f32], unit: &mut impl crate::amx::TileUnit) {
+    assert!(Isa::available().contains(&Isa::Avx512Vnni));
+    assert!(ops.format.layout == Layout::Tiles && ops.format.group >= BLOCK);
+    assert_eq!(out.len(), ops.m * ops.n);
+    let (mut x, mut acts) = (Vec::new(), Activations::default());
+    prepare(ops, &mut x, &mut acts);
+    let ops = Operands {
+        x: &x[..ops.m * ops.k],
+        ..*ops
+    };
+    let walk = (&ops, &acts, 0..ops.n, Out(out.as_mut_ptr()));
+    // SAFETY: checked above; `out` holds m * n values, written by this thread alone.
+    unsafe { x86::on_amx(walk, unit) }
+}
+
 /// Whether the AVX-512 VNNI set takes `ops` by panels (x86-64 only).
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
 fn avx512_panels(ops: &Operands) -> bool {

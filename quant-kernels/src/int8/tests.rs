@@ -107,6 +107,14 @@ impl Case {
         self.with_ops(|ops| rows_with(set, ops, &mut out));
         out
     }
+
+    /// The product on the AMX kernel, its tile steps on `unit`.
+    #[cfg(target_arch = "x86_64")]
+    fn product_on(&self, unit: &mut impl crate::amx::TileUnit) -> Vec<f32> {
+        let mut out = vec![0f32; self.m * self.n];
+        self.with_ops(|ops| rows_on_amx(ops, &mut out, unit));
+        out
+    }
 }
 
 fn affine(bits: u32, group: usize) -> Format {
@@ -371,6 +379,45 @@ impl Case {
 fn tiled_formats() -> Vec<(Format, &'static str)> {
     let cases = formats().into_iter();
     cases.filter(|(f, _)| tiles::takes(*f, 16)).collect()
+}
+
+/// The AMX kernel on the tile model everywhere with AVX-512 VNNI, and on the tiles where they
+/// run, against the portable kernel: 1..40 rows (partial A tiles, and the last group of
+/// several), short and long rows, every tiled format whose blocks hold one group.
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn the_amx_kernel_equals_the_portable_kernel_bit_for_bit() {
+    use crate::amx::{amx, Amx, Hardware, Model};
+    if !Isa::available().contains(&Isa::Avx512Vnni) {
+        println!("int8: this CPU has no avx512-vnni: the AMX kernel is not tested here");
+        return;
+    }
+    let tiles_run = amx() == &Amx::Usable;
+    if !tiles_run {
+        println!(
+            "int8: {}: the AMX kernel runs on the tile model only",
+            amx()
+        );
+    }
+    let cases = tiled_formats()
+        .into_iter()
+        .filter(|(f, _)| f.group >= BLOCK);
+    for (format, dtype) in cases {
+        for blocks in [block_counts(format)[0], long_blocks(format)] {
+            for rows in [1, 3, 16, 17, 40] {
+                let seed = 11 + u64::from(format.bits) + blocks as u64;
+                let case = Case::with_blocks(format, (rows, 48), dtype, seed, blocks);
+                let portable = case.product(Isa::Scalar);
+                let tiled = case.tiled();
+                let what = format!("{format:?}, {dtype}, {blocks} blocks, {rows} rows");
+                assert_eq!(tiled.product_on(&mut Model::default()), portable, "{what}");
+                if tiles_run {
+                    assert_eq!(tiled.product_on(&mut Hardware), portable, "{what}, AMX");
+                    assert_eq!(tiled.product(Isa::Avx512Vnni), portable, "{what}, chosen");
+                }
+            }
+        }
+    }
 }
 
 #[test]

@@ -28,6 +28,7 @@ const PREFETCH: usize = 32768;
 const PREFETCH_L1: usize = 16384;
 const PREFETCH_L2: usize = 65536;
 
+mod amx;
 mod panel;
 mod tiles;
 
@@ -130,6 +131,9 @@ pub(super) unsafe fn matmul(
 ) {
     let walk = (ops, acts, cols, out);
     let kind = kind(ops.format);
+    if ops.format.layout == crate::Layout::Tiles && amx::takes(ops) {
+        return on_amx(walk, &mut crate::amx::Hardware);
+    }
     if ops.format.layout == crate::Layout::Tiles {
         return match kind {
             E2M1 => tiles::columns::<E2M1>(walk),
@@ -141,6 +145,18 @@ pub(super) unsafe fn matmul(
         Isa::Avx512Vnni => by_kind!(kind, avx512::columns(walk)),
         Isa::AvxVnni => by_kind!(kind, vnni::columns(walk)),
         _ => by_kind!(kind, avx2::columns(walk)),
+    }
+}
+
+/// Tiled columns on AMX tiles, the tile steps on `unit`.
+///
+/// # Safety
+/// AVX-512 VNNI; `unit` runs here; the format's blocks hold one group each; as [`matmul`].
+pub(super) unsafe fn on_amx(walk: Walk, unit: &mut impl crate::amx::TileUnit) {
+    match kind(walk.0.format) {
+        E2M1 => amx::columns::<E2M1, _>(walk, unit),
+        4 => amx::columns::<4, _>(walk, unit),
+        _ => amx::columns::<8, _>(walk, unit),
     }
 }
 

@@ -145,7 +145,7 @@ unsafe fn tiles<const KIND: u32, P: Wide16>((ops, acts, cols, out): Walk, params
 }
 
 /// E2M1: `[m][block]` what the codes' offset adds to each total, `12 · lane_sum`.
-fn offsets<const KIND: u32>(acts: &super::Activations, blocks: usize) -> Vec<Totals> {
+pub(super) fn offsets<const KIND: u32>(acts: &super::Activations, blocks: usize) -> Vec<Totals> {
     if KIND != E2M1 {
         return Vec::new();
     }
