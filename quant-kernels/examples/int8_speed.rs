@@ -7,6 +7,10 @@
 //!   ROWS=128 ...   (rows of x: a prefill's, where the f32 side takes the dequantized panels)
 //!   FORMATS=4,mxfp4 ...   (affine bits at group 64, or float modes; the default: all that
 //!   the integer path takes)
+//!
+//! At 16 rows or more it also times the AMX kernel with its tile steps left out (they only
+//! write zeros where the totals go): everything that kernel does besides the tiles, which
+//! bounds what it can gain on a machine whose tiles run.
 
 use quant_kernels::{int8, Format, FormatError, Mode, Operands, Params};
 use std::time::Instant;
@@ -117,14 +121,59 @@ fn tiled(ops: &Operands, params: &Params16) -> Option<f64> {
         format: ops.format.with_layout(quant_kernels::Layout::Tiles),
         ..*ops
     };
-    let mut out = vec![0f32; ops.m * ops.n];
-    let mut best = f64::MAX;
-    for _ in 0..(400_000_000 / (ops.m * ops.n * ops.k)).max(10) {
-        let t = Instant::now();
-        int8::rows(&ops, &mut out);
-        best = best.min(t.elapsed().as_secs_f64());
+    let reps = (400_000_000 / (ops.m * ops.n * ops.k)).max(10);
+    let best = fastest(reps, |out| int8::rows(&ops, out), ops.m * ops.n);
+    #[cfg(target_arch = "x86_64")]
+    if ops.m >= 16 && ops.format.group >= 32 {
+        let rest = fastest(
+            reps,
+            |out| int8::rows_on_amx(&ops, out, &mut Idle),
+            ops.m * ops.n,
+        );
+        println!(
+            "  the AMX kernel without its tile steps: {:.1} us, {:.2}x the tiled kernel",
+            rest * 1e6,
+            best / rest
+        );
     }
     Some(best)
+}
+
+/// The fastest of `reps` calls of `product`, in seconds.
+fn fastest(reps: usize, product: impl Fn(&mut [f32]), len: usize) -> f64 {
+    let mut out = vec![0f32; len];
+    let mut best = f64::MAX;
+    for _ in 0..reps {
+        let t = Instant::now();
+        product(&mut out);
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    best
+}
+
+/// A tile unit that only writes zeros where the totals go (as `tilestored` writes them).
+#[cfg(target_arch = "x86_64")]
+struct Idle;
+
+#[cfg(target_arch = "x86_64")]
+impl quant_kernels::amx::TileUnit for Idle {
+    unsafe fn configure(&mut self, rows: usize) {
+        assert!(rows <= quant_kernels::amx::ROWS);
+    }
+
+    unsafe fn block(
+        &mut self,
+        _: (*const i8, *const i8),
+        _: usize,
+        _: *const u8,
+        out: (*mut i32, *mut i32),
+    ) {
+        let n = quant_kernels::amx::ROWS * quant_kernels::amx::COLUMNS;
+        std::ptr::write_bytes(out.0, 0, n);
+        std::ptr::write_bytes(out.1, 0, n);
+    }
+
+    unsafe fn release(&mut self) {}
 }
 
 fn main() -> Result<(), FormatError> {

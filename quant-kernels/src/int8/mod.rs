@@ -490,13 +490,14 @@ pub fn rows_many_with(set: Isa, parts: &[Operands], outs: &mut [&mut [f32]]) {
     })
 }
 
-/// [`rows`] of tiled weights on the AMX kernel, its tile steps on `unit` (the tests' way to
-/// run it on [`crate::amx::Model`] where no tiles run), on this thread.
+/// [`rows`] of tiled weights on the AMX kernel, its tile steps on `unit`, on this thread: how
+/// the tests run it on [`crate::amx::Model`] where no tiles run, and how the kernel's own
+/// work besides the steps is timed (`examples/int8_speed.rs`).
 ///
 /// # Panics
 /// Where the CPU lacks AVX-512 VNNI, or `ops` are not tiled with one group a block.
-#[cfg(all(test, target_arch = "x86_64"))]
-pub(crate) fn rows_on_amx(ops: &Operands, out: &mut [f32], unit: &mut impl crate::amx::TileUnit) {
+#[cfg(target_arch = "x86_64")]
+pub fn rows_on_amx(ops: &Operands, out: &mut [f32], unit: &mut impl crate::amx::TileUnit) {
     assert!(Isa::available().contains(&Isa::Avx512Vnni));
     assert!(ops.format.layout == Layout::Tiles && ops.format.group >= BLOCK);
     assert_eq!(out.len(), ops.m * ops.n);
