@@ -332,6 +332,9 @@ pub enum Isa {
     AvxVnni,
     /// AVX2: `vpmaddubsw` + `vpmaddwd` (8-bit codes shifted into the signed range).
     Avx2,
+    /// aarch64's 8-bit matrix extension: `smmla`, 2 weight rows by 2 rows of x a block
+    /// (one row of x takes `sdot`).
+    NeonI8mm,
     /// aarch64's dot-product extension: `sdot`, 16 products into 4 lanes.
     NeonDot,
     /// Plain NEON: `smull` and pairwise adds.
@@ -357,6 +360,7 @@ impl Isa {
             Isa::Avx512Vnni => "avx512-vnni",
             Isa::AvxVnni => "avx-vnni",
             Isa::Avx2 => "avx2",
+            Isa::NeonI8mm => "neon-i8mm",
             Isa::NeonDot => "neon-dot",
             Isa::Neon => "neon",
             Isa::Scalar => "portable",
@@ -536,7 +540,7 @@ unsafe fn columns(
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512Vnni | Isa::AvxVnni | Isa::Avx2 => x86::matmul(set, ops, acts, cols, out),
         #[cfg(target_arch = "aarch64")]
-        Isa::NeonDot | Isa::Neon => neon::matmul(set, ops, acts, cols, out),
+        Isa::NeonI8mm | Isa::NeonDot | Isa::Neon => neon::matmul(set, ops, acts, cols, out),
         _ => scalar::matmul(ops, acts, cols, out),
     }
 }

@@ -1,22 +1,30 @@
-//! aarch64 integer kernels: `sdot` (the dot-product extension) and plain NEON (`smull` and
-//! pairwise adds), each a block at a time. Both are signed times signed, so 8-bit codes are
-//! shifted to `q - 128` and `128 · Σx` per lane added back (exact), and E2M1 codes enter as
-//! their signed `2·v` (-12..=12) with no offset. 3-, 5- and 6-bit codes come out of the f32
-//! kernels' unpacking (`crate::neon::codes`) narrowed to bytes. `sdot` is written as inline
-//! assembly: Rust's dot-product intrinsics are not stable.
+//! aarch64 integer kernels: `smmla` (the 8-bit matrix extension, i8mm: 2 weight rows by 2
+//! rows of x), `sdot` (the dot-product extension) and plain NEON (`smull` and pairwise adds),
+//! each a block at a time. All are signed times signed, so 8-bit codes are shifted to
+//! `q - 128` and `128 · Σx` added back (exact), and E2M1 codes enter as their signed `2·v`
+//! (-12..=12) with no offset. 3-, 5- and 6-bit codes come out of the f32 kernels' unpacking
+//! (`crate::neon::codes`) narrowed to bytes. `sdot` and `smmla` are written as inline
+//! assembly: Rust's intrinsics for them are not stable.
 
 use std::arch::aarch64::*;
 
+use super::{bias_term, block_scale, for_columns, rows_of, Totals, ACCUMULATORS};
 use super::{block_bytes, by_kind, each_row, group_shift, kind, Activations, Isa};
 use super::{Row, BLOCK, DIGIT_SHIFT, E2M1, E2M1_TWICE, LANES};
 use crate::{Operands, Out, Stored};
 
 /// The sets this CPU has, best first (NEON is part of every aarch64 CPU).
 pub(super) fn available() -> Vec<Isa> {
-    match std::arch::is_aarch64_feature_detected!("dotprod") {
-        true => vec![Isa::NeonDot, Isa::Neon],
-        false => vec![Isa::Neon],
-    }
+    let dot = std::arch::is_aarch64_feature_detected!("dotprod");
+    let i8mm = dot && std::arch::is_aarch64_feature_detected!("i8mm");
+    [
+        (i8mm, Isa::NeonI8mm),
+        (dot, Isa::NeonDot),
+        (true, Isa::Neon),
+    ]
+    .into_iter()
+    .filter_map(|(has, set)| has.then_some(set))
+    .collect()
 }
 
 /// Columns `cols` of `out[m, n]` with `set`.
@@ -32,7 +40,8 @@ pub(super) unsafe fn matmul(
 ) {
     let walk = (ops, acts, cols, out);
     match set {
-        Isa::NeonDot => by_kind!(kind(ops.format), dot::columns(walk)),
+        Isa::NeonI8mm if ops.m >= 2 => by_kind!(kind(ops.format), mmla::columns(walk)),
+        Isa::NeonI8mm | Isa::NeonDot => by_kind!(kind(ops.format), dot::columns(walk)),
         _ => by_kind!(kind(ops.format), plain::columns(walk)),
     }
 }
@@ -242,5 +251,176 @@ mod plain {
         let low = vpaddlq_s16(vmull_s8(vget_low_s8(q), vget_low_s8(x)));
         let high = vpaddlq_s16(vmull_high_s8(q, x));
         vpaddq_s32(low, high)
+    }
+}
+
+/// 2 weight rows by 2 rows of x a block: `smmla` multiplies 8 codes of each weight row by 8
+/// digits of each row of x into the 4 totals `[(n0, m0), (n0, m1), (n1, m0), (n1, m1)]`, so
+/// each weight row's codes are unpacked once for two rows of x and each instruction does 32
+/// multiply-adds (`sdot`: 16). The float steps are the module's, one output a lane.
+mod mmla {
+    use super::*;
+
+    /// Columns `walk.2`, weight rows and rows of x in pairs (a last odd one paired with
+    /// itself, its copy never written).
+    #[target_feature(enable = "neon,i8mm")]
+    pub(super) unsafe fn columns<const KIND: u32>(walk: super::Walk) {
+        let ops = walk.0;
+        crate::vector::by_stored!(ops, g => {
+            // SAFETY: this function's features are the kernel's.
+            unsafe { pairs::<KIND, _>(walk, (g.scales, g.biases)) }
+        })
+    }
+
+    /// A weight row: its index, codes, scales and biases (`None` for the float modes).
+    type Weight<'a, P> = (usize, &'a [u8], &'a [P], Option<&'a [P]>);
+
+    /// Each pair of weight rows against each pair of rows of x.
+    #[target_feature(enable = "neon,i8mm")]
+    unsafe fn pairs<const KIND: u32, P: Stored>(
+        (ops, acts, cols, out): super::Walk,
+        params: (&[P], &[P]),
+    ) {
+        let rows = rows_of(ops, acts);
+        let shift = group_shift(ops.format);
+        let mut weights: Vec<Weight<P>> = Vec::with_capacity(2);
+        for_columns(ops, cols.clone(), params, |n, w, s, b| {
+            weights.push((n, w, s, b));
+            if weights.len() < 2 && n + 1 < cols.end {
+                return;
+            }
+            let pair = [weights[0], weights[weights.len() - 1]];
+            for m0 in (0..ops.m).step_by(2) {
+                let m1 = (m0 + 1).min(ops.m - 1);
+                let x = [rows[m0].0, rows[m1].0];
+                let v = quad::<KIND, P>([pair[0].1, pair[1].1], [pair[0].2, pair[1].2], x, shift);
+                // SAFETY: the caller was given an output of `m * n` values.
+                unsafe { write(v, pair, [(m0, rows[m0].1), (m1, rows[m1].1)], (out, ops.n)) };
+            }
+            weights.clear();
+        })
+    }
+
+    /// Outputs `v` of weight rows `w` and rows of x `x` (with their groups' sums of x), the
+    /// bias part added; a pair's second member that is its first again is not written.
+    ///
+    /// # Safety
+    /// `out` holds the rows of x by `n` outputs, and no other thread writes these.
+    unsafe fn write<P: Stored>(
+        v: [f32; 4],
+        w: [Weight<P>; 2],
+        x: [(usize, &[f32]); 2],
+        (out, n): (Out, usize),
+    ) {
+        for (i, v) in v.into_iter().enumerate() {
+            let ((col, _, _, bias), (m, sums)) = (w[i / 2], x[i % 2]);
+            let twin = (i / 2 == 1 && col == w[0].0) || (i % 2 == 1 && m == x[0].0);
+            if twin {
+                continue;
+            }
+            let v = match bias {
+                Some(b) => v + bias_term(b, sums),
+                None => v,
+            };
+            out.write(m, col, n, v);
+        }
+    }
+
+    /// Weight rows `w` against rows of x `x`, without the bias part: outputs
+    /// `[(w0, x0), (w0, x1), (w1, x0), (w1, x1)]`.
+    #[target_feature(enable = "neon,i8mm")]
+    #[inline]
+    unsafe fn quad<const KIND: u32, P: Stored>(
+        w: [&[u8]; 2],
+        scales: [&[P]; 2],
+        x: [Row; 2],
+        shift: u32,
+    ) -> [f32; 4] {
+        let blocks = x[0].scales.len();
+        let mut acc = [vdupq_n_f32(0.0); ACCUMULATORS];
+        for b in 0..blocks {
+            let t = totals::<KIND>(w, x, b);
+            let c = |half: usize| -> float32x4_t {
+                let c: [f32; 4] =
+                    std::array::from_fn(|i| block_scale(scales[i / 2], shift, &x[i % 2], b, half));
+                vld1q_f32(c.as_ptr())
+            };
+            let a = &mut acc[b % ACCUMULATORS];
+            *a = match P::PER_STEP {
+                2 => {
+                    let a = vfmaq_f32(*a, c(0), vcvtq_f32_s32(t.0));
+                    vfmaq_f32(a, c(1), vcvtq_f32_s32(t.1))
+                }
+                _ => vfmaq_f32(*a, c(0), vcvtq_f32_s32(vaddq_s32(t.0, t.1))),
+            };
+        }
+        let sum = vaddq_f32(vaddq_f32(acc[0], acc[1]), vaddq_f32(acc[2], acc[3]));
+        let mut v = [0f32; 4];
+        vst1q_f32(v.as_mut_ptr(), sum);
+        v
+    }
+
+    /// Block `b`'s totals of its first and second group (lanes {0, 1, 4, 5}, {2, 3, 6, 7}:
+    /// [`Totals`]), 4 outputs a register.
+    #[target_feature(enable = "neon,i8mm")]
+    #[inline]
+    unsafe fn totals<const KIND: u32>(
+        w: [&[u8]; 2],
+        x: [Row; 2],
+        b: usize,
+    ) -> (int32x4_t, int32x4_t) {
+        let step = block_bytes(KIND);
+        let q = w.map(|w| block_codes::<KIND>(w.as_ptr().add(b * step)));
+        // 8-byte runs k of both rows (runs 0 and 2 are lanes {0, 1} and {4, 5}).
+        let runs = |v: [[int8x16_t; 2]; 2]| -> [int8x16_t; 4] {
+            let zip = |h: usize, second: bool| {
+                let (a, c) = (vreinterpretq_s64_s8(v[0][h]), vreinterpretq_s64_s8(v[1][h]));
+                vreinterpretq_s8_s64(if second {
+                    vzip2q_s64(a, c)
+                } else {
+                    vzip1q_s64(a, c)
+                })
+            };
+            [zip(0, false), zip(0, true), zip(1, false), zip(1, true)]
+        };
+        let codes = runs(q);
+        let digit = |d: [&[i8]; 2]| {
+            let at = |r: usize, h: usize| vld1q_s8(d[r].as_ptr().add(b * BLOCK + 16 * h));
+            let x = runs([[at(0, 0), at(0, 1)], [at(1, 0), at(1, 1)]]);
+            let first = mmla(mmla(vdupq_n_s32(0), codes[0], x[0]), codes[2], x[2]);
+            let second = mmla(mmla(vdupq_n_s32(0), codes[1], x[1]), codes[3], x[3]);
+            (first, second)
+        };
+        let (hi, lo) = (digit([x[0].hi, x[1].hi]), digit([x[0].lo, x[1].lo]));
+        let mut t = [(hi.0, lo.0), (hi.1, lo.1)]
+            .map(|(h, l)| vaddq_s32(vshlq_n_s32::<{ DIGIT_SHIFT as i32 }>(h), l));
+        if KIND == 8 {
+            // The shifted codes' `128 · Σx` of each group, per row of x.
+            let sums = x.map(|x| Totals::of(std::array::from_fn(|l| x.lane_sums[b * LANES + l])));
+            let s = |f: fn(&Totals) -> i32| {
+                let v = [f(&sums[0]), f(&sums[1]), f(&sums[0]), f(&sums[1])];
+                vshlq_n_s32::<7>(vld1q_s32(v.as_ptr()))
+            };
+            t = [
+                vaddq_s32(t[0], s(|t| t.first)),
+                vaddq_s32(t[1], s(|t| t.second)),
+            ];
+        }
+        (t[0], t[1])
+    }
+
+    /// `acc + a · bᵀ`, `a` and `b` each 2 rows of 8 bytes: `smmla`.
+    #[target_feature(enable = "neon,i8mm")]
+    #[inline]
+    unsafe fn mmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+        let mut acc = acc;
+        std::arch::asm!(
+            "smmla {acc:v}.4s, {a:v}.16b, {b:v}.16b",
+            acc = inout(vreg) acc,
+            a = in(vreg) a,
+            b = in(vreg) b,
+            options(pure, nomem, nostack, preserves_flags)
+        );
+        acc
     }
 }

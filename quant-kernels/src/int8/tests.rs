@@ -159,7 +159,7 @@ fn long_blocks(format: Format) -> usize {
 fn say_missing_sets() {
     let have = Isa::available();
     let sets = match cfg!(target_arch = "aarch64") {
-        true => vec![Isa::NeonDot, Isa::Neon],
+        true => vec![Isa::NeonI8mm, Isa::NeonDot, Isa::Neon],
         false => vec![Isa::Avx512Vnni, Isa::AvxVnni, Isa::Avx2],
     };
     for set in sets {
