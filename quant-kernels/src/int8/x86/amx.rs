@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 
 use super::super::tiles::WIDTH;
 use super::super::{group_shift, Activations, BLOCK, DIGIT_SHIFT};
-use super::tiles::{bias_part, fold_total, offsets, Wide16};
+use super::tiles::{fold_total, offsets, store, Wide16};
 use super::{block_bytes, Walk, E2M1};
 use crate::amx::{Amx, TileUnit, CODES, COLUMNS, ROWS};
 use crate::Operands;
@@ -71,17 +71,7 @@ unsafe fn tiles<const KIND: u32, P: Wide16, U: TileUnit>(
             }
             let v = group::<KIND, P, U>(&tile, acts, (m0, rows), &offsets, unit);
             for (r, v) in v.into_iter().enumerate().take(rows) {
-                let m = m0 + r;
-                let v = match params.1.is_empty() {
-                    true => v,
-                    false => {
-                        let sums = &acts.sums[m * groups_k..(m + 1) * groups_k];
-                        let biases = params.1.as_ptr().add(t * WIDTH * groups_k);
-                        _mm512_add_ps(v, bias_part(biases, sums))
-                    }
-                };
-                // SAFETY: the caller was given an output of m * n values.
-                _mm512_storeu_ps(out.at(m, t * WIDTH, ops.n), v);
+                store((ops, acts, out), params.1, (m0 + r, t), v);
             }
         }
     }

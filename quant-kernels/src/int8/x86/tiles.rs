@@ -12,7 +12,7 @@ use super::super::tiles::WIDTH;
 use super::super::{group_shift, Row, Totals, BLOCK, DIGIT_SHIFT, E2M1_OFFSET, LANES};
 use super::{block_bytes, Walk, E2M1, PREFETCH_L2};
 use crate::float::{E4m3, E8m0};
-use crate::{Bf16, Stored, F16};
+use crate::{Bf16, Operands, Out, Stored, F16};
 
 /// Rows of x multiplied with a tile at once (the last group padded with copies of its last
 /// row, never written): their accumulators fill the registers.
@@ -128,20 +128,35 @@ unsafe fn tiles<const KIND: u32, P: Wide16>((ops, acts, cols, out): Walk, params
                 3 => widen::<3>(group::<KIND, P, 3>(&tile, xs, x_offsets)),
                 _ => group::<KIND, P, ROWS>(&tile, xs, x_offsets),
             };
-            for (i, (&m, v)) in rows.iter().zip(v).enumerate().take(ops.m - g * ROWS) {
-                let v = match params.1.is_empty() {
-                    true => v,
-                    false => {
-                        let sums = &acts.sums[m * groups_k..(m + 1) * groups_k];
-                        let biases = params.1.as_ptr().add(t * WIDTH * groups_k);
-                        _mm512_add_ps(v, bias_part(biases, sums))
-                    }
-                };
-                // SAFETY: the caller was given an output of m * n values.
-                _mm512_storeu_ps(out.at(g * ROWS + i, t * WIDTH, ops.n), v);
+            for (&m, v) in rows.iter().zip(v).take(ops.m - g * ROWS) {
+                store((ops, acts, out), params.1, (m, t), v);
             }
         }
     }
+}
+
+/// Row `m`'s 16 outputs `v` of tile `t`, the bias part added (the tile's `biases`, if any).
+///
+/// # Safety
+/// As [`columns`]; row `m` and tile `t` are the caller's to write.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+pub(super) unsafe fn store<P: Wide16>(
+    (ops, acts, out): (&Operands, &super::Activations, Out),
+    biases: &[P],
+    (m, t): (usize, usize),
+    v: __m512,
+) {
+    let groups_k = ops.k / ops.format.group;
+    let v = match biases.is_empty() {
+        true => v,
+        false => {
+            let sums = &acts.sums[m * groups_k..(m + 1) * groups_k];
+            let biases = biases.as_ptr().add(t * WIDTH * groups_k);
+            _mm512_add_ps(v, bias_part(biases, sums))
+        }
+    };
+    _mm512_storeu_ps(out.at(m, t * WIDTH, ops.n), v);
 }
 
 /// E2M1: `[m][block]` what the codes' offset adds to each total, `12 · lane_sum`.
