@@ -7,6 +7,8 @@
 //!   cargo run --release -p quant-kernels --example int8_layer
 //!   LAYERS=12 DIMS=3072,768,8192 (hidden, k/v, MLP) ROUNDS=10 EXACT=1 ...
 //!   TILES=1 ...   (the weights in tiles, as the AVX-512 VNNI machines load them)
+//!   MERGED=1 ...  (q, k and v one call and gate and up another, as the model calls them;
+//!   the integer kernels only)
 
 mod common;
 
@@ -67,8 +69,8 @@ impl Packed {
         self.w.len() + 2 * (self.scales.len() + self.biases.len())
     }
 
-    fn multiply(&self, x: &[f32], out: &mut [f32], format: Format, exact: bool) {
-        let ops = Operands {
+    fn operands<'a>(&'a self, x: &'a [f32], format: Format) -> Operands<'a> {
+        Operands {
             x: &x[..self.k],
             m: 1,
             k: self.k,
@@ -77,11 +79,31 @@ impl Packed {
             biases: Some(Params::Bf16(&self.biases)),
             n: self.n,
             format,
-        };
+        }
+    }
+
+    fn multiply(&self, x: &[f32], out: &mut [f32], format: Format, exact: bool) {
+        let ops = self.operands(x, format);
         match exact {
             true => quant_kernels::rows(&ops, out),
             false => int8::rows(&ops, out),
         }
+    }
+}
+
+/// A layer's products as the model calls them: q, k and v one call, o, gate and up one
+/// call, down (parts sharing x, [`int8::rows_many`]).
+fn multiply_merged(layer: &[Packed], x: &[f32], out: &mut [f32], format: Format) {
+    for parts in [&layer[0..3], &layer[3..4], &layer[4..6], &layer[6..7]] {
+        let ops: Vec<Operands> = parts.iter().map(|p| p.operands(x, format)).collect();
+        let mut rest = &mut out[..];
+        let mut outs = Vec::with_capacity(parts.len());
+        for p in parts {
+            let (this, tail) = rest.split_at_mut(p.n);
+            outs.push(this);
+            rest = tail;
+        }
+        int8::rows_many(&ops, &mut outs);
     }
 }
 
@@ -124,7 +146,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let x: Vec<f32> = (0..d.max(mlp))
         .map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0)
         .collect();
-    let mut out = vec![0f32; d.max(mlp)];
+    let mut out = vec![0f32; 2 * mlp + d + 2 * kv];
+    let merged = var("MERGED", 0) == 1 && !exact;
     let kernels = if exact { "f32" } else { int8::isa().name() };
     let format = match tiles {
         true => format.with_layout(quant_kernels::Layout::Tiles),
@@ -142,11 +165,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let codes: usize = layers.iter().flatten().map(|p| p.w.len()).sum();
         let plain = codes as f64 / t.elapsed().as_secs_f64() / 1e9;
         let t = Instant::now();
-        for p in layers.iter().flatten() {
-            p.multiply(&x, &mut out, format, exact);
+        for layer in &layers {
+            match merged {
+                true => multiply_merged(layer, &x, &mut out, format),
+                false => layer
+                    .iter()
+                    .for_each(|p| p.multiply(&x, &mut out, format, exact)),
+            }
         }
         let gb = bytes as f64 / t.elapsed().as_secs_f64() / 1e9;
-        println!("round {round} {kernels}: {gb:.1} GB/s, plain read {plain:.1} GB/s");
+        let calls = if merged { "merged" } else { "each alone" };
+        println!("round {round} {kernels}, {calls}: {gb:.1} GB/s, plain read {plain:.1} GB/s");
     }
     Ok(())
 }
