@@ -91,8 +91,8 @@ impl Packed {
     }
 }
 
-/// A layer's products as the model calls them: q, k and v one call, o, gate and up one
-/// call, down (parts sharing x, [`int8::rows_many`]).
+/// A layer's products as the model calls them: q, k and v one call, o alone, gate and up
+/// one call, down alone (parts sharing x, [`int8::rows_many`]).
 fn multiply_merged(layer: &[Packed], x: &[f32], out: &mut [f32], format: Format) {
     for parts in [&layer[0..3], &layer[3..4], &layer[4..6], &layer[6..7]] {
         let ops: Vec<Operands> = parts.iter().map(|p| p.operands(x, format)).collect();

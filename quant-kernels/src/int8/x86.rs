@@ -131,10 +131,10 @@ pub(super) unsafe fn matmul(
 ) {
     let walk = (ops, acts, cols, out);
     let kind = kind(ops.format);
-    if ops.format.layout == crate::Layout::Tiles && amx::takes(ops) {
-        return on_amx(walk, &mut crate::amx::Hardware);
-    }
     if ops.format.layout == crate::Layout::Tiles {
+        if amx::takes(ops) {
+            return on_amx(walk, &mut crate::amx::Hardware);
+        }
         return match kind {
             E2M1 => tiles::columns::<E2M1>(walk),
             4 => tiles::columns::<4>(walk),
