@@ -124,7 +124,7 @@ fn tiled(ops: &Operands, params: &Params16) -> Option<f64> {
     let reps = (400_000_000 / (ops.m * ops.n * ops.k)).max(10);
     let best = fastest(reps, |out| int8::rows(&ops, out), ops.m * ops.n);
     #[cfg(target_arch = "x86_64")]
-    if ops.m >= 16 && ops.format.group >= 32 {
+    if ops.m >= 16 && ops.format.group >= 32 && int8::isa() == int8::Isa::Avx512Vnni {
         let rest = fastest(
             reps,
             |out| int8::rows_on_amx(&ops, out, &mut Idle),

@@ -7,7 +7,7 @@
 //!   cargo run --release -p quant-kernels --example int8_stream
 //!   SHAPE=3072x8192 COPIES=48 BITS=4 TILES=1 ...
 //!
-//! `TILES=1` reads the codes as tiles (the layout the AVX-512 VNNI kernel loads them into;
+//! `TILES=1` reads the codes as tiles (the layout the x86-64 kernels load them into;
 //! the bytes are random, so only the speed means anything).
 
 mod common;

@@ -473,8 +473,8 @@ pub fn rows_many_with(set: Isa, parts: &[Operands], outs: &mut [&mut [f32]]) {
     );
     assert!(Isa::available().contains(&set), "{set:?} runs on this CPU");
     assert!(
-        first.format.layout == Layout::Rows || set == Isa::Avx512Vnni,
-        "only the AVX-512 VNNI kernel reads tiles"
+        first.format.layout == Layout::Rows || tiles::read_by(set),
+        "{set:?} does not read tiles"
     );
     WORK.with_borrow_mut(|(x, acts)| {
         prepare(first, x, acts);

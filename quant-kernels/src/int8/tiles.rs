@@ -1,5 +1,5 @@
-//! Weights stored in tiles: what the integer path's AVX-512 VNNI kernel reads, rearranged once
-//! at load. A tile is [`WIDTH`] weight rows; in it each block's 4-byte words of the 16 rows lie
+//! Weights stored in tiles: what the integer path's x86-64 kernels read, rearranged once at
+//! load. A tile is [`WIDTH`] weight rows; in it each block's 4-byte words of the 16 rows lie
 //! side by side (`[block][word][row]`), and the scales and biases `[group][row]`. A 64-byte
 //! load is then one int8 lane of 16 weight rows (8 bits) or two (4 bits: the low nibbles are
 //! lane `w`, the high ones lane `w + 4`, as a block stores them), so that one row of x needs
@@ -23,9 +23,19 @@ pub fn takes(format: Format, n: usize) -> bool {
     super::supported(format) && codes && n.is_multiple_of(WIDTH) && n > 0
 }
 
-/// Whether this machine's integer kernels read tiles: the AVX-512 VNNI set.
+/// Whether this machine's integer kernels read tiles ([`read_by`] its set).
 pub fn wanted() -> bool {
-    super::isa() == Isa::Avx512Vnni
+    read_by(super::isa())
+}
+
+/// Whether the kernel set `set` reads tiles: the x86-64 sets (AVX2 and AVX-VNNI with F16C,
+/// which every AVX2 CPU has).
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+pub fn read_by(set: Isa) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return super::x86::reads_tiles(set);
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
 }
 
 /// 4-byte words of one block of `format`'s codes.

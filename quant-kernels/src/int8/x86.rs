@@ -29,6 +29,7 @@ const PREFETCH_L1: usize = 16384;
 const PREFETCH_L2: usize = 65536;
 
 mod amx;
+mod half_tiles;
 mod panel;
 mod tiles;
 
@@ -63,6 +64,16 @@ pub(super) fn available() -> Vec<Isa> {
         .collect()
     })
     .clone()
+}
+
+/// Whether `set` reads tiled weights here: AVX-512 VNNI, and the 256-bit sets with F16C (the
+/// half-tile kernel's scale loads).
+pub(super) fn reads_tiles(set: Isa) -> bool {
+    match set {
+        Isa::Avx512Vnni => true,
+        Isa::AvxVnni | Isa::Avx2 => is_x86_feature_detected!("f16c"),
+        _ => false,
+    }
 }
 
 /// Whether the CPU has AVX2 and FMA (the quantizer's and every set's floor).
@@ -132,6 +143,13 @@ pub(super) unsafe fn matmul(
     let walk = (ops, acts, cols, out);
     let kind = kind(ops.format);
     if ops.format.layout == crate::Layout::Tiles {
+        if set != Isa::Avx512Vnni {
+            return match kind {
+                E2M1 => half_tiles::columns::<E2M1>(set, walk),
+                4 => half_tiles::columns::<4>(set, walk),
+                _ => half_tiles::columns::<8>(set, walk),
+            };
+        }
         if amx::takes(ops) {
             return on_amx(walk, &mut crate::amx::Hardware);
         }

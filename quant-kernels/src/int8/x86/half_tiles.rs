@@ -1,0 +1,453 @@
+//! The 256-bit sets' kernel on weights stored in tiles ([`crate::int8::tiles`]): AVX2
+//! (`vpmaddubsw` + `vpmaddwd`) and AVX-VNNI (`vpdpbusd`). A 64-byte line of a tile is one
+//! lane of its 16 weight rows; a 256-bit register takes half of it, so the kernel walks a
+//! tile as two halves of 8 rows, each against every row of x. As in the AVX-512 kernel, each
+//! row of x takes its digits broadcast from memory, its totals come out 8 weight rows a
+//! register, and the float steps are the module's, one output a lane: the same bits as every
+//! other set, with no sum across lanes and each weight code unpacked once for [`ROWS`] rows.
+//!
+//! AVX2 has no 4-byte dot product: `vpmaddubsw` gives pairs in i16, which are summed in i16
+//! over as many lanes as cannot overflow ([`run`]) before `vpmaddwd` widens them. 8-bit codes
+//! enter as `q - 128` (pairs of `255 · 127` pass i16), the `128 · lane_sum` added back with
+//! the E2M1 offsets' step.
+
+use std::arch::x86_64::*;
+
+use super::super::tiles::WIDTH;
+use super::super::{group_shift, Row, Totals, BLOCK, DIGIT_SHIFT, E2M1_OFFSET, LANES};
+use super::{block_bytes, e2m1_table, Isa, Walk, E2M1, PREFETCH_L2};
+use crate::float::{E4m3, E8m0};
+use crate::{Bf16, Operands, Out, Stored, F16};
+
+/// Rows of x multiplied with a half tile at once: one. With more, each row's sums and
+/// accumulators leave the 16 registers, and 128 rows took 1.1-1.4x as long at 4 bits on a
+/// family-25 EPYC (`ROWS=128 int8_speed`, 2 and 4 rows at once against 1, alternating).
+const ROWS: usize = 1;
+
+/// Weight rows of a half tile: the i32 lanes of a 256-bit register.
+const HALF: usize = WIDTH / 2;
+
+/// Columns `walk.2` (whole tiles) of the product on tiled weights, with `set` (AVX2 or
+/// AVX-VNNI).
+///
+/// # Safety
+/// The CPU has `set` and F16C; the weights are tiled for `KIND`; as `int8::columns`.
+pub(super) unsafe fn columns<const KIND: u32>(set: Isa, walk: Walk) {
+    match set {
+        Isa::AvxVnni => with_vnni::<KIND>(walk),
+        _ => with_avx2::<KIND>(walk),
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn with_avx2<const KIND: u32>(walk: Walk) {
+    let ops = walk.0;
+    crate::vector::by_stored!(ops, g => tiles::<KIND, _, Avx2>(walk, (g.scales, g.biases)))
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+unsafe fn with_vnni<const KIND: u32>(walk: Walk) {
+    let ops = walk.0;
+    crate::vector::by_stored!(ops, g => tiles::<KIND, _, AvxVnni>(walk, (g.scales, g.biases)))
+}
+
+/// A set's integer step: the words `words` of a block's half lines (`codes`) against `R`
+/// rows' digits, each row's block totals `128 · Σ q·hi + Σ q·lo` for 8 weight rows.
+trait Dot {
+    /// Whether 8-bit codes enter as `q - 128`, so that `128 · lane_sum` is added back.
+    const SIGNED_EIGHT: bool;
+
+    /// # Safety
+    /// The set's features (the caller's, once inlined); the words and digits are readable.
+    unsafe fn totals<const KIND: u32, const R: usize>(
+        codes: *const u8,
+        digits: [(*const i8, *const i8); R],
+        words: std::ops::Range<usize>,
+    ) -> [__m256i; R];
+}
+
+struct Avx2;
+struct AvxVnni;
+
+/// Lanes whose `vpmaddubsw` pairs may be summed in i16: a pair is at most `2 · 15 · 127`
+/// (4-bit codes), `2 · 24 · 127` (E2M1 as `2·v + 12`) or `2 · 128 · 127` (8 bits as
+/// `q - 128`), and a sum must stay within 32767.
+const fn run(kind: u32) -> usize {
+    match kind {
+        8 => 1,
+        E2M1 => 4,
+        _ => 8,
+    }
+}
+
+/// Lanes a 4-byte word holds: one (8 bits) or two (4 bits: `w` and `w + 4`).
+const fn lanes(kind: u32) -> usize {
+    match kind {
+        8 => 1,
+        _ => 2,
+    }
+}
+
+impl Dot for Avx2 {
+    const SIGNED_EIGHT: bool = true;
+
+    #[inline(always)]
+    #[allow(clippy::needless_range_loop)] // indices keep the sums in registers
+    unsafe fn totals<const KIND: u32, const R: usize>(
+        codes: *const u8,
+        digits: [(*const i8, *const i8); R],
+        words: std::ops::Range<usize>,
+    ) -> [__m256i; R] {
+        let mut sums = [[_mm256_setzero_si256(); 2]; R];
+        let mut total = [_mm256_setzero_si256(); R];
+        let mut in_run = 0;
+        for w in words {
+            let q = lanes_of::<KIND>(codes.add(w * 4 * WIDTH));
+            for (h, &q) in q.iter().enumerate().take(lanes(KIND)) {
+                let l = w + 4 * h;
+                // 8 bits: magnitudes of `q - 128`, whose signs move onto the digits.
+                let c = _mm256_xor_si256(q, _mm256_set1_epi8(-128));
+                let m = match KIND {
+                    8 => _mm256_abs_epi8(c),
+                    _ => q,
+                };
+                for r in 0..R {
+                    for (d, at) in [digits[r].0, digits[r].1].into_iter().enumerate() {
+                        let x = broadcast(at, l);
+                        let x = match KIND {
+                            8 => _mm256_sign_epi8(x, c),
+                            _ => x,
+                        };
+                        let p = _mm256_maddubs_epi16(m, x);
+                        sums[r][d] = _mm256_add_epi16(sums[r][d], p);
+                    }
+                }
+                in_run += 1;
+                if in_run == run(KIND) {
+                    widen_sums(&mut sums, &mut total);
+                    in_run = 0;
+                }
+            }
+        }
+        if in_run > 0 {
+            widen_sums(&mut sums, &mut total);
+        }
+        total
+    }
+}
+
+/// Each row's i16 pair sums into its i32 total, the high digit's times 128; the sums zeroed.
+#[inline(always)]
+unsafe fn widen_sums<const R: usize>(sums: &mut [[__m256i; 2]; R], total: &mut [__m256i; R]) {
+    let high = _mm256_set1_epi16(1 << DIGIT_SHIFT);
+    let ones = _mm256_set1_epi16(1);
+    for (s, t) in sums.iter_mut().zip(total) {
+        let v = _mm256_add_epi32(_mm256_madd_epi16(s[0], high), _mm256_madd_epi16(s[1], ones));
+        *t = _mm256_add_epi32(*t, v);
+        *s = [_mm256_setzero_si256(); 2];
+    }
+}
+
+impl Dot for AvxVnni {
+    const SIGNED_EIGHT: bool = false;
+
+    #[inline(always)]
+    #[allow(clippy::needless_range_loop)] // indices keep the accumulators in registers
+    unsafe fn totals<const KIND: u32, const R: usize>(
+        codes: *const u8,
+        digits: [(*const i8, *const i8); R],
+        words: std::ops::Range<usize>,
+    ) -> [__m256i; R] {
+        // Two chains a row and digit for one row, so that two `vpdpbusd`s run side by side.
+        let chains = (2 / R).max(1);
+        let mut acc = [[[_mm256_setzero_si256(); 2]; 2]; R];
+        for w in words {
+            let q = lanes_of::<KIND>(codes.add(w * 4 * WIDTH));
+            for (h, &q) in q.iter().enumerate().take(lanes(KIND)) {
+                let (l, c) = (w + 4 * h, (w + 4 * h) % chains);
+                for r in 0..R {
+                    for (d, at) in [digits[r].0, digits[r].1].into_iter().enumerate() {
+                        acc[r][d][c] = _mm256_dpbusd_avx_epi32(acc[r][d][c], q, broadcast(at, l));
+                    }
+                }
+            }
+        }
+        let mut out = [_mm256_setzero_si256(); R];
+        for r in 0..R {
+            let [hi, lo] = acc[r].map(|[a, b]| _mm256_add_epi32(a, b));
+            out[r] = _mm256_add_epi32(_mm256_slli_epi32::<{ DIGIT_SHIFT as i32 }>(hi), lo);
+        }
+        out
+    }
+}
+
+/// Lane `l`'s 4 digits at `at`, in every i32 lane.
+#[inline(always)]
+unsafe fn broadcast(at: *const i8, l: usize) -> __m256i {
+    _mm256_set1_epi32((at.add(4 * l) as *const i32).read_unaligned())
+}
+
+/// A half line (8 rows' 4-byte words) as the codes of its lanes: itself (8 bits), or its low
+/// nibbles and its high ones (4 bits; E2M1 codes as `2·v + 12`).
+#[inline(always)]
+unsafe fn lanes_of<const KIND: u32>(at: *const u8) -> [__m256i; 2] {
+    let v = _mm256_loadu_si256(at as *const __m256i);
+    if KIND == 8 {
+        return [v, v];
+    }
+    let low = _mm256_set1_epi8(0x0F);
+    let q = [
+        _mm256_and_si256(v, low),
+        _mm256_and_si256(_mm256_srli_epi16::<4>(v), low),
+    ];
+    match KIND {
+        E2M1 => q.map(|q| _mm256_shuffle_epi8(e2m1_table(), q)),
+        _ => q,
+    }
+}
+
+/// A scale dtype whose 8 values (a half tile's rows' in one group) load as one register.
+trait Wide8: Stored {
+    /// The 8 values at `at`, widened.
+    ///
+    /// # Safety
+    /// AVX2 and F16C (the caller's, once inlined); 8 values are readable at `at`.
+    unsafe fn load8(at: *const Self) -> __m256;
+}
+
+impl Wide8 for f32 {
+    #[inline(always)]
+    unsafe fn load8(at: *const f32) -> __m256 {
+        _mm256_loadu_ps(at)
+    }
+}
+
+impl Wide8 for Bf16 {
+    #[inline(always)]
+    unsafe fn load8(at: *const Bf16) -> __m256 {
+        let h = _mm256_cvtepu16_epi32(_mm_loadu_si128(at as *const __m128i));
+        _mm256_castsi256_ps(_mm256_slli_epi32::<16>(h))
+    }
+}
+
+impl Wide8 for F16 {
+    #[inline(always)]
+    unsafe fn load8(at: *const F16) -> __m256 {
+        _mm256_cvtph_ps(_mm_loadu_si128(at as *const __m128i))
+    }
+}
+
+impl Wide8 for E8m0 {
+    /// `2^(byte - 127)`, byte 0 as 2^-127 ([`crate::float::e8m0`]).
+    #[inline(always)]
+    unsafe fn load8(at: *const E8m0) -> __m256 {
+        let bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(at as *const __m128i));
+        let zero = _mm256_cmpeq_epi32(bytes, _mm256_setzero_si256());
+        let v = _mm256_slli_epi32::<23>(bytes);
+        let tiny = _mm256_set1_epi32(0x0040_0000);
+        _mm256_castsi256_ps(_mm256_blendv_epi8(v, tiny, zero))
+    }
+}
+
+impl Wide8 for E4m3 {
+    #[inline(always)]
+    unsafe fn load8(at: *const E4m3) -> __m256 {
+        let v: [f32; HALF] = std::array::from_fn(|i| (*at.add(i)).widen());
+        _mm256_loadu_ps(v.as_ptr())
+    }
+}
+
+/// One half tile: its codes and scales (`[group][WIDTH]`, from the half's first row), the
+/// format's group shift, where the call's codes end, and which half (0 or 1) it is.
+struct Half<P> {
+    codes: *const u8,
+    scales: *const P,
+    shift: u32,
+    end: *const u8,
+    half: usize,
+}
+
+/// Each tile of the columns, half by half, against each row of x.
+#[inline(always)]
+unsafe fn tiles<const KIND: u32, P: Wide8, S: Dot>(walk: Walk, params: (&[P], &[P])) {
+    let (ops, acts, cols, out) = walk;
+    debug_assert!(cols.start % WIDTH == 0 && cols.end % WIDTH == 0);
+    let blocks = ops.k / BLOCK;
+    let groups_k = ops.k / ops.format.group;
+    let offsets = offsets::<KIND, S>(acts, ops.m * blocks);
+    let tile_bytes = WIDTH * ops.format.row_bytes(ops.k);
+    let end = ops.w.as_ptr().wrapping_add(cols.end / WIDTH * tile_bytes);
+    for t in (cols.start / WIDTH)..(cols.end / WIDTH) {
+        for h in 0..2 {
+            let half = Half {
+                codes: ops.w.as_ptr().add(t * tile_bytes + h * 4 * HALF),
+                scales: params.0.as_ptr().add(t * WIDTH * groups_k + h * HALF),
+                shift: group_shift(ops.format),
+                end,
+                half: h,
+            };
+            for m in 0..ops.m {
+                let x = [acts.row(m)];
+                let x_offsets = [offsets.get(m * blocks..).unwrap_or_default()];
+                let [v] = group::<KIND, P, S, ROWS>(&half, (&x, &x_offsets));
+                store((ops, acts, out), params.1, (m, t * WIDTH + h * HALF), v);
+            }
+        }
+    }
+}
+
+/// Row `m`'s 8 outputs `v` from column `n`, the bias part added (`biases`, if any).
+#[inline(always)]
+unsafe fn store<P: Wide8>(
+    (ops, acts, out): (&Operands, &super::Activations, Out),
+    biases: &[P],
+    (m, n): (usize, usize),
+    v: __m256,
+) {
+    let groups_k = ops.k / ops.format.group;
+    let v = match biases.is_empty() {
+        true => v,
+        false => {
+            let sums = &acts.sums[m * groups_k..(m + 1) * groups_k];
+            let (tile, row) = (n / WIDTH, n % WIDTH);
+            let biases = biases.as_ptr().add(tile * WIDTH * groups_k + row);
+            _mm256_add_ps(v, bias_part(biases, sums))
+        }
+    };
+    _mm256_storeu_ps(out.at(m, n, ops.n), v);
+}
+
+/// `[m][block]` what each total has beyond `Σ q·x`: E2M1's `12 · lane_sum`, or (8 bits as
+/// `q - 128`) `-128 · lane_sum`.
+fn offsets<const KIND: u32, S: Dot>(acts: &super::Activations, blocks: usize) -> Vec<Totals> {
+    let by = match KIND {
+        E2M1 => E2M1_OFFSET,
+        8 if S::SIGNED_EIGHT => -128,
+        _ => return Vec::new(),
+    };
+    let sums = acts.lane_sums[..blocks * LANES].chunks_exact(LANES);
+    sums.map(|s| {
+        let t = Totals::of(std::array::from_fn(|l| s[l]));
+        Totals {
+            first: by * t.first,
+            second: by * t.second,
+        }
+    })
+    .collect()
+}
+
+type Rows<'a, 'b> = (&'b [Row<'a>; ROWS], &'b [&'a [Totals]; ROWS]);
+
+/// [`ROWS`] rows of x against a half tile: each one's 8 outputs without the bias part, the
+/// blocks in fours so that each accumulator is its own chain.
+#[inline(always)]
+unsafe fn group<const KIND: u32, P: Wide8, S: Dot, const R: usize>(
+    half: &Half<P>,
+    x: Rows,
+) -> [__m256; R] {
+    let blocks = x.0[0].scales.len();
+    let [mut a0, mut a1, mut a2, mut a3] = [[_mm256_setzero_ps(); R]; 4];
+    let whole = blocks / 4 * 4;
+    for b in (0..whole).step_by(4) {
+        block::<KIND, P, S, R>(half, x, b, &mut a0);
+        block::<KIND, P, S, R>(half, x, b + 1, &mut a1);
+        block::<KIND, P, S, R>(half, x, b + 2, &mut a2);
+        block::<KIND, P, S, R>(half, x, b + 3, &mut a3);
+    }
+    for (b, acc) in (whole..blocks).zip([&mut a0, &mut a1, &mut a2]) {
+        block::<KIND, P, S, R>(half, x, b, acc);
+    }
+    let mut out = [_mm256_setzero_ps(); R];
+    for (r, o) in out.iter_mut().enumerate() {
+        *o = _mm256_add_ps(_mm256_add_ps(a0[r], a1[r]), _mm256_add_ps(a2[r], a3[r]));
+    }
+    out
+}
+
+/// Block `b` of each row into `acc`: one multiply-add on its total, or (`nvfp4`) its first
+/// group's then its second's.
+#[inline(always)]
+unsafe fn block<const KIND: u32, P: Wide8, S: Dot, const R: usize>(
+    half: &Half<P>,
+    (xs, offsets): Rows,
+    b: usize,
+    acc: &mut [__m256; R],
+) {
+    let step = WIDTH * block_bytes(KIND);
+    let codes = half.codes.add(b * step);
+    // Half the block's lines [`PREFETCH_L2`] ahead into L2 while they are this call's: each
+    // half's pass asks for its share, so that the memory is kept busy through both passes.
+    let ahead = codes.wrapping_add(PREFETCH_L2);
+    if ahead.wrapping_add(step) <= half.end {
+        let lines = step / 64 / 2;
+        for line in half.half * lines..(half.half + 1) * lines {
+            _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(64 * line) as *const i8);
+        }
+    }
+    let digits: [(*const i8, *const i8); R] = std::array::from_fn(|r| {
+        (
+            xs[r].hi.as_ptr().add(b * BLOCK),
+            xs[r].lo.as_ptr().add(b * BLOCK),
+        )
+    });
+    let words = block_bytes(KIND) / 4;
+    match P::PER_STEP {
+        2 => {
+            let t = S::totals::<KIND, R>(codes, digits, 0..2);
+            fold::<KIND, P, R>(half, (xs, offsets), (t, Some(0)), (b, 2 * b), acc);
+            let t = S::totals::<KIND, R>(codes, digits, 2..4);
+            fold::<KIND, P, R>(half, (xs, offsets), (t, Some(1)), (b, 2 * b + 1), acc);
+        }
+        _ => {
+            let t = S::totals::<KIND, R>(codes, digits, 0..words);
+            let group = b >> half.shift;
+            fold::<KIND, P, R>(half, (xs, offsets), (t, None), (b, group), acc);
+        }
+    }
+}
+
+/// Each row's total `t` of block `b` (`half` the `nvfp4` group it is, `None` both) with
+/// weight group `group`'s scales into `acc`: the module's float step, one output a lane.
+#[inline(always)]
+unsafe fn fold<const KIND: u32, P: Wide8, const R: usize>(
+    tile: &Half<P>,
+    (xs, offsets): Rows,
+    (t, half): ([__m256i; R], Option<usize>),
+    (b, group): (usize, usize),
+    acc: &mut [__m256; R],
+) {
+    let s = P::load8(tile.scales.add(group * WIDTH));
+    let s = match P::FLOAT {
+        true => _mm256_mul_ps(s, _mm256_set1_ps(0.5)),
+        false => s,
+    };
+    for (r, acc) in acc.iter_mut().enumerate() {
+        let t = match offsets[r].get(b) {
+            None => t[r],
+            Some(o) => {
+                let o = match half {
+                    None => o.first + o.second,
+                    Some(0) => o.first,
+                    Some(_) => o.second,
+                };
+                _mm256_sub_epi32(t[r], _mm256_set1_epi32(o))
+            }
+        };
+        let c = _mm256_mul_ps(s, _mm256_set1_ps(xs[r].scales[b]));
+        *acc = _mm256_fmadd_ps(c, _mm256_cvtepi32_ps(t), *acc);
+    }
+}
+
+/// `bias_term` one output a lane: 8 chains over the groups, `fma(b_g, Σx_g, t[g % 8])`, then
+/// the AVX-512 kernels' tree; the biases `[group][WIDTH]` from the half's first row.
+#[inline(always)]
+unsafe fn bias_part<P: Wide8>(biases: *const P, sums: &[f32]) -> __m256 {
+    let mut t = [_mm256_setzero_ps(); 8];
+    for (g, &sum) in sums.iter().enumerate() {
+        let b = P::load8(biases.add(g * WIDTH));
+        t[g % 8] = _mm256_fmadd_ps(b, _mm256_set1_ps(sum), t[g % 8]);
+    }
+    let even = _mm256_add_ps(_mm256_add_ps(t[0], t[4]), _mm256_add_ps(t[2], t[6]));
+    let odd = _mm256_add_ps(_mm256_add_ps(t[1], t[5]), _mm256_add_ps(t[3], t[7]));
+    _mm256_add_ps(even, odd)
+}
