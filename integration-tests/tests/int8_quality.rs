@@ -4,11 +4,16 @@
 //! most 0.002 nats, top-1 agreement at least 98%), and the mean KLD may not grow past its
 //! published figure (docs/design/cpu-kernels.md) by more than 10%. Three measurements for the
 //! docs beside them (ignored here): the 4-bit weights against the bf16 model, bf16 compute
-//! against f32, and how far a one-ulp nudge of one weight moves each path.
+//! against f32, and how far a one-ulp nudge of one weight moves each path. And the integer
+//! path's answer is the same, logprobs and all, with its kernels capped to AVX2 (the weights
+//! then in the half-tile kernel's hands) as with the machine's best set.
 
+use backend::grpc::pb;
 use backend::loader;
 use backend::weights::WeightMode;
 use integration_tests::quality::{gate, gate_both_chunked, prose_ids, Gate};
+use integration_tests::rpc::load_fixture;
+use integration_tests::server::BackendProcess;
 use integration_tests::{fixture, TestResult};
 
 const POSITIONS: usize = 4096;
@@ -128,4 +133,46 @@ fn nudged_copy(folder: &str) -> TestResult<integration_tests::cluster::TempDir> 
         true => Ok(dir),
         false => Err(format!("nudging {folder}'s weights failed: {status}").into()),
     }
+}
+
+/// A request's text and logprobs (the logits' bits) from the int8 default of `server`.
+async fn int8_answer(server: &BackendProcess, folder: &str) -> TestResult<(Vec<u8>, Vec<u8>)> {
+    let mut c = server.client().await?;
+    assert!(load_fixture(&mut c, folder, &[]).await?.success, "{folder}");
+    let request = pb::PredictOptions {
+        // Long enough that the prompt's products take many rows of x at once.
+        prompt: "This License applies to any program or other work which contains a notice \
+            placed by the copyright holder saying it may be distributed under the terms of \
+            this General Public License."
+            .repeat(2),
+        tokens: 12,
+        ignore_eos: true,
+        logprobs: 1,
+        top_logprobs: 2,
+        ..Default::default()
+    };
+    let reply = c.predict(request).await?.into_inner();
+    Ok((reply.message, reply.logprobs))
+}
+
+/// Every x86-64 set gives the integer path's bits: the answers with the kernels capped to
+/// AVX2 equal the best set's (the same set on a machine whose best is AVX2).
+#[tokio::test]
+async fn the_int8_answer_is_the_same_on_avx2() -> TestResult {
+    let int8 = ("MLX_DISTRIBUTED_CPU_NUMERICS", "");
+    let best = BackendProcess::start(&[int8]).await?;
+    let avx2 = BackendProcess::start(&[int8, ("MLX_DISTRIBUTED_INT8_KERNELS", "avx2")]).await?;
+    for (folder, _) in PUBLISHED {
+        let want = int8_answer(&best, folder).await?;
+        let got = int8_answer(&avx2, folder).await?;
+        assert!(!want.0.is_empty(), "{folder}: an answer");
+        let text = |a: &(Vec<u8>, Vec<u8>)| String::from_utf8_lossy(&a.0).into_owned();
+        assert!(
+            got == want,
+            "{folder}: AVX2 answers {:?}, the best set {:?} (or their logprobs differ)",
+            text(&got),
+            text(&want)
+        );
+    }
+    Ok(())
 }
