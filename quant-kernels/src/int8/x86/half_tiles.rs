@@ -278,6 +278,9 @@ unsafe fn tiles<const KIND: u32, P: Wide8, S: Dot>(walk: Walk, params: (&[P], &[
     let tile_bytes = WIDTH * ops.format.row_bytes(ops.k);
     let end = ops.w.as_ptr().wrapping_add(cols.end / WIDTH * tile_bytes);
     for t in (cols.start / WIDTH)..(cols.end / WIDTH) {
+        if t + 1 < cols.end / WIDTH {
+            super::tiles::prefetch_params(params, t + 1, WIDTH * groups_k);
+        }
         for h in 0..2 {
             let half = Half {
                 codes: ops.w.as_ptr().add(t * tile_bytes + h * 4 * HALF),
