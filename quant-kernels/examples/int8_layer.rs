@@ -6,7 +6,7 @@
 //!
 //!   cargo run --release -p quant-kernels --example int8_layer
 //!   LAYERS=12 DIMS=3072,768,8192 (hidden, k/v, MLP) ROUNDS=10 EXACT=1 ...
-//!   TILES=1 ...   (the weights in tiles, as the AVX-512 VNNI machines load them)
+//!   TILES=1 ...   (the weights in tiles, as x86-64 machines load them)
 //!   MERGED=1 ...  (q, k and v one call and gate and up another, as the model calls them;
 //!   the integer kernels only)
 

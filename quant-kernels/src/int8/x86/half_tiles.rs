@@ -14,7 +14,7 @@
 use std::arch::x86_64::*;
 
 use super::super::tiles::WIDTH;
-use super::super::{group_shift, Row, Totals, BLOCK, DIGIT_SHIFT, E2M1_OFFSET, LANES};
+use super::super::{group_shift, Row, Totals, BLOCK, DIGIT_SHIFT, E2M1_OFFSET};
 use super::{block_bytes, e2m1_table, Isa, Walk, E2M1, PREFETCH_L2};
 use crate::float::{E4m3, E8m0};
 use crate::{Bf16, Operands, Out, Stored, F16};
@@ -279,7 +279,7 @@ unsafe fn tiles<const KIND: u32, P: Wide8, S: Dot>(walk: Walk, params: (&[P], &[
     let end = ops.w.as_ptr().wrapping_add(cols.end / WIDTH * tile_bytes);
     for t in (cols.start / WIDTH)..(cols.end / WIDTH) {
         if t + 1 < cols.end / WIDTH {
-            super::tiles::prefetch_params(params, t + 1, WIDTH * groups_k);
+            super::tiles::next_params(params, t, groups_k);
         }
         for h in 0..2 {
             let half = Half {
@@ -328,15 +328,7 @@ fn offsets<const KIND: u32, S: Dot>(acts: &super::Activations, blocks: usize) ->
         8 if S::SIGNED_EIGHT => -128,
         _ => return Vec::new(),
     };
-    let sums = acts.lane_sums[..blocks * LANES].chunks_exact(LANES);
-    sums.map(|s| {
-        let t = Totals::of(std::array::from_fn(|l| s[l]));
-        Totals {
-            first: by * t.first,
-            second: by * t.second,
-        }
-    })
-    .collect()
+    super::tiles::lane_totals_times(acts, blocks, by)
 }
 
 type Rows<'a, 'b> = (&'b [Row<'a>; ROWS], &'b [&'a [Totals]; ROWS]);

@@ -113,7 +113,7 @@ unsafe fn tiles<const KIND: u32, P: Wide16>((ops, acts, cols, out): Walk, params
     let tile_bytes = WIDTH * ops.format.row_bytes(ops.k);
     for t in (cols.start / WIDTH)..(cols.end / WIDTH) {
         if t + 1 < cols.end / WIDTH {
-            prefetch_params(params, t + 1, WIDTH * groups_k);
+            next_params(params, t, groups_k);
         }
         let tile = Tile {
             codes: ops.w.as_ptr().add(t * tile_bytes),
@@ -138,21 +138,13 @@ unsafe fn tiles<const KIND: u32, P: Wide16>((ops, acts, cols, out): Walk, params
     }
 }
 
-/// Asks for tile `t`'s scales and biases (`per_tile` values each) into L2. They are two
-/// streams beside the codes, read a group at a time and all at the tile's end: without this
-/// the biases' lines were missed at each tile's store, about a tenth of a large model's decode
-/// (`perf`).
+/// Asks for tile `t + 1`'s scales and biases ([`crate::prefetch_params`], a tile's as one
+/// row). A tile reads its scales a group at a time and its biases all at its end, two streams
+/// beside the codes: without this the tile's store, which waits on the bias loads, took about
+/// a tenth of a large model's decode (`perf`; 6.8-7.5% with it).
 #[inline(always)]
-pub(super) unsafe fn prefetch_params<P>(params: (&[P], &[P]), t: usize, per_tile: usize) {
-    for values in [params.0, params.1] {
-        let Some(values) = values.get(t * per_tile..(t + 1) * per_tile) else {
-            continue; // no biases
-        };
-        let at = values.as_ptr() as *const i8;
-        for line in (0..std::mem::size_of_val(values)).step_by(64) {
-            _mm_prefetch::<_MM_HINT_T1>(at.wrapping_add(line));
-        }
-    }
+pub(super) fn next_params<P>(params: (&[P], &[P]), t: usize, groups_k: usize) {
+    crate::prefetch_params([params.0, params.1], t + 1, WIDTH * groups_k);
 }
 
 /// Row `m`'s 16 outputs `v` of tile `t`, the bias part added (the tile's `biases`, if any).
@@ -181,15 +173,20 @@ pub(super) unsafe fn store<P: Wide16>(
 
 /// E2M1: `[m][block]` what the codes' offset adds to each total, `12 · lane_sum`.
 pub(super) fn offsets<const KIND: u32>(acts: &super::Activations, blocks: usize) -> Vec<Totals> {
-    if KIND != E2M1 {
-        return Vec::new();
+    match KIND {
+        E2M1 => lane_totals_times(acts, blocks, E2M1_OFFSET),
+        _ => Vec::new(),
     }
+}
+
+/// `[m][block]` the block's lane sums totalled ([`Totals::of`]), times `by`.
+pub(super) fn lane_totals_times(acts: &super::Activations, blocks: usize, by: i32) -> Vec<Totals> {
     let sums = acts.lane_sums[..blocks * LANES].chunks_exact(LANES);
     sums.map(|s| {
         let t = Totals::of(std::array::from_fn(|l| s[l]));
         Totals {
-            first: E2M1_OFFSET * t.first,
-            second: E2M1_OFFSET * t.second,
+            first: by * t.first,
+            second: by * t.second,
         }
     })
     .collect()
