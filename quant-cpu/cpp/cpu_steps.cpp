@@ -3,9 +3,12 @@
 #include "cpu_steps.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <dlfcn.h>
+#include <exception>
 #include <limits>
+#include <mutex>
 #include <stdexcept>
 
 #include "mlx/backend/cpu/unary_ops.h"
@@ -118,25 +121,65 @@ void require_sgemm() {
   sgemm();
 }
 
+namespace {
+
+std::atomic<mlxd_share_fn> share_fn{nullptr};
+
+// A unit range with its exception, if any: C++ must not unwind through the Rust pool.
+struct Units {
+  const std::function<void(int64_t, int64_t)>* unit;
+  std::mutex failed_lock;
+  std::exception_ptr failed;
+};
+
+void run_units(void* ctx, int64_t u0, int64_t u1) {
+  auto* units = static_cast<Units*>(ctx);
+  try {
+    (*units->unit)(u0, u1);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(units->failed_lock);
+    units->failed = std::current_exception();
+  }
+}
+
+} // namespace
+
+void share_units(int64_t units, int64_t work, const std::function<void(int64_t, int64_t)>& unit) {
+  const mlxd_share_fn share = share_fn.load(std::memory_order_acquire);
+  if (share == nullptr) {
+    unit(0, units);
+    return;
+  }
+  Units ctx{&unit, {}, nullptr};
+  share(units, work, run_units, &ctx);
+  if (ctx.failed) {
+    std::rethrow_exception(ctx.failed);
+  }
+}
+
 void attend_row(const float* q, const HeadRows& k, const HeadRows& v, float* out, int64_t heads,
                 bool group_heads) {
   const int t = static_cast<int>(k.len), d = static_cast<int>(k.width);
   const int dv = static_cast<int>(v.width);
   const int repeats = static_cast<int>(heads / k.heads);
   const int rows = group_heads ? repeats : 1;
-  // Kept by the stream thread: grows with the longest context, never shrinks.
-  thread_local std::vector<float> scores;
-  scores.resize(static_cast<size_t>(rows) * t);
-  for (int64_t h = 0; h < heads; h += rows) {
-    const int64_t g = h / repeats;
-    sgemm()(ROW_MAJOR, NO_TRANS, TRANS, rows, t, d, 1.0f, q + h * d, d,
-            k.data + g * k.head_stride, static_cast<int>(k.row_stride), 0.0f, scores.data(), t);
-    for (int r = 0; r < rows; r++) {
-      mlxd_softmax_row(scores.data() + r * t, scores.data() + r * t, t);
+  // Units of `rows` query heads, shared over the threads: each has the bits it has alone.
+  share_units(heads / rows, heads * t * (d + dv), [&](int64_t u0, int64_t u1) {
+    // Kept by each thread: grows with the longest context, never shrinks.
+    thread_local std::vector<float> scores;
+    scores.resize(static_cast<size_t>(rows) * t);
+    for (int64_t h = u0 * rows; h < u1 * rows; h += rows) {
+      const int64_t g = h / repeats;
+      sgemm()(ROW_MAJOR, NO_TRANS, TRANS, rows, t, d, 1.0f, q + h * d, d,
+              k.data + g * k.head_stride, static_cast<int>(k.row_stride), 0.0f, scores.data(), t);
+      for (int r = 0; r < rows; r++) {
+        mlxd_softmax_row(scores.data() + r * t, scores.data() + r * t, t);
+      }
+      sgemm()(ROW_MAJOR, NO_TRANS, NO_TRANS, rows, dv, t, 1.0f, scores.data(), t,
+              v.data + g * v.head_stride, static_cast<int>(v.row_stride), 0.0f, out + h * dv,
+              dv);
     }
-    sgemm()(ROW_MAJOR, NO_TRANS, NO_TRANS, rows, dv, t, 1.0f, scores.data(), t,
-            v.data + g * v.head_stride, static_cast<int>(v.row_stride), 0.0f, out + h * dv, dv);
-  }
+  });
 }
 
 void attend_causal(const float* q, int64_t len, const HeadRows& k, const HeadRows& v, float* out,
@@ -163,3 +206,8 @@ void attend_causal(const float* q, int64_t len, const HeadRows& k, const HeadRow
 }
 
 } // namespace mlxd
+
+// The Rust side's pool (set once; later calls replace it).
+extern "C" void mlxd_set_share(mlxd_share_fn share) {
+  mlxd::share_fn.store(share, std::memory_order_release);
+}

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "mlx/array.h"
@@ -80,5 +81,10 @@ void validate_packed(const char* op, int64_t k, const mlx::core::array& w,
 
 // Resolves the BLAS now (throws when the process has none), so a node fails when built.
 void require_sgemm();
+
+// Runs `unit(u0, u1)` over units 0..units, shared over the helper threads once the Rust side
+// has set `mlxd_set_share` and `work` (multiply-adds) is worth it; else on the calling thread.
+// A unit's work must not depend on which thread runs it. Rethrows a unit's exception.
+void share_units(int64_t units, int64_t work, const std::function<void(int64_t, int64_t)>& unit);
 
 } // namespace mlxd

@@ -94,5 +94,11 @@ typedef void (*mlxd_qmm_parts_kernel)(
     int32_t group,
     int32_t mode);
 
+// Runs `unit(ctx, u0, u1)` over units 0..units, in chunks shared over the process's helper
+// threads (skinny-gemm's pool) when `work` (multiply-adds) is worth it, else on the caller;
+// returns when every unit is done. Passed in by the Rust side (`mlxd_set_share`).
+typedef void (*mlxd_units_fn)(void* ctx, int64_t u0, int64_t u1);
+typedef void (*mlxd_share_fn)(int64_t units, int64_t work, mlxd_units_fn unit, void* ctx);
+
 // The quantization modes, as the kernel's `mode` argument numbers them.
 enum MlxdMode : int32_t { MLXD_AFFINE = 0, MLXD_MXFP4 = 1, MLXD_MXFP8 = 2, MLXD_NVFP4 = 3 };

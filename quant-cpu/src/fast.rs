@@ -150,6 +150,7 @@ pub fn decode_attention(
         _ => (1, 1),
     };
     let group_heads = heads % kv_heads == 0 && skinny_gemm::rows_alone((heads / kv_heads) as usize);
+    crate::share_steps();
     let kv: Vec<mlx_sys::mlx_array> = rows
         .iter()
         .flat_map(|(k, v)| [k.as_ptr(), v.as_ptr()])

@@ -145,6 +145,7 @@ impl LayerNode {
         let raw = std::ptr::NonNull::new(raw)
             .ok_or_else(|| Exception::custom("the layer node was not made"))?;
         let kernel = parts_kernel_for(shape.format);
+        crate::share_steps();
         Ok(LayerNode { raw, kernel })
     }
 

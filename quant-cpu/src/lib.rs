@@ -31,6 +31,38 @@ pub mod layer;
 mod op;
 
 pub use host::{host_receive, HostSource};
+
+use std::ffi::c_void;
+
+/// A C++ unit range (`mlxd_units_fn`): runs units `u0..u1` with its context.
+type Units = unsafe extern "C" fn(*mut c_void, i64, i64);
+
+extern "C" {
+    fn mlxd_set_share(share: unsafe extern "C" fn(i64, i64, Units, *mut c_void));
+}
+
+/// Gives the C++ steps (`cpu_steps.cpp`'s `share_units`: a decode step's attention heads)
+/// skinny-gemm's helper threads, once. While the stream thread ran a large model's decode
+/// attention alone, the helper idled for about 3% of a step.
+pub(crate) fn share_steps() {
+    static SET: std::sync::Once = std::sync::Once::new();
+    // SAFETY: `share_units` has the C signature the shim declares.
+    SET.call_once(|| unsafe { mlxd_set_share(share_units) });
+}
+
+/// Runs `unit` over units `0..units`, shared over skinny-gemm's pool (which splits in whole
+/// runs of 4 columns: unit u is columns 4u..4u + 4).
+///
+/// # Safety
+/// `unit` with `ctx` may run on any thread, for any disjoint ranges, until this returns (the
+/// shim's `run_units` catches its exceptions).
+unsafe extern "C" fn share_units(units: i64, work: i64, unit: Units, ctx: *mut c_void) {
+    let (units, ctx) = (units.max(0) as usize, ctx as usize);
+    skinny_gemm::share(4 * units, work.max(0) as usize, &|n0, n1| {
+        // SAFETY: the caller's contract; the pool waits for every chunk before returning.
+        unsafe { unit(ctx as *mut c_void, (n0 / 4) as i64, (n1 / 4) as i64) }
+    });
+}
 pub use kernel::{Format, FormatError, Layout, Mode, Numerics, Operands, Params};
 pub use op::{
     gather_quantized_matmul, quantized_matmul, quantized_matmuls, swiglu_quantized_matmul,
