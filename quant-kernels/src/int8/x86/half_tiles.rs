@@ -277,6 +277,10 @@ unsafe fn tiles<const KIND: u32, P: Wide8, S: Dot>(walk: Walk, params: (&[P], &[
     let offsets = offsets::<KIND, S>(acts, ops.m * blocks);
     let tile_bytes = WIDTH * ops.format.row_bytes(ops.k);
     let end = ops.w.as_ptr().wrapping_add(cols.end / WIDTH * tile_bytes);
+    super::prefetch_start(
+        ops.w.as_ptr().wrapping_add(cols.start / WIDTH * tile_bytes),
+        end,
+    );
     for t in (cols.start / WIDTH)..(cols.end / WIDTH) {
         if t + 1 < cols.end / WIDTH {
             super::tiles::next_params(params, t, groups_k);

@@ -111,6 +111,10 @@ unsafe fn tiles<const KIND: u32, P: Wide16>((ops, acts, cols, out): Walk, params
         })
         .collect();
     let tile_bytes = WIDTH * ops.format.row_bytes(ops.k);
+    super::prefetch_start(
+        ops.w.as_ptr().wrapping_add(cols.start / WIDTH * tile_bytes),
+        ops.w.as_ptr().wrapping_add(cols.end / WIDTH * tile_bytes),
+    );
     for t in (cols.start / WIDTH)..(cols.end / WIDTH) {
         if t + 1 < cols.end / WIDTH {
             next_params(params, t, groups_k);
