@@ -31,6 +31,11 @@ pub mod layer;
 mod op;
 
 pub use host::{host_receive, HostSource};
+pub use kernel::{Format, FormatError, Layout, Mode, Numerics, Operands, Params};
+pub use op::{
+    gather_quantized_matmul, quantized_matmul, quantized_matmuls, swiglu_quantized_matmul,
+    PackedWeight, QuantWeight,
+};
 
 use std::ffi::c_void;
 
@@ -63,8 +68,3 @@ unsafe extern "C" fn share_units(units: i64, work: i64, unit: Units, ctx: *mut c
         unsafe { unit(ctx as *mut c_void, (n0 / 4) as i64, (n1 / 4) as i64) }
     });
 }
-pub use kernel::{Format, FormatError, Layout, Mode, Numerics, Operands, Params};
-pub use op::{
-    gather_quantized_matmul, quantized_matmul, quantized_matmuls, swiglu_quantized_matmul,
-    PackedWeight, QuantWeight,
-};

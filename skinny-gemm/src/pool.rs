@@ -150,16 +150,20 @@ fn stop(pool: &Pool) {
 /// Weight rows of chunk `i` of a product of `n` split over `threads` ([`Schedule`]), in whole
 /// tiles of 4.
 fn chunk(n: usize, threads: usize, i: usize) -> (usize, usize) {
-    let schedule = Schedule::of(n, threads);
-    let start = schedule.sizes().take(i).sum::<usize>();
-    let size = schedule.sizes().nth(i).unwrap_or(0);
-    ((start * 4).min(n), ((start + size) * 4).min(n))
+    let mut start = 0;
+    for (j, size) in Schedule::of(n, threads).sizes().enumerate() {
+        if j == i {
+            return ((start * 4).min(n), ((start + size) * 4).min(n));
+        }
+        start += size;
+    }
+    (n, n)
 }
 
 /// A guided schedule: each chunk is `1 / (2 · threads)` of the tiles still unclaimed, down to
-/// a floor of `1 / (FINEST · threads)` of them. Equal chunks left a thread
-/// idle at the end of a product for half a chunk on average; a large model's decode steps
-/// spent about 3% of a thread's time so (2 cores, 8 chunks a product).
+/// a floor of `1 / (FINEST · threads)` of them (so at most about `FINEST · threads` chunks,
+/// far below the claim word's 16 bits). With 8 equal chunks on 2 cores, a thread waited half
+/// a chunk on average at each product's end: about 3% of its time in a large model's decode.
 #[derive(Clone, Copy)]
 struct Schedule {
     tiles: usize,
@@ -248,7 +252,8 @@ fn share_on(pool: &Pool, n: usize, elements: usize, columns: Columns) {
         return;
     };
     let threads = helpers + 1;
-    let chunks = Schedule::of(n, threads).sizes().count().min(0xffff);
+    let chunks = Schedule::of(n, threads).sizes().count();
+    debug_assert!(chunks <= 0xffff, "the claim word counts chunks in 16 bits");
     // SAFETY: only the lifetime is erased; this function waits for every chunk below.
     let erased: *const (dyn Fn(usize, usize) + Sync + 'static) =
         unsafe { std::mem::transmute(columns as *const (dyn Fn(usize, usize) + Sync + '_)) };

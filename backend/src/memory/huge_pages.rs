@@ -54,9 +54,11 @@ fn collapse(span: usize) {
     static WARNED: std::sync::Once = std::sync::Once::new();
     // SAFETY: the call only changes how the span's pages are mapped, never their contents;
     // a span with unmapped parts is refused (ENOMEM) and left alone.
-    let done = unsafe { libc::madvise(span as *mut libc::c_void, HUGE, libc::MADV_COLLAPSE) };
+    if unsafe { libc::madvise(span as *mut libc::c_void, HUGE, libc::MADV_COLLAPSE) } == 0 {
+        return;
+    }
     let e = std::io::Error::last_os_error();
-    if done != 0 && e.raw_os_error() != Some(libc::ENOMEM) {
+    if e.raw_os_error() != Some(libc::ENOMEM) {
         WARNED.call_once(|| tracing::info!("weights stay on small pages: MADV_COLLAPSE: {e}"));
     }
 }

@@ -111,9 +111,10 @@ unsafe fn tiles<const KIND: u32, P: Wide16>((ops, acts, cols, out): Walk, params
         })
         .collect();
     let tile_bytes = WIDTH * ops.format.row_bytes(ops.k);
+    let end = ops.w.as_ptr().wrapping_add(cols.end / WIDTH * tile_bytes);
     super::prefetch_start(
         ops.w.as_ptr().wrapping_add(cols.start / WIDTH * tile_bytes),
-        ops.w.as_ptr().wrapping_add(cols.end / WIDTH * tile_bytes),
+        end,
     );
     for t in (cols.start / WIDTH)..(cols.end / WIDTH) {
         if t + 1 < cols.end / WIDTH {
@@ -123,7 +124,7 @@ unsafe fn tiles<const KIND: u32, P: Wide16>((ops, acts, cols, out): Walk, params
             codes: ops.w.as_ptr().add(t * tile_bytes),
             scales: params.0.as_ptr().add(t * WIDTH * groups_k),
             shift: group_shift(ops.format),
-            end: ops.w.as_ptr().wrapping_add(cols.end / WIDTH * tile_bytes),
+            end,
         };
         for (g, (rows, x)) in ms.iter().zip(&groups).enumerate() {
             // On the stack, where the compiler keeps them apart from the output's stores.
