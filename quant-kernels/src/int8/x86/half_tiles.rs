@@ -280,6 +280,7 @@ unsafe fn tiles<const KIND: u32, P: Wide8, S: Dot>(walk: Walk, params: (&[P], &[
     super::prefetch_start(
         ops.w.as_ptr().wrapping_add(cols.start / WIDTH * tile_bytes),
         end,
+        PREFETCH_L2,
     );
     for t in (cols.start / WIDTH)..(cols.end / WIDTH) {
         if t + 1 < cols.end / WIDTH {

@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 
 use super::super::tiles::WIDTH;
 use super::super::{group_shift, Row, Totals, BLOCK, DIGIT_SHIFT, E2M1_OFFSET, LANES};
-use super::{block_bytes, Walk, E2M1, PREFETCH_L2};
+use super::{block_bytes, Walk, E2M1, TILES_AHEAD};
 use crate::float::{E4m3, E8m0};
 use crate::{Bf16, Operands, Out, Stored, F16};
 
@@ -115,6 +115,7 @@ unsafe fn tiles<const KIND: u32, P: Wide16>((ops, acts, cols, out): Walk, params
     super::prefetch_start(
         ops.w.as_ptr().wrapping_add(cols.start / WIDTH * tile_bytes),
         end,
+        TILES_AHEAD,
     );
     for t in (cols.start / WIDTH)..(cols.end / WIDTH) {
         if t + 1 < cols.end / WIDTH {
@@ -269,9 +270,9 @@ unsafe fn block<const KIND: u32, P: Wide16, const R: usize>(
     acc: &mut [__m512; R],
 ) {
     let codes = tile.codes.add(b * WIDTH * block_bytes(KIND));
-    // The lines [`PREFETCH_L2`] ahead into L2, as many as this block reads, while they are
+    // The lines [`TILES_AHEAD`] ahead into L2, as many as this block reads, while they are
     // this call's: past its end they would be wasted, or not even mapped.
-    let ahead = codes.wrapping_add(PREFETCH_L2);
+    let ahead = codes.wrapping_add(TILES_AHEAD);
     if ahead.wrapping_add(WIDTH * block_bytes(KIND)) <= tile.end {
         for line in 0..WIDTH * block_bytes(KIND) / 64 {
             _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(64 * line) as *const i8);
