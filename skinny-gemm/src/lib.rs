@@ -10,6 +10,12 @@
 //! Every output element is the same sequence of operations whatever the number of rows or
 //! threads, so a row computed in a batch is bit-identical to the same row computed alone.
 
+#[cfg_attr(
+    not(all(target_os = "linux", target_arch = "x86_64")),
+    allow(dead_code)
+)]
+pub mod ab;
+
 // The kernel is AVX2/FMA code and the shim a Linux symbol override; elsewhere (macOS:
 // Accelerate and Metal) the crate is empty and MLX's BLAS takes every product.
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]

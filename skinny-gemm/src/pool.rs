@@ -251,6 +251,7 @@ fn share_on(pool: &Pool, n: usize, elements: usize, columns: Columns) {
         columns(0, n);
         return;
     };
+    let timed = crate::ab::Timed::start();
     let threads = helpers + 1;
     let chunks = Schedule::of(n, threads).sizes().count();
     debug_assert!(chunks <= 0xffff, "the claim word counts chunks in 16 bits");
@@ -282,6 +283,7 @@ fn share_on(pool: &Pool, n: usize, elements: usize, columns: Columns) {
             false => thread::yield_now(),
         }
     }
+    timed.finish(elements);
 }
 
 fn helper_loop(pool: &'static Pool, part: usize) {
