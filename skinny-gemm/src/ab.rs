@@ -1,8 +1,8 @@
 //! Two variants of a change compared inside one process. On a shared machine the memory's rate
 //! drifts by a fifth between runs, so an A/B of two binaries cannot resolve a few percent.
 //! With `MLX_DISTRIBUTED_AB=1` the process switches between variant 0 and variant 1 every
-//! [`SLICE_MS`] ms, and the pool sums each variant's time over the products it shares, per
-//! weight element: the drift falls on both alike. A change under test reads [`variant`]
+//! [`SLICE_MS`] ms, and the pool sums each variant's time over the work it shares, per element
+//! its caller names (a product's weight elements): the drift falls on both alike. A change under test reads [`variant`]
 //! (`if skinny_gemm::ab::variant() == 1 { new } else { old }`); nothing in the code keeps one.
 //!
 //! Every [`REPORT_ELEMENTS`] weight elements of variant 1 a line goes to stderr:
@@ -20,9 +20,13 @@ const REPORT_ELEMENTS: u64 = 4_000_000_000;
 /// When the comparison started, if `MLX_DISTRIBUTED_AB=1`.
 fn started() -> Option<Instant> {
     static START: OnceLock<Option<Instant>> = OnceLock::new();
-    *START.get_or_init(|| {
-        let on = std::env::var("MLX_DISTRIBUTED_AB").is_ok_and(|v| v == "1");
-        on.then(Instant::now)
+    *START.get_or_init(|| match std::env::var("MLX_DISTRIBUTED_AB").as_deref() {
+        Ok("1") => Some(Instant::now()),
+        Ok("0") | Err(_) => None,
+        Ok(other) => {
+            eprintln!("ab: MLX_DISTRIBUTED_AB={other:?} is not 0 or 1; no comparison runs");
+            None
+        }
     })
 }
 

@@ -17,7 +17,7 @@
 pub mod ab;
 
 // The kernel is AVX2/FMA code and the shim a Linux symbol override; elsewhere (macOS:
-// Accelerate and Metal) the crate is empty and MLX's BLAS takes every product.
+// Accelerate and Metal) the crate holds only `ab` and MLX's BLAS takes every product.
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod blas_core;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
