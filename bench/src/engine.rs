@@ -17,7 +17,7 @@ use crate::args::BenchArgs;
 use crate::{bandwidth, CliResult};
 
 /// What one engine measured; tok/s.
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Measured {
     prompt_tps: BTreeMap<String, f64>,
     generation_tps: Option<f64>,
@@ -434,6 +434,63 @@ fn llama_round(
     keep_best(rows, build.label, m);
 }
 
+/// Our rows' generation rates over the better llama.cpp build's in the same round, per round
+/// (rows without both in a round skip it). On a shared machine the memory's rate drifts
+/// between rounds by more than the gaps measured, so a ratio within a round is the steadier
+/// figure: neighbouring runs share the drift.
+fn round_ratios(rounds: &[Rows]) -> BTreeMap<&'static str, Vec<f64>> {
+    let gen = |rows: &Rows, label: &str| {
+        rows.iter()
+            .find(|(l, m)| *l == label && m.failed.is_none())
+            .and_then(|(_, m)| m.generation_tps)
+    };
+    let mut out: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
+    for rows in rounds {
+        let bar = [LLAMA_NATIVE, LLAMA_GENERIC]
+            .iter()
+            .filter_map(|l| gen(rows, l))
+            .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.max(v))));
+        let Some(bar) = bar.filter(|b| *b > 0.0) else {
+            continue;
+        };
+        for (label, _, _) in OURS_FAST {
+            if let Some(v) = gen(rows, label) {
+                out.entry(label).or_default().push(v / bar);
+            }
+        }
+    }
+    out
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Prints [`round_ratios`] (one line a row of ours) and returns them with their medians.
+fn print_round_ratios(rounds: &[Rows]) -> serde_json::Value {
+    let ratios = round_ratios(rounds);
+    let mut json = serde_json::Map::new();
+    for (label, r) in &ratios {
+        let each: Vec<String> = r.iter().map(|v| format!("{v:.2}")).collect();
+        println!(
+            "{label} decode / the round's better llama.cpp, per round: {} (median {:.2})",
+            each.join(" "),
+            median(r)
+        );
+        json.insert(
+            label.to_string(),
+            serde_json::json!({ "per_round": r, "median": median(r) }),
+        );
+    }
+    serde_json::Value::Object(json)
+}
+
 /// Our CPU rows of a round: (label, weight mode, what it is).
 const OURS_FAST: [(&str, WeightMode, &str); 3] = [
     (F32, WeightMode::DequantizeF32, "dequantized to f32"),
@@ -449,6 +506,14 @@ const OURS_FAST: [(&str, WeightMode, &str); 3] = [
     ),
 ];
 
+/// What [`measure_alternating`] measured: each row's best, the best read bandwidth, and each
+/// round's rows.
+struct Alternated {
+    rows: Rows,
+    bandwidth: Option<f64>,
+    rounds: Vec<Rows>,
+}
+
 /// The fast rows, in rounds that alternate ours (f32, packed, packed int8) with each llama.cpp
 /// build, and (unless skipped) the best read bandwidth of a measurement at the end of each
 /// round: the memory of a shared machine changes by half within a run, so the limit is sampled
@@ -457,24 +522,35 @@ fn measure_alternating(
     args: &BenchArgs,
     plan: &Plan,
     llama: Option<&LlamaCpp>,
-) -> CliResult<(Rows, Option<f64>)> {
+) -> CliResult<Alternated> {
     let mut rows = Rows::new();
+    let mut each_round = Vec::new();
     let mut bandwidth: Option<f64> = None;
     let rounds = args.rounds.max(1);
     for round in 1..=rounds {
+        let mut this_round = Rows::new();
         for (label, mode, what) in OURS_FAST {
             let packed = mode != WeightMode::DequantizeF32;
             if (packed && cfg!(target_os = "macos")) || (!packed && args.skip_dequantized) {
                 continue;
             }
             eprintln!("[bench] round {round}/{rounds}: ours, {what}");
-            keep_best(&mut rows, label, measure_ours(&args.model, mode, plan)?);
+            keep_best(
+                &mut this_round,
+                label,
+                measure_ours(&args.model, mode, plan)?,
+            );
         }
         if let Some(llama) = llama {
-            for build in &llama.builds {
-                llama_round(args, plan, llama, build, &mut rows, round);
+            // A build that failed in an earlier round is not run again.
+            for build in llama.builds.iter().filter(|b| !row_failed(&rows, b.label)) {
+                llama_round(args, plan, llama, build, &mut this_round, round);
             }
         }
+        for (label, m) in &this_round {
+            keep_best(&mut rows, label, m.clone());
+        }
+        each_round.push(this_round);
         if !args.skip_bandwidth {
             let threads = threads(args);
             eprintln!("[bench] round {round}/{rounds}: read bandwidth ({threads} threads)");
@@ -482,7 +558,11 @@ fn measure_alternating(
             bandwidth = Some(bandwidth.map_or(gb, |b| b.max(gb)));
         }
     }
-    Ok((rows, bandwidth))
+    Ok(Alternated {
+        rows,
+        bandwidth,
+        rounds: each_round,
+    })
 }
 
 /// The slow rows, measured once: ours and mlx-lm as stored, mlx-lm on the f32 twin.
@@ -525,7 +605,11 @@ pub fn run(args: BenchArgs) -> CliResult {
         gen_after: args.gen_after,
     };
     let llama = llama_cpp(&args)?;
-    let (mut rows, gb_per_s) = measure_alternating(&args, &fast, llama.as_ref())?;
+    let Alternated {
+        mut rows,
+        bandwidth: gb_per_s,
+        rounds,
+    } = measure_alternating(&args, &fast, llama.as_ref())?;
     rows.extend(measure_once(&args, &as_stored, &fast)?);
 
     let name = args
@@ -539,6 +623,7 @@ pub fn run(args: BenchArgs) -> CliResult {
         print_llama_cpp(llama, n);
     }
     let ratios = print_ratios(&rows);
+    let per_round = print_round_ratios(&rounds);
     let mut line = serde_json::json!({
         "bench": "engine",
         "model": name,
@@ -552,6 +637,7 @@ pub fn run(args: BenchArgs) -> CliResult {
         }),
         "measured": rows.iter().map(|(l, m)| (*l, m)).collect::<BTreeMap<_, _>>(),
         "ratios": ratios,
+        "decode_ratios_per_round": per_round,
     });
     if let Some(gb_per_s) = gb_per_s {
         line["bandwidth"] = report_bandwidth(&args, (n, gb_per_s), &rows, llama.as_ref());
@@ -772,6 +858,29 @@ mod tests {
             generation_tps: Some(g),
             failed: None,
         }
+    }
+
+    #[test]
+    fn ratios_are_taken_within_each_round() {
+        let round = |ours: f64, native: f64, generic: Measured| -> Rows {
+            vec![
+                (PACKED_INT8, measured(1.0, ours)),
+                (LLAMA_NATIVE, measured(1.0, native)),
+                (LLAMA_GENERIC, generic),
+            ]
+        };
+        let rounds = vec![
+            round(10.0, 8.0, measured(1.0, 12.5)),
+            round(20.0, 25.0, Measured::failed("x".into())),
+            vec![(PACKED_INT8, measured(1.0, 30.0))],
+            round(9.0, 10.0, measured(1.0, 9.0)),
+        ];
+        let r = round_ratios(&rounds);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[PACKED_INT8], vec![0.8, 0.8, 0.9]);
+        assert_eq!(median(&r[PACKED_INT8]), 0.8);
+        assert_eq!(median(&[1.0, 2.0]), 1.5);
+        assert!(median(&[]).is_nan());
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! drifts by a fifth between runs, so an A/B of two binaries cannot resolve a few percent.
 //! With `MLX_DISTRIBUTED_AB=1` the process switches between variant 0 and variant 1 every
 //! [`SLICE_MS`] ms, and the pool sums each variant's time over the work it shares, per element
-//! its caller names (a product's weight elements): the drift falls on both alike. A change under test reads [`variant`]
-//! (`if skinny_gemm::ab::variant() == 1 { new } else { old }`); nothing in the code keeps one.
+//! its caller names (a product's weight elements): the drift falls on both alike. A change
+//! under test reads [`variant`] (`if skinny_gemm::ab::variant() == 1 { new } else { old }`);
+//! nothing in the code keeps one.
 //!
 //! Every [`REPORT_ELEMENTS`] weight elements of variant 1 a line goes to stderr:
 //! `ab: variant 0 <ns> ns/element, variant 1 <ns> ns/element, ratio <1 over 0>`.
