@@ -115,13 +115,19 @@ struct Setup {
     hostfile: PathBuf,
 }
 
+/// Rank i's ring port is this plus 10 i.
+const RING_PORT: usize = 29100;
+
 fn setup(name: &str, hosts: &[usize], with_sshd: &[usize]) -> TestResult<Setup> {
     let lan = Lan::new()?;
     let dir = TempDir::new(name)?;
     let keys = keys(&dir.0)?;
+    // Below Linux's ephemeral range (32768-60999): MLX's ring binds these ports only at a
+    // load, after a rank's own outgoing connections have taken ephemeral ports, and a port in
+    // that range failed a load once with EADDRINUSE.
     let ring: Vec<String> = hosts
         .iter()
-        .map(|&i| format!("{}:{}", Lan::addr(i), 47100 + 10 * i))
+        .map(|&i| format!("{}:{}", Lan::addr(i), RING_PORT + 10 * i))
         .collect();
     let hostfile = dir.0.join("hostfile.json");
     std::fs::write(&hostfile, serde_json::to_string(&ring)?)?;
