@@ -449,7 +449,7 @@ fn round_ratios(rounds: &[Rows]) -> BTreeMap<&'static str, Vec<f64>> {
         let bar = [LLAMA_NATIVE, LLAMA_GENERIC]
             .iter()
             .filter_map(|l| gen(rows, l))
-            .fold(None, |b: Option<f64>, v| Some(b.map_or(v, |b| b.max(v))));
+            .reduce(f64::max);
         let Some(bar) = bar.filter(|b| *b > 0.0) else {
             continue;
         };
@@ -478,14 +478,14 @@ fn print_round_ratios(rounds: &[Rows]) -> serde_json::Value {
     let mut json = serde_json::Map::new();
     for (label, r) in &ratios {
         let each: Vec<String> = r.iter().map(|v| format!("{v:.2}")).collect();
+        let mid = median(r);
         println!(
-            "{label} decode / the round's better llama.cpp, per round: {} (median {:.2})",
-            each.join(" "),
-            median(r)
+            "{label} decode / the round's better llama.cpp, per round: {} (median {mid:.2})",
+            each.join(" ")
         );
         json.insert(
             label.to_string(),
-            serde_json::json!({ "per_round": r, "median": median(r) }),
+            serde_json::json!({ "per_round": r, "median": mid }),
         );
     }
     serde_json::Value::Object(json)

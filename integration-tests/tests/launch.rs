@@ -123,8 +123,8 @@ fn setup(name: &str, hosts: &[usize], with_sshd: &[usize]) -> TestResult<Setup> 
     let dir = TempDir::new(name)?;
     let keys = keys(&dir.0)?;
     // Below Linux's ephemeral range (32768-60999): MLX's ring binds these ports only at a
-    // load, after a rank's own outgoing connections have taken ephemeral ports, and a port in
-    // that range failed a load once with EADDRINUSE.
+    // load, after a rank's own outgoing connections have taken ephemeral ports, any of which
+    // could be the ring's (EADDRINUSE).
     let ring: Vec<String> = hosts
         .iter()
         .map(|&i| format!("{}:{}", Lan::addr(i), RING_PORT + 10 * i))
