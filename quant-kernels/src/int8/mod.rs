@@ -94,6 +94,9 @@ pub struct Activations {
     /// partial quad padded with zeros).
     pub quads_hi: Vec<i8>,
     pub quads_lo: Vec<i8>,
+    /// For the AVX2 kernel on 8-bit tiles ([`Activations::combine_digits`]): `[m][k]` each
+    /// value's digits as one i16, `128 · hi + lo`, in `hi`'s order.
+    pub combined: Vec<i16>,
 }
 
 /// One row's part of [`Activations`] (the quads are the AVX-512 kernels').
@@ -106,6 +109,7 @@ pub(crate) struct Row<'a> {
     pub lane_sums: &'a [i32],
     pub quads_hi: &'a [i8],
     pub quads_lo: &'a [i8],
+    pub combined: &'a [i16],
 }
 
 impl Activations {
@@ -151,6 +155,18 @@ impl Activations {
         arrange_quads(&self.lo, self.k, &mut self.quads_lo);
     }
 
+    /// What the AVX2 kernel on 8-bit tiles reads: each value's two digits as one i16, for
+    /// `vpmaddwd` against the codes widened to i16 (the totals `vpdpbusd` gives, exactly).
+    pub fn combine_digits(&mut self) {
+        let (hi, lo) = (&self.hi, &self.lo);
+        self.combined.clear();
+        self.combined.extend(
+            hi.iter()
+                .zip(lo)
+                .map(|(&h, &l)| ((h as i16) << DIGIT_SHIFT) + l as i16),
+        );
+    }
+
     /// Row `m`.
     pub(crate) fn row(&self, m: usize) -> Row<'_> {
         let blocks = self.k / BLOCK;
@@ -163,6 +179,9 @@ impl Activations {
             lane_sums: &self.lane_sums[m * blocks * LANES..(m + 1) * blocks * LANES],
             quads_hi: self.quads_hi.get(quads.clone()).unwrap_or_default(),
             quads_lo: self.quads_lo.get(quads).unwrap_or_default(),
+            combined: (self.combined)
+                .get(m * self.k..(m + 1) * self.k)
+                .unwrap_or_default(),
         }
     }
 }
@@ -330,7 +349,8 @@ pub enum Isa {
     Avx512Vnni,
     /// AVX-VNNI: the VEX `vpdpbusd`, a block per instruction.
     AvxVnni,
-    /// AVX2: `vpmaddubsw` + `vpmaddwd` (8-bit codes shifted into the signed range).
+    /// AVX2: `vpmaddubsw` + `vpmaddwd` (on rows, 8-bit codes shifted into the signed range;
+    /// on tiles, widened to i16 against each value's digits as one i16).
     Avx2,
     /// aarch64's 8-bit matrix extension: `smmla`, 2 weight rows by 2 rows of x a block
     /// (one row of x takes `sdot`).
@@ -483,6 +503,11 @@ pub fn rows_many_with(set: Isa, parts: &[Operands], outs: &mut [&mut [f32]]) {
         let tiled = first.format.layout == Layout::Tiles;
         if set == Isa::Avx512Vnni && !avx512_panels(first) && !tiled {
             acts.arrange_wide(first.format.bits);
+        }
+        match set == Isa::Avx2 && tiled && kind(first.format) == 8 {
+            true => acts.combine_digits(),
+            // No stale row is left for a kernel to read.
+            false => acts.combined.clear(),
         }
         let outs: Vec<Out> = outs.iter_mut().map(|o| Out(o.as_mut_ptr())).collect();
         let unit = if tiled { tiles::WIDTH } else { 1 };

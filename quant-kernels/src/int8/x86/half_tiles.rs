@@ -6,10 +6,10 @@
 //! register, and the float steps are the module's, one output a lane: the same bits as every
 //! other set, with no sum across lanes and each weight code unpacked once for [`ROWS`] rows.
 //!
-//! AVX2 has no 4-byte dot product: `vpmaddubsw` gives pairs in i16, which are summed in i16
-//! over as many lanes as cannot overflow ([`run`]) before `vpmaddwd` widens them. 8-bit codes
-//! enter as `q - 128` (pairs of `255 · 127` pass i16), the `128 · lane_sum` added back with
-//! the E2M1 offsets' step.
+//! AVX2 has no 4-byte dot product: for 4-bit and E2M1 codes `vpmaddubsw` gives pairs in i16,
+//! which are summed in i16 over as many lanes as cannot overflow ([`run`]) before `vpmaddwd`
+//! widens them. 8-bit codes are widened to i16 instead and meet each value's two digits as one
+//! i16, `128 · hi + lo`, in `vpmaddwd`: one multiply for both digits, the same integer totals.
 
 use std::arch::x86_64::*;
 
@@ -54,27 +54,30 @@ unsafe fn with_vnni<const KIND: u32>(walk: Walk) {
 /// A set's integer step: the words `words` of a block's half lines (`codes`) against `R`
 /// rows' digits, each row's block totals `128 · Σ q·hi + Σ q·lo` for 8 weight rows.
 trait Dot {
-    /// Whether 8-bit codes enter as `q - 128`, so that `128 · lane_sum` is added back.
-    const SIGNED_EIGHT: bool;
-
     /// # Safety
     /// The set's features (the caller's, once inlined); the words and digits are readable.
     unsafe fn totals<const KIND: u32, const R: usize>(
         codes: *const u8,
-        digits: [(*const i8, *const i8); R],
+        digits: [Digits; R],
         words: std::ops::Range<usize>,
     ) -> [__m256i; R];
+}
+
+/// A row's digits of one block: high, low, and (8-bit codes on AVX2) both as one i16.
+#[derive(Clone, Copy)]
+struct Digits {
+    hi: *const i8,
+    lo: *const i8,
+    combined: *const i16,
 }
 
 struct Avx2;
 struct AvxVnni;
 
 /// Lanes whose `vpmaddubsw` pairs may be summed in i16: a pair is at most `2 · 15 · 127`
-/// (4-bit codes), `2 · 24 · 127` (E2M1 as `2·v + 12`) or `2 · 128 · 127` (8 bits as
-/// `q - 128`), and a sum must stay within 32767.
+/// (4-bit codes) or `2 · 24 · 127` (E2M1 as `2·v + 12`), and a sum must stay within 32767.
 const fn run(kind: u32) -> usize {
     match kind {
-        8 => 1,
         E2M1 => 4,
         _ => 8,
     }
@@ -89,36 +92,26 @@ const fn lanes(kind: u32) -> usize {
 }
 
 impl Dot for Avx2 {
-    const SIGNED_EIGHT: bool = true;
-
     #[inline(always)]
     #[allow(clippy::needless_range_loop)] // indices keep the sums in registers
     unsafe fn totals<const KIND: u32, const R: usize>(
         codes: *const u8,
-        digits: [(*const i8, *const i8); R],
+        digits: [Digits; R],
         words: std::ops::Range<usize>,
     ) -> [__m256i; R] {
+        if KIND == 8 {
+            return eight_bit_totals(codes, digits, words);
+        }
         let mut sums = [[_mm256_setzero_si256(); 2]; R];
         let mut total = [_mm256_setzero_si256(); R];
         let mut in_run = 0;
         for w in words {
             let q = lanes_of::<KIND>(codes.add(w * 4 * WIDTH));
-            for (h, &q) in q.iter().enumerate().take(lanes(KIND)) {
+            for (h, &q) in q.iter().enumerate() {
                 let l = w + 4 * h;
-                // 8 bits: magnitudes of `q - 128`, whose signs move onto the digits.
-                let c = _mm256_xor_si256(q, _mm256_set1_epi8(-128));
-                let m = match KIND {
-                    8 => _mm256_abs_epi8(c),
-                    _ => q,
-                };
                 for r in 0..R {
-                    for (d, at) in [digits[r].0, digits[r].1].into_iter().enumerate() {
-                        let x = broadcast(at, l);
-                        let x = match KIND {
-                            8 => _mm256_sign_epi8(x, c),
-                            _ => x,
-                        };
-                        let p = _mm256_maddubs_epi16(m, x);
+                    for (d, at) in [digits[r].hi, digits[r].lo].into_iter().enumerate() {
+                        let p = _mm256_maddubs_epi16(q, broadcast(at, l));
                         sums[r][d] = _mm256_add_epi16(sums[r][d], p);
                     }
                 }
@@ -136,6 +129,33 @@ impl Dot for Avx2 {
     }
 }
 
+/// 8-bit codes on AVX2: each half line's bytes widened to i16 (rows 0, 1, 4, 5 by
+/// `unpacklo`, rows 2, 3, 6, 7 by `unpackhi`), `vpmaddwd` against the lane's 4 values as
+/// `128 · hi + lo` (at most `255 · 16383` a product, `2^27` a block: no overflow), then one
+/// `vphaddd` puts each row's two pair sums into its own lane, in row order.
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // indices keep the sums in registers
+unsafe fn eight_bit_totals<const R: usize>(
+    codes: *const u8,
+    digits: [Digits; R],
+    words: std::ops::Range<usize>,
+) -> [__m256i; R] {
+    let zero = _mm256_setzero_si256();
+    let mut sums = [[zero; 2]; R];
+    for w in words {
+        let v = _mm256_loadu_si256(codes.add(w * 4 * WIDTH) as *const __m256i);
+        let halves = [_mm256_unpacklo_epi8(v, zero), _mm256_unpackhi_epi8(v, zero)];
+        for r in 0..R {
+            let at = digits[r].combined.add(4 * w) as *const i64;
+            let x = _mm256_set1_epi64x(at.read_unaligned());
+            for (s, &q) in sums[r].iter_mut().zip(&halves) {
+                *s = _mm256_add_epi32(*s, _mm256_madd_epi16(q, x));
+            }
+        }
+    }
+    std::array::from_fn(|r| _mm256_hadd_epi32(sums[r][0], sums[r][1]))
+}
+
 /// Each row's i16 pair sums into its i32 total, the high digit's times 128; the sums zeroed.
 #[inline(always)]
 unsafe fn widen_sums<const R: usize>(sums: &mut [[__m256i; 2]; R], total: &mut [__m256i; R]) {
@@ -149,13 +169,11 @@ unsafe fn widen_sums<const R: usize>(sums: &mut [[__m256i; 2]; R], total: &mut [
 }
 
 impl Dot for AvxVnni {
-    const SIGNED_EIGHT: bool = false;
-
     #[inline(always)]
     #[allow(clippy::needless_range_loop)] // indices keep the accumulators in registers
     unsafe fn totals<const KIND: u32, const R: usize>(
         codes: *const u8,
-        digits: [(*const i8, *const i8); R],
+        digits: [Digits; R],
         words: std::ops::Range<usize>,
     ) -> [__m256i; R] {
         // Two chains a row and digit for one row, so that two `vpdpbusd`s run side by side.
@@ -166,7 +184,7 @@ impl Dot for AvxVnni {
             for (h, &q) in q.iter().enumerate().take(lanes(KIND)) {
                 let (l, c) = (w + 4 * h, (w + 4 * h) % chains);
                 for r in 0..R {
-                    for (d, at) in [digits[r].0, digits[r].1].into_iter().enumerate() {
+                    for (d, at) in [digits[r].hi, digits[r].lo].into_iter().enumerate() {
                         acc[r][d][c] = _mm256_dpbusd_avx_epi32(acc[r][d][c], q, broadcast(at, l));
                     }
                 }
@@ -274,7 +292,7 @@ unsafe fn tiles<const KIND: u32, P: Wide8, S: Dot>(walk: Walk, params: (&[P], &[
     debug_assert!(cols.start % WIDTH == 0 && cols.end % WIDTH == 0);
     let blocks = ops.k / BLOCK;
     let groups_k = ops.k / ops.format.group;
-    let offsets = offsets::<KIND, S>(acts, ops.m * blocks);
+    let offsets = offsets::<KIND>(acts, ops.m * blocks);
     let tile_bytes = WIDTH * ops.format.row_bytes(ops.k);
     let end = ops.w.as_ptr().wrapping_add(cols.end / WIDTH * tile_bytes);
     super::prefetch_start(
@@ -325,15 +343,12 @@ unsafe fn store<P: Wide8>(
     _mm256_storeu_ps(out.at(m, n, ops.n), v);
 }
 
-/// `[m][block]` what each total has beyond `Σ q·x`: E2M1's `12 · lane_sum`, or (8 bits as
-/// `q - 128`) `-128 · lane_sum`.
-fn offsets<const KIND: u32, S: Dot>(acts: &super::Activations, blocks: usize) -> Vec<Totals> {
-    let by = match KIND {
-        E2M1 => E2M1_OFFSET,
-        8 if S::SIGNED_EIGHT => -128,
-        _ => return Vec::new(),
-    };
-    super::tiles::lane_totals_times(acts, blocks, by)
+/// `[m][block]` what each total has beyond `Σ q·x`: E2M1's `12 · lane_sum`.
+fn offsets<const KIND: u32>(acts: &super::Activations, blocks: usize) -> Vec<Totals> {
+    match KIND {
+        E2M1 => super::tiles::lane_totals_times(acts, blocks, E2M1_OFFSET),
+        _ => Vec::new(),
+    }
 }
 
 type Rows<'a, 'b> = (&'b [Row<'a>; ROWS], &'b [&'a [Totals]; ROWS]);
@@ -384,11 +399,11 @@ unsafe fn block<const KIND: u32, P: Wide8, S: Dot, const R: usize>(
             _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(64 * line) as *const i8);
         }
     }
-    let digits: [(*const i8, *const i8); R] = std::array::from_fn(|r| {
-        (
-            xs[r].hi.as_ptr().add(b * BLOCK),
-            xs[r].lo.as_ptr().add(b * BLOCK),
-        )
+    let digits: [Digits; R] = std::array::from_fn(|r| Digits {
+        hi: xs[r].hi.as_ptr().add(b * BLOCK),
+        lo: xs[r].lo.as_ptr().add(b * BLOCK),
+        // Empty (dangling, never read) unless the kernel is AVX2's on 8-bit codes.
+        combined: xs[r].combined.as_ptr().wrapping_add(b * BLOCK),
     });
     let words = block_bytes(KIND) / 4;
     match P::PER_STEP {
