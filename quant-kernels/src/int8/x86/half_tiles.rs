@@ -276,13 +276,31 @@ impl Wide8 for E4m3 {
 }
 
 /// One half tile: its codes and scales (`[group][WIDTH]`, from the half's first row), the
-/// format's group shift, where the call's codes end, and which half (0 or 1) it is.
+/// format's group shift, where the call's codes end, which half (0 or 1) it is, and how far
+/// ahead its codes are asked for ([`ahead_of`]).
 struct Half<P> {
     codes: *const u8,
     scales: *const P,
     shift: u32,
     end: *const u8,
     half: usize,
+    ahead: usize,
+}
+
+/// Tiles of at most this many bytes (rows of up to 1,024 8-bit codes or 2,048 4-bit ones)
+/// have their codes asked for [`SMALL_AHEAD`] ahead rather than [`PREFETCH_L2`].
+const SMALL_TILE: usize = 16384;
+const SMALL_AHEAD: usize = 16384;
+
+/// How far ahead a tile of `tile_bytes` asks for its codes. Against 64 KiB, 16 KiB ran
+/// SmolLM2-135M's 8-bit products 0.92-0.94 as long and 4-bit and `mxfp4` ones 1.00-1.02, but the
+/// 3.87 B model's 1.10-1.17 as long (AVX2 on a family-25 EPYC, variants in one process:
+/// docs/design/cpu-kernels.md).
+fn ahead_of(tile_bytes: usize) -> usize {
+    match tile_bytes <= SMALL_TILE {
+        true => SMALL_AHEAD,
+        false => PREFETCH_L2,
+    }
 }
 
 /// Each tile of the columns, half by half, against each row of x.
@@ -300,6 +318,7 @@ unsafe fn tiles<const KIND: u32, P: Wide8, S: Dot>(walk: Walk, params: (&[P], &[
         end,
         PREFETCH_L2,
     );
+    let ahead = ahead_of(tile_bytes);
     for t in (cols.start / WIDTH)..(cols.end / WIDTH) {
         if t + 1 < cols.end / WIDTH {
             super::tiles::next_params(params, t, groups_k);
@@ -311,6 +330,7 @@ unsafe fn tiles<const KIND: u32, P: Wide8, S: Dot>(walk: Walk, params: (&[P], &[
                 shift: group_shift(ops.format),
                 end,
                 half: h,
+                ahead,
             };
             for m in 0..ops.m {
                 let x = [acts.row(m)];
@@ -390,9 +410,9 @@ unsafe fn block<const KIND: u32, P: Wide8, S: Dot, const R: usize>(
 ) {
     let step = WIDTH * block_bytes(KIND);
     let codes = half.codes.add(b * step);
-    // Half the block's lines [`PREFETCH_L2`] ahead into L2 while they are this call's: each
+    // Half the block's lines `half.ahead` ahead into L2 while they are this call's: each
     // half's pass asks for its share, so that the memory is kept busy through both passes.
-    let ahead = codes.wrapping_add(PREFETCH_L2);
+    let ahead = codes.wrapping_add(half.ahead);
     if ahead.wrapping_add(step) <= half.end {
         let lines = step / 64 / 2;
         for line in half.half * lines..(half.half + 1) * lines {
