@@ -14,8 +14,8 @@
 use std::arch::x86_64::*;
 
 use super::super::tiles::WIDTH;
-use super::super::{group_shift, Row, Totals, BLOCK, DIGIT_SHIFT, E2M1_OFFSET};
-use super::{block_bytes, e2m1_table, Isa, Walk, E2M1, PREFETCH_L2};
+use super::super::{group_shift, Row, Totals, BLOCK, DIGIT_SHIFT};
+use super::{block_bytes, e2m1_table, Isa, Walk, E2M1, PREFETCH_L2, TILES_AHEAD};
 use crate::float::{E4m3, E8m0};
 use crate::{Bf16, Operands, Out, Stored, F16};
 
@@ -288,9 +288,9 @@ struct Half<P> {
 }
 
 /// Tiles of at most this many bytes (rows of up to 1,024 8-bit codes or 2,048 4-bit ones)
-/// have their codes asked for [`SMALL_AHEAD`] ahead rather than [`PREFETCH_L2`].
+/// have their codes asked for [`TILES_AHEAD`] ahead (the AVX-512 tiles' distance) rather than
+/// [`PREFETCH_L2`].
 const SMALL_TILE: usize = 16384;
-const SMALL_AHEAD: usize = 16384;
 
 /// How far ahead a tile of `tile_bytes` asks for its codes. Against 64 KiB, 16 KiB ran
 /// SmolLM2-135M's 8-bit products 0.92-0.94 as long and 4-bit and `mxfp4` ones 1.00-1.02, but the
@@ -298,7 +298,7 @@ const SMALL_AHEAD: usize = 16384;
 /// docs/design/cpu-kernels.md).
 fn ahead_of(tile_bytes: usize) -> usize {
     match tile_bytes <= SMALL_TILE {
-        true => SMALL_AHEAD,
+        true => TILES_AHEAD,
         false => PREFETCH_L2,
     }
 }
@@ -310,7 +310,7 @@ unsafe fn tiles<const KIND: u32, P: Wide8, S: Dot>(walk: Walk, params: (&[P], &[
     debug_assert!(cols.start % WIDTH == 0 && cols.end % WIDTH == 0);
     let blocks = ops.k / BLOCK;
     let groups_k = ops.k / ops.format.group;
-    let offsets = offsets::<KIND>(acts, ops.m * blocks);
+    let offsets = super::tiles::offsets::<KIND>(acts, ops.m * blocks);
     let tile_bytes = WIDTH * ops.format.row_bytes(ops.k);
     let end = ops.w.as_ptr().wrapping_add(cols.end / WIDTH * tile_bytes);
     super::prefetch_start(
@@ -361,14 +361,6 @@ unsafe fn store<P: Wide8>(
         }
     };
     _mm256_storeu_ps(out.at(m, n, ops.n), v);
-}
-
-/// `[m][block]` what each total has beyond `Σ q·x`: E2M1's `12 · lane_sum`.
-fn offsets<const KIND: u32>(acts: &super::Activations, blocks: usize) -> Vec<Totals> {
-    match KIND {
-        E2M1 => super::tiles::lane_totals_times(acts, blocks, E2M1_OFFSET),
-        _ => Vec::new(),
-    }
 }
 
 type Rows<'a, 'b> = (&'b [Row<'a>; ROWS], &'b [&'a [Totals]; ROWS]);
