@@ -483,8 +483,10 @@ fn the_tiled_kernel_of(set: Isa) {
 /// rows of x whose digits are all at an end of their ranges, so that a kernel's partial sums
 /// take their largest values: AVX2's i16 sums overflow if they run over too many lanes.
 fn the_extremes_of(set: Isa) {
-    // 126.5 / 127 of the block's largest value: high digit 126, low digit 64.
-    let rows: [f32; 4] = [1.0, -1.0, 126.5 / 127.0, -126.5 / 127.0];
+    // 126.5 / 127 of the block's largest value: high digit 126, low digit 64. Seven rows, so
+    // that AVX2's blocks of 6 rows and a single row both meet them.
+    let ends = [1.0, -1.0, 126.5 / 127.0, -126.5 / 127.0];
+    let rows: [f32; 7] = std::array::from_fn(|m| ends[m % ends.len()]);
     for (format, dtype) in tiled_formats() {
         for (large, byte) in [(true, 0xFFu8), (false, 0x00), (true, 0x77), (false, 0x88)] {
             let mut case = Case::with_blocks(format, (rows.len(), 16), dtype, 1, 4);

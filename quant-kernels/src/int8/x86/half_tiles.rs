@@ -4,7 +4,8 @@
 //! tile as two halves of 8 rows, each against every row of x. As in the AVX-512 kernel, each
 //! row of x takes its digits broadcast from memory, its totals come out 8 weight rows a
 //! register, and the float steps are the module's, one output a lane: the same bits as every
-//! other set, with no sum across lanes and each weight code unpacked once for [`ROWS`] rows.
+//! other set, with no sum across lanes and each weight code unpacked once for the rows of x
+//! that meet it at once ([`BLOCKED_ROWS`] or one).
 //!
 //! AVX2 has no 4-byte dot product: for 4-bit and E2M1 codes `vpmaddubsw` gives pairs in i16,
 //! which are summed in i16 over as many lanes as cannot overflow ([`run`]) before `vpmaddwd`
@@ -19,10 +20,38 @@ use super::{block_bytes, e2m1_table, Isa, Walk, E2M1, PREFETCH_L2, TILES_AHEAD};
 use crate::float::{E4m3, E8m0};
 use crate::{Bf16, Operands, Out, Stored, F16};
 
-/// Rows of x multiplied with a half tile at once: one. With more, each row's sums and
-/// accumulators leave the 16 registers, and 128 rows took 1.1-1.4x as long at 4 bits on a
-/// family-25 EPYC (`ROWS=128 int8_speed`, 2 and 4 rows at once against 1, alternating).
-const ROWS: usize = 1;
+/// Rows of x that meet a half tile at once on AVX2 where its codes are 8-bit or E2M1: their
+/// unpacking (widening, or a table lookup) is then shared by 6 rows, whose float accumulators
+/// leave the registers at no cost that shows. Against one row at a time, 128 rows took
+/// 0.65-0.75 as long at 8 bits and 0.86-0.98 in E2M1 on a family-25 EPYC capped to AVX2
+/// (`ROWS=128 int8_speed`, alternating; docs/design/cpu-kernels.md); 5 rows did as well at 8
+/// bits and worse in E2M1, 8 worse at 8 bits. 4-bit affine codes take one row at a time: each
+/// row's i16 sums take 3 registers, and 2 to 6 rows took 1.1-1.7x as long.
+const BLOCKED_ROWS: usize = 6;
+
+/// The half tile's rows of x in blocks of [`BLOCKED_ROWS`] on AVX2 (8-bit or E2M1 codes);
+/// returns how many rows it took (the rest take one at a time). A function of its
+/// own so that the one-row code, a decode step's, is built as it is without it: inlined, the
+/// blocks moved one row's times by 3-8% either way (`ROWS=1 int8_speed`).
+///
+/// # Safety
+/// As [`tiles`]; the CPU has AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline(never)]
+unsafe fn avx2_blocks<const KIND: u32, P: Wide8>(half: &Half<P>, x: Xs<P>) -> usize {
+    let blocked = x.0 .0.m / BLOCKED_ROWS * BLOCKED_ROWS;
+    for m in (0..blocked).step_by(BLOCKED_ROWS) {
+        rows::<KIND, P, Avx2, BLOCKED_ROWS>(half, x, m);
+    }
+    blocked
+}
+
+/// What a half tile's rows of x need: the product, its activations and output, the biases,
+/// and the rows' offsets.
+type Xs<'a, 'b, P> = (
+    (&'b Operands<'a>, &'b super::Activations, Out),
+    (&'b [P], &'b [Totals]),
+);
 
 /// Weight rows of a half tile: the i32 lanes of a 256-bit register.
 const HALF: usize = WIDTH / 2;
@@ -54,6 +83,12 @@ unsafe fn with_vnni<const KIND: u32>(walk: Walk) {
 /// A set's integer step: the words `words` of a block's half lines (`codes`) against `R`
 /// rows' digits, each row's block totals `128 · Σ q·hi + Σ q·lo` for 8 weight rows.
 trait Dot {
+    /// The half tile's first rows of x, as many as the set takes at once ([`avx2_blocks`]);
+    /// returns how many.
+    ///
+    /// # Safety
+    /// As [`tiles`].
+    unsafe fn blocks<const KIND: u32, P: Wide8>(half: &Half<P>, x: Xs<P>) -> usize;
     /// # Safety
     /// The set's features (the caller's, once inlined); the words and digits are readable.
     unsafe fn totals<const KIND: u32, const R: usize>(
@@ -92,6 +127,14 @@ const fn lanes(kind: u32) -> usize {
 }
 
 impl Dot for Avx2 {
+    #[inline(always)]
+    unsafe fn blocks<const KIND: u32, P: Wide8>(half: &Half<P>, x: Xs<P>) -> usize {
+        // No call where there is no block, as in a decode step: it cost small products 5%.
+        match x.0 .0.m >= BLOCKED_ROWS && matches!(KIND, 8 | E2M1) {
+            true => avx2_blocks::<KIND, P>(half, x),
+            false => 0,
+        }
+    }
     #[inline(always)]
     #[allow(clippy::needless_range_loop)] // indices keep the sums in registers
     unsafe fn totals<const KIND: u32, const R: usize>(
@@ -169,6 +212,11 @@ unsafe fn widen_sums<const R: usize>(sums: &mut [[__m256i; 2]; R], total: &mut [
 }
 
 impl Dot for AvxVnni {
+    /// None: blocks of rows are untimed on AVX-VNNI, which no machine here has.
+    #[inline(always)]
+    unsafe fn blocks<const KIND: u32, P: Wide8>(_: &Half<P>, _: Xs<P>) -> usize {
+        0
+    }
     #[inline(always)]
     #[allow(clippy::needless_range_loop)] // indices keep the accumulators in registers
     unsafe fn totals<const KIND: u32, const R: usize>(
@@ -276,14 +324,15 @@ impl Wide8 for E4m3 {
 }
 
 /// One half tile: its codes and scales (`[group][WIDTH]`, from the half's first row), the
-/// format's group shift, where the call's codes end, which half (0 or 1) it is, and how far
-/// ahead its codes are asked for ([`ahead_of`]).
+/// format's group shift, where the call's codes end, which half (0 or 1) it is, its first
+/// output column, and how far ahead its codes are asked for ([`ahead_of`]).
 struct Half<P> {
     codes: *const u8,
     scales: *const P,
     shift: u32,
     end: *const u8,
     half: usize,
+    column: usize,
     ahead: usize,
 }
 
@@ -330,15 +379,33 @@ unsafe fn tiles<const KIND: u32, P: Wide8, S: Dot>(walk: Walk, params: (&[P], &[
                 shift: group_shift(ops.format),
                 end,
                 half: h,
+                column: t * WIDTH + h * HALF,
                 ahead,
             };
-            for m in 0..ops.m {
-                let x = [acts.row(m)];
-                let x_offsets = [offsets.get(m * blocks..).unwrap_or_default()];
-                let [v] = group::<KIND, P, S, ROWS>(&half, (&x, &x_offsets));
-                store((ops, acts, out), params.1, (m, t * WIDTH + h * HALF), v);
+            let x = ((ops, acts, out), (params.1, &offsets[..]));
+            for m in S::blocks::<KIND, P>(&half, x)..ops.m {
+                rows::<KIND, P, S, 1>(&half, x, m);
             }
         }
+    }
+}
+
+/// Rows `m..m + R` of x against `half`, their outputs stored (`biases` and `offsets` as
+/// [`store`]'s and [`fold`]'s).
+#[inline(always)]
+unsafe fn rows<const KIND: u32, P: Wide8, S: Dot, const R: usize>(
+    half: &Half<P>,
+    ((ops, acts, out), (biases, offsets)): Xs<P>,
+    m: usize,
+) {
+    let blocks = ops.k / BLOCK;
+    let x: [Row; R] = std::array::from_fn(|r| acts.row(m + r));
+    let x_offsets: [&[Totals]; R] =
+        std::array::from_fn(|r| offsets.get((m + r) * blocks..).unwrap_or_default());
+    let v = group::<KIND, P, S, R>(half, (&x, &x_offsets));
+    let n = half.column;
+    for (r, v) in v.into_iter().enumerate() {
+        store((ops, acts, out), biases, (m + r, n), v);
     }
 }
 
@@ -363,14 +430,14 @@ unsafe fn store<P: Wide8>(
     _mm256_storeu_ps(out.at(m, n, ops.n), v);
 }
 
-type Rows<'a, 'b> = (&'b [Row<'a>; ROWS], &'b [&'a [Totals]; ROWS]);
+type Rows<'a, 'b, const R: usize> = (&'b [Row<'a>; R], &'b [&'a [Totals]; R]);
 
-/// [`ROWS`] rows of x against a half tile: each one's 8 outputs without the bias part, the
+/// `R` rows of x against a half tile: each one's 8 outputs without the bias part, the
 /// blocks in fours so that each accumulator is its own chain.
 #[inline(always)]
 unsafe fn group<const KIND: u32, P: Wide8, S: Dot, const R: usize>(
     half: &Half<P>,
-    x: Rows,
+    x: Rows<R>,
 ) -> [__m256; R] {
     let blocks = x.0[0].scales.len();
     let [mut a0, mut a1, mut a2, mut a3] = [[_mm256_setzero_ps(); R]; 4];
@@ -396,7 +463,7 @@ unsafe fn group<const KIND: u32, P: Wide8, S: Dot, const R: usize>(
 #[inline(always)]
 unsafe fn block<const KIND: u32, P: Wide8, S: Dot, const R: usize>(
     half: &Half<P>,
-    (xs, offsets): Rows,
+    (xs, offsets): Rows<R>,
     b: usize,
     acc: &mut [__m256; R],
 ) {
@@ -438,7 +505,7 @@ unsafe fn block<const KIND: u32, P: Wide8, S: Dot, const R: usize>(
 #[inline(always)]
 unsafe fn fold<const KIND: u32, P: Wide8, const R: usize>(
     tile: &Half<P>,
-    (xs, offsets): Rows,
+    (xs, offsets): Rows<R>,
     (t, half): ([__m256i; R], Option<usize>),
     (b, group): (usize, usize),
     acc: &mut [__m256; R],
