@@ -372,21 +372,46 @@ unsafe fn tiles<const KIND: u32, P: Wide8, S: Dot>(walk: Walk, params: (&[P], &[
         if t + 1 < cols.end / WIDTH {
             super::tiles::next_params(params, t, groups_k);
         }
-        for h in 0..2 {
-            let half = Half {
-                codes: ops.w.as_ptr().add(t * tile_bytes + h * 4 * HALF),
-                scales: params.0.as_ptr().add(t * WIDTH * groups_k + h * HALF),
-                shift: group_shift(ops.format),
-                end,
-                half: h,
-                column: t * WIDTH + h * HALF,
-                ahead,
-            };
-            let x = ((ops, acts, out), (params.1, &offsets[..]));
-            for m in S::blocks::<KIND, P>(&half, x)..ops.m {
-                rows::<KIND, P, S, 1>(&half, x, m);
-            }
+        let halves: [Half<P>; 2] = std::array::from_fn(|h| Half {
+            codes: ops.w.as_ptr().add(t * tile_bytes + h * 4 * HALF),
+            scales: params.0.as_ptr().add(t * WIDTH * groups_k + h * HALF),
+            shift: group_shift(ops.format),
+            end,
+            half: h,
+            column: t * WIDTH + h * HALF,
+            ahead,
+        });
+        let x = ((ops, acts, out), (params.1, &offsets[..]));
+        let blocked = halves.each_ref().map(|half| S::blocks::<KIND, P>(half, x));
+        for m in blocked[0]..ops.m {
+            single_row::<KIND, P, S>(&halves, x, m);
         }
+    }
+}
+
+/// Row `m` of x against a tile's two halves: in one pass, which reads each line of the tile
+/// once, or (`nvfp4`) half by half. Against half by half, in one process capped to AVX2
+/// (`MLX_DISTRIBUTED_AB=1`, docs/design/cpu-kernels.md), one pass took SmolLM2-135M's decode
+/// products 0.98 as long at 8 bits, 1.0 at 4 and 0.95 in `mxfp4`, and the 3.87 B model's 0.93
+/// at 8 bits and 0.95 at 4; `nvfp4`, whose blocks are two groups, took 1.11-1.14x as long on
+/// one thread (`ROWS=1 int8_speed`).
+#[inline(always)]
+unsafe fn single_row<const KIND: u32, P: Wide8, S: Dot>(halves: &[Half<P>; 2], x: Xs<P>, m: usize) {
+    if P::PER_STEP == 2 {
+        // A loop, not a closure: a closure need not be inlined, and out of line it has no
+        // AVX2, so every intrinsic in it became a call (60x as long).
+        for half in halves {
+            rows::<KIND, P, S, 1>(half, x, m);
+        }
+        return;
+    }
+    let ((ops, acts, out), (biases, offsets)) = x;
+    let blocks = ops.k / BLOCK;
+    let row = [acts.row(m)];
+    let row_offsets = [offsets.get(m * blocks..).unwrap_or_default()];
+    let v = pair::<KIND, P, S>(halves, (&row, &row_offsets));
+    for (half, v) in halves.iter().zip(v) {
+        store((ops, acts, out), biases, (m, half.column), v);
     }
 }
 
@@ -456,6 +481,40 @@ unsafe fn group<const KIND: u32, P: Wide8, S: Dot, const R: usize>(
         *o = _mm256_add_ps(_mm256_add_ps(a0[r], a1[r]), _mm256_add_ps(a2[r], a3[r]));
     }
     out
+}
+
+/// Row `x` against a tile's two halves in one pass, a block of each in turn, so that the row
+/// reads each line of the tile once: each half's 8 outputs without the bias part, the blocks in
+/// fours as in [`group`]. (Written apart from [`group`]: as one generic function, the blocks
+/// of 6 rows took 1.2-1.4x as long.)
+#[inline(always)]
+unsafe fn pair<const KIND: u32, P: Wide8, S: Dot>(
+    halves: &[Half<P>; 2],
+    x: Rows<1>,
+) -> [__m256; 2] {
+    let blocks = x.0[0].scales.len();
+    let mut acc = [[[_mm256_setzero_ps(); 1]; 2]; 4];
+    let whole = blocks / 4 * 4;
+    for b in (0..whole).step_by(4) {
+        for (c, acc) in acc.iter_mut().enumerate() {
+            for (half, acc) in halves.iter().zip(acc) {
+                block::<KIND, P, S, 1>(half, x, b + c, acc);
+            }
+        }
+    }
+    for (b, acc) in (whole..blocks).zip(&mut acc) {
+        for (half, acc) in halves.iter().zip(acc) {
+            block::<KIND, P, S, 1>(half, x, b, acc);
+        }
+    }
+    let [a0, a1, a2, a3] = acc;
+    std::array::from_fn(|h| {
+        let (x, y) = (
+            _mm256_add_ps(a0[h][0], a1[h][0]),
+            _mm256_add_ps(a2[h][0], a3[h][0]),
+        );
+        _mm256_add_ps(x, y)
+    })
 }
 
 /// Block `b` of each row into `acc`: one multiply-add on its total, or (`nvfp4`) its first
