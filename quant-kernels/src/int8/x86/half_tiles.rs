@@ -1,7 +1,8 @@
 //! The 256-bit sets' kernel on weights stored in tiles ([`crate::int8::tiles`]): AVX2
 //! (`vpmaddubsw` + `vpmaddwd`) and AVX-VNNI (`vpdpbusd`). A 64-byte line of a tile is one
 //! lane of its 16 weight rows; a 256-bit register takes half of it, so the kernel walks a
-//! tile as two halves of 8 rows, each against every row of x. As in the AVX-512 kernel, each
+//! tile as two halves of 8 rows: a row of x meets both in one pass, a block of each in turn,
+//! and a block of rows meets them half by half ([`BLOCKED_ROWS`]). As in the AVX-512 kernel, each
 //! row of x takes its digits broadcast from memory, its totals come out 8 weight rows a
 //! register, and the float steps are the module's, one output a lane: the same bits as every
 //! other set, with no sum across lanes and each weight code unpacked once for the rows of x
@@ -352,7 +353,8 @@ fn ahead_of(tile_bytes: usize) -> usize {
     }
 }
 
-/// Each tile of the columns, half by half, against each row of x.
+/// Each tile of the columns against each row of x: blocks of rows half by half, then single
+/// rows through both halves.
 #[inline(always)]
 unsafe fn tiles<const KIND: u32, P: Wide8, S: Dot>(walk: Walk, params: (&[P], &[P])) {
     let (ops, acts, cols, out) = walk;
@@ -406,9 +408,7 @@ unsafe fn single_row<const KIND: u32, P: Wide8, S: Dot>(halves: &[Half<P>; 2], x
         return;
     }
     let ((ops, acts, out), (biases, offsets)) = x;
-    let blocks = ops.k / BLOCK;
-    let row = [acts.row(m)];
-    let row_offsets = [offsets.get(m * blocks..).unwrap_or_default()];
+    let (row, row_offsets) = rows_at::<1>(ops, acts, offsets, m);
     let v = pair::<KIND, P, S>(halves, (&row, &row_offsets));
     for (half, v) in halves.iter().zip(v) {
         store((ops, acts, out), biases, (m, half.column), v);
@@ -423,15 +423,26 @@ unsafe fn rows<const KIND: u32, P: Wide8, S: Dot, const R: usize>(
     ((ops, acts, out), (biases, offsets)): Xs<P>,
     m: usize,
 ) {
-    let blocks = ops.k / BLOCK;
-    let x: [Row; R] = std::array::from_fn(|r| acts.row(m + r));
-    let x_offsets: [&[Totals]; R] =
-        std::array::from_fn(|r| offsets.get((m + r) * blocks..).unwrap_or_default());
+    let (x, x_offsets) = rows_at::<R>(ops, acts, offsets, m);
     let v = group::<KIND, P, S, R>(half, (&x, &x_offsets));
     let n = half.column;
     for (r, v) in v.into_iter().enumerate() {
         store((ops, acts, out), biases, (m + r, n), v);
     }
+}
+
+/// Rows `m..m + R` of x and their totals' offsets (from `offsets`, `[m][block]`; empty if none).
+#[inline(always)]
+fn rows_at<'a, const R: usize>(
+    ops: &Operands,
+    acts: &'a super::Activations,
+    offsets: &'a [Totals],
+    m: usize,
+) -> ([Row<'a>; R], [&'a [Totals]; R]) {
+    let blocks = ops.k / BLOCK;
+    let x = std::array::from_fn(|r| acts.row(m + r));
+    let x_offsets = std::array::from_fn(|r| offsets.get((m + r) * blocks..).unwrap_or_default());
+    (x, x_offsets)
 }
 
 /// Row `m`'s 8 outputs `v` from column `n`, the bias part added (`biases`, if any).
@@ -528,8 +539,8 @@ unsafe fn block<const KIND: u32, P: Wide8, S: Dot, const R: usize>(
 ) {
     let step = WIDTH * block_bytes(KIND);
     let codes = half.codes.add(b * step);
-    // Half the block's lines `half.ahead` ahead into L2 while they are this call's: each
-    // half's pass asks for its share, so that the memory is kept busy through both passes.
+    // Half the block's lines `half.ahead` ahead into L2 while they are this call's: each half
+    // asks for its share, so that a block of rows keeps the memory busy through both halves.
     let ahead = codes.wrapping_add(half.ahead);
     if ahead.wrapping_add(step) <= half.end {
         let lines = step / 64 / 2;
