@@ -170,6 +170,10 @@ fn say_missing_sets() {
             );
         }
     }
+    #[cfg(target_arch = "x86_64")]
+    if have.contains(&Isa::AvxVnni) && !super::x86::vex_vnni() {
+        println!("int8: this CPU has no AVX-VNNI: its kernels are tested on the EVEX vpdpbusd");
+    }
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! x86-64 integer kernels: AVX2 (`vpmaddubsw` + `vpmaddwd`) and AVX-VNNI (`vpdpbusd` on 256
-//! bits), their lanes summed into block totals by `vphaddd`, and AVX-512 VNNI (`vpdpbusd` on
+//! bits; its EVEX form where only AVX-512 VNNI is), their lanes summed into block totals by `vphaddd`, and AVX-512 VNNI (`vpdpbusd` on
 //! 512 bits, four weight rows at a time whose lanes go through one tree into their blocks'
 //! totals; a row's last 1..3 blocks in a partial step at 4 bits, else on 256 bits with
 //! AVX512VL; many rows of x in panels). Codes are unpacked in registers into unsigned
@@ -72,7 +72,8 @@ pub(super) fn available() -> Vec<Isa> {
             && is_x86_feature_detected!("avx512bw")
             && is_x86_feature_detected!("avx512vl")
             && is_x86_feature_detected!("avx512vnni");
-        let vnni = avx2 && is_x86_feature_detected!("avxvnni");
+        // AVX-VNNI's kernels run on AVX-512 VNNI too, with the EVEX `vpdpbusd` ([`vex_vnni`]).
+        let vnni = avx2 && (is_x86_feature_detected!("avxvnni") || avx512);
         [
             (avx512, Isa::Avx512Vnni),
             (vnni, Isa::AvxVnni),
@@ -93,6 +94,13 @@ pub(super) fn reads_tiles(set: Isa) -> bool {
         Isa::AvxVnni | Isa::Avx2 => is_x86_feature_detected!("f16c"),
         _ => false,
     }
+}
+
+/// Whether AVX-VNNI's kernels take its own (VEX) `vpdpbusd`. Where the CPU lacks it but has
+/// AVX-512 VNNI, they take the EVEX one on 256 bits (AVX512VL): the same instruction, so the
+/// kernels run, and are tested and timed, on AVX-512 VNNI machines too.
+pub(super) fn vex_vnni() -> bool {
+    is_x86_feature_detected!("avxvnni")
 }
 
 /// Whether the CPU has AVX2 and FMA (the quantizer's and every set's floor).
@@ -180,7 +188,8 @@ pub(super) unsafe fn matmul(
     }
     match set {
         Isa::Avx512Vnni => by_kind!(kind, avx512::columns(walk)),
-        Isa::AvxVnni => by_kind!(kind, vnni::columns(walk)),
+        Isa::AvxVnni if vex_vnni() => by_kind!(kind, vnni::columns(walk)),
+        Isa::AvxVnni => by_kind!(kind, vl::columns(walk)),
         _ => by_kind!(kind, avx2::columns(walk)),
     }
 }
@@ -520,46 +529,48 @@ unsafe fn digits(p: [__m256i; 2]) -> __m256i {
     _mm256_add_epi32(_mm256_slli_epi32::<{ DIGIT_SHIFT as i32 }>(p[0]), p[1])
 }
 
+/// A 256-bit VNNI set's block step, `dot` for [`row256`], on the `vpdpbusd` form `$dpbusd`.
+macro_rules! vnni_dot {
+    ($features:literal, $dpbusd:ident) => {
+        /// A block's lanes in two `vpdpbusd` (unsigned codes times signed digits, 4 per i32
+        /// lane), the high digit's shifted before the low one's are added.
+        #[target_feature(enable = $features)]
+        #[inline]
+        pub(super) unsafe fn dot<const KIND: u32>(
+            q: __m256i,
+            x: [__m256i; 2],
+            sums: *const __m256i,
+        ) -> __m256i {
+            let hi = $dpbusd(_mm256_setzero_si256(), q, x[0]);
+            let p = $dpbusd(_mm256_slli_epi32::<{ DIGIT_SHIFT as i32 }>(hi), q, x[1]);
+            match KIND {
+                E2M1 => _mm256_sub_epi32(p, e2m1_offset(sums)),
+                _ => p,
+            }
+        }
+    };
+}
+
+/// AVX-VNNI: the VEX `vpdpbusd`.
 mod vnni {
     use super::*;
 
     row256!("avx2,fma,avxvnni", dot);
     columns_with!("avx2,fma,avxvnni", row);
-
-    /// A block's lanes in two `vpdpbusd` (unsigned codes times signed digits, 4 per i32
-    /// lane), the high digit's shifted before the low one's are added.
-    #[target_feature(enable = "avx2,fma,avxvnni")]
-    #[inline]
-    unsafe fn dot<const KIND: u32>(q: __m256i, x: [__m256i; 2], sums: *const __m256i) -> __m256i {
-        let hi = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), q, x[0]);
-        let p = _mm256_dpbusd_avx_epi32(_mm256_slli_epi32::<{ DIGIT_SHIFT as i32 }>(hi), q, x[1]);
-        match KIND {
-            E2M1 => _mm256_sub_epi32(p, e2m1_offset(sums)),
-            _ => p,
-        }
-    }
+    vnni_dot!("avx2,fma,avxvnni", _mm256_dpbusd_avx_epi32);
 }
 
-/// The AVX-512 set's last 1..3 blocks of a row: AVX-VNNI's `dot` on the EVEX `vpdpbusd`
-/// (AVX512VL).
+/// AVX-VNNI's kernel on the EVEX `vpdpbusd` (AVX512VL), where AVX-512 VNNI is and AVX-VNNI is
+/// not; its `dot` is also the AVX-512 set's for a row's last 1..3 blocks.
 mod vl {
     use super::*;
 
-    /// As AVX-VNNI's `dot`.
-    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-    #[inline]
-    pub(super) unsafe fn dot<const KIND: u32>(
-        q: __m256i,
-        x: [__m256i; 2],
-        sums: *const __m256i,
-    ) -> __m256i {
-        let hi = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, x[0]);
-        let p = _mm256_dpbusd_epi32(_mm256_slli_epi32::<{ DIGIT_SHIFT as i32 }>(hi), q, x[1]);
-        match KIND {
-            E2M1 => _mm256_sub_epi32(p, e2m1_offset(sums)),
-            _ => p,
-        }
-    }
+    row256!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", dot);
+    columns_with!("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", row);
+    vnni_dot!(
+        "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+        _mm256_dpbusd_epi32
+    );
 }
 
 /// An affine scale dtype whose first few values load as f32 lanes of one register.

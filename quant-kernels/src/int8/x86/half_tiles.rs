@@ -1,5 +1,5 @@
 //! The 256-bit sets' kernel on weights stored in tiles ([`crate::int8::tiles`]): AVX2
-//! (`vpmaddubsw` + `vpmaddwd`) and AVX-VNNI (`vpdpbusd`). A 64-byte line of a tile is one
+//! (`vpmaddubsw` + `vpmaddwd`) and AVX-VNNI (`vpdpbusd`, VEX or EVEX). A 64-byte line of a tile is one
 //! lane of its 16 weight rows; a 256-bit register takes half of it, so the kernel walks a
 //! tile as two halves of 8 rows: a row of x meets both in one pass, a block of each in turn,
 //! and a block of rows meets them half by half ([`BLOCKED_ROWS`]). As in the AVX-512 kernel, each
@@ -64,7 +64,8 @@ const HALF: usize = WIDTH / 2;
 /// The CPU has `set` and F16C; the weights are tiled for `KIND`; as `int8::columns`.
 pub(super) unsafe fn columns<const KIND: u32>(set: Isa, walk: Walk) {
     match set {
-        Isa::AvxVnni => with_vnni::<KIND>(walk),
+        Isa::AvxVnni if super::vex_vnni() => with_vnni::<KIND>(walk),
+        Isa::AvxVnni => with_vnni_evex::<KIND>(walk),
         _ => with_avx2::<KIND>(walk),
     }
 }
@@ -78,7 +79,14 @@ unsafe fn with_avx2<const KIND: u32>(walk: Walk) {
 #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
 unsafe fn with_vnni<const KIND: u32>(walk: Walk) {
     let ops = walk.0;
-    crate::vector::by_stored!(ops, g => tiles::<KIND, _, AvxVnni>(walk, (g.scales, g.biases)))
+    crate::vector::by_stored!(ops, g => tiles::<KIND, _, AvxVnni<false>>(walk, (g.scales, g.biases)))
+}
+
+/// AVX-VNNI's kernel where only AVX-512 VNNI is: the EVEX `vpdpbusd` on 256 bits.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn with_vnni_evex<const KIND: u32>(walk: Walk) {
+    let ops = walk.0;
+    crate::vector::by_stored!(ops, g => tiles::<KIND, _, AvxVnni<true>>(walk, (g.scales, g.biases)))
 }
 
 /// A set's integer step: the words `words` of a block's half lines (`codes`) against `R`
@@ -108,7 +116,8 @@ struct Digits {
 }
 
 struct Avx2;
-struct AvxVnni;
+/// AVX-VNNI, on its own `vpdpbusd` or (`EVEX`) AVX-512 VNNI's on 256 bits.
+struct AvxVnni<const EVEX: bool>;
 
 /// Lanes whose `vpmaddubsw` pairs may be summed in i16: a pair is at most `2 · 15 · 127`
 /// (4-bit codes) or `2 · 24 · 127` (E2M1 as `2·v + 12`), and a sum must stay within 32767.
@@ -212,7 +221,7 @@ unsafe fn widen_sums<const R: usize>(sums: &mut [[__m256i; 2]; R], total: &mut [
     }
 }
 
-impl Dot for AvxVnni {
+impl<const EVEX: bool> Dot for AvxVnni<EVEX> {
     /// None: blocks of rows are untimed on AVX-VNNI, which no machine here has.
     #[inline(always)]
     unsafe fn blocks<const KIND: u32, P: Wide8>(_: &Half<P>, _: Xs<P>) -> usize {
@@ -234,7 +243,7 @@ impl Dot for AvxVnni {
                 let (l, c) = (w + 4 * h, (w + 4 * h) % chains);
                 for r in 0..R {
                     for (d, at) in [digits[r].hi, digits[r].lo].into_iter().enumerate() {
-                        acc[r][d][c] = _mm256_dpbusd_avx_epi32(acc[r][d][c], q, broadcast(at, l));
+                        acc[r][d][c] = dpbusd::<EVEX>(acc[r][d][c], q, broadcast(at, l));
                     }
                 }
             }
@@ -245,6 +254,15 @@ impl Dot for AvxVnni {
             out[r] = _mm256_add_epi32(_mm256_slli_epi32::<{ DIGIT_SHIFT as i32 }>(hi), lo);
         }
         out
+    }
+}
+
+/// `vpdpbusd` on 256 bits: AVX-VNNI's (VEX), or (`EVEX`) AVX512VL's.
+#[inline(always)]
+unsafe fn dpbusd<const EVEX: bool>(acc: __m256i, q: __m256i, x: __m256i) -> __m256i {
+    match EVEX {
+        true => _mm256_dpbusd_epi32(acc, q, x),
+        false => _mm256_dpbusd_avx_epi32(acc, q, x),
     }
 }
 
