@@ -94,8 +94,8 @@ pub struct Activations {
     /// partial quad padded with zeros).
     pub quads_hi: Vec<i8>,
     pub quads_lo: Vec<i8>,
-    /// For the AVX2 kernel on 8-bit tiles ([`Activations::combine_digits`]): `[m][k]` each
-    /// value's digits as one i16, `128 · hi + lo`, in `hi`'s order.
+    /// For the AVX2 kernel on 8-bit and E2M1 tiles ([`Activations::combine_digits`]): `[m][k]`
+    /// each value's digits as one i16, `128 · hi + lo`, in `hi`'s order.
     pub combined: Vec<i16>,
 }
 
@@ -155,8 +155,9 @@ impl Activations {
         arrange_quads(&self.lo, self.k, &mut self.quads_lo);
     }
 
-    /// What the AVX2 kernel on 8-bit tiles reads: each value's two digits as one i16, for
-    /// `vpmaddwd` against the codes widened to i16 (the totals `vpdpbusd` gives, exactly).
+    /// What the AVX2 kernel on 8-bit tiles (and E2M1 ones, from 6 rows) reads: each value's
+    /// two digits as one i16, for `vpmaddwd` against the codes widened to i16 (the totals
+    /// `vpdpbusd` gives, exactly).
     pub fn combine_digits(&mut self) {
         let (hi, lo) = (&self.hi, &self.lo);
         self.combined.clear();
@@ -350,7 +351,8 @@ pub enum Isa {
     /// AVX-VNNI: the VEX `vpdpbusd`, a block per instruction.
     AvxVnni,
     /// AVX2: `vpmaddubsw` + `vpmaddwd` (on rows, 8-bit codes shifted into the signed range;
-    /// on tiles, widened to i16 against each value's digits as one i16).
+    /// on tiles, 8-bit codes and blocks of E2M1 ones widened to i16 against each value's digits
+    /// as one i16).
     Avx2,
     /// aarch64's 8-bit matrix extension: `smmla`, 2 weight rows by 2 rows of x a block
     /// (one row of x takes `sdot`).
@@ -504,7 +506,7 @@ pub fn rows_many_with(set: Isa, parts: &[Operands], outs: &mut [&mut [f32]]) {
         if set == Isa::Avx512Vnni && !avx512_panels(first) && !tiled {
             acts.arrange_wide(first.format.bits);
         }
-        match set == Isa::Avx2 && tiled && kind(first.format) == 8 {
+        match reads_combined(set, first) {
             true => acts.combine_digits(),
             // No stale row is left for a kernel to read.
             false => acts.combined.clear(),
@@ -539,6 +541,15 @@ pub fn rows_on_amx(ops: &Operands, out: &mut [f32], unit: &mut impl crate::amx::
     let walk = (&ops, &acts, 0..ops.n, Out(out.as_mut_ptr()));
     // SAFETY: checked above; `out` holds m * n values, written by this thread alone.
     unsafe { x86::on_amx(walk, unit) }
+}
+
+/// Whether `set` reads `ops`' digits combined (x86-64 only).
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn reads_combined(set: Isa, ops: &Operands) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return x86::reads_combined(set, ops);
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
 }
 
 /// Whether the AVX-512 VNNI set takes `ops` by panels (x86-64 only).

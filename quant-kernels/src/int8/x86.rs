@@ -103,6 +103,12 @@ pub(super) fn vex_vnni() -> bool {
     is_x86_feature_detected!("avxvnni")
 }
 
+/// Whether `set` reads `ops`' activations with their digits combined (AVX2 on tiles).
+pub(super) fn reads_combined(set: Isa, ops: &Operands) -> bool {
+    let tiled = ops.format.layout == crate::Layout::Tiles;
+    set == Isa::Avx2 && tiled && half_tiles::reads_combined(kind(ops.format), ops.m)
+}
+
 /// Whether the CPU has AVX2 and FMA (the quantizer's and every set's floor).
 pub(super) fn has_avx2() -> bool {
     available().contains(&Isa::Avx2)

@@ -10,8 +10,9 @@
 //!
 //! AVX2 has no 4-byte dot product: for 4-bit and E2M1 codes `vpmaddubsw` gives pairs in i16,
 //! which are summed in i16 over as many lanes as cannot overflow ([`run`]) before `vpmaddwd`
-//! widens them. 8-bit codes are widened to i16 instead and meet each value's two digits as one
-//! i16, `128 · hi + lo`, in `vpmaddwd`: one multiply for both digits, the same integer totals.
+//! widens them. 8-bit codes, and E2M1 ones met by blocks of rows, are widened to i16 instead
+//! and meet each value's two digits as one i16, `128 · hi + lo`, in `vpmaddwd`: one multiply
+//! for both digits, the same integer totals ([`widened`]).
 
 use std::arch::x86_64::*;
 
@@ -27,7 +28,8 @@ use crate::{Bf16, Operands, Out, Stored, F16};
 /// 0.65-0.75 as long at 8 bits and 0.86-0.98 in E2M1 on a family-25 EPYC capped to AVX2
 /// (`ROWS=128 int8_speed`, alternating; docs/design/cpu-kernels.md); 5 rows did as well at 8
 /// bits and worse in E2M1, 8 worse at 8 bits. 4-bit affine codes take one row at a time: each
-/// row's i16 sums take 3 registers, and 2 to 6 rows took 1.1-1.7x as long.
+/// row's i16 sums take 3 registers, and 2 to 6 rows took 1.1-1.7x as long; widened against
+/// the combined digits, 6 rows at once took 0.96-1.04 as long as one at a time.
 const BLOCKED_ROWS: usize = 6;
 
 /// The half tile's rows of x in blocks of [`BLOCKED_ROWS`] on AVX2 (8-bit or E2M1 codes);
@@ -45,6 +47,24 @@ unsafe fn avx2_blocks<const KIND: u32, P: Wide8>(half: &Half<P>, x: Xs<P>) -> us
         rows::<KIND, P, Avx2, BLOCKED_ROWS>(half, x, m);
     }
     blocked
+}
+
+/// Whether AVX2 takes rows of x in blocks ([`BLOCKED_ROWS`]) on codes of `kind`.
+const fn blocked(kind: u32) -> bool {
+    matches!(kind, 8 | E2M1)
+}
+
+/// Whether AVX2 widens codes of `kind` to i16 against `rows` rows' digits combined: 8-bit codes
+/// always, E2M1 in blocks of rows. Blocks of E2M1 took 0.78-0.86 as long that way as with
+/// `vpmaddubsw` on each digit (`mxfp4`; `nvfp4` 0.75-0.78; 128 rows, family-25 EPYC capped to
+/// AVX2, `ROWS=128 int8_speed`, alternating); one row took 1.10 as long (`ROWS=1`).
+const fn widened(kind: u32, rows: usize) -> bool {
+    kind == 8 || (rows > 1 && blocked(kind))
+}
+
+/// Whether AVX2's tiled kernel reads the combined digits of `m` rows of x on codes of `kind`.
+pub(super) fn reads_combined(kind: u32, m: usize) -> bool {
+    widened(kind, if m >= BLOCKED_ROWS { BLOCKED_ROWS } else { 1 })
 }
 
 /// What a half tile's rows of x need: the product, its activations and output, the biases,
@@ -107,7 +127,8 @@ trait Dot {
     ) -> [__m256i; R];
 }
 
-/// A row's digits of one block: high, low, and (8-bit codes on AVX2) both as one i16.
+/// A row's digits of one block: high, low, and (where AVX2 widens the codes: [`widened`]) both
+/// as one i16.
 #[derive(Clone, Copy)]
 struct Digits {
     hi: *const i8,
@@ -140,7 +161,7 @@ impl Dot for Avx2 {
     #[inline(always)]
     unsafe fn blocks<const KIND: u32, P: Wide8>(half: &Half<P>, x: Xs<P>) -> usize {
         // No call where there is no block, as in a decode step: it cost small products 5%.
-        match x.0 .0.m >= BLOCKED_ROWS && matches!(KIND, 8 | E2M1) {
+        match x.0 .0.m >= BLOCKED_ROWS && blocked(KIND) {
             true => avx2_blocks::<KIND, P>(half, x),
             false => 0,
         }
@@ -152,8 +173,8 @@ impl Dot for Avx2 {
         digits: [Digits; R],
         words: std::ops::Range<usize>,
     ) -> [__m256i; R] {
-        if KIND == 8 {
-            return eight_bit_totals(codes, digits, words);
+        if widened(KIND, R) {
+            return wide_totals::<KIND, R>(codes, digits, words);
         }
         let mut sums = [[_mm256_setzero_si256(); 2]; R];
         let mut total = [_mm256_setzero_si256(); R];
@@ -182,13 +203,14 @@ impl Dot for Avx2 {
     }
 }
 
-/// 8-bit codes on AVX2: each half line's bytes widened to i16 (rows 0, 1, 4, 5 by
-/// `unpacklo`, rows 2, 3, 6, 7 by `unpackhi`), `vpmaddwd` against the lane's 4 values as
-/// `128 · hi + lo` (at most `255 · 16383` a product, `2^27` a block: no overflow), then one
-/// `vphaddd` puts each row's two pair sums into its own lane, in row order.
+/// 8-bit and E2M1 codes on AVX2: each half line's lanes of bytes (the codes, or E2M1's
+/// looked up) widened to i16 (rows 0, 1, 4, 5 by `unpacklo`, rows 2, 3, 6, 7 by `unpackhi`),
+/// `vpmaddwd` against the lane's 4 values as `128 · hi + lo` (at most `255 · 16383` a product,
+/// `2^27` a block: no overflow), then one `vphaddd` puts each row's two pair sums into its own
+/// lane, in row order.
 #[inline(always)]
 #[allow(clippy::needless_range_loop)] // indices keep the sums in registers
-unsafe fn eight_bit_totals<const R: usize>(
+unsafe fn wide_totals<const KIND: u32, const R: usize>(
     codes: *const u8,
     digits: [Digits; R],
     words: std::ops::Range<usize>,
@@ -196,13 +218,15 @@ unsafe fn eight_bit_totals<const R: usize>(
     let zero = _mm256_setzero_si256();
     let mut sums = [[zero; 2]; R];
     for w in words {
-        let v = _mm256_loadu_si256(codes.add(w * 4 * WIDTH) as *const __m256i);
-        let halves = [_mm256_unpacklo_epi8(v, zero), _mm256_unpackhi_epi8(v, zero)];
-        for r in 0..R {
-            let at = digits[r].combined.add(4 * w) as *const i64;
-            let x = _mm256_set1_epi64x(at.read_unaligned());
-            for (s, &q) in sums[r].iter_mut().zip(&halves) {
-                *s = _mm256_add_epi32(*s, _mm256_madd_epi16(q, x));
+        let q = lanes_of::<KIND>(codes.add(w * 4 * WIDTH));
+        for (h, &q) in q.iter().enumerate().take(lanes(KIND)) {
+            let halves = [_mm256_unpacklo_epi8(q, zero), _mm256_unpackhi_epi8(q, zero)];
+            for r in 0..R {
+                let at = digits[r].combined.add(4 * (w + 4 * h)) as *const i64;
+                let x = _mm256_set1_epi64x(at.read_unaligned());
+                for (s, &q) in sums[r].iter_mut().zip(&halves) {
+                    *s = _mm256_add_epi32(*s, _mm256_madd_epi16(q, x));
+                }
             }
         }
     }
@@ -569,7 +593,7 @@ unsafe fn block<const KIND: u32, P: Wide8, S: Dot, const R: usize>(
     let digits: [Digits; R] = std::array::from_fn(|r| Digits {
         hi: xs[r].hi.as_ptr().add(b * BLOCK),
         lo: xs[r].lo.as_ptr().add(b * BLOCK),
-        // Empty (dangling, never read) unless the kernel is AVX2's on 8-bit codes.
+        // Empty (dangling, never read) unless AVX2 widens the codes ([`reads_combined`]).
         combined: xs[r].combined.as_ptr().wrapping_add(b * BLOCK),
     });
     let words = block_bytes(KIND) / 4;
