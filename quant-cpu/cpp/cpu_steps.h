@@ -74,10 +74,11 @@ void attend_causal(const float* q, int64_t len, const HeadRows& k, const HeadRow
 int32_t packed_params_code(mlx::core::Dtype d);
 
 // Throws (naming `op`) unless w, scales and biases are one packed weight [N, ...] of K inputs
-// in the affine format (bits, group) that the kernels take (quantized_matmul.cpp).
+// in the format (bits, group, mode: `MlxdMode`) that the kernels take; `biases` null in a
+// float mode (quantized_matmul.cpp).
 void validate_packed(const char* op, int64_t k, const mlx::core::array& w,
-                     const mlx::core::array& scales, const mlx::core::array& biases, int group,
-                     int bits);
+                     const mlx::core::array& scales, const mlx::core::array* biases, int group,
+                     int bits, int mode);
 
 // Resolves the BLAS now (throws when the process has none), so a node fails when built.
 void require_sgemm();

@@ -8,7 +8,8 @@
 // vmath.h), so every output has the bits of the nodes it replaces; the tests compare them.
 //
 // The layer's weights (`MlxdLayer`, made and checked once): the attention norm [D]; q, k, v,
-// o packed (w, scales, biases each); the MLP norm [D]; gate, up, down packed; then q/k/v
+// o packed (w, scales, biases each; in a float mode the biases slot holds the scales again,
+// never read); the MLP norm [D]; gate, up, down packed; then q/k/v
 // biases [N] f32 when the layer has them, q and k norms [head_dim] f32 when it has them,
 // rope frequencies [dims/2] f32 when given. A step's node shares them instead of taking them
 // as inputs: a node's inputs cost the engine thread per step (a weak copy, a reference held
@@ -59,6 +60,9 @@ struct MlxdLayerSpec {
   bool qk_norm;
   int32_t bits;
   int32_t group;
+  // `MlxdMode`: affine, or a float mode, whose weights have no biases (their slot holds the
+  // scales again, never read as biases).
+  int32_t mode;
   int32_t rope_dims;
   bool rope_traditional;
   float rope_base;
@@ -166,17 +170,18 @@ struct LayerRun {
       const int64_t m = std::min(chunk, all - r);
       p.clear();
       for (const auto& [at, y] : parts) {
-        const array &w = layer->w[at], &scales = layer->w[at + 1], &biases = layer->w[at + 2];
+        const array &w = layer->w[at], &scales = layer->w[at + 1];
+        const void* biases = spec.mode == MLXD_AFFINE ? layer->w[at + 2].data<void>() : nullptr;
         const int64_t n = w.shape(0);
-        p.push_back({w.data<uint8_t>(), scales.data<void>(), biases.data<void>(), n, y + r * n});
+        p.push_back({w.data<uint8_t>(), scales.data<void>(), biases, n, y + r * n});
         if (!one) {
           kernel(x + r * k, m, k, &p.back(), 1, mlxd::packed_params_code(scales.dtype()),
-                 spec.bits, spec.group, MLXD_AFFINE);
+                 spec.bits, spec.group, spec.mode);
         }
       }
       if (one) {
         kernel(x + r * k, m, k, p.data(), static_cast<int32_t>(p.size()), params, spec.bits,
-               spec.group, MLXD_AFFINE);
+               spec.group, spec.mode);
       }
     }
   }
@@ -396,7 +401,8 @@ void check_vector(const array& a, int64_t n, const char* what) {
 // The packed weight at `at`: n outputs of k inputs.
 void check_weight(const std::vector<array>& w, size_t at, int64_t k, int64_t n, const char* what,
                   const MlxdLayerSpec& s) {
-  mlxd::validate_packed(LAYER, k, w[at], w[at + 1], w[at + 2], s.group, s.bits);
+  const array* biases = s.mode == MLXD_AFFINE ? &w[at + 2] : nullptr;
+  mlxd::validate_packed(LAYER, k, w[at], w[at + 1], biases, s.group, s.bits, s.mode);
   check(w[at].shape(0) == n, [&] {
     return std::string(what) + " must have " + std::to_string(n) + " outputs, not " +
         std::to_string(w[at].shape(0));

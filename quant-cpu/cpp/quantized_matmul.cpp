@@ -537,8 +537,8 @@ int32_t packed_params_code(Dtype d) {
 }
 
 void validate_packed(const char* op, int64_t k, const array& w, const array& scales,
-                     const array& biases, int group, int bits) {
-  validate_codes(op, k, w, scales, &biases, {group, bits, MLXD_AFFINE}, 2);
+                     const array* biases, int group, int bits, int mode) {
+  validate_codes(op, k, w, scales, biases, {group, bits, mode}, 2);
 }
 
 } // namespace mlxd

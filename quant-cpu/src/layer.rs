@@ -4,16 +4,16 @@
 //! Built op by op, a layer's step is about 23 graph nodes, and a small model's decode step
 //! costs per node (building, scheduling and allocating each), not per flop. This node runs the
 //! same steps in the same order, with the same code, so its output and cache writes have the
-//! bits of the nodes it replaces: RMS norm, the packed q/k/v products (and biases, q/k norms),
-//! rope, the cache write, MLX's attention of one query position, the o product and residual,
-//! then the norm, SwiGLU, down product and residual.
+//! bits of the nodes it replaces: RMS norm, the packed q/k/v products (affine, or one of MLX's
+//! float modes) and biases, q/k norms, rope, the cache write, MLX's attention of one query
+//! position, the o product and residual, then the norm, SwiGLU, down product and residual.
 
 use mlx_rs::error::Exception;
 use mlx_rs::{Array, Stream};
 
 use crate::fast::RopeSpec;
-use crate::op::{parts_kernel_for, PartsKernel};
-use crate::{Format, PackedWeight};
+use crate::op::{mode_code, parts_kernel_for, PartsKernel};
+use crate::{Format, Mode, QuantWeight};
 
 /// The layer's configuration as the shim reads it (`MlxdLayerSpec` in the C++).
 #[repr(C)]
@@ -27,6 +27,8 @@ struct Spec {
     qk_norm: bool,
     bits: i32,
     group: i32,
+    /// `MlxdMode`: affine, or a float mode (no biases).
+    mode: i32,
     rope_dims: i32,
     rope_traditional: bool,
     rope_base: f32,
@@ -63,17 +65,18 @@ extern "C" {
     ) -> i32;
 }
 
-/// A layer's weights, all packed in one format; norms, biases and frequencies f32.
+/// A layer's weights, all packed in one format (affine with biases, or a float mode without);
+/// norms, biases and frequencies f32.
 pub struct LayerWeights<'a> {
     pub attention_norm: &'a Array,
-    pub q: PackedWeight<'a>,
-    pub k: PackedWeight<'a>,
-    pub v: PackedWeight<'a>,
-    pub o: PackedWeight<'a>,
+    pub q: QuantWeight<'a>,
+    pub k: QuantWeight<'a>,
+    pub v: QuantWeight<'a>,
+    pub o: QuantWeight<'a>,
     pub mlp_norm: &'a Array,
-    pub gate: PackedWeight<'a>,
-    pub up: PackedWeight<'a>,
-    pub down: PackedWeight<'a>,
+    pub gate: QuantWeight<'a>,
+    pub up: QuantWeight<'a>,
+    pub down: QuantWeight<'a>,
     /// q, k and v biases (Qwen2).
     pub qkv_bias: Option<[&'a Array; 3]>,
     /// RMS norms of each q and k head (Qwen3).
@@ -126,15 +129,9 @@ impl Drop for LayerNode {
 }
 
 impl LayerNode {
-    /// The layer, or an error naming the weight or setting the node does not take (the float
-    /// modes among them).
+    /// The layer, or an error naming the weight or setting the node does not take.
     pub fn new(w: &LayerWeights, shape: &LayerShape) -> Result<LayerNode, Exception> {
-        if shape.format.mode != crate::Mode::Affine {
-            let mode = shape.format.mode;
-            return Err(Exception::custom(format!(
-                "the layer node takes affine weights only, not {mode}: run the layer op by op"
-            )));
-        }
+        check_biases(w, shape.format.mode)?;
         let handles = weight_handles(w, shape);
         let spec = spec(w, shape);
         let mut raw = std::ptr::null_mut();
@@ -218,6 +215,7 @@ fn spec(w: &LayerWeights, shape: &LayerShape) -> Spec {
         qk_norm: w.qk_norm.is_some(),
         bits: shape.format.bits as i32,
         group: shape.format.group as i32,
+        mode: mode_code(shape.format.mode),
         rope_dims: shape.rope.dims,
         rope_traditional: shape.rope.traditional,
         rope_base: shape.rope.base,
@@ -227,9 +225,37 @@ fn spec(w: &LayerWeights, shape: &LayerShape) -> Spec {
     }
 }
 
-/// The layer's weights in the shim's order.
+/// Biases on every packed weight in the affine mode, on none in a float mode, or an error
+/// naming the first weight that breaks it.
+fn check_biases(w: &LayerWeights, mode: Mode) -> Result<(), Exception> {
+    let weights = [
+        ("q", &w.q),
+        ("k", &w.k),
+        ("v", &w.v),
+        ("o", &w.o),
+        ("gate", &w.gate),
+        ("up", &w.up),
+        ("down", &w.down),
+    ];
+    let affine = mode == Mode::Affine;
+    match weights.iter().find(|(_, p)| p.biases.is_some() != affine) {
+        None => Ok(()),
+        Some((name, _)) if affine => Err(Exception::custom(format!(
+            "the layer's {name} weight has no biases, which affine weights need"
+        ))),
+        Some((name, _)) => Err(Exception::custom(format!(
+            "the layer's {name} weight has biases, which {mode} weights do not"
+        ))),
+    }
+}
+
+/// The layer's weights in the shim's order. A float mode's biases slot holds its scales, which
+/// the shim does not read as biases (the spec's mode says there are none).
 fn weight_handles(w: &LayerWeights, shape: &LayerShape) -> Vec<mlx_sys::mlx_array> {
-    let packed = |p: &PackedWeight| [p.w.as_ptr(), p.scales.as_ptr(), p.biases.as_ptr()];
+    let packed = |p: &QuantWeight| {
+        let biases = p.biases.unwrap_or(p.scales);
+        [p.w.as_ptr(), p.scales.as_ptr(), biases.as_ptr()]
+    };
     let mut h = vec![w.attention_norm.as_ptr()];
     for p in [&w.q, &w.k, &w.v, &w.o] {
         h.extend(packed(p));

@@ -7,7 +7,7 @@ mod common;
 
 use std::ffi::CString;
 
-use common::{bits, TestResult};
+use common::{bits, empty, optional_int, quantize_mode as quantize, TestResult};
 use mlx_rs::nn::silu;
 use mlx_rs::ops::matmul;
 use mlx_rs::transforms::eval;
@@ -20,42 +20,6 @@ use quant_cpu::{
 
 fn float_formats() -> impl Iterator<Item = Format> {
     Mode::ALL.into_iter().filter_map(Mode::float_format)
-}
-
-fn optional_int(value: i32) -> mlx_sys::mlx_optional_int {
-    mlx_sys::mlx_optional_int {
-        value,
-        has_value: true,
-    }
-}
-
-fn empty() -> mlx_sys::mlx_array {
-    mlx_sys::mlx_array {
-        ctx: std::ptr::null_mut(),
-    }
-}
-
-/// MLX's `quantize(w, group, bits, mode)`: (codes, scales).
-fn quantize(w: &Array, f: Format) -> TestResult<(Array, Array)> {
-    let mode = CString::new(f.mode.name())?;
-    let stream = Stream::thread_local_or_default();
-    // SAFETY: live handles; mlx-c copies what it keeps.
-    let mut out = mlx_rs::raw::try_vector_array_op(|res| unsafe {
-        mlx_sys::mlx_quantize(
-            res,
-            w.as_ptr(),
-            optional_int(f.group as i32),
-            optional_int(f.bits as i32),
-            mode.as_ptr(),
-            empty(),
-            stream.as_ptr(),
-        )
-    })?
-    .into_iter();
-    match (out.next(), out.next(), out.next()) {
-        (Some(w), Some(s), None) => Ok((w, s)),
-        _ => Err("quantize gave other than (codes, scales)".into()),
-    }
 }
 
 /// MLX's `dequantize(w, scales, mode=..., dtype=float32)`.

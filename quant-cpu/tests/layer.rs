@@ -4,7 +4,7 @@
 //! different positions, with q/k/v biases, q/k norms and a frequency table, and with a cache
 //! another holder shares (which must not change). A step of several positions per row (a
 //! speculative step's input and proposals) has the bits of as many one-position steps.
-//! Operands it does not take are errors that say why.
+//! MLX's float modes as affine. Operands it does not take are errors that say why.
 
 mod common;
 
@@ -16,29 +16,33 @@ use mlx_rs::{random, Array};
 use quant_cpu::fast::{decode_attention, rms_norm, rope, RopeSpec};
 use quant_cpu::layer::{decode_layer, LayerNode, LayerShape, LayerWeights, RowCache};
 use quant_cpu::{
-    kernel::Numerics, quantized_matmul, quantized_matmuls, swiglu_quantized_matmul, Format,
-    PackedWeight,
+    kernel::Numerics, quantized_matmul, quantized_matmuls, swiglu_quantized_matmul, Format, Mode,
+    QuantWeight,
 };
 
 fn normal(shape: &[i32], scale: f32) -> TestResult<Array> {
     Ok(random::normal::<f32>(shape, None, Some(scale), None)?)
 }
 
-/// A packed weight's three arrays.
-struct Packed(Array, Array, Array);
+/// A packed weight's arrays: codes, scales and (affine) biases.
+struct Packed(Array, Array, Option<Array>);
 
 impl Packed {
     fn random(n: i32, k: i32, format: Format) -> TestResult<Packed> {
         let w = normal(&[n, k], 0.08)?;
+        if format.mode != Mode::Affine {
+            let (q, s) = common::quantize_mode(&w, format)?;
+            return Ok(Packed(q, s, None));
+        }
         let (q, s, b) = quantize(&w, format.group as i32, format.bits as i32)?;
-        Ok(Packed(q, s, b))
+        Ok(Packed(q, s, Some(b)))
     }
 
-    fn view(&self) -> PackedWeight<'_> {
-        PackedWeight {
+    fn view(&self) -> QuantWeight<'_> {
+        QuantWeight {
             w: &self.0,
             scales: &self.1,
-            biases: &self.2,
+            biases: self.2.as_ref(),
         }
     }
 }
@@ -297,6 +301,13 @@ fn one_node_has_the_bits_of_the_step_built_node_by_node() -> TestResult {
     };
     same_bits(smol, int8(4)?, false, &[0, 9, 20])?;
     same_bits(square, int8(8)?, true, &[3, 0])?;
+    // MLX's float modes, without biases, in both numerics (mxfp8 has no integer kernel: its
+    // products take the f32 path in either).
+    for mode in [Mode::Mxfp4, Mode::Nvfp4, Mode::Mxfp8] {
+        let f = mode.float_format().ok_or("a float mode has a format")?;
+        same_bits(smol, f, false, &[0, 9, 20])?;
+        same_bits(square, f.with_numerics(Numerics::Int8), true, &[3, 0])?;
+    }
     Ok(())
 }
 
@@ -453,5 +464,19 @@ fn operands_the_layer_does_not_take_are_errors_that_say_why() -> TestResult {
     let e = decode_layer(&x, &layer.weights(), &bad, &[row(&caches[0])]).err();
     let e = e.ok_or("3 heads over 2 kv heads accepted")?.to_string();
     assert!(e.contains("multiple of kv heads"), "{e}");
+    let mut weights = layer.weights();
+    weights.up.biases = None;
+    let e = LayerNode::new(&weights, &shape).err();
+    let e = e
+        .ok_or("affine weights without biases accepted")?
+        .to_string();
+    assert!(e.contains("the layer's up weight has no biases"), "{e}");
+    let mxfp4 = Mode::Mxfp4.float_format().ok_or("mxfp4 has a format")?;
+    let e = LayerNode::new(&layer.weights(), &small_shape(mxfp4)).err();
+    let e = e.ok_or("biases in a float mode accepted")?.to_string();
+    assert!(
+        e.contains("the layer's q weight has biases, which mxfp4"),
+        "{e}"
+    );
     Ok(())
 }

@@ -4,13 +4,13 @@
 use mlx_rs::Array;
 
 use super::attend::{offsets, Heads};
-use super::layers::{affine_operand, packed_alike};
+use super::layers::packed_alike;
 use super::shape::{AttentionKind, AttnBias, LayerShape, NormKind, QkNormSpan, QueryScaling};
 use super::{Linear, RmsNorm, Rope, TensorCut};
 use crate::cache::KvCache;
 use crate::error::Result;
 use crate::weights::{Cut, Weights};
-use quant_cpu::PackedWeight;
+use quant_cpu::QuantWeight;
 
 /// The shape of one attention block, from the family's config.
 #[derive(Debug, Clone, Copy)]
@@ -172,8 +172,7 @@ impl Attention {
     /// layer's epsilon, a rope it runs, no tensor cut.
     pub fn layer_node_parts(&self, eps: f32) -> Option<AttentionParts<'_>> {
         let (w, format) = packed_alike(&[&self.q_proj, &self.k_proj, &self.v_proj, &self.o_proj])?;
-        let w: Vec<PackedWeight> = w.into_iter().map(affine_operand).collect::<Option<_>>()?;
-        let [q, k, v, o]: [PackedWeight; 4] = w.try_into().ok()?;
+        let [q, k, v, o]: [QuantWeight; 4] = w.try_into().ok()?;
         let biases = [&self.q_proj, &self.k_proj, &self.v_proj].map(Linear::bias);
         let qkv_bias = match biases {
             [None, None, None] => None,
@@ -334,7 +333,7 @@ pub(super) fn query_temperature(
 /// An attention block as the one-node decode layer takes it ([`Attention::layer_node_parts`]).
 pub struct AttentionParts<'a> {
     /// q, k, v, o.
-    pub projections: [PackedWeight<'a>; 4],
+    pub projections: [QuantWeight<'a>; 4],
     pub format: quant_cpu::Format,
     pub qkv_bias: Option<[&'a Array; 3]>,
     pub qk_norm: Option<[&'a Array; 2]>,

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use mlx_rs::{Array, Dtype};
 use quant_cpu::layer::{LayerNode, LayerShape as NodeShape, LayerWeights, RowCache};
-use quant_cpu::PackedWeight;
+use quant_cpu::QuantWeight;
 
 use super::attention::{f32_vector, AttentionParts};
 use super::decoder::{AttentionBlock, DecoderLayer, FeedForward, Mlp};
@@ -164,15 +164,12 @@ impl DecoderLayer {
 }
 
 /// gate, up and down, packed in one format, without biases or a tensor cut.
-fn mlp_parts(mlp: &Mlp) -> Option<([PackedWeight<'_>; 3], quant_cpu::Format)> {
+fn mlp_parts(mlp: &Mlp) -> Option<([QuantWeight<'_>; 3], quant_cpu::Format)> {
     let layers = [&mlp.gate_proj, &mlp.up_proj, &mlp.down_proj];
     if !mlp.is_whole() || layers.iter().any(|l| l.bias().is_some()) {
         return None;
     }
     let (weights, format) = packed_alike(&layers)?;
-    let weights: Vec<PackedWeight> = (weights.into_iter())
-        .map(super::layers::affine_operand)
-        .collect::<Option<_>>()?;
     Some((weights.try_into().ok()?, format))
 }
 

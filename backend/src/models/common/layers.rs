@@ -330,16 +330,6 @@ pub fn clamped_swiglu(gate: &Array, up: &Array) -> Result<Array> {
     Ok(x.add(scalar(1.0)?)?.multiply(&glu)?)
 }
 
-/// An affine packed weight as the one-node decode layer takes it (`None` for a float mode's,
-/// which the node does not compute: such a layer runs op by op).
-pub(super) fn affine_operand(w: quant_cpu::QuantWeight<'_>) -> Option<quant_cpu::PackedWeight<'_>> {
-    Some(quant_cpu::PackedWeight {
-        w: w.w,
-        scales: w.scales,
-        biases: w.biases?,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
