@@ -55,8 +55,8 @@ const fn blocked(kind: u32) -> bool {
 }
 
 /// Whether AVX2 widens codes of `kind` to i16 against `rows` rows' digits combined: 8-bit codes
-/// always, E2M1 in blocks of rows. Blocks of E2M1 took 0.78-0.86 as long that way as with
-/// `vpmaddubsw` on each digit (`mxfp4`; `nvfp4` 0.75-0.78; 128 rows, family-25 EPYC capped to
+/// always, E2M1 in blocks of rows. Blocks of E2M1 took 0.77-0.87 as long that way as with
+/// `vpmaddubsw` on each digit (`mxfp4`; `nvfp4` 0.73-0.78; 128 rows, family-25 EPYC capped to
 /// AVX2, `ROWS=128 int8_speed`, alternating); one row took 1.10 as long (`ROWS=1`).
 const fn widened(kind: u32, rows: usize) -> bool {
     kind == 8 || (rows > 1 && blocked(kind))
