@@ -1,10 +1,10 @@
-//! x86-64 integer kernels: AVX2 (`vpmaddubsw` + `vpmaddwd`) and AVX-VNNI (`vpdpbusd` on 256
-//! bits; its EVEX form where only AVX-512 VNNI is), their lanes summed into block totals by `vphaddd`, and AVX-512 VNNI (`vpdpbusd` on
-//! 512 bits, four weight rows at a time whose lanes go through one tree into their blocks'
-//! totals; a row's last 1..3 blocks in a partial step at 4 bits, else on 256 bits with
-//! AVX512VL; many rows of x in panels). Codes are unpacked in registers into unsigned
-//! bytes in the lane order of [`crate::layout`], which is the order the activations' codes are
-//! in: E2M1 codes as `2·v + 12` (0..=24), the offset taken back as `12 · lane_sum`.
+//! x86-64 integer kernels: AVX2 (`vpmaddubsw` + `vpmaddwd`) and AVX-VNNI (`vpdpbusd` on 256 bits;
+//! its EVEX form where only AVX-512 VNNI is), their lanes summed into block totals by `vphaddd`,
+//! and AVX-512 VNNI (`vpdpbusd` on 512 bits, four weight rows at a time whose lanes go through one
+//! tree into their blocks' totals; a row's last 1..3 blocks in a partial step at 4 bits, else on
+//! 256 bits with AVX512VL; many rows of x in panels). Codes are unpacked in registers into unsigned
+//! bytes in the lane order of [`crate::layout`], which is the order the activations' codes are in:
+//! E2M1 codes as `2·v + 12` (0..=24), the offset taken back as `12 · lane_sum`.
 
 use std::arch::x86_64::*;
 use std::sync::OnceLock;

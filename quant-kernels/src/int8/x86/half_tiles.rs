@@ -1,12 +1,12 @@
 //! The 256-bit sets' kernel on weights stored in tiles ([`crate::int8::tiles`]): AVX2
-//! (`vpmaddubsw` + `vpmaddwd`) and AVX-VNNI (`vpdpbusd`, VEX or EVEX). A 64-byte line of a tile is one
-//! lane of its 16 weight rows; a 256-bit register takes half of it, so the kernel walks a
-//! tile as two halves of 8 rows: a row of x meets both in one pass, a block of each in turn,
-//! and a block of rows meets them half by half ([`BLOCKED_ROWS`]). As in the AVX-512 kernel, each
-//! row of x takes its digits broadcast from memory, its totals come out 8 weight rows a
-//! register, and the float steps are the module's, one output a lane: the same bits as every
-//! other set, with no sum across lanes and each weight code unpacked once for the rows of x
-//! that meet it at once ([`BLOCKED_ROWS`] or one).
+//! (`vpmaddubsw` + `vpmaddwd`) and AVX-VNNI (`vpdpbusd`, VEX or EVEX). A 64-byte line of a tile is one lane of
+//! its 16 weight rows; a 256-bit register takes half of it, so the kernel walks a tile as two
+//! halves of 8 rows: a row of x meets both in one pass, a block of each in turn, and a block of
+//! rows meets them half by half ([`BLOCKED_ROWS`]). As in the AVX-512 kernel, each row of x takes
+//! its digits broadcast from memory, its totals come out 8 weight rows a register, and the float
+//! steps are the module's, one output a lane: the same bits as every other set, with no sum across
+//! lanes and each weight code unpacked once for the rows of x that meet it at once
+//! ([`BLOCKED_ROWS`] or one).
 //!
 //! AVX2 has no 4-byte dot product: for 4-bit and E2M1 codes `vpmaddubsw` gives pairs in i16,
 //! which are summed in i16 over as many lanes as cannot overflow ([`run`]) before `vpmaddwd`
@@ -64,7 +64,7 @@ const fn widened(kind: u32, rows: usize) -> bool {
 
 /// Whether AVX2's tiled kernel reads the combined digits of `m` rows of x on codes of `kind`.
 pub(super) fn reads_combined(kind: u32, m: usize) -> bool {
-    widened(kind, if m >= BLOCKED_ROWS { BLOCKED_ROWS } else { 1 })
+    kind == 8 || (m >= BLOCKED_ROWS && blocked(kind))
 }
 
 /// What a half tile's rows of x need: the product, its activations and output, the biases,
@@ -246,7 +246,8 @@ unsafe fn widen_sums<const R: usize>(sums: &mut [[__m256i; 2]; R], total: &mut [
 }
 
 impl<const EVEX: bool> Dot for AvxVnni<EVEX> {
-    /// None: blocks of rows are untimed on AVX-VNNI, which no machine here has.
+    /// None: on the EVEX form, blocks of 2, 4 and 6 rows gained too little to take
+    /// (docs/design/cpu-kernels.md).
     #[inline(always)]
     unsafe fn blocks<const KIND: u32, P: Wide8>(_: &Half<P>, _: Xs<P>) -> usize {
         0
