@@ -7,9 +7,9 @@
 //! Beyond the width, three things make them faster than AVX2:
 //! - 8-, 4- and 2-bit codes are unpacked straight into 16 lanes (the lane order of `layout`
 //!   is chosen so that one widening of the step's bytes gives vectors 0|1);
-//! - several output columns are computed together ([`QUAD`] for one row of x, [`PAIR`] for
-//!   more), so their independent FMA chains hide each other's latency and x is loaded once
-//!   for all of them;
+//! - several output columns are computed together ([`QUAD`] for one row of x and codes of up
+//!   to 4 bits, [`PAIR`] for more rows), so their independent FMA chains hide each other's
+//!   latency and x is loaded once for all of them;
 //! - the kernels are generic over the dtype the scales and biases are stored in (`Stored`),
 //!   and the product's shape is worked out once per call, so the loops never branch on
 //!   either.
@@ -26,6 +26,17 @@ use super::{codes_i, reduce};
 const QUAD: usize = 4;
 /// Output columns per pass for two and more rows of x.
 const PAIR: usize = 2;
+
+/// Whether one row of x takes [`QUAD`] columns a pass with `BITS`-bit codes, rather than one.
+/// Codes of 5 bits or more stream from memory faster a column at a time: against 4 columns, a
+/// decode step's products took 0.75 as long at 8 bits (SmolLM2-135M), 0.81 at 8, 0.92 at 6 and
+/// 0.96 at 5 (the 3.87 B bench model's shapes), and 0.91 in `mxfp8`; at 4 bits and below 4
+/// columns stay (1.02 at 4, 1.06 at 2, 1.16 in `mxfp4`, 1.07 in `nvfp4`). Family-25 EPYC,
+/// 2026-11-28, exact numerics, one column as variant 1 (`MLX_DISTRIBUTED_AB=1` with
+/// `worker generate --exact --max-tokens 1500`, or `EXACT=1 BITS=b int8_layer`).
+const fn quad_for_one_row(bits: u32) -> bool {
+    bits <= 4
+}
 
 /// Whether the CPU has AVX-512 F and DQ (and AVX2 and FMA, which the code unpacking uses).
 pub fn available() -> bool {
@@ -140,7 +151,9 @@ unsafe fn blocks<const BITS: u32, P: Stored>(
         let b = block(n);
         n += match ops.m {
             0 => left,
-            1 if left >= QUAD => rows::<BITS, 1, QUAD, P>(ops.x, sums, 0, shape, &b, out),
+            1 if left >= QUAD && quad_for_one_row(BITS) => {
+                rows::<BITS, 1, QUAD, P>(ops.x, sums, 0, shape, &b, out)
+            }
             1 => rows::<BITS, 1, 1, P>(ops.x, sums, 0, shape, &b, out),
             2 if left >= PAIR => rows::<BITS, 2, PAIR, P>(ops.x, sums, 0, shape, &b, out),
             2 => rows::<BITS, 2, 1, P>(ops.x, sums, 0, shape, &b, out),
