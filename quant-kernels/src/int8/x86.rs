@@ -32,7 +32,7 @@ const PREFETCH_L2: usize = 65536;
 /// products in a 3.87 B model's decode ran 3% faster at 8 and 16 KiB and 2% at 32 KiB on a
 /// family-25 EPYC (variants switched every 37 ms in one process, so the host's drift falls on
 /// both). The 256-bit half tiles keep [`PREFETCH_L2`] there (16 KiB ran them 9-10% slower),
-/// and take 16 KiB only on small tiles (`half_tiles::ahead_of`).
+/// and take 8 KiB on small tiles (`half_tiles::ahead_of`).
 const TILES_AHEAD: usize = 16384;
 
 /// Asks for a call's first `ahead` bytes of codes (`at` up to `end`) into L2 at once. The

@@ -18,7 +18,7 @@ use std::arch::x86_64::*;
 
 use super::super::tiles::WIDTH;
 use super::super::{group_shift, Row, Totals, BLOCK, DIGIT_SHIFT};
-use super::{block_bytes, e2m1_table, Isa, Walk, E2M1, PREFETCH_L2, TILES_AHEAD};
+use super::{block_bytes, e2m1_table, Isa, Walk, E2M1, PREFETCH_L2};
 use crate::float::{E4m3, E8m0};
 use crate::{Bf16, Operands, Out, Stored, F16};
 
@@ -381,17 +381,19 @@ struct Half<P> {
 }
 
 /// Tiles of at most this many bytes (rows of up to 1,024 8-bit codes or 2,048 4-bit ones)
-/// have their codes asked for [`TILES_AHEAD`] ahead (the AVX-512 tiles' distance) rather than
-/// [`PREFETCH_L2`].
+/// have their codes asked for [`SMALL_AHEAD`] ahead rather than [`PREFETCH_L2`].
 const SMALL_TILE: usize = 16384;
 
-/// How far ahead a tile of `tile_bytes` asks for its codes. Against 64 KiB, 16 KiB ran
-/// SmolLM2-135M's 8-bit products 0.92-0.94 as long and 4-bit and `mxfp4` ones 1.00-1.02, but the
-/// 3.87 B model's 1.10-1.17 as long (AVX2 on a family-25 EPYC, variants in one process:
-/// docs/design/cpu-kernels.md).
+/// How far ahead the codes of small tiles are asked for.
+const SMALL_AHEAD: usize = 8192;
+
+/// How far ahead a tile of `tile_bytes` asks for its codes (into L1 and L2, `prefetcht0`).
+/// Small tiles ask less far ahead: SmolLM2-135M's products took 0.95 as long at 8 KiB as at
+/// 16 KiB; the 3.87 B model's took 1.00-1.02 as long at 32 KiB as at 64 KiB, and 1.10-1.17 at
+/// 16 KiB (AVX2 on a family-25 EPYC, variants in one process: docs/design/cpu-kernels.md).
 fn ahead_of(tile_bytes: usize) -> usize {
     match tile_bytes <= SMALL_TILE {
-        true => TILES_AHEAD,
+        true => SMALL_AHEAD,
         false => PREFETCH_L2,
     }
 }
@@ -582,13 +584,14 @@ unsafe fn block<const KIND: u32, P: Wide8, S: Dot, const R: usize>(
 ) {
     let step = WIDTH * block_bytes(KIND);
     let codes = half.codes.add(b * step);
-    // Half the block's lines `half.ahead` ahead into L2 while they are this call's: each half
+    // Half the block's lines `half.ahead` ahead into L1 and L2 (`prefetcht0`: against
+    // `prefetcht1`, decode products took 0.92-0.99 as long) while they are this call's: each half
     // asks for its share, so that a block of rows keeps the memory busy through both halves.
     let ahead = codes.wrapping_add(half.ahead);
     if ahead.wrapping_add(step) <= half.end {
         let lines = step / 64 / 2;
         for line in half.half * lines..(half.half + 1) * lines {
-            _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(64 * line) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64 * line) as *const i8);
         }
     }
     let digits: [Digits; R] = std::array::from_fn(|r| Digits {
