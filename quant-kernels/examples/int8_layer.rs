@@ -7,6 +7,7 @@
 //!   cargo run --release -p quant-kernels --example int8_layer
 //!   LAYERS=12 DIMS=3072,768,8192 (hidden, k/v, MLP) ROUNDS=10 EXACT=1 ...
 //!   TILES=1 ...   (the weights in tiles, as x86-64 machines load them)
+//!   ROWS=2 ...    (rows of x a step: concurrent streams; default 1)
 //!   MERGED=1 ...  (q, k and v one call and gate and up another, as the model calls them;
 //!   the integer kernels only)
 
@@ -14,6 +15,11 @@ mod common;
 
 use quant_kernels::{int8, Format, Operands, Params};
 use std::time::Instant;
+
+/// Rows of x each product multiplies (`ROWS`).
+fn rows() -> usize {
+    var("ROWS", 1).max(1)
+}
 
 fn var(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -71,8 +77,8 @@ impl Packed {
 
     fn operands<'a>(&'a self, x: &'a [f32], format: Format) -> Operands<'a> {
         Operands {
-            x: &x[..self.k],
-            m: 1,
+            x: &x[..rows() * self.k],
+            m: rows(),
             k: self.k,
             w: &self.w,
             scales: Params::Bf16(&self.scales),
@@ -99,7 +105,7 @@ fn multiply_merged(layer: &[Packed], x: &[f32], out: &mut [f32], format: Format)
         let mut rest = &mut out[..];
         let mut outs = Vec::with_capacity(parts.len());
         for p in parts {
-            let (this, tail) = rest.split_at_mut(p.n);
+            let (this, tail) = rest.split_at_mut(rows() * p.n);
             outs.push(this);
             rest = tail;
         }
@@ -143,10 +149,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     let exact = std::env::var("EXACT").is_ok_and(|v| v == "1");
     let bytes: usize = layers.iter().flatten().map(Packed::bytes).sum();
-    let x: Vec<f32> = (0..d.max(mlp))
+    let x: Vec<f32> = (0..rows() * d.max(mlp))
         .map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0)
         .collect();
-    let mut out = vec![0f32; 2 * mlp + d + 2 * kv];
+    let mut out = vec![0f32; rows() * (2 * mlp + d + 2 * kv)];
     let merged = var("MERGED", 0) == 1 && !exact;
     let kernels = if exact { "f32" } else { int8::isa().name() };
     let format = match tiles {
