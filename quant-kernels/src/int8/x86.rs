@@ -31,9 +31,28 @@ const PREFETCH_L2: usize = 65536;
 /// How far ahead the AVX-512 tiled kernel asks for its codes into L2. Against 64 KiB, its
 /// products in a 3.87 B model's decode ran 3% faster at 8 and 16 KiB and 2% at 32 KiB on a
 /// family-25 EPYC (variants switched every 37 ms in one process, so the host's drift falls on
-/// both). The 256-bit half tiles keep [`PREFETCH_L2`] there (16 KiB ran them 9-10% slower),
-/// and take 8 KiB on small tiles (`half_tiles::ahead_of`).
+/// both). The 256-bit half tiles keep [`PREFETCH_L2`] there (16 KiB ran them 9-10% slower).
+/// Both take [`SMALL_AHEAD`] on small tiles ([`tile_ahead`]).
 const TILES_AHEAD: usize = 16384;
+
+/// Tiles of at most this many bytes (rows of up to 1,024 8-bit codes or 2,048 4-bit ones)
+/// have their codes asked for [`SMALL_AHEAD`] ahead.
+const SMALL_TILE: usize = 16384;
+
+/// How far ahead the codes of small tiles are asked for. Against 16 KiB, SmolLM2-135M's
+/// decode products took 0.94-0.97 as long on the AVX-512 tiles and 0.94-0.98 on the AVX2 half
+/// tiles, and 4 KiB ran as 8 (family-25 EPYC, variants in one process:
+/// docs/design/cpu-kernels.md).
+const SMALL_AHEAD: usize = 8192;
+
+/// How far ahead a tile of `tile_bytes` asks for its codes: [`SMALL_AHEAD`] on small tiles,
+/// `large` on the others (the set's own distance).
+fn tile_ahead(tile_bytes: usize, large: usize) -> usize {
+    match tile_bytes <= SMALL_TILE {
+        true => SMALL_AHEAD,
+        false => large,
+    }
+}
 
 /// Asks for a call's first `ahead` bytes of codes (`at` up to `end`) into L2 at once. The
 /// tiled kernels ask for each line `ahead` of the one they read, so a chunk's first lines

@@ -380,22 +380,12 @@ struct Half<P> {
     ahead: usize,
 }
 
-/// Tiles of at most this many bytes (rows of up to 1,024 8-bit codes or 2,048 4-bit ones)
-/// have their codes asked for [`SMALL_AHEAD`] ahead rather than [`PREFETCH_L2`].
-const SMALL_TILE: usize = 16384;
-
-/// How far ahead the codes of small tiles are asked for.
-const SMALL_AHEAD: usize = 8192;
-
-/// How far ahead a tile of `tile_bytes` asks for its codes (into L1 and L2, `prefetcht0`).
-/// Small tiles ask less far ahead: SmolLM2-135M's products took 0.95 as long at 8 KiB as at
-/// 16 KiB; the 3.87 B model's took 1.00-1.02 as long at 32 KiB as at 64 KiB, and 1.10-1.17 at
-/// 16 KiB (AVX2 on a family-25 EPYC, variants in one process: docs/design/cpu-kernels.md).
+/// How far ahead a tile of `tile_bytes` asks for its codes (into L1 and L2, `prefetcht0`):
+/// [`PREFETCH_L2`] on large tiles, where the 3.87 B model's products took 1.00-1.02 as long at
+/// 32 KiB and 1.10-1.17 at 16 KiB (AVX2 on a family-25 EPYC, variants in one process:
+/// docs/design/cpu-kernels.md).
 fn ahead_of(tile_bytes: usize) -> usize {
-    match tile_bytes <= SMALL_TILE {
-        true => SMALL_AHEAD,
-        false => PREFETCH_L2,
-    }
+    super::tile_ahead(tile_bytes, PREFETCH_L2)
 }
 
 /// Each tile of the columns against each row of x: blocks of rows half by half, then single

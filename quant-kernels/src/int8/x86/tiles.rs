@@ -117,6 +117,7 @@ unsafe fn tiles<const KIND: u32, P: Wide16>((ops, acts, cols, out): Walk, params
         end,
         TILES_AHEAD,
     );
+    let ahead = super::tile_ahead(tile_bytes, TILES_AHEAD);
     for t in (cols.start / WIDTH)..(cols.end / WIDTH) {
         if t + 1 < cols.end / WIDTH {
             next_params(params, t, groups_k);
@@ -126,6 +127,7 @@ unsafe fn tiles<const KIND: u32, P: Wide16>((ops, acts, cols, out): Walk, params
             scales: params.0.as_ptr().add(t * WIDTH * groups_k),
             shift: group_shift(ops.format),
             end,
+            ahead,
         };
         for (g, (rows, x)) in ms.iter().zip(&groups).enumerate() {
             // On the stack, where the compiler keeps them apart from the output's stores.
@@ -214,6 +216,8 @@ struct Tile<P> {
     scales: *const P,
     shift: u32,
     end: *const u8,
+    /// How far ahead its codes are asked for ([`super::tile_ahead`]).
+    ahead: usize,
 }
 
 /// [`ROWS`] rows of x against a tile: each one's 16 outputs without the bias part, the
@@ -270,9 +274,9 @@ unsafe fn block<const KIND: u32, P: Wide16, const R: usize>(
     acc: &mut [__m512; R],
 ) {
     let codes = tile.codes.add(b * WIDTH * block_bytes(KIND));
-    // The lines [`TILES_AHEAD`] ahead into L2, as many as this block reads, while they are
+    // The lines `tile.ahead` ahead into L2, as many as this block reads, while they are
     // this call's: past its end they would be wasted, or not even mapped.
-    let ahead = codes.wrapping_add(TILES_AHEAD);
+    let ahead = codes.wrapping_add(tile.ahead);
     if ahead.wrapping_add(WIDTH * block_bytes(KIND)) <= tile.end {
         for line in 0..WIDTH * block_bytes(KIND) / 64 {
             _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(64 * line) as *const i8);
