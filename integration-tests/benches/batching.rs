@@ -1,7 +1,8 @@
 //! Throughput and the prefix cache, against `mlx_lm.server` on the same load in the same run:
 //! - aggregate decode tok/s of 1, 4 and 8 concurrent greedy streams, on one node and on a
-//!   2-rank pipeline on loopback. Each stream decodes `TOKENS` tokens (eos ignored); the
-//!   aggregate is all tokens over the wall time of the slowest stream;
+//!   2-rank pipeline on loopback. Each stream decodes `TOKENS` tokens (eos ignored;
+//!   `BATCH_BENCH_TOKENS` sets another count); the aggregate is all tokens over the wall time
+//!   of the slowest stream;
 //! - time to first token for a prompt with a 1,000-token prefix nobody sent before (cold),
 //!   then for another question after the same prefix (warm: a prefix-cache hit).
 //!
@@ -26,6 +27,15 @@ const TTFT_RUNS: usize = 3;
 
 const MODEL: &str = "smollm2-135m-4bit";
 const TOKENS: i32 = 64;
+
+/// Tokens a stream decodes: `BATCH_BENCH_TOKENS`, else `TOKENS` (longer contexts weigh the
+/// attention more).
+fn tokens() -> i32 {
+    std::env::var("BATCH_BENCH_TOKENS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(TOKENS)
+}
 const PROMPTS: [&str; 8] = [
     "Write a story about the sea.",
     "What is the capital of France?",
@@ -45,7 +55,7 @@ async fn aggregate(c: &BackendClient<Channel>, n: usize) -> TestResult<f64> {
         let mut c = c.clone();
         let req = pb::PredictOptions {
             prompt: prompt.to_string(),
-            tokens: TOKENS,
+            tokens: tokens(),
             ignore_eos: true,
             ..Default::default()
         };
@@ -147,7 +157,7 @@ async fn loaded_rows(name: &str, c: BackendClient<Channel>) -> TestResult<Value>
 fn mlx_lm_rows() -> TestResult<Value> {
     let load = json!({
         "streams": [1, 4, 8],
-        "tokens": TOKENS,
+        "tokens": tokens(),
         "prompts": PROMPTS,
         "ttft": ttft_pairs(),
         "eos": 2,
@@ -195,7 +205,7 @@ fn main() -> TestResult {
             "{:<12} {:>7} {:>10} {:>8}",
             "setup", "streams", "tok/s", "x 1"
         );
-        let mut out = json!({"model": MODEL, "tokens": TOKENS});
+        let mut out = json!({"model": MODEL, "tokens": tokens()});
         if wanted("single") {
             let server = BackendProcess::start(&[]).await?;
             out["single"] = loaded_rows("single", server.client().await?).await?;

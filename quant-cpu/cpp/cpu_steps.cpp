@@ -157,27 +157,44 @@ void share_units(int64_t units, int64_t work, const std::function<void(int64_t, 
   }
 }
 
-void attend_row(const float* q, const HeadRows& k, const HeadRows& v, float* out, int64_t heads,
-                bool group_heads) {
-  const int t = static_cast<int>(k.len), d = static_cast<int>(k.width);
-  const int dv = static_cast<int>(v.width);
-  const int repeats = static_cast<int>(heads / k.heads);
-  const int rows = group_heads ? repeats : 1;
-  // Units of `rows` query heads, shared over the threads: each has the bits it has alone.
-  share_units(heads / rows, heads * t * (d + dv), [&](int64_t u0, int64_t u1) {
+namespace {
+
+// Query heads h .. h + group - 1 of one row, the group's kv head `h / repeats`.
+void attend_heads(const Attend& a, int64_t h, int group, int64_t repeats,
+                  std::vector<float>& scores) {
+  const int t = static_cast<int>(a.k.len), d = static_cast<int>(a.k.width);
+  const int dv = static_cast<int>(a.v.width);
+  const int64_t g = h / repeats;
+  scores.resize(static_cast<size_t>(group) * t);
+  sgemm()(ROW_MAJOR, NO_TRANS, TRANS, group, t, d, 1.0f, a.q + h * d, d,
+          a.k.data + g * a.k.head_stride, static_cast<int>(a.k.row_stride), 0.0f, scores.data(),
+          t);
+  for (int r = 0; r < group; r++) {
+    mlxd_softmax_row(scores.data() + r * t, scores.data() + r * t, t);
+  }
+  sgemm()(ROW_MAJOR, NO_TRANS, NO_TRANS, group, dv, t, 1.0f, scores.data(), t,
+          a.v.data + g * a.v.head_stride, static_cast<int>(a.v.row_stride), 0.0f,
+          a.out + h * dv, dv);
+}
+
+} // namespace
+
+void attend_rows(const std::vector<Attend>& rows, int64_t heads, bool group_heads) {
+  if (rows.empty()) {
+    return;
+  }
+  const int64_t repeats = heads / rows[0].k.heads;
+  const int group = group_heads ? static_cast<int>(repeats) : 1;
+  const int64_t per_row = heads / group;
+  int64_t work = 0;
+  for (const Attend& a : rows) {
+    work += heads * a.k.len * (a.k.width + a.v.width);
+  }
+  share_units(static_cast<int64_t>(rows.size()) * per_row, work, [&](int64_t u0, int64_t u1) {
     // Kept by each thread: grows with the longest context, never shrinks.
     thread_local std::vector<float> scores;
-    scores.resize(static_cast<size_t>(rows) * t);
-    for (int64_t h = u0 * rows; h < u1 * rows; h += rows) {
-      const int64_t g = h / repeats;
-      sgemm()(ROW_MAJOR, NO_TRANS, TRANS, rows, t, d, 1.0f, q + h * d, d,
-              k.data + g * k.head_stride, static_cast<int>(k.row_stride), 0.0f, scores.data(), t);
-      for (int r = 0; r < rows; r++) {
-        mlxd_softmax_row(scores.data() + r * t, scores.data() + r * t, t);
-      }
-      sgemm()(ROW_MAJOR, NO_TRANS, NO_TRANS, rows, dv, t, 1.0f, scores.data(), t,
-              v.data + g * v.head_stride, static_cast<int>(v.row_stride), 0.0f, out + h * dv,
-              dv);
+    for (int64_t u = u0; u < u1; u++) {
+      attend_heads(rows[u / per_row], (u % per_row) * group, group, repeats, scores);
     }
   });
 }

@@ -57,11 +57,22 @@ struct HeadRows {
 // contiguous).
 HeadRows head_rows(const mlx::core::array& a, std::vector<float>& keep);
 
-// Row b's heads: q [heads, d] already scaled, over its keys and values, out [heads, dv], as
-// MLX's sdpa fallback on the CPU gives it (one `cblas_sgemm` per head for the scores, MLX's
-// softmax, one for the values). With `group_heads`, a kv head's query heads share one product.
-void attend_row(const float* q, const HeadRows& k, const HeadRows& v, float* out, int64_t heads,
-                bool group_heads);
+// One query row: its heads q [heads, d] already scaled, its keys and values, and where its
+// heads' outputs go, out [heads, dv].
+struct Attend {
+  const float* q;
+  HeadRows k;
+  HeadRows v;
+  float* out;
+};
+
+// Each row's heads over its keys and values, as MLX's sdpa fallback on the CPU gives them (one
+// `cblas_sgemm` per head for the scores, MLX's softmax, one for the values). With
+// `group_heads`, a kv head's query heads share one product. The (row, head group) units of
+// every row are shared over the threads in one call, so that a batch's rows keep both threads
+// busy; a unit's bits do not depend on the thread or on the other rows. Every row has the
+// same kv heads.
+void attend_rows(const std::vector<Attend>& rows, int64_t heads, bool group_heads);
 
 // One sequence's causal attention: q [heads, L, d] already scaled, query i seeing keys
 // 0..=i + (T - L) of its kv head; out [heads, L, dv]. As MLX's sdpa fallback with a causal

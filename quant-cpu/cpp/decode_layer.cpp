@@ -189,7 +189,7 @@ struct LayerRun {
   void run();
   void copy_caches();
   void project_qkv(Scratch& s, const float* x, int64_t head_dim);
-  void attend_position(Scratch& s, int64_t b, int64_t j, int64_t head_dim);
+  mlxd::Attend place_position(Scratch& s, int64_t b, int64_t j, int64_t head_dim);
   void mlp(Scratch& s, float* h);
 };
 
@@ -243,10 +243,10 @@ void LayerRun::project_qkv(Scratch& s, const float* x, int64_t head_dim) {
 }
 
 // Row b's new position j (r = b * length + j of the products, position p = offsets[b] + j):
-// rope on its query and key, the key and value into the row's cache at p, and its attention
-// over positions 0..=p into `attended`. A row's positions go in order, so each sees the keys
-// before it and none after.
-void LayerRun::attend_position(Scratch& s, int64_t b, int64_t j, int64_t d) {
+// rope on its query (scaled, into `queries`) and key, the key and value into the row's cache
+// at p, and its attention over positions 0..=p, into `attended`, to run. Its keys stop at p,
+// so the later positions written before it runs are not among them.
+mlxd::Attend LayerRun::place_position(Scratch& s, int64_t b, int64_t j, int64_t d) {
   const int64_t heads = spec.heads, kv_heads = spec.kv_heads, pos = offsets[b] + j;
   const int64_t r = b * length + j;
   const mlxd::RopeParams p = rope_params(spec);
@@ -255,11 +255,11 @@ void LayerRun::attend_position(Scratch& s, int64_t b, int64_t j, int64_t d) {
   std::vector<float> cos_t(p.dims / 2), sin_t(p.dims / 2);
   mlxd::rope_angles((0.0f + static_cast<float>(pos)) * p.scale, p, inv.data(), cos_t.data(),
                     sin_t.data());
-  s.queries.resize(heads * d);
-  mlxd::rotate_heads({s.q.data() + r * heads * d, d, 1, s.queries.data(), d}, heads, d, p,
-                     cos_t.data(), sin_t.data());
-  for (float& v : s.queries) {
-    v = spec.scale * v;
+  float* queries = s.queries.data() + r * heads * d;
+  mlxd::rotate_heads({s.q.data() + r * heads * d, d, 1, queries, d}, heads, d, p, cos_t.data(),
+                     sin_t.data());
+  for (int64_t i = 0; i < heads * d; i++) {
+    queries[i] = spec.scale * queries[i];
   }
   array &keys = outputs[1 + 2 * b], &values = outputs[2 + 2 * b];
   const int64_t head_stride = keys.shape(2) * d;
@@ -273,8 +273,7 @@ void LayerRun::attend_position(Scratch& s, int64_t b, int64_t j, int64_t d) {
   }
   mlxd::HeadRows k{kc, kv_heads, pos + 1, d, head_stride, d};
   mlxd::HeadRows v{vc, kv_heads, pos + 1, d, head_stride, d};
-  mlxd::attend_row(s.queries.data(), k, v, s.attended.data() + r * heads * d, heads,
-                   spec.group_heads);
+  return {queries, k, v, s.attended.data() + r * heads * d};
 }
 
 // h += down(silu(gate(norm(h))) * up(norm(h))).
@@ -296,12 +295,15 @@ void LayerRun::run() {
   const int64_t b = rows(), d = layer->d, head_dim = layer->head_dim;
   const float* x = mlxd_row_major(inputs[0], s.x);
   project_qkv(s, x, head_dim);
+  s.queries.resize(b * spec.heads * head_dim);
   s.attended.resize(b * spec.heads * head_dim);
+  std::vector<mlxd::Attend> attend;
   for (int64_t row = 0; row < static_cast<int64_t>(offsets.size()); row++) {
     for (int64_t j = 0; j < length; j++) {
-      attend_position(s, row, j, head_dim);
+      attend.push_back(place_position(s, row, j, head_dim));
     }
   }
+  mlxd::attend_rows(attend, spec.heads, spec.group_heads);
   float* h = outputs[0].data<float>();
   s.projected.resize(b * d);
   products(s.attended.data(), {{slot::O, s.projected.data()}});

@@ -313,17 +313,19 @@ void DecodeAttentionCpu::eval_cpu(const std::vector<array>& inputs, std::vector<
     const float* q = mlxd_row_major(ins[0], keep);
     const int64_t rows = ins[0].shape(0), heads = ins[0].shape(1), d = ins[0].shape(3);
     const int64_t dv = out.shape(3);
-    std::vector<float> scaled(heads * d);
-    for (int64_t b = 0; b < rows; b++) {
-      for (int64_t i = 0; i < heads * d; i++) {
-        scaled[i] = p.scale * q[b * heads * d + i];
-      }
-      std::vector<float> keep_k, keep_v;
-      HeadRows k = mlxd::head_rows(ins[1 + 2 * b], keep_k);
-      HeadRows v = mlxd::head_rows(ins[2 + 2 * b], keep_v);
-      mlxd::attend_row(scaled.data(), k, v, out.data<float>() + b * heads * dv, heads,
-                       p.group_heads);
+    std::vector<float> scaled(rows * heads * d);
+    for (int64_t i = 0; i < rows * heads * d; i++) {
+      scaled[i] = p.scale * q[i];
     }
+    // Each row's gathered keys and values, where not contiguous, kept until all have run.
+    std::vector<std::vector<float>> kept(2 * rows);
+    std::vector<mlxd::Attend> attend;
+    for (int64_t b = 0; b < rows; b++) {
+      HeadRows k = mlxd::head_rows(ins[1 + 2 * b], kept[2 * b]);
+      HeadRows v = mlxd::head_rows(ins[2 + 2 * b], kept[2 * b + 1]);
+      attend.push_back({scaled.data() + b * heads * d, k, v, out.data<float>() + b * heads * dv});
+    }
+    mlxd::attend_rows(attend, heads, p.group_heads);
   });
 }
 
