@@ -1,6 +1,7 @@
 //! The AVX2/FMA kernel: tiles of up to 8 activation rows by one weight row (or one row by 4
-//! weight rows), each output an 8-lane FMA accumulation over k, one fixed horizontal sum, then
-//! a scalar tail.
+//! weight rows, or on rows of at most [`SHORT_K`] values, such as attention's keys, one row by
+//! 8), each output an 8-lane FMA accumulation over k, one fixed horizontal sum, then a scalar
+//! tail. Every tile gives an output the same bits.
 
 use std::arch::x86_64::*;
 
@@ -34,6 +35,14 @@ unsafe impl Sync for Gemm {}
 /// Weight rows per tile of a single activation row.
 const NT: usize = 4;
 
+/// Weight rows a tile of the short-row path takes at once (attention's keys): their eight
+/// sums reduce together ([`hsum8`]).
+const KEYS: usize = 8;
+
+/// The longest rows the short-row path takes: a tile's weight rows stay in L1 while each
+/// activation row reads them. Longer ones take [`rows`], which streams each weight row once.
+const SHORT_K: usize = 256;
+
 /// Computes the columns `n0..n1` of `g` (every row).
 ///
 /// # Safety
@@ -43,6 +52,19 @@ const NT: usize = 4;
 pub(crate) unsafe fn columns(g: &Gemm, n0: usize, n1: usize) {
     if !g.b_trans {
         return columns_nn(g, n0, n1);
+    }
+    if g.m > 1 && g.k <= SHORT_K {
+        let mut n = n0;
+        while n + KEYS <= n1 {
+            for m in 0..g.m {
+                keys(g, m, n);
+            }
+            n += KEYS;
+        }
+        for n in n..n1 {
+            rows(g, n);
+        }
+        return;
     }
     if g.m > 1 {
         for n in n0..n1 {
@@ -115,13 +137,49 @@ unsafe fn tile<const R: usize, const W: usize>(g: &Gemm, m: usize, n: usize) {
     }
 }
 
+/// Activation row `m` against the `KEYS` weight rows from `n`: each output the 8-lane chain
+/// and [`hsum`]'s order of [`tile`], the eight sums reduced together, then the scalar tail.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn keys(g: &Gemm, m: usize, n: usize) {
+    let k8 = g.k / 8 * 8;
+    let a = g.a.add(m * g.lda);
+    let b = |j: usize| g.b.add((n + j) * g.ldb);
+    let mut acc = [_mm256_setzero_ps(); KEYS];
+    // Key by key, so that the loads walk the keys' memory in order.
+    for (j, acc) in acc.iter_mut().enumerate() {
+        let mut k = 0;
+        while k < k8 {
+            *acc = _mm256_fmadd_ps(
+                _mm256_loadu_ps(a.add(k)),
+                _mm256_loadu_ps(b(j).add(k)),
+                *acc,
+            );
+            k += 8;
+        }
+    }
+    for (j, s) in hsum8(&acc).into_iter().enumerate() {
+        let mut s = s;
+        for k in k8..g.k {
+            s = (*a.add(k)).mul_add(*b(j).add(k), s);
+        }
+        store(g, m, n + j, s);
+    }
+}
+
 /// `A B` with `B` [k, n]: each output is one FMA chain over k in order, so zero terms at
-/// the end (a masked, padded attention row) leave it bit-identical.
+/// the end (a masked, padded attention row) leave it bit-identical. A row takes 64 columns a
+/// pass (a head of values), so that the pass reads each row of `B` whole and in order: two
+/// passes of 32 read the same rows from memory in halves.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn columns_nn(g: &Gemm, n0: usize, n1: usize) {
     for m in 0..g.m {
         let a = g.a.add(m * g.lda);
         let mut n = n0;
+        while n + 64 <= n1 {
+            chunk_nn::<8>(g, a, m, n);
+            n += 64;
+        }
         while n + 32 <= n1 {
             chunk_nn::<4>(g, a, m, n);
             n += 32;
@@ -180,6 +238,32 @@ unsafe fn hsum(v: __m256) -> f32 {
     _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)))
 }
 
+/// [`hsum`] of each of eight vectors, the same additions of the same pairs, done side by side:
+/// lanes `l` and `l + 4`, then lanes 0 + 2 and 1 + 3 of those, then the two.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn hsum8(v: &[__m256; 8]) -> [f32; 8] {
+    // [s4(v[i]), s4(v[i + 1])]: each 128-bit half one vector's lanes l + (l + 4).
+    let s4 = |i: usize| {
+        let lo = _mm256_permute2f128_ps(v[i], v[i + 1], 0x20);
+        let hi = _mm256_permute2f128_ps(v[i], v[i + 1], 0x31);
+        _mm256_add_ps(lo, hi)
+    };
+    // Halves: [s2(v[i]), s2(v[i + 2])] and [s2(v[i + 1]), s2(v[i + 3])].
+    let s2 = |p: __m256, q: __m256| {
+        let even = _mm256_shuffle_ps(p, q, 0b01_00_01_00);
+        let odd = _mm256_shuffle_ps(p, q, 0b11_10_11_10);
+        _mm256_add_ps(even, odd)
+    };
+    let (t0, t1) = (s2(s4(0), s4(2)), s2(s4(4), s4(6)));
+    let even = _mm256_shuffle_ps(t0, t1, 0b10_00_10_00);
+    let odd = _mm256_shuffle_ps(t0, t1, 0b11_01_11_01);
+    // Halves: [v0, v2, v4, v6] and [v1, v3, v5, v7].
+    let mut r = [0.0f32; 8];
+    _mm256_storeu_ps(r.as_mut_ptr(), _mm256_add_ps(even, odd));
+    [r[0], r[4], r[1], r[5], r[2], r[6], r[3], r[7]]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,36 +313,49 @@ mod tests {
         c
     }
 
+    /// Every output of `x W^T` on each shape (m, n, k) and beta 0 and 1, handed to `check`
+    /// with its row of A, its row of B, the beta and what the kernel gave.
+    fn each_output(
+        shapes: &[(usize, usize, usize)],
+        seed: u32,
+        check: impl Fn(&[f32], &[f32], f32, f32, &str),
+    ) {
+        for &(m, n, k) in shapes {
+            let (a, b) = (matrix(m, k, seed), matrix(n, k, seed + 1));
+            for beta in [0.0, 1.0] {
+                let c = product(m, n, k, &a, &b, beta);
+                for i in 0..m {
+                    for j in 0..n {
+                        let (x, w) = (&a[i * k..][..k], &b[j * k..][..k]);
+                        check(x, w, beta, c[i * n + j], &format!("{m}x{n}x{k} ({i}, {j})"));
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn matches_a_double_precision_reference() {
         if !is_x86_feature_detected!("avx2") || !is_x86_feature_detected!("fma") {
             return;
         }
-        for (m, n, k) in [
+        let shapes = [
             (1, 7, 5),
             (2, 9, 19),
             (3, 4, 64),
             (5, 13, 100),
             (16, 33, 576),
-        ] {
-            let (a, b) = (matrix(m, k, 1), matrix(n, k, 2));
-            for beta in [0.0, 1.0] {
-                let c = product(m, n, k, &a, &b, beta);
-                for i in 0..m {
-                    for j in 0..n {
-                        let want: f64 = (0..k)
-                            .map(|t| a[i * k + t] as f64 * b[j * k + t] as f64)
-                            .sum::<f64>()
-                            + beta as f64 * 0.5;
-                        let got = c[i * n + j] as f64;
-                        assert!(
-                            (got - want).abs() < 1e-4 * (1.0 + want.abs()),
-                            "{m}x{n}x{k}"
-                        );
-                    }
-                }
-            }
-        }
+        ];
+        each_output(&shapes, 1, |x, w, beta, got, at| {
+            let want: f64 = x
+                .iter()
+                .zip(w)
+                .map(|(a, b)| *a as f64 * *b as f64)
+                .sum::<f64>()
+                + beta as f64 * 0.5;
+            let got = got as f64;
+            assert!((got - want).abs() < 1e-4 * (1.0 + want.abs()), "{at}");
+        });
     }
 
     #[test]
@@ -272,6 +369,59 @@ mod tests {
         for m in 0..MAX_ROWS {
             let alone = product(1, n, k, &a[m * k..(m + 1) * k], &b, 0.0);
             assert_eq!(alone, batch[m * n..(m + 1) * n], "row {m}");
+        }
+    }
+
+    /// One output of `x W^T` as the kernel defines it: 8 lanes' FMA chains over k, [`hsum`]'s
+    /// order, the scalar tail, then `alpha · s + beta · c` (alpha 1).
+    fn nt_reference(a: &[f32], b: &[f32], beta: f32) -> f32 {
+        let k8 = a.len() / 8 * 8;
+        let mut l = [0.0f32; 8];
+        for k in (0..k8).step_by(8) {
+            for (i, l) in l.iter_mut().enumerate() {
+                *l = a[k + i].mul_add(b[k + i], *l);
+            }
+        }
+        let mut s = ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+        for k in k8..a.len() {
+            s = a[k].mul_add(b[k], s);
+        }
+        match beta == 0.0 {
+            true => s,
+            false => s + beta * 0.5,
+        }
+    }
+
+    #[test]
+    fn every_output_has_the_defined_bits() {
+        if !is_x86_feature_detected!("avx2") || !is_x86_feature_detected!("fma") {
+            return;
+        }
+        // Short rows (attention's keys, eight at a time) and long ones, 1 to 16 rows.
+        let shapes = [
+            (3, 41, 64),
+            (2, 8, 61),
+            (7, 19, 256),
+            (16, 17, 128),
+            (4, 9, 300),
+        ];
+        each_output(&shapes, 7, |x, w, beta, got, at| {
+            assert_eq!(got.to_bits(), nt_reference(x, w, beta).to_bits(), "{at}");
+        });
+        // `A B` ([k, n] values): one FMA chain over k per output.
+        for (m, n, k) in [(1, 64, 37), (3, 64, 230), (4, 45, 9), (7, 100, 16)] {
+            let (a, b) = (matrix(m, k, 9), matrix(k, n, 10));
+            let c = product_with(m, n, k, &a, &b, 0.0, false);
+            for i in 0..m {
+                for j in 0..n {
+                    let want = (0..k).fold(0.0f32, |s, t| a[i * k + t].mul_add(b[t * n + j], s));
+                    assert_eq!(
+                        c[i * n + j].to_bits(),
+                        want.to_bits(),
+                        "{m}x{n}x{k} ({i}, {j})"
+                    );
+                }
+            }
         }
     }
 
