@@ -298,6 +298,7 @@ void LayerRun::run() {
   s.queries.resize(b * spec.heads * head_dim);
   s.attended.resize(b * spec.heads * head_dim);
   std::vector<mlxd::Attend> attend;
+  attend.reserve(b);
   for (int64_t row = 0; row < static_cast<int64_t>(offsets.size()); row++) {
     for (int64_t j = 0; j < length; j++) {
       attend.push_back(place_position(s, row, j, head_dim));

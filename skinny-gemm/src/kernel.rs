@@ -53,21 +53,15 @@ pub(crate) unsafe fn columns(g: &Gemm, n0: usize, n1: usize) {
     if !g.b_trans {
         return columns_nn(g, n0, n1);
     }
-    if g.m > 1 && g.k <= SHORT_K {
+    if g.m > 1 {
         let mut n = n0;
-        while n + KEYS <= n1 {
+        while g.k <= SHORT_K && n + KEYS <= n1 {
             for m in 0..g.m {
                 keys(g, m, n);
             }
             n += KEYS;
         }
         for n in n..n1 {
-            rows(g, n);
-        }
-        return;
-    }
-    if g.m > 1 {
-        for n in n0..n1 {
             rows(g, n);
         }
         return;
@@ -158,8 +152,7 @@ unsafe fn keys(g: &Gemm, m: usize, n: usize) {
             k += 8;
         }
     }
-    for (j, s) in hsum8(&acc).into_iter().enumerate() {
-        let mut s = s;
+    for (j, mut s) in hsum8(&acc).into_iter().enumerate() {
         for k in k8..g.k {
             s = (*a.add(k)).mul_add(*b(j).add(k), s);
         }
