@@ -408,7 +408,7 @@ fn the_amx_kernel_equals_the_portable_kernel_bit_for_bit() {
         .filter(|(f, _)| f.group >= BLOCK);
     for (format, dtype) in cases {
         for blocks in [block_counts(format)[0], long_blocks(format)] {
-            for rows in [1, 3, 16, 17, 40] {
+            for rows in [1, 3, 8, 12, 16, 17, 40] {
                 let seed = 11 + u64::from(format.bits) + blocks as u64;
                 let case = Case::with_blocks(format, (rows, 48), dtype, seed, blocks);
                 let portable = case.product(Isa::Scalar);

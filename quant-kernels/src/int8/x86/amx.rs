@@ -1,10 +1,11 @@
 //! The tiled weights' products on AMX tiles, for many rows of x. A block's totals for 16
 //! rows of x and a tile's 16 weight rows are one [`TileUnit`] step: a `tdpbsud` a digit, the
-//! x digits as A (rows `k` bytes apart, as they lie) and the block's codes as B, which is
+//! x digits as A (laid out as tiles, [`operand_a`]) and the block's codes as B, which is
 //! the tiles' own layout with its lanes unpacked (8 bits: the weights as they lie; 4 bits and
-//! E2M1: their nibbles split once a tile into a buffer). The float steps are the tiled
-//! kernel's ([`fold_total`]), one output a lane, in its order: so the bits are every other
-//! set's. `nvfp4` (two groups a block) stays on the tiled kernel.
+//! E2M1: their nibbles split, once a tile for many rows, a block at a time for one A tile of
+//! rows). The float steps are the tiled kernel's ([`fold_total`]), one output a lane, in its
+//! order: so the bits are every other set's. `nvfp4` (two groups a block) stays on the tiled
+//! kernel.
 
 use std::arch::x86_64::*;
 
@@ -15,11 +16,21 @@ use super::{block_bytes, Walk, E2M1};
 use crate::amx::{Amx, TileUnit, CODES, COLUMNS, ROWS};
 use crate::Operands;
 
-/// Whether tiled `ops` take the tiles: a whole A tile of rows of x or more, blocks of one
-/// group each (not `nvfp4`), and a probe that found the tiles usable. From how many rows the
-/// tiles pay is not measured: no machine here has AMX.
+/// Whether tiled `ops` take the tiles: enough rows of x that they pay ([`min_rows`]), blocks
+/// of one group each (not `nvfp4`), and a probe that found the tiles usable.
 pub(super) fn takes(ops: &Operands) -> bool {
-    ops.m >= ROWS && ops.format.group >= BLOCK && crate::amx::amx() == &Amx::Usable
+    let enough = ops.m >= min_rows(super::kind(ops.format));
+    enough && ops.format.group >= BLOCK && crate::amx::amx() == &Amx::Usable
+}
+
+/// From how many rows of x the tiles beat the AVX-512 VNNI tiled kernel: 8 for 8-bit codes,
+/// 12 for 4-bit and E2M1 ones, which B takes split (a block at a time at these rows), as that
+/// kernel does. Measured on a 2-core Xeon with AMX (docs/design/cpu-kernels.md).
+fn min_rows(kind: u32) -> usize {
+    match kind {
+        8 => 8,
+        _ => 12,
+    }
 }
 
 /// Columns `walk.2` (whole tiles) of the product on tiled weights, the tile steps on `unit`.
@@ -40,6 +51,8 @@ pub(crate) unsafe fn columns<const KIND: u32, U: TileUnit>(walk: Walk, unit: &mu
 /// (`[group][WIDTH]`), and the format's group shift.
 struct Tile<P> {
     codes: *const u8,
+    /// Whether `codes` is B already (8 bits, or 4-bit codes split for the whole tile).
+    as_b: bool,
     scales: *const P,
     shift: u32,
 }
@@ -55,11 +68,19 @@ unsafe fn tiles<const KIND: u32, P: Wide16, U: TileUnit>(
     let (blocks, groups_k) = (ops.k / BLOCK, ops.k / ops.format.group);
     let offsets = offsets::<KIND>(acts, ops.m * blocks);
     let tile_bytes = WIDTH * ops.format.row_bytes(ops.k);
-    let mut split = vec![0u8; if KIND == 8 { 0 } else { blocks * CODES }];
+    let a = operand_a(acts, ops.m);
+    // Many rows of x: each tile split once, for all of them; one A tile's: a block at a time.
+    let whole = KIND != 8 && ops.m > ROWS;
+    let mut split = vec![0u8; if whole { blocks * CODES } else { 0 }];
     let mut configured = 0;
     for t in (cols.start / WIDTH)..(cols.end / WIDTH) {
+        let codes = ops.w.as_ptr().add(t * tile_bytes);
         let tile = Tile {
-            codes: operand_b::<KIND>(ops.w.as_ptr().add(t * tile_bytes), blocks, &mut split),
+            codes: match whole {
+                true => split_tile::<KIND>(codes, blocks, &mut split),
+                false => codes,
+            },
+            as_b: KIND == 8 || whole,
             scales: params.0.as_ptr().add(t * WIDTH * groups_k),
             shift: group_shift(ops.format),
         };
@@ -69,7 +90,8 @@ unsafe fn tiles<const KIND: u32, P: Wide16, U: TileUnit>(
                 unit.configure(rows);
                 configured = rows;
             }
-            let v = group::<KIND, P, U>(&tile, acts, (m0, rows), &offsets, unit);
+            let a = a.as_ptr().add(m0 * 2 * blocks * BLOCK);
+            let v = group::<KIND, P, U>(&tile, (acts, a), (m0, rows), &offsets, unit);
             for (r, v) in v.into_iter().enumerate().take(rows) {
                 store((ops, acts, out), params.1, (m0 + r, t), v);
             }
@@ -80,29 +102,83 @@ unsafe fn tiles<const KIND: u32, P: Wide16, U: TileUnit>(
     }
 }
 
-/// A tile's codes as B, block after block: the tile itself (8 bits), or its 4-byte words'
-/// low nibbles as lanes 0..4 and high ones as lanes 4..8, split into `split` (4 bits; E2M1
-/// codes as `2·v + 12`), as the tiled kernel's `lanes_of` reads them.
+/// x's digits as A: for each [`ROWS`] rows and each block, the rows' high digits and then
+/// their low ones, [`BLOCK`] bytes a row (`[m / ROWS][block][digit][ROWS][BLOCK]`, a last
+/// partial group of rows padded). A tile of A is then 512 bytes in a row: loaded `k` bytes
+/// apart, its rows fell into two of the L1 cache's sets, and the loads missed.
+fn operand_a(acts: &Activations, m: usize) -> Vec<i8> {
+    let (k, blocks) = (acts.k, acts.k / BLOCK);
+    let mut a = vec![0i8; m.div_ceil(ROWS) * ROWS * 2 * k];
+    for (r, b) in (0..m).flat_map(|r| (0..blocks).map(move |b| (r, b))) {
+        let at = (((r / ROWS * blocks + b) * 2) * ROWS + r % ROWS) * BLOCK;
+        let from = r * k + b * BLOCK;
+        a[at..at + BLOCK].copy_from_slice(&acts.hi[from..from + BLOCK]);
+        let at = at + ROWS * BLOCK;
+        a[at..at + BLOCK].copy_from_slice(&acts.lo[from..from + BLOCK]);
+    }
+    a
+}
+
+/// Block `b` of a tile as B: the block itself where the tile is B already, or its 4-byte
+/// words' low nibbles as lanes 0..4 and high ones as lanes 4..8, split into `split` (4 bits;
+/// E2M1 codes as `2·v + 12`), as the tiled kernel's `lanes_of` reads them. For one A tile of
+/// rows a block at a time, just before its step: a whole tile's split B, written and read
+/// once, left the L1 cache at large `k` (2048 x 8192, 16 rows: 3.3 against 2.4 ms).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn operand_b<const KIND: u32>(
+#[inline]
+unsafe fn operand_b<const KIND: u32, P>(tile: &Tile<P>, b: usize, split: &mut Split) -> *const u8 {
+    if tile.as_b {
+        return tile.codes.add(b * CODES);
+    }
+    split_block::<KIND>(tile.codes, b, split.0.as_mut_ptr());
+    split.0.as_ptr()
+}
+
+/// Every block of a tile's 4-bit codes split into `split`, as [`operand_b`] splits one.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn split_tile<const KIND: u32>(
     codes: *const u8,
     blocks: usize,
     split: &mut [u8],
 ) -> *const u8 {
-    if KIND == 8 {
-        return codes;
-    }
-    let words = block_bytes(KIND) / 4;
     for b in 0..blocks {
-        for w in 0..words {
-            let v = _mm512_loadu_si512(codes.add((b * words + w) * 64) as *const __m512i);
-            let [low, high] = super::avx512::nibble_split::<KIND>(v);
-            let at = split.as_mut_ptr().add(b * CODES + w * 64);
-            _mm512_storeu_si512(at as *mut __m512i, low);
-            _mm512_storeu_si512(at.add(4 * 64) as *mut __m512i, high);
-        }
+        split_block::<KIND>(codes, b, split.as_mut_ptr().add(b * CODES));
     }
     split.as_ptr()
+}
+
+/// Block `b`'s 4-bit codes split into the [`CODES`] bytes at `to`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn split_block<const KIND: u32>(codes: *const u8, b: usize, to: *mut u8) {
+    let words = block_bytes(KIND) / 4;
+    for w in 0..words {
+        let v = _mm512_loadu_si512(codes.add((b * words + w) * 64) as *const __m512i);
+        let [low, high] = super::avx512::nibble_split::<KIND>(v);
+        _mm512_storeu_si512(to.add(w * 64) as *mut __m512i, low);
+        _mm512_storeu_si512(to.add(4 * 64 + w * 64) as *mut __m512i, high);
+    }
+}
+
+/// One block's B, split from 4-bit codes: a cache line's alignment, as a tile row is.
+#[repr(align(64))]
+struct Split([u8; CODES]);
+
+/// Block `b`'s tile step into `out` (the high digits' totals, then the low ones').
+///
+/// # Safety
+/// As [`TileUnit::block`]: `a` is the rows' A ([`operand_a`]), `codes` the tile's B.
+#[inline(always)]
+unsafe fn step<U: TileUnit>(
+    unit: &mut U,
+    (a, codes): (*const i8, *const u8),
+    b: usize,
+    out: &mut [[i32; ROWS * COLUMNS]; 2],
+) {
+    let hi = a.add(b * 2 * ROWS * BLOCK);
+    let [h, l] = out;
+    let out = (h.as_mut_ptr(), l.as_mut_ptr());
+    unit.block((hi, hi.add(ROWS * BLOCK)), BLOCK, codes, out);
 }
 
 /// Rows `m0..m0 + rows` of x against a tile: each one's 16 outputs without the bias part
@@ -110,20 +186,18 @@ unsafe fn operand_b<const KIND: u32>(
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn group<const KIND: u32, P: Wide16, U: TileUnit>(
     tile: &Tile<P>,
-    acts: &Activations,
+    (acts, a): (&Activations, *const i8),
     (m0, rows): (usize, usize),
     offsets: &[super::super::Totals],
     unit: &mut U,
 ) -> [__m512; ROWS] {
-    let (k, blocks) = (acts.k, acts.k / BLOCK);
+    let blocks = acts.k / BLOCK;
     let mut acc = [[_mm512_setzero_ps(); 4]; ROWS];
     let mut totals = [[0i32; ROWS * COLUMNS]; 2];
-    let x = (acts.hi.as_ptr().add(m0 * k), acts.lo.as_ptr().add(m0 * k));
+    let mut split = Split([0; CODES]);
     for b in 0..blocks {
-        let [hi, lo] = &mut totals;
-        let digits = (x.0.add(b * BLOCK), x.1.add(b * BLOCK));
-        let out = (hi.as_mut_ptr(), lo.as_mut_ptr());
-        unit.block(digits, k, tile.codes.add(b * CODES), out);
+        let codes = operand_b::<KIND, P>(tile, b, &mut split);
+        step(unit, (a, codes), b, &mut totals);
         let s = P::load16(tile.scales.add((b >> tile.shift) * WIDTH));
         let s = match P::FLOAT {
             true => _mm512_mul_ps(s, _mm512_set1_ps(0.5)),
