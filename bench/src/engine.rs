@@ -24,6 +24,10 @@ struct Measured {
     /// Why a run of this row failed; the row then shows as failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     failed: Option<String>,
+    /// Why the prompt runs failed where generation ran (llama.cpp's prompt kernels can crash
+    /// where its decode runs, as its AMX ones do on some hosts); their cells show as failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    prompt_failed: Option<String>,
 }
 
 impl Measured {
@@ -297,31 +301,52 @@ fn signal_name(signal: i32) -> String {
     format!("signal {signal} ({name})")
 }
 
-/// One run of a build's `llama-bench`; an error says what went wrong (it could not start, was
-/// killed at the time limit, exited non-zero or by a signal, or printed no JSON).
+/// A build's `llama-bench` on the plan: its prompt lengths and its generation as two runs,
+/// so that one that crashes leaves the other's rates (`prompts` false: the generation alone).
+/// A run's error says what went wrong; the row fails only when every run did.
 fn measure_llama_cpp(
     args: &BenchArgs,
-    gguf: &Path,
-    build: &LlamaBuild,
+    (gguf, build): (&Path, &LlamaBuild),
     plan: &Plan,
-) -> CliResult<Measured> {
+    prompts: bool,
+) -> Measured {
     let lens: Vec<String> = plan.prompt_lens.iter().map(usize::to_string).collect();
-    let lens = if lens.is_empty() {
-        "0".to_string()
-    } else {
-        lens.join(",")
-    };
-    let gen = if plan.gen > 1 { plan.gen } else { 0 };
+    let mut out = Measured::default();
+    let mut failures = Vec::new();
+    if prompts && !lens.is_empty() {
+        match run_llama_bench(args, (gguf, build), (&lens.join(","), 0), plan.repeats) {
+            Ok(m) => out.prompt_tps = m.prompt_tps,
+            Err(e) => {
+                out.prompt_failed = Some(e.to_string());
+                failures.push(format!("prompts: {e}"));
+            }
+        }
+    }
+    if plan.gen > 1 {
+        match run_llama_bench(args, (gguf, build), ("0", plan.gen), plan.repeats) {
+            Ok(m) => out.generation_tps = m.generation_tps,
+            Err(e) => failures.push(format!("generation: {e}")),
+        }
+    }
+    if out.prompt_tps.is_empty() && out.generation_tps.is_none() && !failures.is_empty() {
+        return Measured::failed(failures.join("; "));
+    }
+    out
+}
+
+/// One run of `llama-bench` (`-p lens -n gen`); an error says what went wrong (it could not
+/// start, was killed at the time limit, exited non-zero or by a signal, or printed no JSON).
+fn run_llama_bench(
+    args: &BenchArgs,
+    (gguf, build): (&Path, &LlamaBuild),
+    (lens, gen): (&str, usize),
+    repeats: usize,
+) -> CliResult<Measured> {
     let child = Command::new(&build.bin)
         .arg("-m")
         .arg(gguf)
-        .args(["-t", &threads(args).to_string(), "-p", &lens])
-        .args([
-            "-n",
-            &gen.to_string(),
-            "-r",
-            &plan.repeats.max(1).to_string(),
-        ])
+        .args(["-t", &threads(args).to_string(), "-p", lens])
+        .args(["-n", &gen.to_string(), "-r", &repeats.max(1).to_string()])
         .args(["-o", "json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -401,14 +426,16 @@ fn keep_best(best: &mut Rows, label: &'static str, m: Measured) {
         (a, b) => a.or(b),
     };
     into.failed = into.failed.take().or(m.failed);
+    into.prompt_failed = into.prompt_failed.take().or(m.prompt_failed);
 }
 
 fn row_failed(rows: &Rows, label: &str) -> bool {
     rows.iter().any(|(l, m)| *l == label && m.failed.is_some())
 }
 
-/// One round of a llama.cpp build, unless an earlier one failed. A failure is a printed line
-/// naming the build and what happened, and marks its row failed.
+/// One round of a llama.cpp build, unless an earlier one failed (and without the prompt runs
+/// where an earlier round's failed). A failure is a printed line naming the build and what
+/// happened, and marks its row, or its prompt cells, failed.
 fn llama_round(
     args: &BenchArgs,
     plan: &Plan,
@@ -426,11 +453,19 @@ fn llama_round(
         build.label,
         llama.gguf.display()
     );
-    let m = measure_llama_cpp(args, &llama.gguf, build, plan).unwrap_or_else(|e| {
-        let why = format!("round {round}: {e}");
-        println!("{} failed ({}): {why}", build.label, build.bin.display());
-        Measured::failed(why)
-    });
+    let prompts = !rows
+        .iter()
+        .any(|(l, m)| *l == build.label && m.prompt_failed.is_some());
+    let mut m = measure_llama_cpp(args, (&llama.gguf, build), plan, prompts);
+    for why in [&mut m.failed, &mut m.prompt_failed].into_iter().flatten() {
+        *why = format!("round {round}: {why}");
+    }
+    let bin = build.bin.display();
+    match (&m.failed, &m.prompt_failed) {
+        (Some(why), _) => println!("{} failed ({bin}): {why}", build.label),
+        (None, Some(why)) => println!("{} prompts failed ({bin}): {why}", build.label),
+        (None, None) => {}
+    }
     keep_best(rows, build.label, m);
 }
 
@@ -665,10 +700,11 @@ fn table_line(label: &str, m: &Measured, lens: &[String]) -> String {
     }
     let mut line = format!("{label:<24}");
     for n in lens {
-        let cell = m
-            .prompt_tps
-            .get(n)
-            .map_or("-".into(), |v| format!("{v:.1}"));
+        let cell = match (m.prompt_tps.get(n), &m.prompt_failed) {
+            (Some(v), _) => format!("{v:.1}"),
+            (None, Some(_)) => "failed".into(),
+            (None, None) => "-".into(),
+        };
         line.push_str(&format!("{cell:>12}"));
     }
     let gen = m.generation_tps.map_or("-".into(), |v| format!("{v:.2}"));
@@ -842,7 +878,7 @@ mod tests {
         let m = |p: f64, g: Option<f64>| Measured {
             prompt_tps: BTreeMap::from([("128".to_string(), p)]),
             generation_tps: g,
-            failed: None,
+            ..Default::default()
         };
         keep_best(&mut rows, PACKED, m(10.0, Some(2.0)));
         keep_best(&mut rows, PACKED, m(12.0, Some(1.0)));
@@ -856,7 +892,7 @@ mod tests {
         Measured {
             prompt_tps: BTreeMap::from([("128".to_string(), p)]),
             generation_tps: Some(g),
-            failed: None,
+            ..Default::default()
         }
     }
 
@@ -975,5 +1011,38 @@ mod tests {
         assert_eq!(r["packed_vs_llama_cpp_native"]["generation"], 2.0);
         assert!(!r.contains_key("packed_vs_llama_cpp_generic"));
         assert!(!r.contains_key("llama_cpp_native_vs_generic"));
+    }
+
+    #[test]
+    fn failed_prompts_keep_the_generation_rate() {
+        let lens = ["128".to_string()];
+        let mut rows = Rows::new();
+        let prompts_failed = Measured {
+            generation_tps: Some(15.0),
+            prompt_failed: Some("round 1: killed by signal 11 (SIGSEGV)".into()),
+            ..Default::default()
+        };
+        keep_best(&mut rows, LLAMA_NATIVE, prompts_failed);
+        keep_best(&mut rows, LLAMA_NATIVE, measured_gen(16.0));
+        let native = &rows[0].1;
+        assert_eq!(native.generation_tps, Some(16.0));
+        assert!(native.prompt_failed.is_some());
+        assert!(!row_failed(&rows, LLAMA_NATIVE));
+        let line = table_line(LLAMA_NATIVE, native, &lens);
+        assert_eq!(
+            line,
+            format!("{LLAMA_NATIVE:<24}{:>12}{:>14}", "failed", "16.00")
+        );
+        rows.push((PACKED, measured(100.0, 32.0)));
+        let r = ratios(&rows);
+        assert_eq!(r["packed_vs_llama_cpp_native"]["generation"], 2.0);
+        assert!(!r["packed_vs_llama_cpp_native"].contains_key("prompt@128"));
+    }
+
+    fn measured_gen(g: f64) -> Measured {
+        Measured {
+            generation_tps: Some(g),
+            ..Default::default()
+        }
     }
 }
