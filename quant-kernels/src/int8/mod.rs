@@ -97,6 +97,8 @@ pub struct Activations {
     /// For the AVX2 kernel on 8-bit and E2M1 tiles ([`Activations::combine_digits`]): `[m][k]`
     /// each value's digits as one i16, `128 · hi + lo`, in `hi`'s order.
     pub combined: Vec<i16>,
+    /// For the AMX kernel ([`Activations::arrange_tiles`]): the digits as A tiles.
+    pub tiles_a: Vec<i8>,
 }
 
 /// One row's part of [`Activations`] (the quads are the AVX-512 kernels').
@@ -166,6 +168,31 @@ impl Activations {
                 .zip(lo)
                 .map(|(&h, &l)| ((h as i16) << DIGIT_SHIFT) + l as i16),
         );
+    }
+
+    /// What the AMX kernel reads as A: for each [`crate::amx::ROWS`] rows and each block, the
+    /// rows' high digits and then their low ones, [`BLOCK`] bytes a row
+    /// (`[m / ROWS][block][digit][ROWS][BLOCK]`; a last partial group's missing rows are left
+    /// as they were, since its steps load only its rows). A tile is then 512 bytes in a row:
+    /// loaded from x's rows, `k` bytes apart, its rows fell into two of the L1 cache's sets.
+    /// Made once a product, for every thread.
+    pub fn arrange_tiles(&mut self, m: usize) {
+        const ROWS: usize = crate::amx::ROWS;
+        let (k, blocks) = (self.k, self.k / BLOCK);
+        let len = m.div_ceil(ROWS) * ROWS * 2 * k;
+        if self.tiles_a.len() < len {
+            self.tiles_a.resize(len, 0);
+        }
+        let rows = self.hi.chunks_exact(k).zip(self.lo.chunks_exact(k));
+        for (r, (hi, lo)) in rows.take(m).enumerate() {
+            let at = |b: usize| ((r / ROWS * blocks + b) * 2 * ROWS + r % ROWS) * BLOCK;
+            let blocks = hi.chunks_exact(BLOCK).zip(lo.chunks_exact(BLOCK));
+            for (b, (h, l)) in blocks.enumerate() {
+                let at = at(b);
+                self.tiles_a[at..at + BLOCK].copy_from_slice(h);
+                self.tiles_a[at + ROWS * BLOCK..at + (ROWS + 1) * BLOCK].copy_from_slice(l);
+            }
+        }
     }
 
     /// Row `m`.
@@ -511,6 +538,9 @@ pub fn rows_many_with(set: Isa, parts: &[Operands], outs: &mut [&mut [f32]]) {
             // No stale row is left for a kernel to read.
             false => acts.combined.clear(),
         }
+        if set == Isa::Avx512Vnni && tiled && on_amx(first) {
+            acts.arrange_tiles(first.m);
+        }
         let outs: Vec<Out> = outs.iter_mut().map(|o| Out(o.as_mut_ptr())).collect();
         let unit = if tiled { tiles::WIDTH } else { 1 };
         crate::share_parts_by(&parts, unit, &|i, cols| {
@@ -534,6 +564,7 @@ pub fn rows_on_amx(ops: &Operands, out: &mut [f32], unit: &mut impl crate::amx::
     assert_eq!(out.len(), ops.m * ops.n);
     let (mut x, mut acts) = (Vec::new(), Activations::default());
     prepare(ops, &mut x, &mut acts);
+    acts.arrange_tiles(ops.m);
     let ops = Operands {
         x: &x[..ops.m * ops.k],
         ..*ops
@@ -541,6 +572,15 @@ pub fn rows_on_amx(ops: &Operands, out: &mut [f32], unit: &mut impl crate::amx::
     let walk = (&ops, &acts, 0..ops.n, Out(out.as_mut_ptr()));
     // SAFETY: checked above; `out` holds m * n values, written by this thread alone.
     unsafe { x86::on_amx(walk, unit) }
+}
+
+/// Whether tiled `ops` take AMX tiles (x86-64 only).
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+fn on_amx(ops: &Operands) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return x86::takes_amx(ops);
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
 }
 
 /// Whether `set` reads `ops`' digits combined (x86-64 only).

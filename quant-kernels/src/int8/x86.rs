@@ -122,6 +122,11 @@ pub(super) fn vex_vnni() -> bool {
     is_x86_feature_detected!("avxvnni")
 }
 
+/// Whether tiled `ops` take AMX tiles (on AVX-512 VNNI).
+pub(super) fn takes_amx(ops: &Operands) -> bool {
+    amx::takes(ops)
+}
+
 /// Whether `set` reads `ops`' activations with their digits combined (AVX2 on tiles).
 pub(super) fn reads_combined(set: Isa, ops: &Operands) -> bool {
     let tiled = ops.format.layout == crate::Layout::Tiles;

@@ -1,6 +1,6 @@
 //! The tiled weights' products on AMX tiles, for many rows of x. A block's totals for 16
 //! rows of x and a tile's 16 weight rows are one [`TileUnit`] step: a `tdpbsud` a digit, the
-//! x digits as A (laid out as tiles, [`operand_a`]) and the block's codes as B, which is
+//! x digits as A (laid out as tiles, [`Activations::arrange_tiles`]) and the block's codes as B, which is
 //! the tiles' own layout with its lanes unpacked (8 bits: the weights as they lie; 4 bits and
 //! E2M1: their nibbles split, once a tile for many rows, a block at a time for one A tile of
 //! rows). The float steps are the tiled kernel's ([`fold_total`]), one output a lane, in its
@@ -68,7 +68,7 @@ unsafe fn tiles<const KIND: u32, P: Wide16, U: TileUnit>(
     let (blocks, groups_k) = (ops.k / BLOCK, ops.k / ops.format.group);
     let offsets = offsets::<KIND>(acts, ops.m * blocks);
     let tile_bytes = WIDTH * ops.format.row_bytes(ops.k);
-    let a = operand_a(acts, ops.m);
+    debug_assert!(acts.tiles_a.len() >= ops.m.div_ceil(ROWS) * ROWS * 2 * ops.k);
     // Many rows of x: each tile split once, for all of them; one A tile's: a block at a time.
     let whole = KIND != 8 && ops.m > ROWS;
     let mut split = vec![0u8; if whole { blocks * CODES } else { 0 }];
@@ -90,7 +90,7 @@ unsafe fn tiles<const KIND: u32, P: Wide16, U: TileUnit>(
                 unit.configure(rows);
                 configured = rows;
             }
-            let a = a.as_ptr().add(m0 * 2 * blocks * BLOCK);
+            let a = acts.tiles_a.as_ptr().add(m0 * 2 * blocks * BLOCK);
             let v = group::<KIND, P, U>(&tile, (acts, a), (m0, rows), &offsets, unit);
             for (r, v) in v.into_iter().enumerate().take(rows) {
                 store((ops, acts, out), params.1, (m0 + r, t), v);
@@ -100,23 +100,6 @@ unsafe fn tiles<const KIND: u32, P: Wide16, U: TileUnit>(
     if configured != 0 {
         unit.release();
     }
-}
-
-/// x's digits as A: for each [`ROWS`] rows and each block, the rows' high digits and then
-/// their low ones, [`BLOCK`] bytes a row (`[m / ROWS][block][digit][ROWS][BLOCK]`, a last
-/// partial group of rows padded). A tile of A is then 512 bytes in a row: loaded `k` bytes
-/// apart, its rows fell into two of the L1 cache's sets, and the loads missed.
-fn operand_a(acts: &Activations, m: usize) -> Vec<i8> {
-    let (k, blocks) = (acts.k, acts.k / BLOCK);
-    let mut a = vec![0i8; m.div_ceil(ROWS) * ROWS * 2 * k];
-    for (r, b) in (0..m).flat_map(|r| (0..blocks).map(move |b| (r, b))) {
-        let at = (((r / ROWS * blocks + b) * 2) * ROWS + r % ROWS) * BLOCK;
-        let from = r * k + b * BLOCK;
-        a[at..at + BLOCK].copy_from_slice(&acts.hi[from..from + BLOCK]);
-        let at = at + ROWS * BLOCK;
-        a[at..at + BLOCK].copy_from_slice(&acts.lo[from..from + BLOCK]);
-    }
-    a
 }
 
 /// Block `b` of a tile as B: the block itself where the tile is B already, or its 4-byte
@@ -167,7 +150,7 @@ struct Split([u8; CODES]);
 /// Block `b`'s tile step into `out` (the high digits' totals, then the low ones').
 ///
 /// # Safety
-/// As [`TileUnit::block`]: `a` is the rows' A ([`operand_a`]), `codes` the tile's B.
+/// As [`TileUnit::block`]: `a` is the rows' A (`Activations::tiles_a`), `codes` the block's B.
 #[inline(always)]
 unsafe fn step<U: TileUnit>(
     unit: &mut U,
