@@ -433,29 +433,27 @@ fn row_failed(rows: &Rows, label: &str) -> bool {
     rows.iter().any(|(l, m)| *l == label && m.failed.is_some())
 }
 
-/// One round of a llama.cpp build, unless an earlier one failed (and without the prompt runs
-/// where an earlier round's failed). A failure is a printed line naming the build and what
-/// happened, and marks its row, or its prompt cells, failed.
+fn prompts_failed(rows: &Rows, label: &str) -> bool {
+    rows.iter()
+        .any(|(l, m)| *l == label && m.prompt_failed.is_some())
+}
+
+/// One round of a llama.cpp build (its prompt runs only if `prompts`: not where an earlier
+/// round's failed). A failure is a printed line naming the build and what happened, and marks
+/// its row, or its prompt cells, failed.
 fn llama_round(
     args: &BenchArgs,
-    plan: &Plan,
-    llama: &LlamaCpp,
-    build: &LlamaBuild,
+    (plan, prompts): (&Plan, bool),
+    (llama, build): (&LlamaCpp, &LlamaBuild),
     rows: &mut Rows,
     round: usize,
 ) {
-    if row_failed(rows, build.label) {
-        return;
-    }
     eprintln!(
         "[bench] round {round}/{}: {} on {}",
         args.rounds.max(1),
         build.label,
         llama.gguf.display()
     );
-    let prompts = !rows
-        .iter()
-        .any(|(l, m)| *l == build.label && m.prompt_failed.is_some());
     let mut m = measure_llama_cpp(args, (&llama.gguf, build), plan, prompts);
     for why in [&mut m.failed, &mut m.prompt_failed].into_iter().flatten() {
         *why = format!("round {round}: {why}");
@@ -577,9 +575,16 @@ fn measure_alternating(
             );
         }
         if let Some(llama) = llama {
-            // A build that failed in an earlier round is not run again.
+            // A build that failed in an earlier round is not run again, nor its prompt runs.
             for build in llama.builds.iter().filter(|b| !row_failed(&rows, b.label)) {
-                llama_round(args, plan, llama, build, &mut this_round, round);
+                let prompts = !prompts_failed(&rows, build.label);
+                llama_round(
+                    args,
+                    (plan, prompts),
+                    (llama, build),
+                    &mut this_round,
+                    round,
+                );
             }
         }
         for (label, m) in &this_round {
@@ -807,9 +812,10 @@ fn report_bandwidth(
     llama: Option<&LlamaCpp>,
 ) -> serde_json::Value {
     println!(
-        "\nread bandwidth {gb_per_s:.1} GB/s ({threads} threads streaming {} MiB, best of {} \
-         passes in each of {} rounds)",
+        "\nread bandwidth {gb_per_s:.1} GB/s ({threads} threads streaming {} MiB as {:?} streams \
+         each, best of {} passes in each of {} rounds)",
         bandwidth::BUFFER_BYTES >> 20,
+        bandwidth::STREAMS,
         bandwidth::PASSES,
         args.rounds.max(1)
     );
@@ -1017,16 +1023,17 @@ mod tests {
     fn failed_prompts_keep_the_generation_rate() {
         let lens = ["128".to_string()];
         let mut rows = Rows::new();
-        let prompts_failed = Measured {
+        let crashed = Measured {
             generation_tps: Some(15.0),
             prompt_failed: Some("round 1: killed by signal 11 (SIGSEGV)".into()),
             ..Default::default()
         };
-        keep_best(&mut rows, LLAMA_NATIVE, prompts_failed);
+        keep_best(&mut rows, LLAMA_NATIVE, crashed);
         keep_best(&mut rows, LLAMA_NATIVE, measured_gen(16.0));
         let native = &rows[0].1;
         assert_eq!(native.generation_tps, Some(16.0));
         assert!(native.prompt_failed.is_some());
+        assert!(prompts_failed(&rows, LLAMA_NATIVE) && !prompts_failed(&rows, LLAMA_GENERIC));
         assert!(!row_failed(&rows, LLAMA_NATIVE));
         let line = table_line(LLAMA_NATIVE, native, &lens);
         assert_eq!(
