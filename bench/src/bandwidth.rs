@@ -27,7 +27,7 @@ pub fn read_gb_per_s(threads: usize) -> f64 {
     let data: Vec<u64> = (0..BUFFER_BYTES / 8).map(|i| i as u64 | 1).collect();
     let chunk = data.len().div_ceil(threads.max(1));
     let mut best = f64::INFINITY;
-    for (_, streams) in (0..PASSES).flat_map(|p| STREAMS.map(|s| (p, s))) {
+    for streams in (0..PASSES).flat_map(|_| STREAMS) {
         let start = Instant::now();
         let sum = std::thread::scope(|s| {
             let handles: Vec<_> = data

@@ -1,11 +1,11 @@
 //! The tiled weights' products on AMX tiles, for many rows of x. A block's totals for 16
 //! rows of x and a tile's 16 weight rows are one [`TileUnit`] step: a `tdpbsud` a digit, the
-//! x digits as A (laid out as tiles, [`Activations::arrange_tiles`]) and the block's codes as B, which is
-//! the tiles' own layout with its lanes unpacked (8 bits: the weights as they lie; 4 bits and
-//! E2M1: their nibbles split, once a tile for many rows, a block at a time for one A tile of
-//! rows). The float steps are the tiled kernel's ([`fold_total`]), one output a lane, in its
-//! order: so the bits are every other set's. `nvfp4` (two groups a block) stays on the tiled
-//! kernel.
+//! x digits as A (laid out as tiles, [`Activations::arrange_tiles`]) and the block's codes
+//! as B, which is the tiles' own layout with its lanes unpacked (8 bits: the weights as they
+//! lie; 4 bits and E2M1: their nibbles split, once a tile for many rows, a block at a time for
+//! one A tile of rows). The float steps are the tiled kernel's ([`fold_total`]), one output a
+//! lane, in its order: so the bits are every other set's. `nvfp4` (two groups a block) stays
+//! on the tiled kernel.
 
 use std::arch::x86_64::*;
 
@@ -147,23 +147,6 @@ unsafe fn split_block<const KIND: u32>(codes: *const u8, b: usize, to: *mut u8) 
 #[repr(align(64))]
 struct Split([u8; CODES]);
 
-/// Block `b`'s tile step into `out` (the high digits' totals, then the low ones').
-///
-/// # Safety
-/// As [`TileUnit::block`]: `a` is the rows' A (`Activations::tiles_a`), `codes` the block's B.
-#[inline(always)]
-unsafe fn step<U: TileUnit>(
-    unit: &mut U,
-    (a, codes): (*const i8, *const u8),
-    b: usize,
-    out: &mut [[i32; ROWS * COLUMNS]; 2],
-) {
-    let hi = a.add(b * 2 * ROWS * BLOCK);
-    let [h, l] = out;
-    let out = (h.as_mut_ptr(), l.as_mut_ptr());
-    unit.block((hi, hi.add(ROWS * BLOCK)), BLOCK, codes, out);
-}
-
 /// Rows `m0..m0 + rows` of x against a tile: each one's 16 outputs without the bias part
 /// (the rest zeros). Block `b` folds into accumulator `b % 4`, as in the tiled kernel.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
@@ -180,7 +163,10 @@ unsafe fn group<const KIND: u32, P: Wide16, U: TileUnit>(
     let mut split = Split([0; CODES]);
     for b in 0..blocks {
         let codes = operand_b::<KIND, P>(tile, b, &mut split);
-        step(unit, (a, codes), b, &mut totals);
+        let hi = a.add(b * 2 * ROWS * BLOCK);
+        let [h, l] = &mut totals;
+        let out = (h.as_mut_ptr(), l.as_mut_ptr());
+        unit.block((hi, hi.add(ROWS * BLOCK)), BLOCK, codes, out);
         let s = P::load16(tile.scales.add((b >> tile.shift) * WIDTH));
         let s = match P::FLOAT {
             true => _mm512_mul_ps(s, _mm512_set1_ps(0.5)),
