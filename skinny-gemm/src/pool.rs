@@ -16,8 +16,12 @@ use crate::kernel::{columns, Gemm};
 const PARALLEL_MIN: usize = 64 * 1024;
 /// Spins before a helper parks (about 50-100 µs).
 const SPINS: u32 = 20_000;
-/// The smallest chunk is `1 / (FINEST · threads)` of a product's tiles.
-const FINEST: usize = 16;
+/// Chunks a thread takes from a product, on average: each chunk is `1 / (CHUNKS_PER_THREAD ·
+/// threads)` of its tiles. On the AMX Xeon (a KVM guest) every claim and every chunk's
+/// restarted prefetch stream cost more than the wait for a slower thread's last chunk: against
+/// chunks shrinking to a 32nd of the product, SmolLM2-135M decoded 3-7% faster (int8 and
+/// exact) and a 3.87 B model 2% (docs/benchmarks.md).
+const CHUNKS_PER_THREAD: usize = 2;
 
 struct Helper {
     thread: Thread,
@@ -150,46 +154,28 @@ fn stop(pool: &Pool) {
 /// Weight rows of chunk `i` of a product of `n` split over `threads` ([`Schedule`]), in whole
 /// tiles of 4.
 fn chunk(n: usize, threads: usize, i: usize) -> (usize, usize) {
-    let mut start = 0;
-    for (j, size) in Schedule::of(n, threads).sizes().enumerate() {
-        if j == i {
-            return ((start * 4).min(n), ((start + size) * 4).min(n));
-        }
-        start += size;
-    }
-    (n, n)
+    let s = Schedule::of(n, threads);
+    let tiles = |c: usize| (c * s.size).min(s.tiles) * 4;
+    (tiles(i).min(n), tiles(i + 1).min(n))
 }
 
-/// A guided schedule: each chunk is `1 / (2 · threads)` of the tiles still unclaimed, down to
-/// a floor of `1 / (FINEST · threads)` of them (so at most about `FINEST · threads` chunks,
-/// far below the claim word's 16 bits). With 8 equal chunks on 2 cores, a thread waited half
-/// a chunk on average at each product's end: about 3% of its time in a large model's decode.
+/// Equal chunks, [`CHUNKS_PER_THREAD`] a thread (the last one shorter where they do not divide
+/// the tiles).
 #[derive(Clone, Copy)]
 struct Schedule {
     tiles: usize,
-    threads: usize,
-    floor: usize,
+    size: usize,
 }
 
 impl Schedule {
     fn of(n: usize, threads: usize) -> Schedule {
         let tiles = n.div_ceil(4);
-        let floor = (tiles / (FINEST * threads.max(1))).max(1);
-        Schedule {
-            tiles,
-            threads: threads.max(1),
-            floor,
-        }
+        let size = (tiles / (CHUNKS_PER_THREAD * threads.max(1))).max(1);
+        Schedule { tiles, size }
     }
 
-    /// Each chunk's tiles, in claim order.
-    fn sizes(self) -> impl Iterator<Item = usize> {
-        let mut left = self.tiles;
-        std::iter::from_fn(move || {
-            let size = (left / (2 * self.threads)).max(self.floor).min(left);
-            left -= size;
-            (size > 0).then_some(size)
-        })
+    fn chunks(self) -> usize {
+        self.tiles.div_ceil(self.size)
     }
 }
 
@@ -253,7 +239,7 @@ fn share_on(pool: &Pool, n: usize, elements: usize, columns: Columns) {
     };
     let timed = crate::ab::Timed::start();
     let threads = helpers + 1;
-    let chunks = Schedule::of(n, threads).sizes().count();
+    let chunks = Schedule::of(n, threads).chunks();
     debug_assert!(chunks <= 0xffff, "the claim word counts chunks in 16 bits");
     // SAFETY: only the lifetime is erased; this function waits for every chunk below.
     let erased: *const (dyn Fn(usize, usize) + Sync + 'static) =
@@ -394,7 +380,7 @@ mod tests {
     fn chunks_cover_every_row_once_in_whole_tiles() {
         for n in [1, 3, 4, 5, 17, 3072, 49152] {
             for threads in 1..9 {
-                let chunks = Schedule::of(n, threads).sizes().count();
+                let chunks = Schedule::of(n, threads).chunks();
                 let mut next = 0;
                 for i in 0..chunks {
                     let (a, b) = chunk(n, threads, i);
@@ -413,9 +399,21 @@ mod tests {
     }
 
     #[test]
-    fn chunks_shrink_to_the_floor() {
-        // 3072 rows (768 tiles) over 2 threads: a quarter of what is left, down to 24 tiles.
-        let sizes: Vec<usize> = Schedule::of(3072, 2).sizes().collect();
-        assert_eq!(sizes, [192, 144, 108, 81, 60, 45, 34, 26, 24, 24, 24, 6]);
+    fn chunks_are_equal_two_a_thread() {
+        // 3072 rows (768 tiles) over 2 threads: four quarters.
+        let rows = |n, threads| {
+            let chunks = Schedule::of(n, threads).chunks();
+            (0..chunks)
+                .map(|i| chunk(n, threads, i))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            rows(3072, 2),
+            [(0, 768), (768, 1536), (1536, 2304), (2304, 3072)]
+        );
+        // 1000 rows (250 tiles) over 3 threads: 41 tiles each, and the 4 left over.
+        let last = rows(1000, 3);
+        assert_eq!(last.len(), 7);
+        assert_eq!((last[0], last[6]), ((0, 164), (984, 1000)));
     }
 }

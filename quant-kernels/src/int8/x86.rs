@@ -37,7 +37,7 @@ const TILES_AHEAD: usize = 16384;
 
 /// Tiles of at most this many bytes (rows of up to 1,024 8-bit codes or 2,048 4-bit ones)
 /// have their codes asked for [`SMALL_AHEAD`] ahead.
-const SMALL_TILE: usize = 16384;
+pub(super) const SMALL_TILE: usize = 16384;
 
 /// How far ahead the codes of small tiles are asked for. Against 16 KiB, SmolLM2-135M's
 /// decode products took 0.94-0.97 as long on the AVX-512 tiles and 0.94-0.98 on the AVX2 half
