@@ -109,7 +109,6 @@ unsafe fn tiles<const KIND: u32, P: Wide16>((ops, acts, cols, out): Walk, params
         .map(|m0| std::array::from_fn(|i| (m0 + i).min(ops.m - 1)))
         .collect();
     // Each group's rows and offsets, once for every tile.
-    type Group<'a> = ([Row<'a>; ROWS], [&'a [Totals]; ROWS]);
     let groups: Vec<Group> = (ms.iter())
         .map(|rows| {
             let offsets = rows.map(|m| offsets.get(m * blocks..).unwrap_or_default());
@@ -157,20 +156,34 @@ unsafe fn tiles<const KIND: u32, P: Wide16>((ops, acts, cols, out): Walk, params
         t += SIDE;
     }
     for t in t..t_end {
-        let tile = start(t);
-        for (g, (rows, x)) in ms.iter().zip(&groups).enumerate() {
-            // On the stack, where the compiler keeps them apart from the output's stores.
-            let (xs, x_offsets) = *x;
-            let (xs, x_offsets) = (&xs, &x_offsets);
-            let v = match ops.m - g * ROWS {
-                1 => widen::<1>(group::<KIND, P, 1>(&tile, xs, x_offsets)),
-                2 => widen::<2>(group::<KIND, P, 2>(&tile, xs, x_offsets)),
-                3 => widen::<3>(group::<KIND, P, 3>(&tile, xs, x_offsets)),
-                _ => group::<KIND, P, ROWS>(&tile, xs, x_offsets),
-            };
-            for (&m, v) in rows.iter().zip(v).take(ops.m - g * ROWS) {
-                store((ops, acts, out), params.1, (m, t), v);
-            }
+        every_group::<KIND, P>((ops, acts, out), params.1, (&start(t), t), (&ms, &groups));
+    }
+}
+
+/// A group of rows of x: their rows and their E2M1 offsets.
+type Group<'a> = ([Row<'a>; ROWS], [&'a [Totals]; ROWS]);
+
+/// Every group of rows of x (`ms` their row indices) against tile `t`, the outputs stored.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn every_group<const KIND: u32, P: Wide16>(
+    (ops, acts, out): (&Operands, &super::Activations, Out),
+    biases: &[P],
+    (tile, t): (&Tile<P>, usize),
+    (ms, groups): (&[[usize; ROWS]], &[Group]),
+) {
+    for (g, (rows, x)) in ms.iter().zip(groups).enumerate() {
+        // On the stack, where the compiler keeps them apart from the output's stores.
+        let (xs, x_offsets) = *x;
+        let (xs, x_offsets) = (&xs, &x_offsets);
+        let v = match ops.m - g * ROWS {
+            1 => widen::<1>(group::<KIND, P, 1>(tile, xs, x_offsets)),
+            2 => widen::<2>(group::<KIND, P, 2>(tile, xs, x_offsets)),
+            3 => widen::<3>(group::<KIND, P, 3>(tile, xs, x_offsets)),
+            _ => group::<KIND, P, ROWS>(tile, xs, x_offsets),
+        };
+        for (&m, v) in rows.iter().zip(v).take(ops.m - g * ROWS) {
+            store((ops, acts, out), biases, (m, t), v);
         }
     }
 }
