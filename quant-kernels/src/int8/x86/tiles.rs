@@ -134,13 +134,13 @@ unsafe fn tiles<const KIND: u32, P: Wide16>((ops, acts, cols, out): Walk, params
         shift: group_shift(ops.format),
         end,
         ahead,
-        next: match (t + side < t_end, spread) {
-            (true, true) => NextParams::of(params, t + side, (groups_k, blocks)),
-            (true, false) => {
-                next_params(params, t + side - 1, groups_k);
-                NextParams::NONE
-            }
-            (false, _) => NextParams::NONE,
+        next: match t + side < t_end {
+            true => NextParams::of(
+                params,
+                t + side,
+                (groups_k, if spread { blocks } else { 1 }),
+            ),
+            false => NextParams::NONE,
         },
         bytes: tile_bytes,
         beside: (side - 1) * tile_bytes,
@@ -198,8 +198,8 @@ pub(super) fn next_params<P>(params: (&[P], &[P]), t: usize, groups_k: usize) {
 }
 
 /// Tile `t + 1`'s scales and biases, asked for into L1 a few lines a block through tile `t`
-/// on tiles larger than [`super::SMALL_TILE`] (smaller ones ask at the tile's start,
-/// [`next_params`]). A tile reads its scales a group at a time and its biases all at its end,
+/// on tiles larger than [`super::SMALL_TILE`] (smaller ones ask for all at its first block).
+/// A tile reads its scales a group at a time and its biases all at its end,
 /// two streams beside the codes. Asked for all at once, a 3.87 B model's 48 lines a tile
 /// held the line fill buffers that the codes' prefetches wait for: spread, its decode's
 /// products took 0.98 as long on the AMX Xeon; on SmolLM2's small tiles spreading gained
@@ -222,7 +222,7 @@ impl NextParams {
         per_block: 0,
     };
 
-    /// Tile `t`'s parameters, for a tile of `blocks` blocks and `groups_k` groups a row.
+    /// Tile `t`'s parameters, asked for over `blocks` blocks, for `groups_k` groups a row.
     fn of<P>(params: (&[P], &[P]), t: usize, (groups_k, blocks): (usize, usize)) -> NextParams {
         let len = WIDTH * groups_k;
         let at = |p: &[P]| match p.get(t * len..(t + 1) * len) {
