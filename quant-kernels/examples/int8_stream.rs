@@ -7,7 +7,7 @@
 //!   cargo run --release -p quant-kernels --example int8_stream
 //!   SHAPE=3072x8192 COPIES=48 BITS=4 TILES=1 ...
 //!
-//! `TILES=1` reads the codes as tiles (the layout the x86-64 kernels load them into;
+//! `PARAMS=own` gives each copy its own scales and biases. `TILES=1` reads the codes as tiles (the layout the x86-64 kernels load them into;
 //! the bytes are random, so only the speed means anything).
 
 mod common;
@@ -67,12 +67,20 @@ fn main() -> Result<(), FormatError> {
     };
     let sets = [make(false), make(true)];
     let scale = |i: usize| half::bf16::from_f32(0.01 + (i % 7) as f32 * 1e-3).to_bits();
-    let s: Vec<u16> = (0..n * k / 64).map(scale).collect();
+    // `PARAMS=own`: each copy its own scales and biases, read from memory as a model's are;
+    // otherwise one set for all, in the caches.
+    let own = std::env::var("PARAMS").is_ok_and(|v| v == "own");
+    let params: Vec<(Vec<u16>, Vec<u16>)> = (0..if own { copies } else { 1 })
+        .map(|c| {
+            let v: Vec<u16> = (0..n * k / 64).map(|i| scale(i + c)).collect();
+            (v.clone(), v)
+        })
+        .collect();
     let x: Vec<f32> = (0..k)
         .map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0)
         .collect();
     let mut out = vec![0f32; n];
-    let bytes = (copies * (sets[0][0].len() + s.len() * 4)) as f64;
+    let bytes = (copies * (sets[0][0].len() + params[0].0.len() * 4)) as f64;
     for round in 0..6 {
         let t = Instant::now();
         std::hint::black_box(common::plain_read(
@@ -80,16 +88,26 @@ fn main() -> Result<(), FormatError> {
         ));
         let gb = (copies * sets[0][0].len()) as f64 / t.elapsed().as_secs_f64() / 1e9;
         println!("round {round} plain read: {gb:.1} GB/s");
+        for streams in [2, 4, 8] {
+            let t = Instant::now();
+            std::hint::black_box(common::plain_read_streams(
+                &sets[1].iter().map(|m| &m[..]).collect::<Vec<_>>(),
+                streams,
+            ));
+            let gb = (copies * sets[0][0].len()) as f64 / t.elapsed().as_secs_f64() / 1e9;
+            println!("round {round} plain read, {streams} streams: {gb:.1} GB/s");
+        }
         for (pages, w) in ["small", "huge"].iter().zip(&sets) {
             let t = Instant::now();
-            for w in w {
+            for (c, w) in w.iter().enumerate() {
+                let (s, b) = &params[c % params.len()];
                 let ops = Operands {
                     x: &x,
                     m: 1,
                     k,
                     w,
-                    scales: Params::Bf16(&s),
-                    biases: Some(Params::Bf16(&s)),
+                    scales: Params::Bf16(s),
+                    biases: Some(Params::Bf16(b)),
                     n,
                     format,
                 };

@@ -470,8 +470,9 @@ fn the_tiled_kernel_of(set: Isa) {
         for (blocks, rows) in short.chain(long) {
             for rows in rows {
                 let seed = 7 + u64::from(format.bits) + blocks as u64;
-                // 48 columns: three tiles, so that the helper threads split them.
-                let case = Case::with_blocks(format, (rows, 48), dtype, seed, blocks);
+                // 80 columns, five tiles: one row takes tiles 0 and 2, then 1 and 3, side by
+                // side, and tile 4 alone; on long rows the helper threads split them.
+                let case = Case::with_blocks(format, (rows, 80), dtype, seed, blocks);
                 let portable = case.product(Isa::Scalar);
                 let tiled = case.tiled().product(set);
                 assert_eq!(

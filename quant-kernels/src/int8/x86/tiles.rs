@@ -18,10 +18,12 @@ use crate::{Bf16, Operands, Out, Stored, F16};
 /// row, never written): their accumulators fill the registers.
 const ROWS: usize = 4;
 
-/// Tiles one row of x (a decode step) takes side by side, block by block, so that this many
-/// streams of codes are in flight: the hardware prefetchers keep a distance per stream. On
-/// the AMX Xeon a 3.87 B model's decode products took 0.88-0.91 as long with two than with
-/// one, and 0.89 with four; SmolLM2-135M's 0.94-0.96 (docs/design/cpu-kernels.md).
+/// Streams of tiles one row of x (a decode step) takes side by side, block by block: the
+/// call's tiles cut into this many parts, one tile of each in turn. The hardware prefetchers
+/// keep a distance per stream, and parts far apart reach separate DRAM pages. On the AMX
+/// Xeon, against one tile at a time, a 3.87 B model's decode products took 0.88-0.91 as
+/// long with two adjacent tiles, and then 0.990 with the two parts; four parts took 1.006
+/// and SmolLM2-135M's 1.079 (docs/design/cpu-kernels.md).
 const SIDE: usize = 2;
 
 /// A scale dtype whose 16 values (a tile's rows' in one group) load as one register.
@@ -117,46 +119,54 @@ unsafe fn tiles<const KIND: u32, P: Wide16>((ops, acts, cols, out): Walk, params
         .collect();
     let tile_bytes = WIDTH * ops.format.row_bytes(ops.k);
     let end = ops.w.as_ptr().wrapping_add(cols.end / WIDTH * tile_bytes);
-    super::prefetch_start(
-        ops.w.as_ptr().wrapping_add(cols.start / WIDTH * tile_bytes),
-        end,
-        TILES_AHEAD,
-    );
+    let (t0, t_end) = (cols.start / WIDTH, cols.end / WIDTH);
+    // One row of x takes the tiles as [`SIDE`] streams, each a part of `part` tiles.
+    let part = match ops.m {
+        1 => (t_end - t0) / SIDE,
+        _ => 0,
+    };
+    ask_for_streams(ops.w.as_ptr(), (t0, part, tile_bytes), end);
     let ahead = super::tile_ahead(tile_bytes, TILES_AHEAD);
     let spread = tile_bytes > super::SMALL_TILE;
-    let t_end = cols.end / WIDTH;
-    // One row of x takes the tiles [`SIDE`] at a time, each one's stream going on `side` on.
-    let side = if ops.m == 1 { SIDE } else { 1 };
-    // Tile `t`, as it starts: it asks for the parameters of the tile its stream reads next.
-    let start = |t: usize| Tile {
+    // Tile `t`, as it starts: it asks for the parameters of the next tile of its stream,
+    // which ends at `stream_end`.
+    let start = |t: usize, stream_end: usize| Tile {
         codes: ops.w.as_ptr().add(t * tile_bytes),
         scales: params.0.as_ptr().add(t * WIDTH * groups_k),
         shift: group_shift(ops.format),
         end,
         ahead,
-        next: match t + side < t_end {
-            true => NextParams::of(
-                params,
-                t + side,
-                (groups_k, if spread { blocks } else { 1 }),
-            ),
+        next: match t + 1 < stream_end {
+            true => NextParams::of(params, t + 1, (groups_k, if spread { blocks } else { 1 })),
             false => NextParams::NONE,
         },
-        bytes: tile_bytes,
-        beside: (side - 1) * tile_bytes,
     };
-    let mut t = cols.start / WIDTH;
-    while side == SIDE && t + SIDE <= t_end {
-        let tiles: [Tile<P>; SIDE] = std::array::from_fn(|i| start(t + i));
+    for i in 0..part {
+        let at: [usize; SIDE] = std::array::from_fn(|j| t0 + j * part + i);
+        let tiles = at.map(|t| start(t, t + part - i));
         let (xs, x_offsets) = &groups[0];
         let v = side_by_side::<KIND, P>(&tiles, xs, x_offsets);
-        for (i, v) in v.into_iter().enumerate() {
-            store((ops, acts, out), params.1, (0, t + i), v);
+        for (t, v) in at.into_iter().zip(v) {
+            store((ops, acts, out), params.1, (0, t), v);
         }
-        t += SIDE;
     }
-    for t in t..t_end {
-        every_group::<KIND, P>((ops, acts, out), params.1, (&start(t), t), (&ms, &groups));
+    for t in t0 + SIDE * part..t_end {
+        every_group::<KIND, P>(
+            (ops, acts, out),
+            params.1,
+            (&start(t, t_end), t),
+            (&ms, &groups),
+        );
+    }
+}
+
+/// Asks for the first bytes of each stream of tiles ([`super::prefetch_start`]): the
+/// [`SIDE`] parts of `part` tiles from tile `t0`, or the one stream when `part` is 0.
+fn ask_for_streams(w: *const u8, (t0, part, tile_bytes): (usize, usize, usize), end: *const u8) {
+    let streams = if part > 0 { SIDE } else { 1 };
+    for j in 0..streams {
+        let at = w.wrapping_add((t0 + j * part) * tile_bytes);
+        super::prefetch_start(at, end, TILES_AHEAD);
     }
 }
 
@@ -318,10 +328,6 @@ struct Tile<P> {
     ahead: usize,
     /// The scales and biases of the tile this one's stream reads next, asked for through it.
     next: NextParams,
-    /// Its codes' bytes, and those of the tiles read beside it ([`SIDE`]), which its
-    /// prefetches past its end jump over to reach its stream's next tile.
-    bytes: usize,
-    beside: usize,
 }
 
 /// [`ROWS`] rows of x against a tile: each one's 16 outputs without the bias part, the
@@ -420,10 +426,7 @@ unsafe fn block<const KIND: u32, P: Wide16, const R: usize>(
     let codes = tile.codes.add(b * WIDTH * block_bytes(KIND));
     // The lines `tile.ahead` ahead into L2, as many as this block reads, while they are
     // this call's: past its end they would be wasted, or not even mapped.
-    let mut ahead = codes.wrapping_add(tile.ahead);
-    if ahead >= tile.codes.wrapping_add(tile.bytes) {
-        ahead = ahead.wrapping_add(tile.beside);
-    }
+    let ahead = codes.wrapping_add(tile.ahead);
     if ahead.wrapping_add(WIDTH * block_bytes(KIND)) <= tile.end {
         for line in 0..WIDTH * block_bytes(KIND) / 64 {
             _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(64 * line) as *const i8);
