@@ -169,6 +169,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .flatten()
                 .map(|p| &p.w[..])
                 .collect::<Vec<_>>(),
+            1,
         ));
         let codes: usize = layers.iter().flatten().map(|p| p.w.len()).sum();
         let plain = codes as f64 / t.elapsed().as_secs_f64() / 1e9;

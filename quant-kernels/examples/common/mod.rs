@@ -1,14 +1,9 @@
 //! What the streaming examples share.
 
-/// Two threads each summing half of every buffer, as words: what the memory gives a plain
-/// read of the same bytes at that moment.
-pub fn plain_read(buffers: &[&[u8]]) -> u64 {
-    plain_read_streams(buffers, 1)
-}
-
-/// [`plain_read`] with each thread's half of a buffer read as `streams` equal parts side by
-/// side, 512 bytes from each in turn (some hosts read several streams faster than one).
-pub fn plain_read_streams(buffers: &[&[u8]], streams: usize) -> u64 {
+/// Two threads each summing half of every buffer, as words, read as `streams` equal parts
+/// side by side, 512 bytes from each in turn: what the memory gives a plain read of the same
+/// bytes at that moment (some hosts read several streams faster than one).
+pub fn plain_read(buffers: &[&[u8]], streams: usize) -> u64 {
     std::thread::scope(|scope| {
         let halves: Vec<_> = (0..2)
             .map(|h| {
