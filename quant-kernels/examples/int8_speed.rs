@@ -161,16 +161,11 @@ impl quant_kernels::amx::TileUnit for Idle {
         assert!(rows <= quant_kernels::amx::ROWS);
     }
 
-    unsafe fn block(
-        &mut self,
-        _: (*const i8, *const i8),
-        _: usize,
-        _: *const u8,
-        out: (*mut i32, *mut i32),
-    ) {
+    unsafe fn steps(&mut self, s: &quant_kernels::amx::Steps) {
         let n = quant_kernels::amx::ROWS * quant_kernels::amx::COLUMNS;
-        std::ptr::write_bytes(out.0, 0, n);
-        std::ptr::write_bytes(out.1, 0, n);
+        for i in 0..s.count {
+            std::ptr::write_bytes(s.c.byte_add(i * s.c_step), 0, n);
+        }
     }
 
     unsafe fn release(&mut self) {}

@@ -3,12 +3,12 @@
 //! CPUID and the kernel's permission (`arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA)`) can both
 //! say yes in a virtual machine whose hypervisor does not give the guest the tile state:
 //! llama.cpp dies there with SIGILL at its first `tileloadd`. So the probe configures the
-//! tiles and runs the integer kernel's own tile step ([`TileUnit::block`]) in a forked child,
+//! tiles and runs the integer kernel's own tile steps ([`TileUnit::steps`]) in a forked child,
 //! where a fault ends the child alone, and compares its totals with [`Model`]'s, the step
 //! written out from the instructions' definitions. The tiles count only if the child exits
 //! cleanly with the model's totals. It runs once per process ([`amx`]).
 //!
-//! The step is the one place this crate runs tile instructions; the kernel that uses it
+//! The steps are the one place this crate runs tile instructions; the kernel that uses them
 //! (`int8::x86::amx`) is tested on [`Model`] everywhere, and on the hardware where it runs.
 
 /// What the probe found.
@@ -42,37 +42,50 @@ pub fn amx() -> &'static Amx {
     })
 }
 
-/// Rows of x one tile step takes at most: the rows of A and of C.
+/// Rows one tile step takes at most: the rows of A and of C.
 pub const ROWS: usize = 16;
 /// Bytes of codes one step reads (B): 8 rows of 64, row `l` holding lane `l`'s 4 codes of
 /// each of 16 weight rows (a block of the tiled weights' layout, its lanes unpacked).
 pub const CODES: usize = 8 * 64;
-/// Totals a step gives each row of x: one a weight row (a row of C).
+/// Totals a step gives each row of A: one a weight row (a row of C).
 pub const COLUMNS: usize = 16;
+/// Bytes of digits in a row of A: one block's.
+pub const DIGITS: usize = 32;
+/// Steps one call takes at most, each into a C tile of its own, so that the tiles' steps
+/// overlap: one at a time, each waited for before its store, a step took about 66 cycles.
+pub const STEPS: usize = 4;
 
-/// One block's integer totals on tiles, for up to [`ROWS`] rows of x and 16 weight rows:
-/// `tdpbsud` (signed digits times unsigned codes, summed exactly in i32) once for each of
-/// the two digits.
+/// Where one call's steps read and write. Step `i` reads A at `a + i·a_step` (its rows
+/// [`DIGITS`] bytes apart) and B at `b + i·b_step`, and writes C at `c + i·c_step` (its rows
+/// [`COLUMNS`] totals apart); the steps are bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct Steps {
+    pub a: *const i8,
+    pub a_step: usize,
+    pub b: *const u8,
+    pub b_step: usize,
+    pub c: *mut i32,
+    pub c_step: usize,
+    /// 1..=[`STEPS`].
+    pub count: usize,
+}
+
+/// Integer totals on tiles: `tdpbsud` (signed digits times unsigned codes, summed exactly in
+/// i32), one block of digits a row of A against a block of a tile's 16 weight rows.
 pub trait TileUnit {
-    /// Readies the tiles for steps of `rows` rows of x (1..=[`ROWS`]).
+    /// Readies the tiles for steps of `rows` rows of A (1..=[`ROWS`]).
     ///
     /// # Safety
     /// [`Hardware`] needs the probe's [`Amx::Usable`].
     unsafe fn configure(&mut self, rows: usize);
 
-    /// `out.d[m·16 + n] = Σ_{l<8, j<4} x.d[m·stride + 4l + j] · codes[64l + 4n + j]` for
-    /// each digit `d` and each configured row `m`.
+    /// For each step `i < steps.count`, configured row `m` and weight row `n`:
+    /// `C_i[m·16 + n] = Σ_{l<8, j<4} A_i[m·32 + 4l + j] · B_i[64l + 4n + j]`.
     ///
     /// # Safety
-    /// Configured; `x.d` holds the rows `stride` bytes apart (32 bytes each), `codes`
-    /// [`CODES`] bytes, and each `out.d` the rows' [`COLUMNS`] totals.
-    unsafe fn block(
-        &mut self,
-        x: (*const i8, *const i8),
-        stride: usize,
-        codes: *const u8,
-        out: (*mut i32, *mut i32),
-    );
+    /// Configured; each step's A holds the configured rows, B [`CODES`] bytes, and C the
+    /// rows' [`COLUMNS`] totals.
+    unsafe fn steps(&mut self, steps: &Steps);
 
     /// Gives the tiles back (the hardware's to their initial state).
     ///
@@ -94,21 +107,17 @@ impl TileUnit for Model {
         self.rows = rows;
     }
 
-    unsafe fn block(
-        &mut self,
-        x: (*const i8, *const i8),
-        stride: usize,
-        codes: *const u8,
-        out: (*mut i32, *mut i32),
-    ) {
-        for (digits, out) in [(x.0, out.0), (x.1, out.1)] {
+    unsafe fn steps(&mut self, s: &Steps) {
+        assert!((1..=STEPS).contains(&s.count), "1 to {STEPS} steps");
+        for i in 0..s.count {
+            let (a, b) = (s.a.add(i * s.a_step), s.b.add(i * s.b_step));
+            let c = s.c.byte_add(i * s.c_step);
             for (m, n) in (0..self.rows).flat_map(|m| (0..COLUMNS).map(move |n| (m, n))) {
-                let products = (0..32).map(|i| {
+                let products = (0..DIGITS).map(|i| {
                     let (l, j) = (i / 4, i % 4);
-                    i32::from(*digits.add(m * stride + i))
-                        * i32::from(*codes.add(64 * l + 4 * n + j))
+                    i32::from(*a.add(m * DIGITS + i)) * i32::from(*b.add(64 * l + 4 * n + j))
                 });
-                *out.add(m * COLUMNS + n) = products.sum();
+                *c.add(m * COLUMNS + n) = products.sum();
             }
         }
     }
@@ -118,8 +127,8 @@ impl TileUnit for Model {
     }
 }
 
-/// The tile step on the CPU's tiles: tmm0 and tmm1 the totals (C) of the high and low digits,
-/// tmm2 and tmm3 the digits (A), tmm4 the codes (B).
+/// The tile steps on the CPU's tiles: tmm0-tmm3 the totals (C) of up to four steps, tmm4
+/// and tmm5 the digits (A), tmm6 and tmm7 the codes (B).
 #[cfg(target_arch = "x86_64")]
 pub struct Hardware;
 
@@ -135,32 +144,15 @@ impl TileUnit for Hardware {
         );
     }
 
-    unsafe fn block(
-        &mut self,
-        x: (*const i8, *const i8),
-        stride: usize,
-        codes: *const u8,
-        out: (*mut i32, *mut i32),
-    ) {
-        std::arch::asm!(
-            "tilezero tmm0",
-            "tilezero tmm1",
-            "tileloadd tmm2, [{hi} + {stride}*1]",
-            "tileloadd tmm3, [{lo} + {stride}*1]",
-            "tileloadd tmm4, [{codes} + {line}*1]",
-            "tdpbsud tmm0, tmm2, tmm4",
-            "tdpbsud tmm1, tmm3, tmm4",
-            "tilestored [{out_hi} + {line}*1], tmm0",
-            "tilestored [{out_lo} + {line}*1], tmm1",
-            hi = in(reg) x.0,
-            lo = in(reg) x.1,
-            stride = in(reg) stride,
-            codes = in(reg) codes,
-            line = in(reg) 64usize,
-            out_hi = in(reg) out.0,
-            out_lo = in(reg) out.1,
-            options(nostack),
-        );
+    unsafe fn steps(&mut self, s: &Steps) {
+        match s.count {
+            STEPS => four(s),
+            count => {
+                for i in 0..count {
+                    one(s, i);
+                }
+            }
+        }
     }
 
     unsafe fn release(&mut self) {
@@ -168,13 +160,78 @@ impl TileUnit for Hardware {
     }
 }
 
-/// Palette 1 for the step of `rows` rows of x: C (tmm0, tmm1) `rows` x 64 bytes, A (tmm2,
-/// tmm3) `rows` x 32, B (tmm4) 8 x 64. Bytes 16.. hold each tile's row bytes, 48.. its rows.
+/// Step `i` of `s` alone: its product, then its store.
+#[cfg(target_arch = "x86_64")]
+unsafe fn one(s: &Steps, i: usize) {
+    std::arch::asm!(
+        "tilezero tmm0",
+        "tileloadd tmm4, [{a} + {row}*1]",
+        "tileloadd tmm6, [{b} + {line}*1]",
+        "tdpbsud tmm0, tmm4, tmm6",
+        "tilestored [{c} + {line}*1], tmm0",
+        a = in(reg) s.a.add(i * s.a_step),
+        row = in(reg) DIGITS,
+        b = in(reg) s.b.add(i * s.b_step),
+        line = in(reg) 64usize,
+        c = in(reg) s.c.byte_add(i * s.c_step),
+        options(nostack),
+    );
+}
+
+/// Four steps, each into its own C, all issued before the first store.
+#[cfg(target_arch = "x86_64")]
+unsafe fn four(s: &Steps) {
+    std::arch::asm!(
+        "tilezero tmm0",
+        "tilezero tmm1",
+        "tilezero tmm2",
+        "tilezero tmm3",
+        "tileloadd tmm4, [{a} + {row}*1]",
+        "tileloadd tmm6, [{b} + {line}*1]",
+        "tdpbsud tmm0, tmm4, tmm6",
+        "add {a}, {a_step}",
+        "add {b}, {b_step}",
+        "tileloadd tmm5, [{a} + {row}*1]",
+        "tileloadd tmm7, [{b} + {line}*1]",
+        "tdpbsud tmm1, tmm5, tmm7",
+        "add {a}, {a_step}",
+        "add {b}, {b_step}",
+        "tileloadd tmm4, [{a} + {row}*1]",
+        "tileloadd tmm6, [{b} + {line}*1]",
+        "tdpbsud tmm2, tmm4, tmm6",
+        "add {a}, {a_step}",
+        "add {b}, {b_step}",
+        "tileloadd tmm5, [{a} + {row}*1]",
+        "tileloadd tmm7, [{b} + {line}*1]",
+        "tdpbsud tmm3, tmm5, tmm7",
+        "tilestored [{c} + {line}*1], tmm0",
+        "add {c}, {c_step}",
+        "tilestored [{c} + {line}*1], tmm1",
+        "add {c}, {c_step}",
+        "tilestored [{c} + {line}*1], tmm2",
+        "add {c}, {c_step}",
+        "tilestored [{c} + {line}*1], tmm3",
+        a = inout(reg) s.a => _,
+        a_step = in(reg) s.a_step,
+        row = in(reg) DIGITS,
+        b = inout(reg) s.b => _,
+        b_step = in(reg) s.b_step,
+        line = in(reg) 64usize,
+        c = inout(reg) s.c => _,
+        c_step = in(reg) s.c_step,
+        options(nostack),
+    );
+}
+
+/// Palette 1 for steps of `rows` rows of A: C (tmm0-tmm3) `rows` x 64 bytes, A (tmm4,
+/// tmm5) `rows` x 32, B (tmm6, tmm7) 8 x 64. Bytes 16.. hold each tile's row bytes, 48.. its
+/// rows.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 fn step_config(rows: usize) -> [u8; 64] {
     let mut c = [0u8; 64];
     c[0] = 1;
-    let tiles: [(u16, usize); 5] = [(64, rows), (64, rows), (32, rows), (32, rows), (64, 8)];
+    let (sums, digits, codes) = ((64u16, rows), (DIGITS as u16, rows), (64u16, 8));
+    let tiles = [sums, sums, sums, sums, digits, digits, codes, codes];
     for (t, (bytes, rows)) in tiles.into_iter().enumerate() {
         c[16 + 2 * t..18 + 2 * t].copy_from_slice(&bytes.to_le_bytes());
         c[48 + t] = rows as u8;
@@ -199,7 +256,7 @@ pub fn probe(_force: bool) -> Amx {
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod linux {
-    use super::{Amx, Hardware, Model, TileUnit, CODES, COLUMNS, ROWS};
+    use super::{Amx, Hardware, Model, Steps, TileUnit, CODES, COLUMNS, DIGITS, ROWS, STEPS};
     use std::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
 
     /// `arch_prctl` codes (asm/prctl.h) and the tile data's XSAVE feature number.
@@ -243,49 +300,60 @@ mod linux {
 
     /// The exit status of a child whose tile step gave totals other than the model's.
     const WRONG: i32 = 3;
-    /// How far apart the trial's rows of digits are: more than a block, as in a product.
-    const STRIDE: usize = 48;
+    /// Totals of the trial: [`STEPS`] steps at once, then three of them one at a time.
+    const OUTS: usize = 2 * STEPS - 1;
 
-    /// The trial's step: digits and codes over their whole ranges, and the model's totals.
+    /// The trial's steps: digits and codes over their whole ranges, and the model's totals.
     struct Trial {
-        hi: [i8; ROWS * STRIDE],
-        lo: [i8; ROWS * STRIDE],
-        codes: [u8; CODES],
-        want: [[i32; ROWS * COLUMNS]; 2],
-        got: [[i32; ROWS * COLUMNS]; 2],
+        digits: [i8; STEPS * ROWS * DIGITS],
+        codes: [u8; STEPS * CODES],
+        want: [[i32; ROWS * COLUMNS]; OUTS],
+        got: [[i32; ROWS * COLUMNS]; OUTS],
     }
 
     impl Trial {
         fn new() -> Trial {
             let mut t = Trial {
-                hi: std::array::from_fn(|i| (i * 37 % 256) as u8 as i8),
-                lo: std::array::from_fn(|i| (i * 101 % 256 + 7) as u8 as i8),
-                codes: std::array::from_fn(|i| (i * 53 % 256) as u8),
-                want: [[0; ROWS * COLUMNS]; 2],
-                got: [[0; ROWS * COLUMNS]; 2],
+                digits: std::array::from_fn(|i| (i * 37 % 256 + i / 512) as u8 as i8),
+                codes: std::array::from_fn(|i| (i * 53 % 256 + i / 512) as u8),
+                want: [[0; ROWS * COLUMNS]; OUTS],
+                got: [[0; ROWS * COLUMNS]; OUTS],
             };
-            // SAFETY: the buffers are the sizes `block` reads and writes.
-            unsafe { t.step(&mut Model::default(), true) };
+            // SAFETY: the buffers are the sizes the steps read and write.
+            unsafe { t.run(&mut Model::default(), true) };
             t
         }
 
-        /// The step on `unit`, into `want` or `got`.
+        /// The steps on `unit`, into `want` or `got`: all of them in one call, then the last
+        /// three in another (one at a time on the hardware).
         ///
         /// # Safety
         /// As [`TileUnit::configure`].
-        unsafe fn step(&mut self, unit: &mut impl TileUnit, want: bool) {
+        unsafe fn run(&mut self, unit: &mut impl TileUnit, want: bool) {
             let out = match want {
                 true => &mut self.want,
                 false => &mut self.got,
             };
-            let [hi_out, lo_out] = out;
+            let (a_step, c_step) = (ROWS * DIGITS, ROWS * COLUMNS * 4);
+            let all = Steps {
+                a: self.digits.as_ptr(),
+                a_step,
+                b: self.codes.as_ptr(),
+                b_step: CODES,
+                c: out.as_mut_ptr().cast(),
+                c_step,
+                count: STEPS,
+            };
+            let rest = Steps {
+                a: all.a.add(a_step),
+                b: all.b.add(CODES),
+                c: all.c.byte_add(STEPS * c_step),
+                count: STEPS - 1,
+                ..all
+            };
             unit.configure(ROWS);
-            unit.block(
-                (self.hi.as_ptr(), self.lo.as_ptr()),
-                STRIDE,
-                self.codes.as_ptr(),
-                (hi_out.as_mut_ptr(), lo_out.as_mut_ptr()),
-            );
+            unit.steps(&all);
+            unit.steps(&rest);
             unit.release();
         }
     }
@@ -307,7 +375,7 @@ mod linux {
     unsafe fn child(trial: &mut Trial) -> ! {
         libc::signal(libc::SIGILL, libc::SIG_DFL);
         libc::prctl(libc::PR_SET_DUMPABLE, 0);
-        trial.step(&mut Hardware, false);
+        trial.run(&mut Hardware, false);
         libc::_exit(if trial.got == trial.want { 0 } else { WRONG })
     }
 

@@ -170,12 +170,10 @@ impl Activations {
         );
     }
 
-    /// What the AMX kernel reads as A: for each [`crate::amx::ROWS`] rows and each block, the
-    /// rows' high digits and then their low ones, [`BLOCK`] bytes a row
-    /// (`[m / ROWS][block][digit][ROWS][BLOCK]`; a last partial group's missing rows are left
-    /// as they were, since its steps load only its rows). A tile is then 512 bytes in a row:
-    /// loaded from x's rows, `k` bytes apart, its rows fell into two of the L1 cache's sets.
-    /// Made once a product, for every thread.
+    /// What the AMX kernel reads as A, laid out as [`Stack`] says: each step's A in a row
+    /// (loaded from x's rows, `k` bytes apart, a tile's rows fell into two of the L1 cache's
+    /// sets). A last partial group's missing rows are left as they were, since its steps load
+    /// only its rows. Made once a product, for every thread.
     pub fn arrange_tiles(&mut self, m: usize) {
         const ROWS: usize = crate::amx::ROWS;
         let (k, blocks) = (self.k, self.k / BLOCK);
@@ -183,14 +181,14 @@ impl Activations {
         if self.tiles_a.len() < len {
             self.tiles_a.resize(len, 0);
         }
+        let stack = Stack::of(m);
         let rows = self.hi.chunks_exact(k).zip(self.lo.chunks_exact(k));
         for (r, (hi, lo)) in rows.take(m).enumerate() {
-            let at = |b: usize| ((r / ROWS * blocks + b) * 2 * ROWS + r % ROWS) * BLOCK;
-            let blocks = hi.chunks_exact(BLOCK).zip(lo.chunks_exact(BLOCK));
-            for (b, (h, l)) in blocks.enumerate() {
-                let at = at(b);
-                self.tiles_a[at..at + BLOCK].copy_from_slice(h);
-                self.tiles_a[at + ROWS * BLOCK..at + (ROWS + 1) * BLOCK].copy_from_slice(l);
+            let blocks_of_row = hi.chunks_exact(BLOCK).zip(lo.chunks_exact(BLOCK));
+            for (b, (h, l)) in blocks_of_row.enumerate() {
+                let [high, low] = stack.at((m, blocks), r, b);
+                self.tiles_a[high..high + BLOCK].copy_from_slice(h);
+                self.tiles_a[low..low + BLOCK].copy_from_slice(l);
             }
         }
     }
@@ -210,6 +208,51 @@ impl Activations {
             combined: (self.combined)
                 .get(m * self.k..(m + 1) * self.k)
                 .unwrap_or_default(),
+        }
+    }
+}
+
+/// How the AMX kernel's A holds x's digits, for a product of `m` rows: both digits of a
+/// block in one A (up to 8 rows: rows `0..m` the high digits, `m..2m` the low ones), or each
+/// digit in an A of its own (more rows, 16 at a time). Both in one halves the steps, and a
+/// step costs about the same from 2 rows of A to 16.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stack {
+    Both,
+    Apart,
+}
+
+impl Stack {
+    /// The stack of a product of `m` rows of x.
+    pub(crate) fn of(m: usize) -> Stack {
+        match 2 * m <= crate::amx::ROWS {
+            true => Stack::Both,
+            false => Stack::Apart,
+        }
+    }
+
+    /// Rows of A for `rows` rows of x.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    pub(crate) fn a_rows(self, rows: usize) -> usize {
+        match self {
+            Stack::Both => 2 * rows,
+            Stack::Apart => rows,
+        }
+    }
+
+    /// Where block `b`'s digits of row `r` (of `m`) lie in A: the byte offsets of its high
+    /// and low digits.
+    pub(crate) fn at(self, (m, blocks): (usize, usize), r: usize, b: usize) -> [usize; 2] {
+        const ROWS: usize = crate::amx::ROWS;
+        match self {
+            Stack::Both => {
+                let high = (b * 2 * m + r) * BLOCK;
+                [high, high + m * BLOCK]
+            }
+            Stack::Apart => {
+                let high = ((r / ROWS * blocks + b) * 2 * ROWS + r % ROWS) * BLOCK;
+                [high, high + ROWS * BLOCK]
+            }
         }
     }
 }

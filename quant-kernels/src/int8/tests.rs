@@ -386,8 +386,9 @@ fn tiled_formats() -> Vec<(Format, &'static str)> {
 }
 
 /// The AMX kernel on the tile model everywhere with AVX-512 VNNI, and on the tiles where they
-/// run, against the portable kernel: 1..40 rows (partial A tiles, and the last group of
-/// several), short and long rows, every tiled format whose blocks hold one group.
+/// run, against the portable kernel: 1..40 rows (both digits in one A up to 8, partial A
+/// tiles, and the last group of several), short and long rows, every tiled format whose
+/// blocks hold one group.
 #[test]
 #[cfg(target_arch = "x86_64")]
 fn the_amx_kernel_equals_the_portable_kernel_bit_for_bit() {
@@ -407,8 +408,12 @@ fn the_amx_kernel_equals_the_portable_kernel_bit_for_bit() {
         .into_iter()
         .filter(|(f, _)| f.group >= BLOCK);
     for (format, dtype) in cases {
-        for blocks in [block_counts(format)[0], long_blocks(format)] {
-            for rows in [1, 3, 8, 12, 16, 17, 40] {
+        // Remainders of four blocks (a call of the steps with both digits) 0 to 3.
+        let mut counts = block_counts(format);
+        counts.truncate(2);
+        counts.push(long_blocks(format));
+        for blocks in counts {
+            for rows in [1, 3, 4, 8, 12, 16, 17, 40] {
                 let seed = 11 + u64::from(format.bits) + blocks as u64;
                 let case = Case::with_blocks(format, (rows, 48), dtype, seed, blocks);
                 let portable = case.product(Isa::Scalar);

@@ -1,37 +1,34 @@
-//! The tiled weights' products on AMX tiles, for many rows of x. A block's totals for 16
-//! rows of x and a tile's 16 weight rows are one [`TileUnit`] step: a `tdpbsud` a digit, the
-//! x digits as A (laid out as tiles, [`Activations::arrange_tiles`]) and the block's codes
-//! as B, which is the tiles' own layout with its lanes unpacked (8 bits: the weights as they
-//! lie; 4 bits and E2M1: their nibbles split, once a tile for many rows, a block at a time for
-//! one A tile of rows). The float steps are the tiled kernel's ([`fold_total`]), one output a
-//! lane, in its order: so the bits are every other set's. `nvfp4` (two groups a block) stays
-//! on the tiled kernel.
+//! The tiled weights' products on AMX tiles, for 4 rows of x or more. A block's totals for
+//! the rows and a tile's 16 weight rows come from [`TileUnit`] steps, `tdpbsud` on x's digits
+//! as A (laid out as tiles, [`Activations::arrange_tiles`]) and the block's codes as B, which
+//! is the tiles' own layout with its lanes unpacked (8 bits: the weights as they lie; 4 bits
+//! and E2M1: their nibbles split, once a tile for many rows, a few blocks at a time for one
+//! A tile of rows). Up to 8 rows, one step takes a block's two digits ([`Stack::Both`]) and a
+//! call four blocks; beyond, a step a digit. The float steps are the tiled kernel's
+//! ([`fold_total`]), one output a lane, in its order: so the bits are every other set's.
+//! `nvfp4` (two groups a block) stays on the tiled kernel.
 
 use std::arch::x86_64::*;
 
 use super::super::tiles::WIDTH;
-use super::super::{group_shift, Activations, BLOCK, DIGIT_SHIFT};
+use super::super::{group_shift, Activations, Stack, BLOCK, DIGIT_SHIFT};
 use super::tiles::{fold_total, offsets, store, Wide16};
 use super::{block_bytes, Walk, E2M1};
-use crate::amx::{Amx, TileUnit, CODES, COLUMNS, ROWS};
+use crate::amx::{Amx, Steps, TileUnit, CODES, COLUMNS, ROWS, STEPS};
 use crate::Operands;
 
-/// Whether tiled `ops` take the tiles: enough rows of x that they pay ([`min_rows`]), blocks
+/// Whether tiled `ops` take the tiles: enough rows of x that they pay ([`MIN_ROWS`]), blocks
 /// of one group each (not `nvfp4`), and a probe that found the tiles usable.
 pub(super) fn takes(ops: &Operands) -> bool {
-    let enough = ops.m >= min_rows(super::kind(ops.format));
+    let enough = ops.m >= MIN_ROWS;
     enough && ops.format.group >= BLOCK && crate::amx::amx() == &Amx::Usable
 }
 
-/// From how many rows of x the tiles beat the AVX-512 VNNI tiled kernel: 8 for 8-bit codes,
-/// 12 for 4-bit and E2M1 ones, which B takes split (a block at a time at these rows), as that
-/// kernel does. Measured on a 2-core Xeon with AMX (docs/design/cpu-kernels.md).
-fn min_rows(kind: u32) -> usize {
-    match kind {
-        8 => 8,
-        _ => 12,
-    }
-}
+/// From how many rows of x the tiles beat the AVX-512 VNNI tiled kernel, in every format:
+/// at 4 rows they take 0.67-0.86 of its time, at 3 rows 0.80-0.93 on their own but no less
+/// in a model's speculative steps. Measured on a 2-core Xeon with AMX
+/// (docs/design/cpu-kernels.md).
+const MIN_ROWS: usize = 4;
 
 /// Columns `walk.2` (whole tiles) of the product on tiled weights, the tile steps on `unit`.
 ///
@@ -50,6 +47,8 @@ pub(crate) unsafe fn columns<const KIND: u32, U: TileUnit>(walk: Walk, unit: &mu
 /// One tile of weights: its blocks' codes as B (`[block][CODES]`), its scales
 /// (`[group][WIDTH]`), and the format's group shift.
 struct Tile<P> {
+    /// The tile's codes as stored, each block's `WIDTH · block_bytes` in a row.
+    stored: *const u8,
     codes: *const u8,
     /// Whether `codes` is B already (8 bits, or 4-bit codes split for the whole tile).
     as_b: bool,
@@ -72,10 +71,16 @@ unsafe fn tiles<const KIND: u32, P: Wide16, U: TileUnit>(
     // Many rows of x: each tile split once, for all of them; one A tile's: a block at a time.
     let whole = KIND != 8 && ops.m > ROWS;
     let mut split = vec![0u8; if whole { blocks * CODES } else { 0 }];
-    let mut configured = 0;
+    let (mut configured, stack) = (None, Stack::of(ops.m));
+    let mut scratch = Scratch {
+        totals: [[0; ROWS * COLUMNS]; STEPS],
+        acc: [[_mm512_setzero_ps(); 4]; ROWS],
+        split: [Split([0; CODES]); STEPS],
+    };
     for t in (cols.start / WIDTH)..(cols.end / WIDTH) {
         let codes = ops.w.as_ptr().add(t * tile_bytes);
         let tile = Tile {
+            stored: codes,
             codes: match whole {
                 true => split_tile::<KIND>(codes, blocks, &mut split),
                 false => codes,
@@ -86,35 +91,45 @@ unsafe fn tiles<const KIND: u32, P: Wide16, U: TileUnit>(
         };
         for m0 in (0..ops.m).step_by(ROWS) {
             let rows = (ops.m - m0).min(ROWS);
-            if rows != configured {
-                unit.configure(rows);
-                configured = rows;
+            let a_rows = stack.a_rows(rows);
+            if configured != Some(a_rows) {
+                unit.configure(a_rows);
+                configured = Some(a_rows);
             }
             let a = acts.tiles_a.as_ptr().add(m0 * 2 * blocks * BLOCK);
-            let v = group::<KIND, P, U>(&tile, (acts, a), (m0, rows), &offsets, unit);
-            for (r, v) in v.into_iter().enumerate().take(rows) {
+            let rows = (m0, rows, stack);
+            group::<KIND, P, U>(&tile, (acts, a), rows, &offsets, (unit, &mut scratch));
+            for (r, a) in scratch.acc.iter().enumerate().take(rows.1) {
+                let v = _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
                 store((ops, acts, out), params.1, (m0 + r, t), v);
             }
         }
     }
-    if configured != 0 {
+    if configured.is_some() {
         unit.release();
     }
 }
 
-/// Block `b` of a tile as B: the block itself where the tile is B already, or its 4-byte
-/// words' low nibbles as lanes 0..4 and high ones as lanes 4..8, split into `split` (4 bits;
-/// E2M1 codes as `2·v + 12`), as the tiled kernel's `lanes_of` reads them. For one A tile of
-/// rows a block at a time, just before its step: a whole tile's split B, written and read
-/// once, left the L1 cache at large `k` (2048 x 8192, 16 rows: 3.3 against 2.4 ms).
+/// Blocks `range` of a tile as B, one after another: the blocks themselves where the tile
+/// is B already, or their 4-byte words' low nibbles as lanes 0..4 and high ones as lanes 4..8,
+/// split into `split` (4 bits; E2M1 codes as `2·v + 12`), as the tiled kernel's `lanes_of`
+/// reads them. For one A tile of rows a few blocks at a time, just before their steps: a whole
+/// tile's split B, written and read once, left the L1 cache at large `k` (2048 x 8192, 16
+/// rows: 3.3 against 2.4 ms).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-unsafe fn operand_b<const KIND: u32, P>(tile: &Tile<P>, b: usize, split: &mut Split) -> *const u8 {
+unsafe fn operand_b<const KIND: u32, P>(
+    tile: &Tile<P>,
+    range: std::ops::Range<usize>,
+    split: &mut [Split; STEPS],
+) -> *const u8 {
     if tile.as_b {
-        return tile.codes.add(b * CODES);
+        return tile.codes.add(range.start * CODES);
     }
-    split_block::<KIND>(tile.codes, b, split.0.as_mut_ptr());
-    split.0.as_ptr()
+    for (b, to) in range.zip(split.iter_mut()) {
+        split_block::<KIND>(tile.codes, b, to.0.as_mut_ptr());
+    }
+    split.as_ptr().cast()
 }
 
 /// Every block of a tile's 4-bit codes split into `split`, as [`operand_b`] splits one.
@@ -143,52 +158,142 @@ unsafe fn split_block<const KIND: u32>(codes: *const u8, b: usize, to: *mut u8) 
     }
 }
 
+/// How many blocks ahead of its steps a group asks for the tile's codes. The stored codes
+/// of one tile run on into the next tile's, so the asks cross into it.
+const AHEAD: usize = 8;
+
+/// Asks for blocks `from..from + count` of the tile's stored codes, into the L1 cache: the
+/// tile loads do not set the hardware's prefetch going as vector loads do. Without it, 8 rows
+/// of x against a 2048 x 8192 8-bit matrix from memory took 1.11-1.35x as long.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn ask_ahead<const KIND: u32, P>(tile: &Tile<P>, from: usize, count: usize) {
+    let bytes = WIDTH * block_bytes(KIND);
+    let at = tile.stored.wrapping_add(from * bytes);
+    for line in (0..count * bytes).step_by(64) {
+        _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(line) as *const i8);
+    }
+}
+
+/// What a group's steps write and read back: each step's C, and B split from 4-bit codes.
+struct Scratch {
+    /// Each step's C.
+    totals: [[i32; ROWS * COLUMNS]; STEPS],
+    /// Each row's four accumulators (block `b` into `b % 4`).
+    acc: [[__m512; 4]; ROWS],
+    split: [Split; STEPS],
+}
+
 /// One block's B, split from 4-bit codes: a cache line's alignment, as a tile row is.
+#[derive(Clone, Copy)]
 #[repr(align(64))]
 struct Split([u8; CODES]);
 
-/// Rows `m0..m0 + rows` of x against a tile: each one's 16 outputs without the bias part
-/// (the rest zeros). Block `b` folds into accumulator `b % 4`, as in the tiled kernel.
+/// Rows `m0..m0 + rows` of x against a tile, into each row's accumulators: digits apart,
+/// a block a call, a step a digit; both in one A, [`STEPS`] blocks a call. Block `b` folds
+/// into accumulator `b % 4`, as in the tiled kernel.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn group<const KIND: u32, P: Wide16, U: TileUnit>(
     tile: &Tile<P>,
     (acts, a): (&Activations, *const i8),
-    (m0, rows): (usize, usize),
+    (m0, rows, stack): (usize, usize, Stack),
     offsets: &[super::super::Totals],
-    unit: &mut U,
-) -> [__m512; ROWS] {
+    (unit, scratch): (&mut U, &mut Scratch),
+) {
     let blocks = acts.k / BLOCK;
-    let mut acc = [[_mm512_setzero_ps(); 4]; ROWS];
-    let mut totals = [[0i32; ROWS * COLUMNS]; 2];
-    let mut split = Split([0; CODES]);
-    for b in 0..blocks {
-        let codes = operand_b::<KIND, P>(tile, b, &mut split);
-        let hi = a.add(b * 2 * ROWS * BLOCK);
-        let [h, l] = &mut totals;
-        let out = (h.as_mut_ptr(), l.as_mut_ptr());
-        unit.block((hi, hi.add(ROWS * BLOCK)), BLOCK, codes, out);
-        let s = P::load16(tile.scales.add((b >> tile.shift) * WIDTH));
-        let s = match P::FLOAT {
-            true => _mm512_mul_ps(s, _mm512_set1_ps(0.5)),
-            false => s,
-        };
-        for (r, acc) in acc.iter_mut().enumerate().take(rows) {
-            let h = _mm512_loadu_si512(totals[0].as_ptr().add(r * COLUMNS) as *const __m512i);
-            let l = _mm512_loadu_si512(totals[1].as_ptr().add(r * COLUMNS) as *const __m512i);
-            let t = _mm512_add_epi32(_mm512_slli_epi32::<{ DIGIT_SHIFT }>(h), l);
-            let m = m0 + r;
-            // No closure here (`bool::then`): it would not inline into these features.
-            let offset = match KIND {
-                E2M1 => Some(offsets[m * blocks + b]),
-                _ => None,
+    let Scratch { totals, split, acc } = scratch;
+    for a in acc.iter_mut().take(rows) {
+        *a = [_mm512_setzero_ps(); 4];
+    }
+    let per_call = match stack {
+        Stack::Both => STEPS,
+        Stack::Apart => 1,
+    };
+    for b0 in (0..blocks).step_by(per_call) {
+        let count = per_call.min(blocks - b0);
+        let b = operand_b::<KIND, P>(tile, b0..b0 + count, split);
+        ask_ahead::<KIND, P>(tile, b0 + AHEAD, count);
+        unit.steps(&steps_of(stack, (a, rows), (b0, count), b, totals));
+        for j in 0..count {
+            let (high, low) = match stack {
+                Stack::Both => (&totals[j][..], &totals[j][rows * COLUMNS..]),
+                Stack::Apart => (&totals[0][..], &totals[1][..]),
             };
-            let unit = acts.scales[m * blocks + b];
-            acc[b % 4] = fold_total(acc[b % 4], s, (t, unit), (offset, None));
+            fold_block::<KIND, P>(tile, acts, (m0, rows, b0 + j), (high, low), offsets, acc);
         }
     }
-    let mut out = [_mm512_setzero_ps(); ROWS];
-    for (out, a) in out.iter_mut().zip(&acc) {
-        *out = _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3]));
+}
+
+/// The steps of blocks `b0..b0 + count` (one where the digits lie apart) for `rows` rows of
+/// x whose A starts at `a`, their B at `b`, into `totals`.
+fn steps_of(
+    stack: Stack,
+    (a, rows): (*const i8, usize),
+    (b0, count): (usize, usize),
+    b: *const u8,
+    totals: &mut [[i32; ROWS * COLUMNS]; STEPS],
+) -> Steps {
+    let (c, c_step) = (totals.as_mut_ptr().cast(), ROWS * COLUMNS * 4);
+    match stack {
+        Stack::Both => {
+            let a_step = 2 * rows * BLOCK;
+            let a = a.wrapping_add(b0 * a_step);
+            let b_step = CODES;
+            Steps {
+                a,
+                a_step,
+                b,
+                b_step,
+                c,
+                c_step,
+                count,
+            }
+        }
+        Stack::Apart => {
+            let a = a.wrapping_add(b0 * 2 * ROWS * BLOCK);
+            let (a_step, b_step, count) = (ROWS * BLOCK, 0, 2);
+            Steps {
+                a,
+                a_step,
+                b,
+                b_step,
+                c,
+                c_step,
+                count,
+            }
+        }
     }
-    out
+}
+
+/// Block `b`'s totals, `high` and `low` digits' (rows of [`COLUMNS`]), folded into each row's
+/// accumulator `b % 4` with the tile's scales.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn fold_block<const KIND: u32, P: Wide16>(
+    tile: &Tile<P>,
+    acts: &Activations,
+    (m0, rows, b): (usize, usize, usize),
+    (high, low): (&[i32], &[i32]),
+    offsets: &[super::super::Totals],
+    acc: &mut [[__m512; 4]; ROWS],
+) {
+    let blocks = acts.k / BLOCK;
+    let s = P::load16(tile.scales.add((b >> tile.shift) * WIDTH));
+    let s = match P::FLOAT {
+        true => _mm512_mul_ps(s, _mm512_set1_ps(0.5)),
+        false => s,
+    };
+    for (r, acc) in acc.iter_mut().enumerate().take(rows) {
+        let h = _mm512_loadu_si512(high.as_ptr().add(r * COLUMNS) as *const __m512i);
+        let l = _mm512_loadu_si512(low.as_ptr().add(r * COLUMNS) as *const __m512i);
+        let t = _mm512_add_epi32(_mm512_slli_epi32::<{ DIGIT_SHIFT }>(h), l);
+        let m = m0 + r;
+        // No closure here (`bool::then`): it would not inline into these features.
+        let offset = match KIND {
+            E2M1 => Some(offsets[m * blocks + b]),
+            _ => None,
+        };
+        let unit = acts.scales[m * blocks + b];
+        acc[b % 4] = fold_total(acc[b % 4], s, (t, unit), (offset, None));
+    }
 }
