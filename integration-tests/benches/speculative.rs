@@ -168,17 +168,29 @@ fn report(setting: &str, plain: &[Measured], spec: &[Measured]) {
     }
 }
 
+/// Plain decoding measured again beside each setting, so that the machine's drift between
+/// settings (the plain rate moved 168-191 tok/s between two runs of an hour) stays out of
+/// each ratio.
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> TestResult {
-    let plain = measure(MODEL, &[], None).await?;
     // Greedy through the host path (top-k 1 at a temperature): what every verifying step
     // pays before its proposals.
-    let host = measure(MODEL, &["temperature:0.7", "top_k:1"], None).await?;
-    report(&format!("{MODEL}, sampled on the host"), &plain, &host);
+    let mut settings = vec![(
+        format!("{MODEL}, sampled on the host"),
+        vec!["temperature:0.7".to_string(), "top_k:1".to_string()],
+    )];
     for k in [1, 2, 4] {
-        let draft = format!("num_draft_tokens:{k}");
-        let spec = measure(MODEL, &["speculative:ngram", &draft], None).await?;
-        report(&format!("{MODEL}, ngram k={k}"), &plain, &spec);
+        let options = vec![
+            "speculative:ngram".to_string(),
+            format!("num_draft_tokens:{k}"),
+        ];
+        settings.push((format!("{MODEL}, ngram k={k}"), options));
+    }
+    for (setting, options) in settings {
+        let plain = measure(MODEL, &[], None).await?;
+        let options: Vec<&str> = options.iter().map(String::as_str).collect();
+        let spec = measure(MODEL, &options, None).await?;
+        report(&setting, &plain, &spec);
     }
     let plain = measure(TARGET, &[], None).await?;
     let spec = measure(TARGET, &["num_draft_tokens:2"], Some(MODEL)).await?;
