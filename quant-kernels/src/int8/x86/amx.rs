@@ -25,8 +25,8 @@ pub(super) fn takes(ops: &Operands) -> bool {
 }
 
 /// From how many rows of x the tiles beat the AVX-512 VNNI tiled kernel, in every format:
-/// at 4 rows they take 0.67-0.86 of its time, at 3 rows 0.80-0.93 on their own but no less
-/// in a model's speculative steps. Measured on a 2-core Xeon with AMX
+/// at 4 rows they take 0.75-0.86 of its time, at 3 rows 0.75-0.93 on their own but more in
+/// a model's speculative steps. Measured on a 2-core Xeon with AMX
 /// (docs/design/cpu-kernels.md).
 const MIN_ROWS: usize = 4;
 
@@ -159,7 +159,8 @@ unsafe fn split_block<const KIND: u32>(codes: *const u8, b: usize, to: *mut u8) 
 }
 
 /// How many blocks ahead of its steps a group asks for the tile's codes. The stored codes
-/// of one tile run on into the next tile's, so the asks cross into it.
+/// of one tile run on into the next tile's, so the asks cross into it (where each tile is
+/// split whole at its start, for the next tile's split).
 const AHEAD: usize = 8;
 
 /// Asks for blocks `from..from + count` of the tile's stored codes, into the L1 cache: the
@@ -175,7 +176,8 @@ unsafe fn ask_ahead<const KIND: u32, P>(tile: &Tile<P>, from: usize, count: usiz
     }
 }
 
-/// What a group's steps write and read back: each step's C, and B split from 4-bit codes.
+/// What a group works in: each step's C, the rows' accumulators, and B split from 4-bit
+/// codes.
 struct Scratch {
     /// Each step's C.
     totals: [[i32; ROWS * COLUMNS]; STEPS],
