@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <dlfcn.h>
 #include <exception>
 #include <limits>
@@ -159,42 +160,70 @@ void share_units(int64_t units, int64_t work, const std::function<void(int64_t, 
 
 namespace {
 
-// Query heads h .. h + group - 1 of one row, the group's kv head `h / repeats`.
-void attend_heads(const Attend& a, int64_t h, int group, int64_t repeats,
-                  std::vector<float>& scores) {
+// A unit's buffers, kept by each thread: they grow with the longest context, never shrink.
+struct UnitScratch {
+  std::vector<float> q, scores, out;
+};
+
+// Query heads h .. h + group - 1 of one row's positions, the group's kv head `h / repeats`:
+// one product of rows (position j, head r) at j * group + r for the scores, each row masked
+// past its own keys and softmaxed over all, one product for the values.
+void attend_heads(const Attend& a, int64_t h, int group, int64_t repeats, UnitScratch& s) {
   const int t = static_cast<int>(a.k.len), d = static_cast<int>(a.k.width);
-  const int dv = static_cast<int>(a.v.width);
+  const int dv = static_cast<int>(a.v.width), rows = group * static_cast<int>(a.positions);
   const int64_t g = h / repeats;
-  scores.resize(static_cast<size_t>(group) * t);
-  sgemm()(ROW_MAJOR, NO_TRANS, TRANS, group, t, d, 1.0f, a.q + h * d, d,
-          a.k.data + g * a.k.head_stride, static_cast<int>(a.k.row_stride), 0.0f, scores.data(),
-          t);
-  for (int r = 0; r < group; r++) {
-    mlxd_softmax_row(scores.data() + r * t, scores.data() + r * t, t);
+  const bool one = a.positions == 1;
+  const float* q = a.q + h * d;
+  if (!one) {
+    s.q.resize(static_cast<size_t>(rows) * d);
+    for (int64_t j = 0; j < a.positions; j++) {
+      std::memcpy(s.q.data() + j * group * d, q + j * a.q_stride, group * d * sizeof(float));
+    }
+    q = s.q.data();
   }
-  sgemm()(ROW_MAJOR, NO_TRANS, NO_TRANS, group, dv, t, 1.0f, scores.data(), t,
-          a.v.data + g * a.v.head_stride, static_cast<int>(a.v.row_stride), 0.0f,
-          a.out + h * dv, dv);
+  s.scores.resize(static_cast<size_t>(rows) * t);
+  sgemm()(ROW_MAJOR, NO_TRANS, TRANS, rows, t, d, 1.0f, q, d, a.k.data + g * a.k.head_stride,
+          static_cast<int>(a.k.row_stride), 0.0f, s.scores.data(), t);
+  const float lowest = std::numeric_limits<float>::lowest();
+  for (int r = 0; r < rows; r++) {
+    float* row = s.scores.data() + static_cast<int64_t>(r) * t;
+    std::fill(row + t - a.positions + r / group + 1, row + t, lowest);
+    mlxd_softmax_row(row, row, t);
+  }
+  float* out = a.out + h * dv;
+  if (!one) {
+    s.out.resize(static_cast<size_t>(rows) * dv);
+    out = s.out.data();
+  }
+  sgemm()(ROW_MAJOR, NO_TRANS, NO_TRANS, rows, dv, t, 1.0f, s.scores.data(), t,
+          a.v.data + g * a.v.head_stride, static_cast<int>(a.v.row_stride), 0.0f, out, dv);
+  for (int64_t j = 0; !one && j < a.positions; j++) {
+    std::memcpy(a.out + j * a.out_stride + h * dv, out + j * group * dv,
+                group * dv * sizeof(float));
+  }
 }
 
 } // namespace
 
-void attend_rows(const std::vector<Attend>& rows, int64_t heads, bool group_heads) {
+int64_t positions_per_product(const AttendPlan& plan, int64_t repeats) {
+  return std::max<int64_t>(1, plan.alone_rows / (plan.group_heads ? repeats : 1));
+}
+
+void attend_rows(const std::vector<Attend>& rows, int64_t heads, const AttendPlan& plan) {
   if (rows.empty()) {
     return;
   }
   const int64_t repeats = heads / rows[0].k.heads;
-  const int group = group_heads ? static_cast<int>(repeats) : 1;
-  const int64_t per_row = heads / group;
   int64_t work = 0;
   for (const Attend& a : rows) {
-    work += heads * a.k.len * (a.k.width + a.v.width);
+    work += heads * a.positions * a.k.len * (a.k.width + a.v.width);
   }
+  const int group = plan.group_heads ? static_cast<int>(repeats) : 1;
+  const int64_t per_row = heads / group;
   share_units(static_cast<int64_t>(rows.size()) * per_row, work, [&](int64_t u0, int64_t u1) {
-    // Kept by each thread: grows with the longest context, never shrinks.
-    thread_local std::vector<float> scores;
+    thread_local UnitScratch scratch;
     for (int64_t u = u0; u < u1; u++) {
-      attend_heads(rows[u / per_row], (u % per_row) * group, group, repeats, scores);
+      attend_heads(rows[u / per_row], (u % per_row) * group, group, repeats, scratch);
     }
   });
 }

@@ -57,22 +57,42 @@ struct HeadRows {
 // contiguous).
 HeadRows head_rows(const mlx::core::array& a, std::vector<float>& keep);
 
-// One query row: its heads q [heads, d] already scaled, its keys and values, and where its
-// heads' outputs go, out [heads, dv].
+// `positions` consecutive query positions of one row: position j's heads q + j * q_stride
+// [heads, d], already scaled, its outputs out + j * out_stride [heads, dv]. The keys and values
+// run through the last position; position j sees the first len - positions + j + 1 of them.
 struct Attend {
   const float* q;
   HeadRows k;
   HeadRows v;
   float* out;
+  int64_t positions = 1;
+  int64_t q_stride = 0;
+  int64_t out_stride = 0;
+};
+
+// How the query rows of one kv head go into products.
+struct AttendPlan {
+  // A kv head's query heads share one product.
+  bool group_heads;
+  // The most query rows one product takes with each row's own bits (the BLAS's few-row
+  // kernel), so a row's positions share its products in chunks of this many rows.
+  int64_t alone_rows;
 };
 
 // Each row's heads over its keys and values, as MLX's sdpa fallback on the CPU gives them (one
-// `cblas_sgemm` per head for the scores, MLX's softmax, one for the values). With
-// `group_heads`, a kv head's query heads share one product. The (row, head group) units of
-// every row are shared over the threads in one call, so that a batch's rows keep both threads
-// busy; a unit's bits do not depend on the thread or on the other rows. Every row has the
-// same kv heads.
-void attend_rows(const std::vector<Attend>& rows, int64_t heads, bool group_heads);
+// `cblas_sgemm` per head for the scores, MLX's softmax, one for the values). A row's
+// positions share the products of a head: a later position's keys are masked from an earlier
+// one with the lowest float, whose softmax is an exact 0, and a product's trailing zero terms
+// change no bit, so each position has the bits of a decode step of one position there. The
+// (row, head group) units of every row are shared over the threads in one call, so that a
+// batch's rows keep both threads busy; a unit's bits do not depend on the thread or on the
+// other rows. Every row has the same kv heads.
+// Every row's `positions` must be at most `positions_per_product`.
+void attend_rows(const std::vector<Attend>& rows, int64_t heads, const AttendPlan& plan);
+
+// The most positions of a row one `Attend` may take under `plan` (`repeats` query heads a kv
+// head).
+int64_t positions_per_product(const AttendPlan& plan, int64_t repeats);
 
 // One sequence's causal attention: q [heads, L, d] already scaled, query i seeing keys
 // 0..=i + (T - L) of its kv head; out [heads, L, dv]. As MLX's sdpa fallback with a causal

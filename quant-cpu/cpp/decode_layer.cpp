@@ -72,6 +72,9 @@ struct MlxdLayerSpec {
   // a step of several positions per row multiplies in chunks of this many rows, so each
   // position has the bits of a decode step there.
   int32_t alone_rows;
+  // The same for the BLAS that multiplies the attention's queries (1 where it gives no such
+  // promise): a row's positions share a head's products up to this many query rows.
+  int32_t alone_queries;
 };
 
 namespace {
@@ -190,6 +193,7 @@ struct LayerRun {
   void copy_caches();
   void project_qkv(Scratch& s, const float* x, int64_t head_dim);
   mlxd::Attend place_position(Scratch& s, int64_t b, int64_t j, int64_t head_dim);
+  void attend(Scratch& s, int64_t head_dim);
   void mlp(Scratch& s, float* h);
 };
 
@@ -289,6 +293,32 @@ void LayerRun::mlp(Scratch& s, float* h) {
   add_residual(h, h, s.projected.data(), b * d);
 }
 
+// Each row's new positions placed (rope, cache write), then attended, a row's positions
+// sharing a head's products in chunks the attention's BLAS keeps each row's bits alone in.
+void LayerRun::attend(Scratch& s, int64_t head_dim) {
+  const mlxd::AttendPlan plan{spec.group_heads, spec.alone_queries};
+  const int64_t chunk = mlxd::positions_per_product(plan, spec.heads / spec.kv_heads);
+  const int64_t q_stride = spec.heads * head_dim;
+  std::vector<mlxd::Attend> attend;
+  attend.reserve(offsets.size());
+  for (int64_t row = 0; row < static_cast<int64_t>(offsets.size()); row++) {
+    for (int64_t j0 = 0; j0 < length; j0 += chunk) {
+      const int64_t j1 = std::min(length, j0 + chunk);
+      mlxd::Attend first = place_position(s, row, j0, head_dim);
+      for (int64_t j = j0 + 1; j < j1; j++) {
+        // The chunk's last position: its keys run through the chunk.
+        const mlxd::Attend last = place_position(s, row, j, head_dim);
+        first.k = last.k;
+        first.v = last.v;
+      }
+      first.positions = j1 - j0;
+      first.q_stride = first.out_stride = q_stride;
+      attend.push_back(first);
+    }
+  }
+  mlxd::attend_rows(attend, spec.heads, plan);
+}
+
 void LayerRun::run() {
   copy_caches();
   Scratch& s = scratch();
@@ -297,14 +327,7 @@ void LayerRun::run() {
   project_qkv(s, x, head_dim);
   s.queries.resize(b * spec.heads * head_dim);
   s.attended.resize(b * spec.heads * head_dim);
-  std::vector<mlxd::Attend> attend;
-  attend.reserve(b);
-  for (int64_t row = 0; row < static_cast<int64_t>(offsets.size()); row++) {
-    for (int64_t j = 0; j < length; j++) {
-      attend.push_back(place_position(s, row, j, head_dim));
-    }
-  }
-  mlxd::attend_rows(attend, spec.heads, spec.group_heads);
+  attend(s, head_dim);
   float* h = outputs[0].data<float>();
   s.projected.resize(b * d);
   products(s.attended.data(), {{slot::O, s.projected.data()}});
@@ -445,6 +468,7 @@ void check_weights(const std::vector<array>& w, const MlxdLayerSpec& s, int64_t 
 // A rope the head can take.
 void check_spec(const MlxdLayerSpec& s, int64_t head_dim) {
   check(s.alone_rows > 0, "the kernel's rows alone must be positive");
+  check(s.alone_queries > 0, "the attention's query rows alone must be positive");
   check(s.rope_dims > 0 && s.rope_dims % 2 == 0 && s.rope_dims <= head_dim,
         [&] {
           return "rope dims " + std::to_string(s.rope_dims) +

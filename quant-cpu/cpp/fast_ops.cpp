@@ -325,7 +325,8 @@ void DecodeAttentionCpu::eval_cpu(const std::vector<array>& inputs, std::vector<
       HeadRows v = mlxd::head_rows(ins[2 + 2 * b], kept[2 * b + 1]);
       attend.push_back({scaled.data() + b * heads * d, k, v, out.data<float>() + b * heads * dv});
     }
-    mlxd::attend_rows(attend, heads, p.group_heads);
+    // One position a row: no row's positions share a product.
+    mlxd::attend_rows(attend, heads, {p.group_heads, 1});
   });
 }
 

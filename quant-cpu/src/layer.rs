@@ -35,6 +35,7 @@ struct Spec {
     rope_scale: f32,
     rope_freqs: bool,
     alone_rows: i32,
+    alone_queries: i32,
 }
 
 /// `MlxdLayer` in the C++: a layer's weights, checked once, shared by every step's node.
@@ -222,6 +223,7 @@ fn spec(w: &LayerWeights, shape: &LayerShape) -> Spec {
         rope_scale: shape.rope.scale,
         rope_freqs: shape.rope.freqs.is_some(),
         alone_rows: crate::kernel::PANEL_ROWS as i32,
+        alone_queries: skinny_gemm::max_rows_alone() as i32,
     }
 }
 

@@ -9,29 +9,8 @@ use super::Operands;
 /// Weight rows dequantized per panel.
 const BAND: usize = 128;
 
-const ROW_MAJOR: i32 = 101;
-const NO_TRANS: i32 = 111;
-const TRANS: i32 = 112;
-
-extern "C" {
-    /// The BLAS the binaries link (OpenBLAS on Linux, reached through skinny-gemm's shim).
-    fn cblas_sgemm(
-        layout: i32,
-        trans_a: i32,
-        trans_b: i32,
-        m: i32,
-        n: i32,
-        k: i32,
-        alpha: f32,
-        a: *const f32,
-        lda: i32,
-        b: *const f32,
-        ldb: i32,
-        beta: f32,
-        c: *mut f32,
-        ldc: i32,
-    );
-}
+// The BLAS the binaries link (OpenBLAS on Linux, reached through skinny-gemm's shim).
+use skinny_gemm::cblas::{cblas_sgemm, NO_TRANS, ROW_MAJOR, TRANS};
 
 thread_local! {
     /// One panel per thread (MLX's stream thread), kept between calls.

@@ -56,9 +56,7 @@ pub(crate) unsafe fn columns(g: &Gemm, n0: usize, n1: usize) {
     if g.m > 1 {
         let mut n = n0;
         while g.k <= SHORT_K && n + KEYS <= n1 {
-            for m in 0..g.m {
-                keys(g, m, n);
-            }
+            short_rows(g, n);
             n += KEYS;
         }
         for n in n..n1 {
@@ -131,6 +129,52 @@ unsafe fn tile<const R: usize, const W: usize>(g: &Gemm, m: usize, n: usize) {
     }
 }
 
+/// Every activation row against the `KEYS` short weight rows from `n` (in L1 while the rows
+/// read them): rows two at a time against half the keys, then a last odd row against all.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn short_rows(g: &Gemm, n: usize) {
+    let mut m = 0;
+    while m + 2 <= g.m {
+        pair_keys(g, m, n);
+        pair_keys(g, m, n + KEYS / 2);
+        m += 2;
+    }
+    if m < g.m {
+        keys(g, m, n);
+    }
+}
+
+/// Activation rows `m` and `m + 1` against the 4 weight rows from `n`: eight chains, each
+/// output's 8-lane chain and [`hsum`]'s order (through [`hsum8`]), then the scalar tail. Two
+/// rows share each weight load, so the loads no longer outnumber the multiply-adds.
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn pair_keys(g: &Gemm, m: usize, n: usize) {
+    let k8 = g.k / 8 * 8;
+    let a = |i: usize| g.a.add((m + i) * g.lda);
+    let b = |j: usize| g.b.add((n + j) * g.ldb);
+    let mut acc = [_mm256_setzero_ps(); 8];
+    let mut k = 0;
+    while k < k8 {
+        let w = [0, 1, 2, 3].map(|j| _mm256_loadu_ps(b(j).add(k)));
+        for i in 0..2 {
+            let x = _mm256_loadu_ps(a(i).add(k));
+            for j in 0..4 {
+                acc[4 * i + j] = _mm256_fmadd_ps(x, w[j], acc[4 * i + j]);
+            }
+        }
+        k += 8;
+    }
+    for (o, mut s) in hsum8(&acc).into_iter().enumerate() {
+        let (i, j) = (o / 4, o % 4);
+        for k in k8..g.k {
+            s = (*a(i).add(k)).mul_add(*b(j).add(k), s);
+        }
+        store(g, m + i, n + j, s);
+    }
+}
+
 /// Activation row `m` against the `KEYS` weight rows from `n`: each output the 8-lane chain
 /// and [`hsum`]'s order of [`tile`], the eight sums reduced together, then the scalar tail.
 #[target_feature(enable = "avx2,fma")]
@@ -166,28 +210,75 @@ unsafe fn keys(g: &Gemm, m: usize, n: usize) {
 /// passes of 32 read the same rows from memory in halves.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn columns_nn(g: &Gemm, n0: usize, n1: usize) {
-    for m in 0..g.m {
-        let a = g.a.add(m * g.lda);
+    let mut m = 0;
+    // Three rows at a time over 32 columns: each load of `B` feeds three chains.
+    while m + 3 <= g.m {
         let mut n = n0;
-        while n + 64 <= n1 {
-            chunk_nn::<8>(g, a, m, n);
-            n += 64;
-        }
         while n + 32 <= n1 {
-            chunk_nn::<4>(g, a, m, n);
+            rows_nn(g, m, n);
             n += 32;
         }
-        while n + 8 <= n1 {
-            chunk_nn::<1>(g, a, m, n);
-            n += 8;
+        for m in m..m + 3 {
+            row_nn(g, m, n, n1);
         }
-        for n in n..n1 {
-            let mut s = 0.0f32;
-            for k in 0..g.k {
-                s = (*a.add(k)).mul_add(*g.b.add(k * g.ldb + n), s);
+        m += 3;
+    }
+    for m in m..g.m {
+        row_nn(g, m, n0, n1);
+    }
+}
+
+/// Rows `m..m + 3` of `A` against the 32 columns of `B` from `n`: twelve chains, each one
+/// output group's chain of [`chunk_nn`].
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn rows_nn(g: &Gemm, m: usize, n: usize) {
+    let a = |i: usize| g.a.add((m + i) * g.lda);
+    let mut acc = [[_mm256_setzero_ps(); 4]; 3];
+    for k in 0..g.k {
+        let x = [0, 1, 2].map(|i| _mm256_set1_ps(*a(i).add(k)));
+        let row = g.b.add(k * g.ldb + n);
+        for v in 0..4 {
+            let w = _mm256_loadu_ps(row.add(8 * v));
+            for (acc, x) in acc.iter_mut().zip(x) {
+                acc[v] = _mm256_fmadd_ps(x, w, acc[v]);
             }
-            store(g, m, n, s);
         }
+    }
+    let mut out = [0.0f32; 8];
+    for (i, acc) in acc.iter().enumerate() {
+        for (v, acc) in acc.iter().enumerate() {
+            _mm256_storeu_ps(out.as_mut_ptr(), *acc);
+            for (j, s) in out.iter().enumerate() {
+                store(g, m + i, n + 8 * v + j, *s);
+            }
+        }
+    }
+}
+
+/// Row `m` of `A` against the columns `n0..n1` of `B`.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn row_nn(g: &Gemm, m: usize, n0: usize, n1: usize) {
+    let a = g.a.add(m * g.lda);
+    let mut n = n0;
+    while n + 64 <= n1 {
+        chunk_nn::<8>(g, a, m, n);
+        n += 64;
+    }
+    while n + 32 <= n1 {
+        chunk_nn::<4>(g, a, m, n);
+        n += 32;
+    }
+    while n + 8 <= n1 {
+        chunk_nn::<1>(g, a, m, n);
+        n += 8;
+    }
+    for n in n..n1 {
+        let mut s = 0.0f32;
+        for k in 0..g.k {
+            s = (*a.add(k)).mul_add(*g.b.add(k * g.ldb + n), s);
+        }
+        store(g, m, n, s);
     }
 }
 

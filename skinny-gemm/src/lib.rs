@@ -27,6 +27,33 @@ mod pool;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod shim;
 
+/// The CBLAS `sgemm` the binaries link, as callers in Rust declare it: on x86-64 Linux the
+/// shim's (this crate), elsewhere the platform's BLAS.
+pub mod cblas {
+    pub const ROW_MAJOR: i32 = 101;
+    pub const NO_TRANS: i32 = 111;
+    pub const TRANS: i32 = 112;
+
+    extern "C" {
+        pub fn cblas_sgemm(
+            layout: i32,
+            trans_a: i32,
+            trans_b: i32,
+            m: i32,
+            n: i32,
+            k: i32,
+            alpha: f32,
+            a: *const f32,
+            lda: i32,
+            b: *const f32,
+            ldb: i32,
+            beta: f32,
+            c: *mut f32,
+            ldc: i32,
+        );
+    }
+}
+
 /// Which kernels the BLAS behind the shim multiplies with, and whether they were raised from
 /// AVX2 to AVX-512 ones at load (OpenBLAS on x86-64 Linux; `blas_core`), for the log.
 pub fn blas_kernels() -> String {
@@ -53,6 +80,15 @@ pub fn rows_alone(rows: usize) -> bool {
     return active() && (1..=kernel::MAX_ROWS).contains(&rows);
     #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
     return rows == 1;
+}
+
+/// The most rows a product may have for each row to keep the bits it has alone ([`rows_alone`]
+/// from 1 up to it; 1 where the kernel is not active).
+pub fn max_rows_alone() -> usize {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    return if active() { kernel::MAX_ROWS } else { 1 };
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    return 1;
 }
 
 /// Runs `columns(n0, n1)` over `0..n` in chunks (whole tiles of 4 columns), shared with this
