@@ -25,8 +25,9 @@ use crate::error::Result;
 
 /// The most new positions a row may take through the node: a speculative step's input and
 /// proposals, or a short prefill chunk (a prefix-cache hit's remainder). Each position
-/// attends as a decode step there does (one query against its keys), which costs per query;
-/// longer chunks take the op-by-op step, whose blocked causal attention is faster.
+/// attends with the bits a decode step there has (a row's positions share a head's products,
+/// its later keys masked), which costs per query and key; longer chunks take the op-by-op
+/// step, whose blocked causal attention skips the masked keys.
 pub const NODE_POSITIONS: i32 = 16;
 
 /// Whether decode steps may take the one-node layer (`MLX_DISTRIBUTED_LAYER_NODE`, default on).
