@@ -8,15 +8,17 @@ use std::process::{Child, Command, Stdio};
 use crate::server::{workspace_binary, BackendProcess};
 use crate::TestResult;
 
-/// Ports for `ranks` ranks, each with the next port free too (rank 0's control channel).
+/// Ports for `ranks` ranks, each with the next port free too (rank 0's control channel), no
+/// two pairs overlapping ([`crate::free_port`]: below the ephemeral range).
 pub fn ring_ports(ranks: usize) -> TestResult<Vec<u16>> {
-    let mut ports = Vec::new();
+    let mut ports: Vec<u16> = Vec::new();
     while ports.len() < ranks {
-        let a = TcpListener::bind("127.0.0.1:0")?;
-        let port = a.local_addr()?.port();
+        let port = crate::free_port()?;
+        let overlaps = |p: u16| ports.iter().any(|&q| p == q || p == q + 1);
         if port < u16::MAX
+            && !overlaps(port)
+            && !overlaps(port + 1)
             && TcpListener::bind(("127.0.0.1", port + 1)).is_ok()
-            && !ports.contains(&(port + 1))
         {
             ports.push(port);
         }

@@ -29,9 +29,32 @@ pub fn fixture(name: &str) -> TestResult<PathBuf> {
     Ok(dir)
 }
 
-/// A loopback port that was free a moment ago.
+/// A loopback port that was free a moment ago, below the kernel's ephemeral range. A port
+/// from binding port 0 comes from that range, where every outgoing connection takes its local
+/// port too: a test's gRPC client once took one before the rank it was meant for could
+/// listen on it ("Address already in use"). Ports go out in turn from a place that depends
+/// on the process, so two test processes rarely try the same ones.
 pub fn free_port() -> TestResult<u16> {
+    use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let (low, high) = (10_000u32, ephemeral_start().max(10_001));
+    let span = high - low;
+    let start = std::process::id().wrapping_mul(7919);
+    for _ in 0..span.min(4096) {
+        let port = (low + (start.wrapping_add(NEXT.fetch_add(1, Relaxed)) % span)) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// The first port of the kernel's ephemeral range (Linux's default where it cannot be read).
+fn ephemeral_start() -> u32 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
 }
 
 /// Waits for a child, killing it when `limit` passes, so no test can hang. Its piped output
