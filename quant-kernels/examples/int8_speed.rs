@@ -8,7 +8,7 @@
 //!   FORMATS=4,mxfp4 ...   (affine bits at group 64, or float modes; the default: all that
 //!   the integer path takes)
 //!
-//! At 16 rows or more it also times the AMX kernel with its tile steps left out (they only
+//! At 4 rows or more it also times the AMX kernel with its tile steps left out (they only
 //! write zeros where the totals go): everything that kernel does besides the tiles, which
 //! bounds what it can gain on a machine whose tiles run.
 
@@ -124,7 +124,7 @@ fn tiled(ops: &Operands, params: &Params16) -> Option<f64> {
     let reps = (400_000_000 / (ops.m * ops.n * ops.k)).max(10);
     let best = fastest(reps, |out| int8::rows(&ops, out), ops.m * ops.n);
     #[cfg(target_arch = "x86_64")]
-    if ops.m >= 16 && ops.format.group >= 32 && int8::isa() == int8::Isa::Avx512Vnni {
+    if ops.m >= 4 && ops.format.group >= 32 && int8::isa() == int8::Isa::Avx512Vnni {
         let rest = fastest(
             reps,
             |out| int8::rows_on_amx(&ops, out, &mut Idle),
