@@ -166,39 +166,34 @@ struct UnitScratch {
 };
 
 // Query heads h .. h + group - 1 of one row's positions, the group's kv head `h / repeats`:
-// one product of rows (position j, head r) at j * group + r for the scores, each row masked
-// past its own keys and softmaxed over all, one product for the values.
+// the queries gathered as rows (position j, head r) at j * group + r, one product for the
+// scores, each row masked past its own keys and softmaxed over all, one product for the
+// values, the outputs scattered back (a few hundred floats a unit against its keys' reads).
 void attend_heads(const Attend& a, int64_t h, int group, int64_t repeats, UnitScratch& s) {
   const int t = static_cast<int>(a.k.len), d = static_cast<int>(a.k.width);
   const int dv = static_cast<int>(a.v.width), rows = group * static_cast<int>(a.positions);
   const int64_t g = h / repeats;
-  const bool one = a.positions == 1;
-  const float* q = a.q + h * d;
-  if (!one) {
-    s.q.resize(static_cast<size_t>(rows) * d);
-    for (int64_t j = 0; j < a.positions; j++) {
-      std::memcpy(s.q.data() + j * group * d, q + j * a.q_stride, group * d * sizeof(float));
-    }
-    q = s.q.data();
+  s.q.resize(static_cast<size_t>(rows) * d);
+  for (int64_t j = 0; j < a.positions; j++) {
+    std::memcpy(s.q.data() + j * group * d, a.q + j * a.q_stride + h * d,
+                group * d * sizeof(float));
   }
   s.scores.resize(static_cast<size_t>(rows) * t);
-  sgemm()(ROW_MAJOR, NO_TRANS, TRANS, rows, t, d, 1.0f, q, d, a.k.data + g * a.k.head_stride,
-          static_cast<int>(a.k.row_stride), 0.0f, s.scores.data(), t);
+  sgemm()(ROW_MAJOR, NO_TRANS, TRANS, rows, t, d, 1.0f, s.q.data(), d,
+          a.k.data + g * a.k.head_stride, static_cast<int>(a.k.row_stride), 0.0f,
+          s.scores.data(), t);
   const float lowest = std::numeric_limits<float>::lowest();
   for (int r = 0; r < rows; r++) {
     float* row = s.scores.data() + static_cast<int64_t>(r) * t;
     std::fill(row + t - a.positions + r / group + 1, row + t, lowest);
     mlxd_softmax_row(row, row, t);
   }
-  float* out = a.out + h * dv;
-  if (!one) {
-    s.out.resize(static_cast<size_t>(rows) * dv);
-    out = s.out.data();
-  }
+  s.out.resize(static_cast<size_t>(rows) * dv);
   sgemm()(ROW_MAJOR, NO_TRANS, NO_TRANS, rows, dv, t, 1.0f, s.scores.data(), t,
-          a.v.data + g * a.v.head_stride, static_cast<int>(a.v.row_stride), 0.0f, out, dv);
-  for (int64_t j = 0; !one && j < a.positions; j++) {
-    std::memcpy(a.out + j * a.out_stride + h * dv, out + j * group * dv,
+          a.v.data + g * a.v.head_stride, static_cast<int>(a.v.row_stride), 0.0f,
+          s.out.data(), dv);
+  for (int64_t j = 0; j < a.positions; j++) {
+    std::memcpy(a.out + j * a.out_stride + h * dv, s.out.data() + j * group * dv,
                 group * dv * sizeof(float));
   }
 }

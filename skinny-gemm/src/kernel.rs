@@ -1,7 +1,8 @@
 //! The AVX2/FMA kernel: tiles of up to 8 activation rows by one weight row (or one row by 4
-//! weight rows, or on rows of at most [`SHORT_K`] values, such as attention's keys, one row by
-//! 8), each output an 8-lane FMA accumulation over k, one fixed horizontal sum, then a scalar
-//! tail. Every tile gives an output the same bits.
+//! weight rows, or on rows of at most [`SHORT_K`] values, such as attention's keys, two rows by
+//! 4 and a last row by 8), each output an 8-lane FMA accumulation over k, one fixed horizontal
+//! sum, then a scalar tail; `A B` products (attention's values) three rows by 32 columns, or a
+//! row by up to 64. Every tile gives an output the same bits.
 
 use std::arch::x86_64::*;
 
@@ -205,9 +206,10 @@ unsafe fn keys(g: &Gemm, m: usize, n: usize) {
 }
 
 /// `A B` with `B` [k, n]: each output is one FMA chain over k in order, so zero terms at
-/// the end (a masked, padded attention row) leave it bit-identical. A row takes 64 columns a
-/// pass (a head of values), so that the pass reads each row of `B` whole and in order: two
-/// passes of 32 read the same rows from memory in halves.
+/// the end (a masked, padded attention row) leave it bit-identical. Three rows take 32
+/// columns a tile ([`rows_nn`]); a row alone takes 64 columns a pass (a head of values), so
+/// that the pass reads each row of `B` whole and in order: two passes of 32 read the same rows
+/// from memory in halves.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn columns_nn(g: &Gemm, n0: usize, n1: usize) {
     let mut m = 0;
