@@ -33,15 +33,18 @@ pub fn fixture(name: &str) -> TestResult<PathBuf> {
 /// from binding port 0 comes from that range, where every outgoing connection takes its local
 /// port too: a test's gRPC client once took one before the rank it was meant for could
 /// listen on it ("Address already in use"). Ports go out in turn from a place that depends
-/// on the process, so two test processes rarely try the same ones.
+/// on the process, so two test processes rarely try the same ones. Each comes with the port
+/// after it, which no other call hands out: a rank's control channel is its ring port + 1, and
+/// two tests taking ports at once once got one port as one's ring and the other's control.
 pub fn free_port() -> TestResult<u16> {
     use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    let (low, high) = (10_000u32, ephemeral_start().max(10_001));
-    let span = high - low;
+    let (low, high) = (10_000u32, ephemeral_start().max(10_002));
+    // Even, so every port handed out has the parity of `low + start`, and none is another's + 1.
+    let span = (high - low) & !1;
     let start = std::process::id().wrapping_mul(7919);
-    for _ in 0..span.min(4096) {
-        let port = (low + (start.wrapping_add(NEXT.fetch_add(1, Relaxed)) % span)) as u16;
+    for _ in 0..span.min(4096) / 2 {
+        let port = (low + (start.wrapping_add(NEXT.fetch_add(2, Relaxed)) % span)) as u16;
         if TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return Ok(port);
         }
