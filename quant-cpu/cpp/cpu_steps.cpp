@@ -160,42 +160,140 @@ void share_units(int64_t units, int64_t work, const std::function<void(int64_t, 
 
 namespace {
 
+// Query heads h .. h + group - 1 of one row's positions (the kv head `h / repeats`): a unit of
+// the attention. Its queries are gathered as rows (position j, head r) at j * group + r; its
+// scores are [rows, keys], masked and softmaxed in place; its outputs [rows, dv] are
+// scattered back. Each product can be taken in column ranges (keys, or the values' columns):
+// every output of the BLAS's few-row kernel has the same bits in any range.
+struct Unit {
+  const Attend* a;
+  int64_t h;
+  int group;
+  int64_t repeats;
+  float* q;
+  float* scores;
+  float* out;
+
+  int rows() const {
+    return group * static_cast<int>(a->positions);
+  }
+  int keys() const {
+    return static_cast<int>(a->k.len);
+  }
+  int width() const {
+    return static_cast<int>(a->k.width);
+  }
+  int dv() const {
+    return static_cast<int>(a->v.width);
+  }
+  int64_t kv() const {
+    return h / repeats;
+  }
+
+  void gather() const {
+    const int d = width();
+    for (int64_t j = 0; j < a->positions; j++) {
+      std::memcpy(q + j * group * d, a->q + j * a->q_stride + h * d, group * d * sizeof(float));
+    }
+  }
+
+  // Scores of keys n0..n1.
+  void score(int n0, int n1) const {
+    const int t = keys(), d = width();
+    sgemm()(ROW_MAJOR, NO_TRANS, TRANS, rows(), n1 - n0, d, 1.0f, q, d,
+            a->k.data + kv() * a->k.head_stride + n0 * a->k.row_stride,
+            static_cast<int>(a->k.row_stride), 0.0f, scores + n0, t);
+  }
+
+  // Each row masked past its own keys (the lowest float, whose softmax is an exact 0) and
+  // softmaxed over all.
+  void softmax() const {
+    const int t = keys();
+    const float lowest = std::numeric_limits<float>::lowest();
+    for (int r = 0; r < rows(); r++) {
+      float* row = scores + static_cast<int64_t>(r) * t;
+      std::fill(row + t - a->positions + r / group + 1, row + t, lowest);
+      mlxd_softmax_row(row, row, t);
+    }
+  }
+
+  // Output columns c0..c1, computed and scattered back.
+  void values(int c0, int c1) const {
+    const int t = keys(), w = dv();
+    sgemm()(ROW_MAJOR, NO_TRANS, NO_TRANS, rows(), c1 - c0, t, 1.0f, scores, t,
+            a->v.data + kv() * a->v.head_stride + c0, static_cast<int>(a->v.row_stride), 0.0f,
+            out + c0, w);
+    for (int r = 0; r < rows(); r++) {
+      const int64_t j = r / group, head = h + r % group;
+      std::memcpy(a->out + j * a->out_stride + head * w + c0, out + r * w + c0,
+                  (c1 - c0) * sizeof(float));
+    }
+  }
+};
+
 // A unit's buffers, kept by each thread: they grow with the longest context, never shrink.
 struct UnitScratch {
   std::vector<float> q, scores, out;
+
+  Unit unit(const Attend& a, int64_t h, int group, int64_t repeats) {
+    const size_t rows = static_cast<size_t>(group) * a.positions;
+    q.resize(rows * a.k.width);
+    scores.resize(rows * a.k.len);
+    out.resize(rows * a.v.width);
+    return {&a, h, group, repeats, q.data(), scores.data(), out.data()};
+  }
 };
 
-// Query heads h .. h + group - 1 of one row's positions, the group's kv head `h / repeats`:
-// the queries gathered as rows (position j, head r) at j * group + r, one product for the
-// scores, each row masked past its own keys and softmaxed over all, one product for the
-// values, the outputs scattered back (a few hundred floats a unit against its keys' reads).
-void attend_heads(const Attend& a, int64_t h, int group, int64_t repeats, UnitScratch& s) {
-  const int t = static_cast<int>(a.k.len), d = static_cast<int>(a.k.width);
-  const int dv = static_cast<int>(a.v.width), rows = group * static_cast<int>(a.positions);
-  const int64_t g = h / repeats;
-  s.q.resize(static_cast<size_t>(rows) * d);
-  for (int64_t j = 0; j < a.positions; j++) {
-    std::memcpy(s.q.data() + j * group * d, a.q + j * a.q_stride + h * d,
-                group * d * sizeof(float));
+// A unit whole, on one thread (a few hundred floats gathered and scattered against its keys'
+// reads).
+void attend_unit(const Unit& u) {
+  u.gather();
+  u.score(0, u.keys());
+  u.softmax();
+  u.values(0, u.dv());
+}
+
+// Below this many units a step's attention is split (see `attend_split`).
+constexpr int64_t SPLIT_BELOW = 4;
+// From this many keys: below, the extra round over the threads costs more than it evens out.
+constexpr int64_t SPLIT_KEYS = 512;
+// Key ranges a unit's scores are split into, and column ranges of its values.
+constexpr int KEY_RANGES = 2, VALUE_RANGES = 2;
+
+// Where key range r of t keys starts: whole tiles of 8 keys, the last range to t.
+int range_start(int t, int r) {
+  return r == KEY_RANGES ? t : (t * r / KEY_RANGES) & ~7;
+}
+
+// A few units (one row's 3 kv heads on 2 threads) leave a thread idle for a unit's time, so
+// each unit's scores go out in key ranges, and its values in column ranges, over two rounds:
+// the last range of a unit's scores softmaxes them. The bits are a whole unit's.
+void attend_split(std::vector<Unit>& units, int64_t work) {
+  std::vector<std::atomic<int>> left(units.size());
+  for (size_t i = 0; i < units.size(); i++) {
+    units[i].gather();
+    left[i].store(KEY_RANGES, std::memory_order_relaxed);
   }
-  s.scores.resize(static_cast<size_t>(rows) * t);
-  sgemm()(ROW_MAJOR, NO_TRANS, TRANS, rows, t, d, 1.0f, s.q.data(), d,
-          a.k.data + g * a.k.head_stride, static_cast<int>(a.k.row_stride), 0.0f,
-          s.scores.data(), t);
-  const float lowest = std::numeric_limits<float>::lowest();
-  for (int r = 0; r < rows; r++) {
-    float* row = s.scores.data() + static_cast<int64_t>(r) * t;
-    std::fill(row + t - a.positions + r / group + 1, row + t, lowest);
-    mlxd_softmax_row(row, row, t);
-  }
-  s.out.resize(static_cast<size_t>(rows) * dv);
-  sgemm()(ROW_MAJOR, NO_TRANS, NO_TRANS, rows, dv, t, 1.0f, s.scores.data(), t,
-          a.v.data + g * a.v.head_stride, static_cast<int>(a.v.row_stride), 0.0f,
-          s.out.data(), dv);
-  for (int64_t j = 0; j < a.positions; j++) {
-    std::memcpy(a.out + j * a.out_stride + h * dv, s.out.data() + j * group * dv,
-                group * dv * sizeof(float));
-  }
+  share_units(static_cast<int64_t>(units.size()) * KEY_RANGES, work, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; p++) {
+      const Unit& u = units[p / KEY_RANGES];
+      const int r = static_cast<int>(p % KEY_RANGES);
+      const int n0 = range_start(u.keys(), r), n1 = range_start(u.keys(), r + 1);
+      if (n1 > n0) {
+        u.score(n0, n1);
+      }
+      if (left[p / KEY_RANGES].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        u.softmax();
+      }
+    }
+  });
+  share_units(static_cast<int64_t>(units.size()) * VALUE_RANGES, work, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; p++) {
+      const Unit& u = units[p / VALUE_RANGES];
+      const int r = static_cast<int>(p % VALUE_RANGES), w = u.dv();
+      u.values(w * r / VALUE_RANGES, w * (r + 1) / VALUE_RANGES);
+    }
+  });
 }
 
 } // namespace
@@ -209,16 +307,28 @@ void attend_rows(const std::vector<Attend>& rows, int64_t heads, const AttendPla
     return;
   }
   const int64_t repeats = heads / rows[0].k.heads;
-  int64_t work = 0;
+  int64_t work = 0, keys = 0;
   for (const Attend& a : rows) {
     work += heads * a.positions * a.k.len * (a.k.width + a.v.width);
+    keys = std::min(keys == 0 ? a.k.len : keys, a.k.len);
   }
   const int group = plan.group_heads ? static_cast<int>(repeats) : 1;
-  const int64_t per_row = heads / group;
-  share_units(static_cast<int64_t>(rows.size()) * per_row, work, [&](int64_t u0, int64_t u1) {
+  const int64_t per_row = heads / group, count = static_cast<int64_t>(rows.size()) * per_row;
+  // Ranges keep a unit's bits only where the BLAS's kernel promises each output its own.
+  if (count < SPLIT_BELOW && keys >= SPLIT_KEYS && plan.alone_rows > 1) {
+    thread_local std::vector<UnitScratch> kept;
+    kept.resize(std::max<size_t>(kept.size(), count));
+    std::vector<Unit> units;
+    for (int64_t u = 0; u < count; u++) {
+      units.push_back(kept[u].unit(rows[u / per_row], (u % per_row) * group, group, repeats));
+    }
+    attend_split(units, work);
+    return;
+  }
+  share_units(count, work, [&](int64_t u0, int64_t u1) {
     thread_local UnitScratch scratch;
     for (int64_t u = u0; u < u1; u++) {
-      attend_heads(rows[u / per_row], (u % per_row) * group, group, repeats, scratch);
+      attend_unit(scratch.unit(rows[u / per_row], (u % per_row) * group, group, repeats));
     }
   });
 }

@@ -85,8 +85,10 @@ struct AttendPlan {
 // one with the lowest float, whose softmax is an exact 0, and a product's trailing zero terms
 // change no bit, so each position has the bits of a decode step of one position there. The
 // (row, head group) units of every row are shared over the threads in one call, so that a
-// batch's rows keep both threads busy; a unit's bits do not depend on the thread or on the
-// other rows. Every row has the same kv heads.
+// batch's rows keep both threads busy; a few units over many keys go out in ranges of keys
+// and of columns instead (where `plan.alone_rows` says the BLAS keeps every output's bits in
+// any range). A unit's bits do not depend on the thread, the ranges or the other rows. Every
+// row has the same kv heads.
 // Every row's `positions` must be at most `positions_per_product`.
 void attend_rows(const std::vector<Attend>& rows, int64_t heads, const AttendPlan& plan);
 

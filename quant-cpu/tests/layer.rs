@@ -238,6 +238,11 @@ fn fresh_caches(d: Dims, lens: &[i32], capacity: i32) -> TestResult<Vec<Cache>> 
         .collect()
 }
 
+/// Room for `steps` more positions in every row's cache.
+fn capacity(lens: &[i32], steps: i32) -> i32 {
+    lens.iter().max().map_or(0, |l| l + steps) + 8
+}
+
 /// A rope over half the head (traditional, with a frequency table, when `extras`).
 fn test_shape(d: Dims, format: Format, extras: bool, freqs: &Array) -> LayerShape<'_> {
     LayerShape {
@@ -267,7 +272,7 @@ fn same_bits(d: Dims, format: Format, extras: bool, lens: &[i32]) -> TestResult 
     let layer = Layer::random(d, format, extras)?;
     let freqs = frequencies(d)?;
     let shape = test_shape(d, format, extras, &freqs);
-    let mut ours = fresh_caches(d, lens, 24)?;
+    let mut ours = fresh_caches(d, lens, capacity(lens, 3))?;
     let mut theirs = ours.iter().map(deep_copy).collect::<TestResult<Vec<_>>>()?;
     let b = lens.len() as i32;
     let node = LayerNode::new(&layer.weights(), &shape)?;
@@ -294,12 +299,15 @@ fn one_node_has_the_bits_of_the_step_built_node_by_node() -> TestResult {
     let square = Dims::new(128, 4, 4, 32, 256);
     same_bits(square, Format::new(8, 32)?, true, &[3, 0])?;
     same_bits(square, Format::new(2, 128)?, true, &[1])?;
+    // A row's few head groups over 512 keys or more: each group's scores and values in ranges.
+    same_bits(smol, Format::new(4, 64)?, false, &[520])?;
     // The integer path: q, k and v (gate and up) one product of parts in the layer's node,
     // node by node three (two).
     let int8 = |bits| {
         Ok::<_, quant_cpu::FormatError>(Format::new(bits, 64)?.with_numerics(Numerics::Int8))
     };
     same_bits(smol, int8(4)?, false, &[0, 9, 20])?;
+    same_bits(smol, int8(4)?, false, &[513])?;
     same_bits(square, int8(8)?, true, &[3, 0])?;
     // MLX's float modes, without biases, in both numerics (mxfp8 has no integer kernel: its
     // products take the f32 path in either).
@@ -318,7 +326,7 @@ fn positions_as_decode_steps(d: Dims, format: Format, lens: &[i32], length: i32)
     let freqs = frequencies(d)?;
     let shape = test_shape(d, format, true, &freqs);
     let node = LayerNode::new(&layer.weights(), &shape)?;
-    let mut ours = fresh_caches(d, lens, 40)?;
+    let mut ours = fresh_caches(d, lens, capacity(lens, length))?;
     let mut theirs = ours.iter().map(deep_copy).collect::<TestResult<Vec<_>>>()?;
     let x = normal(&[lens.len() as i32, length, d.hidden], 1.0)?;
     let all = by_layer(&node, &x, &mut ours)?;
@@ -343,6 +351,7 @@ fn several_positions_have_the_bits_of_as_many_decode_steps() -> TestResult {
     random::seed(16)?;
     let smol = Dims::new(192, 6, 2, 32, 320);
     positions_as_decode_steps(smol, Format::new(4, 64)?, &[7], 5)?;
+    positions_as_decode_steps(smol, Format::new(4, 64)?, &[515], 5)?;
     positions_as_decode_steps(smol, Format::new(4, 64)?, &[0, 12, 3], 3)?;
     let square = Dims::new(128, 4, 4, 32, 256);
     positions_as_decode_steps(square, Format::new(8, 32)?, &[2, 9], 16)?;
