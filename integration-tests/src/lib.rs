@@ -31,11 +31,10 @@ pub fn fixture(name: &str) -> TestResult<PathBuf> {
 
 /// A loopback port that was free a moment ago, below the kernel's ephemeral range. A port
 /// from binding port 0 comes from that range, where every outgoing connection takes its local
-/// port too: a test's gRPC client once took one before the rank it was meant for could
-/// listen on it ("Address already in use"). Ports go out in turn from a place that depends
-/// on the process, so two test processes rarely try the same ones. Each comes with the port
-/// after it, which no other call hands out: a rank's control channel is its ring port + 1, and
-/// two tests taking ports at once once got one port as one's ring and the other's control.
+/// port too, so a test's own gRPC client could take it before the rank it was meant for
+/// listens. Ports go out in turn from a place that depends on the process, so two test
+/// processes rarely try the same ones. No call hands out the port after another's: a rank's
+/// control channel is its ring port + 1, and tests running at once take ports together.
 pub fn free_port() -> TestResult<u16> {
     use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
     static NEXT: AtomicU32 = AtomicU32::new(0);
