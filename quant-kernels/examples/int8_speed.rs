@@ -9,8 +9,8 @@
 //!   the integer path takes)
 //!
 //! At 4 rows or more it also times the AMX kernel with its tile steps left out (they only
-//! write zeros where the totals go): everything that kernel does besides the tiles, which
-//! bounds what it can gain on a machine whose tiles run.
+//! write zeros where the totals go). That call makes x ready in fresh buffers each time, so
+//! it counts more than what the kernel does besides the tiles in a model's steady decode.
 
 use quant_kernels::{int8, Format, FormatError, Mode, Operands, Params};
 use std::time::Instant;
