@@ -307,10 +307,10 @@ void attend_rows(const std::vector<Attend>& rows, int64_t heads, const AttendPla
     return;
   }
   const int64_t repeats = heads / rows[0].k.heads;
-  int64_t work = 0, keys = 0;
+  int64_t work = 0, keys = std::numeric_limits<int64_t>::max();
   for (const Attend& a : rows) {
     work += heads * a.positions * a.k.len * (a.k.width + a.v.width);
-    keys = std::min(keys == 0 ? a.k.len : keys, a.k.len);
+    keys = std::min(keys, a.k.len);
   }
   const int group = plan.group_heads ? static_cast<int>(repeats) : 1;
   const int64_t per_row = heads / group, count = static_cast<int64_t>(rows.size()) * per_row;
