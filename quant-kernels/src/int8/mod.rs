@@ -80,8 +80,10 @@ pub struct Activations {
     pub hi: Vec<i8>,
     /// `[m][k]` low digits, as `hi`.
     pub lo: Vec<i8>,
-    /// `[m][k / BLOCK]` units (`max|x| / 127 / 128`).
-    pub scales: Vec<f32>,
+    /// `[m][k / (BLOCK · span)]` units (`max|x| / 127 / 128`), one a span.
+    pub units: Vec<f32>,
+    /// Blocks one unit spans ([`span_of`]).
+    pub span: usize,
     /// `[m][k / BLOCK][LANES]` sums of each lane's values `128 · hi + lo`: what the
     /// unsigned-times-signed kernels add back when they shift 8-bit weight codes into the
     /// signed range.
@@ -107,7 +109,12 @@ pub struct Activations {
 pub(crate) struct Row<'a> {
     pub hi: &'a [i8],
     pub lo: &'a [i8],
-    pub scales: &'a [f32],
+    /// One unit a span of [`Row::span`] blocks.
+    pub units: &'a [f32],
+    /// Blocks in the row.
+    pub blocks: usize,
+    /// Blocks a unit spans.
+    pub span: usize,
     pub lane_sums: &'a [i32],
     pub quads_hi: &'a [i8],
     pub quads_lo: &'a [i8],
@@ -127,9 +134,10 @@ impl Activations {
         let (m, k) = (ops.m, ops.k);
         let blocks = m * k / BLOCK;
         self.k = k;
+        self.span = span_of(ops.format);
         self.hi.resize(m * k, 0);
         self.lo.resize(m * k, 0);
-        self.scales.resize(blocks, 0.0);
+        self.units.resize(blocks / self.span, 0.0);
         self.lane_sums.resize(blocks * LANES, 0);
         self.sums
             .resize(bias_groups(ops).map_or(0, |group| m * k / group), 0.0);
@@ -137,10 +145,11 @@ impl Activations {
             x: std::ptr::null_mut(),
             hi: self.hi.as_mut_ptr(),
             lo: self.lo.as_mut_ptr(),
-            units: self.scales.as_mut_ptr(),
+            units: self.units.as_mut_ptr(),
             lane_sums: self.lane_sums.as_mut_ptr(),
             sums: self.sums.as_mut_ptr(),
             k,
+            span: self.span,
         }
     }
 
@@ -195,13 +204,16 @@ impl Activations {
 
     /// Row `m`.
     pub(crate) fn row(&self, m: usize) -> Row<'_> {
-        let blocks = self.k / BLOCK;
+        let (blocks, span) = (self.k / BLOCK, self.span);
+        let units = blocks / span;
         let stride = quad_stride(self.k);
         let quads = m * stride..(m + 1) * stride;
         Row {
             hi: &self.hi[m * self.k..(m + 1) * self.k],
             lo: &self.lo[m * self.k..(m + 1) * self.k],
-            scales: &self.scales[m * blocks..(m + 1) * blocks],
+            units: &self.units[m * units..(m + 1) * units],
+            blocks,
+            span,
             lane_sums: &self.lane_sums[m * blocks * LANES..(m + 1) * blocks * LANES],
             quads_hi: self.quads_hi.get(quads.clone()).unwrap_or_default(),
             quads_lo: self.quads_lo.get(quads).unwrap_or_default(),
@@ -280,6 +292,7 @@ struct Into {
     /// Sized for no row where the weight has no biases.
     sums: *mut f32,
     k: usize,
+    span: usize,
 }
 
 // SAFETY: threads write disjoint rows (`prepare`), and the caller waits for all of them.
@@ -308,7 +321,8 @@ unsafe fn quantize_rows(x: &[f32], (rows, groups): (Range<usize>, Option<usize>)
     let out = Digits {
         hi: rows_of_buffer(into.hi, &rows, k),
         lo: rows_of_buffer(into.lo, &rows, k),
-        units: rows_of_buffer(into.units, &rows, blocks),
+        units: rows_of_buffer(into.units, &rows, blocks / into.span),
+        span: into.span,
     };
     #[cfg(target_arch = "x86_64")]
     if x86::has_avx2() {
@@ -382,11 +396,12 @@ fn arrange_quads(codes: &[i8], k: usize, dst: &mut Vec<i8>) {
     }
 }
 
-/// Where a quantizer writes: a digit of each value and a unit per block.
+/// Where a quantizer writes: a digit of each value and a unit a span of `span` blocks.
 pub(crate) struct Digits<'a> {
     pub hi: &'a mut [i8],
     pub lo: &'a mut [i8],
     pub units: &'a mut [f32],
+    pub span: usize,
 }
 
 /// A value's digits from `t = x · 127 / max|x|`: `hi = round(t)`, `lo = round((t - hi) · 128)`
@@ -397,14 +412,15 @@ pub(crate) fn digits_of(t: f32) -> (i8, i8) {
     (hi as i8, ((t - hi) * 128.0).round_ties_even() as i8)
 }
 
-/// Each block of `x` to its unit and digits ([`digits_of`]): the reference the vector
+/// Each span of `x` to its unit and digits ([`digits_of`]): the reference the vector
 /// quantizers equal.
 pub(crate) fn quantize_portable(x: &[f32], out: Digits) {
+    let len = BLOCK * out.span;
     let codes = out
         .hi
-        .chunks_exact_mut(BLOCK)
-        .zip(out.lo.chunks_exact_mut(BLOCK));
-    for ((x, (hi, lo)), unit) in x.chunks_exact(BLOCK).zip(codes).zip(out.units.iter_mut()) {
+        .chunks_exact_mut(len)
+        .zip(out.lo.chunks_exact_mut(len));
+    for ((x, (hi, lo)), unit) in x.chunks_exact(len).zip(codes).zip(out.units.iter_mut()) {
         let (u, id) = block_scale_of(x.iter().fold(0f32, |a, x| a.max(x.abs())));
         *unit = u;
         for (i, x) in x.iter().enumerate() {
@@ -724,6 +740,18 @@ pub(crate) struct Totals {
     pub second: i32,
 }
 
+impl std::ops::Add for Totals {
+    type Output = Totals;
+
+    #[inline(always)]
+    fn add(self, o: Totals) -> Totals {
+        Totals {
+            first: self.first + o.first,
+            second: self.second + o.second,
+        }
+    }
+}
+
 impl Totals {
     /// A block's 8 lanes, summed.
     #[inline(always)]
@@ -737,7 +765,7 @@ impl Totals {
 
 /// The combined scale of block `b`'s group `half` (0, or 1 for `nvfp4`'s second 16 codes):
 /// its weight group's scale (halved for E2M1 codes, which enter as twice their value) times
-/// the block's unit.
+/// the unit of the block's span (the same for every block of a span: a span lies in one group).
 #[inline(always)]
 pub(crate) fn block_scale<P: Stored>(
     scales: &[P],
@@ -751,13 +779,17 @@ pub(crate) fn block_scale<P: Stored>(
         _ => scales[b >> group_shift].widen(),
     };
     let s = if P::FLOAT { s * 0.5 } else { s };
-    s * x.scales[b]
+    s * x.units[b / x.span]
 }
 
-/// The combined scales of blocks `b..b + 4` of a row of `blocks` ([`block_scale`]), element
-/// `j` block `b + j`: their first groups', then (`nvfp4`) their second groups' (else the same
-/// again). A block past the row's end gets 0, which with its zero lanes adds an exact 0. What
-/// the 4-block-at-a-time vector kernels load for their float steps.
+/// The combined scales of blocks `b..b + 4` of a row of `blocks` (`b` a multiple of 4), as
+/// the 4-block-at-a-time vector kernels fold them into their four accumulators, lane `j`
+/// accumulator `j`: their first groups', then (`nvfp4`) their second groups' (else the same
+/// again). Blocks a span each: lane `j` block `b + j` ([`block_scale`]). Spans of two blocks:
+/// the 4 blocks are spans `b / 2` and `b / 2 + 1`, which fold into accumulators `b / 2 % 4`
+/// and the next; those two lanes hold their scales and the other two 0, so that with the
+/// span totals in every lane ([`span_totals4`]) the other accumulators add an exact 0. A block
+/// past the row's end gets 0, which with its zero lanes adds an exact 0.
 #[inline(always)]
 pub(crate) fn block_scales4<P: Stored>(
     scales: &[P],
@@ -766,9 +798,17 @@ pub(crate) fn block_scales4<P: Stored>(
     (b, blocks): (usize, usize),
 ) -> [[f32; 4]; 2] {
     let c = |half: usize| -> [f32; 4] {
-        std::array::from_fn(|j| match b + j < blocks {
-            true => block_scale(scales, shift, x, b + j, half),
-            false => 0.0,
+        std::array::from_fn(|j| match x.span {
+            1 if b + j < blocks => block_scale(scales, shift, x, b + j, half),
+            1 => 0.0,
+            _ => {
+                let at = b + 2 * (j % 2);
+                let ours = j / 2 == b / 4 % 2;
+                match ours && at < blocks {
+                    true => block_scale(scales, shift, x, at, half),
+                    false => 0.0,
+                }
+            }
         })
     };
     let first = c(0);
@@ -778,8 +818,32 @@ pub(crate) fn block_scales4<P: Stored>(
     }
 }
 
-/// Block `b`'s multiply-adds into its accumulator `acc[b % 4]`: one on the summed totals, or
-/// (`two_groups`: `nvfp4`) the first group's then the second's, `c` their combined scales.
+/// 4 blocks' totals `t` (lane `j` block `j`) as the lanes [`block_scales4`] folds: themselves
+/// for spans of a block, else `[t0 + t1, t2 + t3, t0 + t1, t2 + t3]`.
+#[inline(always)]
+pub(crate) fn span_totals4(t: [i32; 4], span: usize) -> [i32; 4] {
+    match span {
+        1 => t,
+        _ => {
+            let (s0, s1) = (t[0] + t[1], t[2] + t[3]);
+            [s0, s1, s0, s1]
+        }
+    }
+}
+
+/// Blocks a unit of x spans, for products with `format`: 2 (64 values) where a weight group
+/// holds two blocks or more, so that one multiply-add folds a span's totals and the AMX
+/// tiles take 64 values a step; else 1 (groups of 16 and 32).
+pub fn span_of(format: Format) -> usize {
+    match format.group >= 2 * BLOCK {
+        true => 2,
+        false => 1,
+    }
+}
+
+/// A span's multiply-adds into its accumulator `acc[s % 4]` (span `s`): one on its blocks'
+/// summed totals, or (`two_groups`: `nvfp4`, a block a span) the first group's then the
+/// second's, `c` their combined scales.
 #[inline(always)]
 pub(crate) fn fold(acc: f32, t: Totals, c: (f32, f32), two_groups: bool) -> f32 {
     match two_groups {

@@ -157,7 +157,7 @@ macro_rules! kernels {
         /// One weight row against one int8 row of x, without the bias part.
         ///
         /// # Safety
-        /// The set's features; `w` holds the packed codes of `x.scales.len()` blocks.
+        /// The set's features; `w` holds the packed codes of `x.blocks` blocks.
         #[target_feature(enable = $features)]
         #[inline]
         unsafe fn row<const KIND: u32, P: Stored>(
@@ -167,7 +167,7 @@ macro_rules! kernels {
             shift: u32,
         ) -> f32 {
             let step = block_bytes(KIND);
-            let blocks = x.scales.len();
+            let blocks = x.blocks;
             debug_assert!(w.len() >= blocks * step && x.hi.len() >= blocks * BLOCK);
             // Block `b`'s lanes `i` and `i + 4` added, in lane `i`.
             let pairs = |b: usize| {
@@ -336,7 +336,7 @@ mod mmla {
         x: [Row; 2],
         shift: u32,
     ) -> [f32; 4] {
-        let blocks = x[0].scales.len();
+        let blocks = x[0].blocks;
         let mut acc = [vdupq_n_f32(0.0); ACCUMULATORS];
         for b in 0..blocks {
             let t = totals::<KIND>(w, x, b);

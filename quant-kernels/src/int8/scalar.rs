@@ -49,19 +49,27 @@ impl Codes<'_> {
     }
 }
 
-/// One weight row (packed) against one int8 row of x, without the bias part.
+/// One weight row (packed) against one int8 row of x, without the bias part: a multiply-add
+/// a span, on its blocks' totals summed.
 fn row<P: Stored>(w: &[u8], x: Row, scales: &[P], (shift, kind): (u32, Codes)) -> f32 {
     let mut acc = [0f32; ACCUMULATORS];
     let two_groups = P::PER_STEP == 2;
-    for b in 0..x.scales.len() {
-        let at = |codes: &[i8]| lane_sums(w, &codes[b * BLOCK..], b, kind);
-        let (hi, lo) = (at(x.hi), at(x.lo));
-        let t = Totals::of(std::array::from_fn(|l| digits(hi[l], lo[l])));
-        let c = |half| block_scale(scales, shift, &x, b, half);
-        let a = &mut acc[b % ACCUMULATORS];
+    for s in 0..x.blocks / x.span {
+        let blocks = s * x.span..(s + 1) * x.span;
+        let t = blocks.map(|b| block_totals(w, &x, b, kind));
+        let t = t.fold(Totals::default(), |a, t| a + t);
+        let c = |half| block_scale(scales, shift, &x, s * x.span, half);
+        let a = &mut acc[s % ACCUMULATORS];
         *a = fold(*a, t, (c(0), c(1)), two_groups);
     }
     reduce(acc)
+}
+
+/// Block `b`'s totals.
+fn block_totals(w: &[u8], x: &Row, b: usize, kind: Codes) -> Totals {
+    let at = |codes: &[i8]| lane_sums(w, &codes[b * BLOCK..], b, kind);
+    let (hi, lo) = (at(x.hi), at(x.lo));
+    Totals::of(std::array::from_fn(|l| digits(hi[l], lo[l])))
 }
 
 /// Block `b`'s lanes for one digit: each the exact sum of 4 code-times-digit products.
@@ -86,11 +94,11 @@ pub fn reference(ops: &Operands, acts: &Activations) -> Vec<f64> {
         for m in 0..ops.m {
             let x = acts.row(m);
             let weights = (0..ops.k).map(|i| {
-                let (b, k) = (i / BLOCK, (i / BLOCK) * BLOCK + order[i % BLOCK]);
+                let (u, k) = (i / BLOCK / x.span, (i / BLOCK) * BLOCK + order[i % BLOCK]);
                 let s = ops.scales.get(n * groups + k / group) as f64;
                 let v = f64::from(digits(i32::from(x.hi[i]), i32::from(x.lo[i])));
                 let q = mode.code_value(code(w, k, bits), bits) as f64;
-                x.scales[b] as f64 * v * s * q
+                x.units[u] as f64 * v * s * q
             });
             let bias = |b: crate::Params| -> f64 {
                 let sum =

@@ -139,11 +139,14 @@ fn formats() -> Vec<(Format, &'static str)> {
     all
 }
 
-/// Block counts for a format's tests: its default (7 at groups of 16 and 32), and at groups
-/// of 16 and 32 the other tails (1 and 2 blocks past whole runs of 4) and a single block.
+/// Block counts for a format's tests: its default (7 at groups of 16 and 32), and the other
+/// tails past whole runs of 4 blocks: at groups of 16 and 32 1 and 2 blocks and a single
+/// block; at groups of 64 (spans of 2 blocks) a single span, whole runs, and a span past a
+/// run whose spans fold into accumulators 2 and 3.
 fn block_counts(format: Format) -> Vec<usize> {
     match format.group {
         16 | 32 => vec![7, 9, 6, 1],
+        64 => vec![6, 2, 4, 10],
         g => vec![3 * g / BLOCK],
     }
 }
@@ -210,7 +213,7 @@ fn the_integer_product_is_within_the_rounding_of_x() {
         let case = Case::new(format, (3, 9), dtype, 11);
         let ours = case.product(Isa::Scalar);
         let exact = case.with_ops(crate::reference);
-        // Each value of x is off by at most half its block's unit (max|x| / 127 / 256),
+        // Each value of x is off by at most half its span's unit (max|x| / 127 / 256),
         // plus the rounding of x · 127 / max|x| (2^-24 of up to 127 units of 128): the
         // output by at most Σ |w| times that, plus f32 rounding.
         case.with_ops(|ops| {
@@ -219,8 +222,9 @@ fn the_integer_product_is_within_the_rounding_of_x() {
                 let x = &ops.x[m * ops.k..(m + 1) * ops.k];
                 let bound: f64 = (0..ops.k)
                     .map(|k| {
-                        let block = &x[k / BLOCK * BLOCK..(k / BLOCK + 1) * BLOCK];
-                        let amax = block.iter().fold(0f32, |a, v| a.max(v.abs()));
+                        let len = BLOCK * span_of(format);
+                        let span = &x[k / len * len..(k / len + 1) * len];
+                        let amax = span.iter().fold(0f32, |a, v| a.max(v.abs()));
                         let g = (n * ops.k + k) / format.group;
                         let q = crate::code(ops.w_row(n), k, format.bits);
                         let q = format.mode.code_value(q, format.bits) as f64;
@@ -333,28 +337,45 @@ fn the_vector_quantizer_equals_the_portable_one() {
         .for_each(|(i, v)| *v = i as f32 - 15.5);
     x[2 * BLOCK + 5] = -1e30;
     x[3 * BLOCK..4 * BLOCK].iter_mut().for_each(|v| *v *= 1e-38);
-    let buffers = || {
-        (
-            vec![0i8; x.len()],
-            vec![0i8; x.len()],
-            vec![0f32; x.len() / BLOCK],
-        )
-    };
-    fn digits((hi, lo, units): &mut (Vec<i8>, Vec<i8>, Vec<f32>)) -> Digits<'_> {
-        Digits { hi, lo, units }
+    for span in [1, 2] {
+        let buffers = || {
+            (
+                vec![0i8; x.len()],
+                vec![0i8; x.len()],
+                vec![0f32; x.len() / BLOCK / span],
+            )
+        };
+        let digits =
+            |(hi, lo, units): &mut (Vec<i8>, Vec<i8>, Vec<f32>)| -> (Vec<i8>, Vec<i8>, Vec<f32>) {
+                quantize_portable(
+                    &x,
+                    Digits {
+                        hi,
+                        lo,
+                        units,
+                        span,
+                    },
+                );
+                (hi.clone(), lo.clone(), units.clone())
+            };
+        let portable = digits(&mut buffers());
+        assert!(portable.1.iter().all(|lo| (-64..=64).contains(lo)));
+        #[cfg(target_arch = "x86_64")]
+        if x86::has_avx2() {
+            let (mut hi, mut lo, mut units) = buffers();
+            let out = Digits {
+                hi: &mut hi,
+                lo: &mut lo,
+                units: &mut units,
+                span,
+            };
+            // SAFETY: the CPU has AVX2; the buffers are sized for x.
+            unsafe { x86::quantize(&x, out) };
+            assert_eq!(portable, (hi, lo, units), "spans of {span} blocks");
+            continue;
+        }
+        println!("int8: no vector quantizer on this CPU");
     }
-    let mut portable = buffers();
-    quantize_portable(&x, digits(&mut portable));
-    assert!(portable.1.iter().all(|lo| (-64..=64).contains(lo)));
-    #[cfg(target_arch = "x86_64")]
-    if x86::has_avx2() {
-        let mut vector = buffers();
-        // SAFETY: the CPU has AVX2; the buffers are sized for x.
-        unsafe { x86::quantize(&x, digits(&mut vector)) };
-        assert_eq!(portable, vector);
-        return;
-    }
-    println!("int8: no vector quantizer on this CPU");
 }
 
 impl Case {

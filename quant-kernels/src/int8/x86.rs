@@ -138,7 +138,7 @@ pub(super) fn has_avx2() -> bool {
     available().contains(&Isa::Avx2)
 }
 
-/// [`super::quantize_portable`] on 32 values a block, bit for bit: the same maximum, the
+/// [`super::quantize_portable`] on a span of 32 or 64 values, bit for bit: the same maximum, the
 /// same unit and multiplier, the same digits rounded to nearest even.
 ///
 /// # Safety
@@ -146,29 +146,36 @@ pub(super) fn has_avx2() -> bool {
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn quantize(x: &[f32], out: Digits) {
     let sign = _mm256_set1_ps(-0.0);
+    let len = BLOCK * out.span;
     let codes = out
         .hi
-        .chunks_exact_mut(BLOCK)
-        .zip(out.lo.chunks_exact_mut(BLOCK));
-    for ((x, (hi, lo)), unit) in x.chunks_exact(BLOCK).zip(codes).zip(out.units.iter_mut()) {
-        let v: [__m256; 4] = std::array::from_fn(|i| _mm256_loadu_ps(x.as_ptr().add(8 * i)));
-        let a = v.map(|v| _mm256_andnot_ps(sign, v));
-        let m = _mm256_max_ps(_mm256_max_ps(a[0], a[1]), _mm256_max_ps(a[2], a[3]));
+        .chunks_exact_mut(len)
+        .zip(out.lo.chunks_exact_mut(len));
+    for ((x, (hi, lo)), unit) in x.chunks_exact(len).zip(codes).zip(out.units.iter_mut()) {
+        let mut m = _mm256_setzero_ps();
+        for v in x.chunks_exact(8) {
+            // `m` second: a NaN value leaves it, as `f32::max` ignores one.
+            m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(v.as_ptr())), m);
+        }
         let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
         let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
         let m = _mm_max_ss(m, _mm_shuffle_ps::<1>(m, m));
         let (u, id) = super::block_scale_of(_mm_cvtss_f32(m));
         *unit = u;
         let id = _mm256_set1_ps(id);
-        const NEAREST: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-        let t = v.map(|v| _mm256_mul_ps(v, id));
-        let h = t.map(|t| _mm256_round_ps::<NEAREST>(t));
-        let scale = _mm256_set1_ps(128.0);
-        let l: [__m256; 4] = std::array::from_fn(|i| {
-            _mm256_round_ps::<NEAREST>(_mm256_mul_ps(_mm256_sub_ps(t[i], h[i]), scale))
-        });
-        store_bytes(h.map(|h| _mm256_cvtps_epi32(h)), hi);
-        store_bytes(l.map(|l| _mm256_cvtps_epi32(l)), lo);
+        let blocks = x.chunks_exact(BLOCK).zip(hi.chunks_exact_mut(BLOCK));
+        for ((x, hi), lo) in blocks.zip(lo.chunks_exact_mut(BLOCK)) {
+            let v: [__m256; 4] = std::array::from_fn(|i| _mm256_loadu_ps(x.as_ptr().add(8 * i)));
+            const NEAREST: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+            let t = v.map(|v| _mm256_mul_ps(v, id));
+            let h = t.map(|t| _mm256_round_ps::<NEAREST>(t));
+            let scale = _mm256_set1_ps(128.0);
+            let l: [__m256; 4] = std::array::from_fn(|i| {
+                _mm256_round_ps::<NEAREST>(_mm256_mul_ps(_mm256_sub_ps(t[i], h[i]), scale))
+            });
+            store_bytes(h.map(|h| _mm256_cvtps_epi32(h)), hi);
+            store_bytes(l.map(|l| _mm256_cvtps_epi32(l)), lo);
+        }
     }
 }
 
@@ -378,11 +385,17 @@ unsafe fn block_scales4<P: Stored>(
 
 /// 4 blocks' lanes `p` (from block `b`, a multiple of 4; a block past the row's end zero
 /// lanes, and 0 scales `c`) folded into the four accumulators `acc` (lane `j` accumulator `j`)
-/// as [`super::fold`] does: the lanes summed into their [`super::Totals`] with `vphaddd`.
+/// as [`super::fold`] does: the lanes summed into their [`super::Totals`] with `vphaddd`,
+/// spans of two blocks as [`super::span_totals4`] sums them.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-unsafe fn fold4(p: [__m256i; 4], c: [__m128; 2], two_groups: bool, acc: __m128) -> __m128 {
-    fold_totals(block_totals(p), c, two_groups, acc)
+unsafe fn fold4(
+    p: [__m256i; 4],
+    c: [__m128; 2],
+    (two_groups, span): (bool, usize),
+    acc: __m128,
+) -> __m128 {
+    fold_totals(block_totals(p), c, (two_groups, span), acc)
 }
 
 /// 4 blocks' 8 lanes each, summed into their totals: first groups', second groups'.
@@ -407,16 +420,28 @@ unsafe fn pair_totals(a: __m256i, b: __m256i) -> __m128 {
 }
 
 /// 4 blocks' totals (first groups', second groups') folded into the accumulators, lane by
-/// lane as [`super::fold`] does.
+/// lane as [`super::fold`] does ([`super::span_totals4`] for spans of two blocks).
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-unsafe fn fold_totals(t: [__m128i; 2], c: [__m128; 2], two_groups: bool, acc: __m128) -> __m128 {
+unsafe fn fold_totals(
+    t: [__m128i; 2],
+    c: [__m128; 2],
+    (two_groups, span): (bool, usize),
+    acc: __m128,
+) -> __m128 {
     match two_groups {
         true => {
             let acc = _mm_fmadd_ps(c[0], _mm_cvtepi32_ps(t[0]), acc);
             _mm_fmadd_ps(c[1], _mm_cvtepi32_ps(t[1]), acc)
         }
-        false => _mm_fmadd_ps(c[0], _mm_cvtepi32_ps(_mm_add_epi32(t[0], t[1])), acc),
+        false => {
+            let t = _mm_add_epi32(t[0], t[1]);
+            let t = match span {
+                1 => t,
+                _ => _mm_hadd_epi32(t, t),
+            };
+            _mm_fmadd_ps(c[0], _mm_cvtepi32_ps(t), acc)
+        }
     }
 }
 
@@ -457,7 +482,7 @@ unsafe fn tail<P: Stored>(
         zero,
     ];
     let c = block_scales4(scales, shift, x, (from, blocks));
-    fold4(p, c, P::PER_STEP == 2, acc)
+    fold4(p, c, (P::PER_STEP == 2, x.span), acc)
 }
 
 /// The walk over a call's columns and rows with `row` as the set's kernel, generic over the
@@ -484,7 +509,7 @@ macro_rules! row256 {
         /// One weight row against one int8 row of x, without the bias part.
         ///
         /// # Safety
-        /// The set's features; `w` holds the packed codes of `x.scales.len()` blocks.
+        /// The set's features; `w` holds the packed codes of `x.blocks` blocks.
         #[target_feature(enable = $features)]
         #[inline]
         unsafe fn row<const KIND: u32, P: Stored>(
@@ -494,7 +519,7 @@ macro_rules! row256 {
             shift: u32,
         ) -> f32 {
             let step = block_bytes(KIND);
-            let blocks = x.scales.len();
+            let blocks = x.blocks;
             debug_assert!(w.len() >= blocks * step && x.hi.len() >= blocks * BLOCK);
             let lanes = |b: usize| {
                 let at = w.as_ptr().add(b * step);
@@ -505,12 +530,12 @@ macro_rules! row256 {
                 let sums = x.lane_sums.as_ptr().add(b * LANES) as *const __m256i;
                 $dot::<KIND>(q, xs, sums)
             };
-            let two_groups = P::PER_STEP == 2;
+            let how = (P::PER_STEP == 2, x.span);
             let mut acc = _mm_setzero_ps();
             for b in (0..blocks / 4 * 4).step_by(4) {
                 let p = [lanes(b), lanes(b + 1), lanes(b + 2), lanes(b + 3)];
                 let c = block_scales4(scales, shift, &x, (b, blocks));
-                acc = fold4(p, c, two_groups, acc);
+                acc = fold4(p, c, how, acc);
             }
             let acc = tail((blocks / 4 * 4, blocks), (scales, shift, &x), lanes, acc);
             reduce(acc)
@@ -859,7 +884,7 @@ mod avx512 {
     /// scales read once for all `R`.
     ///
     /// # Safety
-    /// AVX-512 F/BW/VL/VNNI; each `w` holds the packed codes of `x.scales.len()` blocks; each
+    /// AVX-512 F/BW/VL/VNNI; each `w` holds the packed codes of `x.blocks` blocks; each
     /// `x` was arranged ([`Activations::arrange_wide`]).
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
@@ -870,7 +895,7 @@ mod avx512 {
         params: [&[P]; WEIGHT_ROWS],
         shift: u32,
     ) -> [[f32; WEIGHT_ROWS]; R] {
-        let blocks = xs[0].scales.len();
+        let blocks = xs[0].blocks;
         debug_assert!(ws.iter().all(|w| w.len() >= blocks * block_bytes(KIND)));
         debug_assert!(xs[R - 1].hi.len() >= blocks * BLOCK);
         let ctx = (ws.map(|w| w.as_ptr()), params, shift);
@@ -953,28 +978,73 @@ mod avx512 {
                 };
             }
             let t = sweep_totals(u);
-            let units = xs[r].scales.as_ptr().add(b);
-            let units = match valid {
-                4 => _mm_loadu_ps(units),
-                n => _mm_maskz_loadu_ps((1u8 << n) - 1, units),
+            let (c, t) = match xs[r].span {
+                1 => (block_units(&xs[r], (b, valid)), t),
+                _ => span_units(&xs[r], (b, valid), t),
             };
-            let units = _mm512_broadcast_f32x4(units);
             acc[r] = match P::PER_STEP {
                 2 => {
                     let a = _mm512_fmadd_ps(
-                        _mm512_mul_ps(first, units),
+                        _mm512_maskz_mul_ps(c.1, first, c.0),
                         _mm512_cvtepi32_ps(t[0]),
                         acc[r],
                     );
-                    _mm512_fmadd_ps(_mm512_mul_ps(second, units), _mm512_cvtepi32_ps(t[1]), a)
+                    _mm512_fmadd_ps(
+                        _mm512_maskz_mul_ps(c.1, second, c.0),
+                        _mm512_cvtepi32_ps(t[1]),
+                        a,
+                    )
                 }
                 _ => {
                     let total = _mm512_cvtepi32_ps(_mm512_add_epi32(t[0], t[1]));
-                    _mm512_fmadd_ps(_mm512_mul_ps(first, units), total, acc[r])
+                    let first = match xs[r].span {
+                        1 => first,
+                        // Lane j the scale of block b + 2 (j % 2), its span's first.
+                        _ => _mm512_permute_ps::<0b10_00_10_00>(first),
+                    };
+                    _mm512_fmadd_ps(_mm512_maskz_mul_ps(c.1, first, c.0), total, acc[r])
                 }
             };
         }
         acc
+    }
+
+    /// The units of blocks `b..b + valid` of `x` (a span a block), lane `4i + j` block
+    /// `b + j`'s, with the lanes whose products are kept (every lane: the others' totals are
+    /// 0).
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn block_units(x: &Row, (b, valid): (usize, usize)) -> (__m512, u16) {
+        let units = x.units.as_ptr().add(b);
+        let units = match valid {
+            4 => _mm_loadu_ps(units),
+            n => _mm_maskz_loadu_ps((1u8 << n) - 1, units),
+        };
+        (_mm512_broadcast_f32x4(units), 0xFFFF)
+    }
+
+    /// Spans of two blocks: the 4 blocks from `b` are spans `b / 2` and `b / 2 + 1`
+    /// (`valid / 2` of them), which fold into accumulators `b / 2 % 4` and the next
+    /// ([`super::super::block_scales4`]). Their units and the lanes kept (those two of each
+    /// weight row's four), and the totals `t` as span totals, `[t0 + t1, t2 + t3]` twice.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn span_units(
+        x: &Row,
+        (b, valid): (usize, usize),
+        t: [__m512i; 2],
+    ) -> ((__m512, u16), [__m512i; 2]) {
+        let s = b / 2;
+        let u1 = if valid > 2 { x.units[s + 1] } else { 0.0 };
+        let units = _mm512_broadcast_f32x4(_mm_setr_ps(x.units[s], u1, x.units[s], u1));
+        let ours: u16 = if valid > 2 { 0b11 } else { 0b01 };
+        let ours = if b / 4 % 2 == 0 { ours } else { ours << 2 };
+        let mask = ours * 0x1111;
+        let spans = t.map(|t| {
+            let pairs = _mm512_add_epi32(t, _mm512_shuffle_epi32::<0b10_11_00_01>(t));
+            _mm512_shuffle_epi32::<0b10_00_10_00>(pairs)
+        });
+        ((units, mask), spans)
     }
 
     /// Weight row `i`'s four accumulators: lanes `4i..4i + 4`.
@@ -1051,7 +1121,7 @@ mod avx512 {
             let sums = x.lane_sums.as_ptr().add(b * LANES) as *const __m256i;
             super::vl::dot::<KIND>(q, xs, sums)
         };
-        let blocks = x.scales.len();
+        let blocks = x.blocks;
         let from = match nibbles(KIND) {
             true => blocks,
             false => blocks / 4 * 4,

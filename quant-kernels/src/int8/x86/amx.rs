@@ -295,7 +295,7 @@ unsafe fn fold_block<const KIND: u32, P: Wide16>(
             E2M1 => Some(offsets[m * blocks + b]),
             _ => None,
         };
-        let unit = acts.scales[m * blocks + b];
+        let unit = acts.units[(m * blocks + b) / acts.span];
         acc[b % 4] = fold_total(acc[b % 4], s, (t, unit), (offset, None));
     }
 }

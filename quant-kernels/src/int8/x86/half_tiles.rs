@@ -510,7 +510,7 @@ unsafe fn group<const KIND: u32, P: Wide8, S: Dot, const R: usize>(
     half: &Half<P>,
     x: Rows<R>,
 ) -> [__m256; R] {
-    let blocks = x.0[0].scales.len();
+    let blocks = x.0[0].blocks;
     let [mut a0, mut a1, mut a2, mut a3] = [[_mm256_setzero_ps(); R]; 4];
     let whole = blocks / 4 * 4;
     for b in (0..whole).step_by(4) {
@@ -538,7 +538,7 @@ unsafe fn pair<const KIND: u32, P: Wide8, S: Dot>(
     halves: &[Half<P>; 2],
     x: Rows<1>,
 ) -> [__m256; 2] {
-    let blocks = x.0[0].scales.len();
+    let blocks = x.0[0].blocks;
     let mut acc = [[[_mm256_setzero_ps(); 1]; 2]; 4];
     let whole = blocks / 4 * 4;
     for b in (0..whole).step_by(4) {
@@ -633,7 +633,7 @@ unsafe fn fold<const KIND: u32, P: Wide8, const R: usize>(
                 _mm256_sub_epi32(t[r], _mm256_set1_epi32(o))
             }
         };
-        let c = _mm256_mul_ps(s, _mm256_set1_ps(xs[r].scales[b]));
+        let c = _mm256_mul_ps(s, _mm256_set1_ps(xs[r].units[b / xs[r].span]));
         *acc = _mm256_fmadd_ps(c, _mm256_cvtepi32_ps(t), *acc);
     }
 }

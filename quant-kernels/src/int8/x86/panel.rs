@@ -170,7 +170,7 @@ unsafe fn group<const KIND: u32, P: Stored>(
     xs: &[Row; ROWS],
     at: ([usize; ROWS], u32),
 ) -> [__m512; ROWS] {
-    let blocks = xs[0].scales.len();
+    let blocks = xs[0].blocks;
     let mut acc = [[_mm512_setzero_ps(); 4]; ROWS];
     let whole = blocks / 4 * 4;
     for b in (0..whole).step_by(4) {
@@ -223,7 +223,7 @@ unsafe fn block<const KIND: u32, P: Stored>(
             xs[3].lo.as_ptr().add(b * BLOCK),
         ),
     ];
-    let at = (ms, b, xs[0].scales.len());
+    let at = (ms, b, xs[0].blocks);
     match P::PER_STEP {
         2 => {
             let t = totals(codes, digits, &HALVES[0]);
@@ -259,7 +259,7 @@ unsafe fn fold<const KIND: u32>(
             E2M1 => Some(panel.offsets[ms[r] * blocks + b]),
             _ => None,
         };
-        let x = (t[r], xs[r].scales[b]);
+        let x = (t[r], xs[r].units[b / xs[r].span]);
         acc[r][j] = super::tiles::fold_total(acc[r][j], s, x, (offset, half));
     }
 }

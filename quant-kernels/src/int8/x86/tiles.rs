@@ -339,7 +339,7 @@ unsafe fn group<const KIND: u32, P: Wide16, const R: usize>(
     xs: &[Row; ROWS],
     offsets: &[&[Totals]; ROWS],
 ) -> [__m512; R] {
-    let blocks = xs[0].scales.len();
+    let blocks = xs[0].blocks;
     let [mut a0, mut a1, mut a2, mut a3] = [[_mm512_setzero_ps(); R]; 4];
     let whole = blocks / 4 * 4;
     let x = (xs, offsets);
@@ -373,7 +373,7 @@ unsafe fn side_by_side<const KIND: u32, P: Wide16>(
     xs: &[Row; ROWS],
     offsets: &[&[Totals]; ROWS],
 ) -> [__m512; SIDE] {
-    let blocks = xs[0].scales.len();
+    let blocks = xs[0].blocks;
     let mut acc = [[[_mm512_setzero_ps(); 1]; 4]; SIDE];
     let whole = blocks / 4 * 4;
     let x = (xs, offsets);
@@ -477,7 +477,12 @@ unsafe fn fold<const KIND: u32, P: Wide16, const R: usize>(
             E2M1 => Some(offsets[r][b]),
             _ => None,
         };
-        acc[r] = fold_total(acc[r], s, (t[r], xs[r].scales[b]), (offset, half));
+        acc[r] = fold_total(
+            acc[r],
+            s,
+            (t[r], xs[r].units[b / xs[r].span]),
+            (offset, half),
+        );
     }
 }
 
