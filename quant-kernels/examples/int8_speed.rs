@@ -157,8 +157,8 @@ struct Idle;
 
 #[cfg(target_arch = "x86_64")]
 impl quant_kernels::amx::TileUnit for Idle {
-    unsafe fn configure(&mut self, rows: usize) {
-        assert!(rows <= quant_kernels::amx::ROWS);
+    unsafe fn configure(&mut self, rows: usize, depth: usize) {
+        assert!(rows <= quant_kernels::amx::ROWS && depth <= quant_kernels::amx::DEPTH);
     }
 
     unsafe fn steps(&mut self, s: &quant_kernels::amx::Steps) {

@@ -44,19 +44,21 @@ pub fn amx() -> &'static Amx {
 
 /// Rows one tile step takes at most: the rows of A and of C.
 pub const ROWS: usize = 16;
-/// Bytes of codes one step reads (B): 8 rows of 64, row `l` holding lane `l`'s 4 codes of
-/// each of 16 weight rows (a block of the tiled weights' layout, its lanes unpacked).
+/// Bytes of one block's codes as B: 8 rows of 64, row `l` holding lane `l`'s 4 codes of
+/// each of 16 weight rows (a block of the tiled weights' layout, its lanes unpacked). A step
+/// reads a span's: one block's or two's, one after the other.
 pub const CODES: usize = 8 * 64;
 /// Totals a step gives each row of A: one a weight row (a row of C).
 pub const COLUMNS: usize = 16;
-/// Bytes of digits in a row of A: one block's.
-pub const DIGITS: usize = 32;
+/// Bytes of digits in a row of A at most (the configured depth): a span of two blocks'. A
+/// span of one block takes 32.
+pub const DEPTH: usize = 64;
 /// Steps one call takes at most, each into a C tile of its own, so that the tiles' steps
 /// overlap: one at a time, each waited for before its store, a step took about 66 cycles.
 pub const STEPS: usize = 4;
 
-/// Where one call's steps read and write. Step `i` reads A at `a + i·a_step` (its rows
-/// [`DIGITS`] bytes apart) and B at `b + i·b_step`, and writes C at `c + i·c_step` (its rows
+/// Where one call's steps read and write. Step `i` reads A at `a + i·a_step` (its rows the
+/// configured depth apart) and B at `b + i·b_step`, and writes C at `c + i·c_step` (its rows
 /// [`COLUMNS`] totals apart); the steps are bytes.
 #[derive(Clone, Copy, Debug)]
 pub struct Steps {
@@ -71,20 +73,21 @@ pub struct Steps {
 }
 
 /// Integer totals on tiles: `tdpbsud` (signed digits times unsigned codes, summed exactly in
-/// i32), one block of digits a row of A against a block of a tile's 16 weight rows.
+/// i32), one span of digits a row of A against a span of a tile's 16 weight rows.
 pub trait TileUnit {
-    /// Readies the tiles for steps of `rows` rows of A (1..=[`ROWS`]).
+    /// Readies the tiles for steps of `rows` rows of A (1..=[`ROWS`]) of `depth` bytes (32 or
+    /// [`DEPTH`]).
     ///
     /// # Safety
     /// [`Hardware`] needs the probe's [`Amx::Usable`].
-    unsafe fn configure(&mut self, rows: usize);
+    unsafe fn configure(&mut self, rows: usize, depth: usize);
 
-    /// For each step `i < steps.count`, configured row `m` and weight row `n`:
-    /// `C_i[m·16 + n] = Σ_{l<8, j<4} A_i[m·32 + 4l + j] · B_i[64l + 4n + j]`.
+    /// For each step `i < steps.count`, configured row `m` and weight row `n`, depth `d`:
+    /// `C_i[m·16 + n] = Σ_{l<d/4, j<4} A_i[m·d + 4l + j] · B_i[64l + 4n + j]`.
     ///
     /// # Safety
-    /// Configured; each step's A holds the configured rows, B [`CODES`] bytes, and C the
-    /// rows' [`COLUMNS`] totals.
+    /// Configured; each step's A holds the configured rows, B `d / 4` rows of 64 bytes, and C
+    /// the rows' [`COLUMNS`] totals.
     unsafe fn steps(&mut self, steps: &Steps);
 
     /// Gives the tiles back (the hardware's to their initial state).
@@ -99,12 +102,17 @@ pub trait TileUnit {
 #[derive(Default)]
 pub struct Model {
     rows: usize,
+    depth: usize,
 }
 
 impl TileUnit for Model {
-    unsafe fn configure(&mut self, rows: usize) {
+    unsafe fn configure(&mut self, rows: usize, depth: usize) {
         assert!((1..=ROWS).contains(&rows), "1 to {ROWS} rows, not {rows}");
-        self.rows = rows;
+        assert!(
+            depth == 32 || depth == DEPTH,
+            "a depth of 32 or {DEPTH}, not {depth}"
+        );
+        (self.rows, self.depth) = (rows, depth);
     }
 
     unsafe fn steps(&mut self, s: &Steps) {
@@ -113,9 +121,9 @@ impl TileUnit for Model {
             let (a, b) = (s.a.add(i * s.a_step), s.b.add(i * s.b_step));
             let c = s.c.byte_add(i * s.c_step);
             for (m, n) in (0..self.rows).flat_map(|m| (0..COLUMNS).map(move |n| (m, n))) {
-                let products = (0..DIGITS).map(|i| {
+                let products = (0..self.depth).map(|i| {
                     let (l, j) = (i / 4, i % 4);
-                    i32::from(*a.add(m * DIGITS + i)) * i32::from(*b.add(64 * l + 4 * n + j))
+                    i32::from(*a.add(m * self.depth + i)) * i32::from(*b.add(64 * l + 4 * n + j))
                 });
                 *c.add(m * COLUMNS + n) = products.sum();
             }
@@ -128,15 +136,24 @@ impl TileUnit for Model {
 }
 
 /// The tile steps on the CPU's tiles: tmm0-tmm3 the totals (C) of up to four steps, tmm4
-/// and tmm5 the digits (A), tmm6 and tmm7 the codes (B).
+/// and tmm5 the digits (A), tmm6 and tmm7 the codes (B). It keeps the configured depth, A's
+/// row stride.
 #[cfg(target_arch = "x86_64")]
-pub struct Hardware;
+#[derive(Default)]
+pub struct Hardware {
+    depth: usize,
+}
 
 #[cfg(target_arch = "x86_64")]
 impl TileUnit for Hardware {
-    unsafe fn configure(&mut self, rows: usize) {
+    unsafe fn configure(&mut self, rows: usize, depth: usize) {
         assert!((1..=ROWS).contains(&rows), "1 to {ROWS} rows, not {rows}");
-        let config = step_config(rows);
+        assert!(
+            depth == 32 || depth == DEPTH,
+            "a depth of 32 or {DEPTH}, not {depth}"
+        );
+        self.depth = depth;
+        let config = step_config(rows, depth);
         std::arch::asm!(
             "ldtilecfg [{config}]",
             config = in(reg) config.as_ptr(),
@@ -146,10 +163,10 @@ impl TileUnit for Hardware {
 
     unsafe fn steps(&mut self, s: &Steps) {
         match s.count {
-            STEPS => four(s),
+            STEPS => four(s, self.depth),
             count => {
                 for i in 0..count {
-                    one(s, i);
+                    one(s, i, self.depth);
                 }
             }
         }
@@ -160,9 +177,9 @@ impl TileUnit for Hardware {
     }
 }
 
-/// Step `i` of `s` alone: its product, then its store.
+/// Step `i` of `s` alone (A's rows `depth` apart): its product, then its store.
 #[cfg(target_arch = "x86_64")]
-unsafe fn one(s: &Steps, i: usize) {
+unsafe fn one(s: &Steps, i: usize, depth: usize) {
     std::arch::asm!(
         "tilezero tmm0",
         "tileloadd tmm4, [{a} + {row}*1]",
@@ -170,7 +187,7 @@ unsafe fn one(s: &Steps, i: usize) {
         "tdpbsud tmm0, tmm4, tmm6",
         "tilestored [{c} + {line}*1], tmm0",
         a = in(reg) s.a.add(i * s.a_step),
-        row = in(reg) DIGITS,
+        row = in(reg) depth,
         b = in(reg) s.b.add(i * s.b_step),
         line = in(reg) 64usize,
         c = in(reg) s.c.byte_add(i * s.c_step),
@@ -180,7 +197,7 @@ unsafe fn one(s: &Steps, i: usize) {
 
 /// Four steps, each into its own C, all issued before the first store.
 #[cfg(target_arch = "x86_64")]
-unsafe fn four(s: &Steps) {
+unsafe fn four(s: &Steps, depth: usize) {
     std::arch::asm!(
         "tilezero tmm0",
         "tilezero tmm1",
@@ -213,7 +230,7 @@ unsafe fn four(s: &Steps) {
         "tilestored [{c} + {line}*1], tmm3",
         a = inout(reg) s.a => _,
         a_step = in(reg) s.a_step,
-        row = in(reg) DIGITS,
+        row = in(reg) depth,
         b = inout(reg) s.b => _,
         b_step = in(reg) s.b_step,
         line = in(reg) 64usize,
@@ -223,14 +240,14 @@ unsafe fn four(s: &Steps) {
     );
 }
 
-/// Palette 1 for steps of `rows` rows of A: C (tmm0-tmm3) `rows` x 64 bytes, A (tmm4,
-/// tmm5) `rows` x 32, B (tmm6, tmm7) 8 x 64. Bytes 16.. hold each tile's row bytes, 48.. its
-/// rows.
+/// Palette 1 for steps of `rows` rows of A of `depth` bytes: C (tmm0-tmm3) `rows` x 64
+/// bytes, A (tmm4, tmm5) `rows` x `depth`, B (tmm6, tmm7) `depth / 4` x 64. Bytes 16.. hold
+/// each tile's row bytes, 48.. its rows.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-fn step_config(rows: usize) -> [u8; 64] {
+fn step_config(rows: usize, depth: usize) -> [u8; 64] {
     let mut c = [0u8; 64];
     c[0] = 1;
-    let (sums, digits, codes) = ((64u16, rows), (DIGITS as u16, rows), (64u16, 8));
+    let (sums, digits, codes) = ((64u16, rows), (depth as u16, rows), (64u16, depth / 4));
     let tiles = [sums, sums, sums, sums, digits, digits, codes, codes];
     for (t, (bytes, rows)) in tiles.into_iter().enumerate() {
         c[16 + 2 * t..18 + 2 * t].copy_from_slice(&bytes.to_le_bytes());
@@ -256,7 +273,7 @@ pub fn probe(_force: bool) -> Amx {
 
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod linux {
-    use super::{Amx, Hardware, Model, Steps, TileUnit, CODES, COLUMNS, DIGITS, ROWS, STEPS};
+    use super::{Amx, Hardware, Model, Steps, TileUnit, CODES, COLUMNS, DEPTH, ROWS, STEPS};
     use std::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
 
     /// `arch_prctl` codes (asm/prctl.h) and the tile data's XSAVE feature number.
@@ -303,10 +320,14 @@ mod linux {
     /// Totals of the trial: [`STEPS`] steps at once, then three of them one at a time.
     const OUTS: usize = 2 * STEPS - 1;
 
-    /// The trial's steps: digits and codes over their whole ranges, and the model's totals.
+    /// Bytes of codes a step of the trial reads: a span of two blocks'.
+    const B_BYTES: usize = 2 * CODES;
+
+    /// The trial's steps, at the full depth: digits and codes over their whole ranges, and
+    /// the model's totals.
     struct Trial {
-        digits: [i8; STEPS * ROWS * DIGITS],
-        codes: [u8; STEPS * CODES],
+        digits: [i8; STEPS * ROWS * DEPTH],
+        codes: [u8; STEPS * B_BYTES],
         want: [[i32; ROWS * COLUMNS]; OUTS],
         got: [[i32; ROWS * COLUMNS]; OUTS],
     }
@@ -334,24 +355,24 @@ mod linux {
                 true => &mut self.want,
                 false => &mut self.got,
             };
-            let (a_step, c_step) = (ROWS * DIGITS, ROWS * COLUMNS * 4);
+            let (a_step, c_step) = (ROWS * DEPTH, ROWS * COLUMNS * 4);
             let all = Steps {
                 a: self.digits.as_ptr(),
                 a_step,
                 b: self.codes.as_ptr(),
-                b_step: CODES,
+                b_step: B_BYTES,
                 c: out.as_mut_ptr().cast(),
                 c_step,
                 count: STEPS,
             };
             let rest = Steps {
                 a: all.a.add(a_step),
-                b: all.b.add(CODES),
+                b: all.b.add(B_BYTES),
                 c: all.c.byte_add(STEPS * c_step),
                 count: STEPS - 1,
                 ..all
             };
-            unit.configure(ROWS);
+            unit.configure(ROWS, DEPTH);
             unit.steps(&all);
             unit.steps(&rest);
             unit.release();
@@ -375,7 +396,7 @@ mod linux {
     unsafe fn child(trial: &mut Trial) -> ! {
         libc::signal(libc::SIGILL, libc::SIG_DFL);
         libc::prctl(libc::PR_SET_DUMPABLE, 0);
-        trial.run(&mut Hardware, false);
+        trial.run(&mut Hardware::default(), false);
         libc::_exit(if trial.got == trial.want { 0 } else { WRONG })
     }
 

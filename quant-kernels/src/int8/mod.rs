@@ -185,19 +185,19 @@ impl Activations {
     /// only its rows. Made once a product, for every thread.
     pub fn arrange_tiles(&mut self, m: usize) {
         const ROWS: usize = crate::amx::ROWS;
-        let (k, blocks) = (self.k, self.k / BLOCK);
-        let len = m.div_ceil(ROWS) * ROWS * 2 * k;
-        if self.tiles_a.len() < len {
-            self.tiles_a.resize(len, 0);
+        let (k, len) = (self.k, BLOCK * self.span);
+        let size = m.div_ceil(ROWS) * ROWS * 2 * k;
+        if self.tiles_a.len() < size {
+            self.tiles_a.resize(size, 0);
         }
         let stack = Stack::of(m);
         let rows = self.hi.chunks_exact(k).zip(self.lo.chunks_exact(k));
         for (r, (hi, lo)) in rows.take(m).enumerate() {
-            let blocks_of_row = hi.chunks_exact(BLOCK).zip(lo.chunks_exact(BLOCK));
-            for (b, (h, l)) in blocks_of_row.enumerate() {
-                let [high, low] = stack.at((m, blocks), r, b);
-                self.tiles_a[high..high + BLOCK].copy_from_slice(h);
-                self.tiles_a[low..low + BLOCK].copy_from_slice(l);
+            let spans = hi.chunks_exact(len).zip(lo.chunks_exact(len));
+            for (s, (h, l)) in spans.enumerate() {
+                let [high, low] = stack.at((m, k / len, len), r, s);
+                self.tiles_a[high..high + len].copy_from_slice(h);
+                self.tiles_a[low..low + len].copy_from_slice(l);
             }
         }
     }
@@ -225,7 +225,7 @@ impl Activations {
 }
 
 /// How the AMX kernel's A holds x's digits, for a product of `m` rows: both digits of a
-/// block in one A (up to 8 rows: rows `0..m` the high digits, `m..2m` the low ones), or each
+/// span in one A (up to 8 rows: rows `0..m` the high digits, `m..2m` the low ones), or each
 /// digit in an A of its own (more rows, 16 at a time). Both in one halves the steps, and a
 /// step costs about the same from 2 rows of A to 16.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -252,18 +252,23 @@ impl Stack {
         }
     }
 
-    /// Where block `b`'s digits of row `r` (of `m`) lie in A: the byte offsets of its high
-    /// and low digits.
-    pub(crate) fn at(self, (m, blocks): (usize, usize), r: usize, b: usize) -> [usize; 2] {
+    /// Where span `s`'s digits of row `r` (of `m`, rows of `spans` spans of `len` values)
+    /// lie in A: the byte offsets of its high and low digits.
+    pub(crate) fn at(
+        self,
+        (m, spans, len): (usize, usize, usize),
+        r: usize,
+        s: usize,
+    ) -> [usize; 2] {
         const ROWS: usize = crate::amx::ROWS;
         match self {
             Stack::Both => {
-                let high = (b * 2 * m + r) * BLOCK;
-                [high, high + m * BLOCK]
+                let high = (s * 2 * m + r) * len;
+                [high, high + m * len]
             }
             Stack::Apart => {
-                let high = ((r / ROWS * blocks + b) * 2 * ROWS + r % ROWS) * BLOCK;
-                [high, high + ROWS * BLOCK]
+                let high = ((r / ROWS * spans + s) * 2 * ROWS + r % ROWS) * len;
+                [high, high + ROWS * len]
             }
         }
     }

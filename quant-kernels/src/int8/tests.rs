@@ -442,7 +442,11 @@ fn the_amx_kernel_equals_the_portable_kernel_bit_for_bit() {
                 let what = format!("{format:?}, {dtype}, {blocks} blocks, {rows} rows");
                 assert_eq!(tiled.product_on(&mut Model::default()), portable, "{what}");
                 if tiles_run {
-                    assert_eq!(tiled.product_on(&mut Hardware), portable, "{what}, AMX");
+                    assert_eq!(
+                        tiled.product_on(&mut Hardware::default()),
+                        portable,
+                        "{what}, AMX"
+                    );
                     assert_eq!(tiled.product(Isa::Avx512Vnni), portable, "{what}, chosen");
                 }
             }

@@ -215,7 +215,7 @@ pub(super) unsafe fn matmul(
             };
         }
         if amx::takes(ops) {
-            return on_amx(walk, &mut crate::amx::Hardware);
+            return on_amx(walk, &mut crate::amx::Hardware::default());
         }
         return match kind {
             E2M1 => tiles::columns::<E2M1>(walk),

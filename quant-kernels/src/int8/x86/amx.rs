@@ -54,6 +54,8 @@ struct Tile<P> {
     as_b: bool,
     scales: *const P,
     shift: u32,
+    /// Blocks a step takes: x's span.
+    span: usize,
 }
 
 /// Each tile of the columns against every row of x, [`ROWS`] at a time.
@@ -65,6 +67,7 @@ unsafe fn tiles<const KIND: u32, P: Wide16, U: TileUnit>(
 ) {
     debug_assert!(P::PER_STEP == 1 && cols.start % WIDTH == 0 && cols.end % WIDTH == 0);
     let (blocks, groups_k) = (ops.k / BLOCK, ops.k / ops.format.group);
+    let depth = BLOCK * acts.span;
     let offsets = offsets::<KIND>(acts, ops.m * blocks);
     let tile_bytes = WIDTH * ops.format.row_bytes(ops.k);
     debug_assert!(acts.tiles_a.len() >= ops.m.div_ceil(ROWS) * ROWS * 2 * ops.k);
@@ -75,7 +78,7 @@ unsafe fn tiles<const KIND: u32, P: Wide16, U: TileUnit>(
     let mut scratch = Scratch {
         totals: [[0; ROWS * COLUMNS]; STEPS],
         acc: [[_mm512_setzero_ps(); 4]; ROWS],
-        split: [Split([0; CODES]); STEPS],
+        split: Split([0; 2 * STEPS * CODES]),
     };
     for t in (cols.start / WIDTH)..(cols.end / WIDTH) {
         let codes = ops.w.as_ptr().add(t * tile_bytes);
@@ -88,12 +91,13 @@ unsafe fn tiles<const KIND: u32, P: Wide16, U: TileUnit>(
             as_b: KIND == 8 || whole,
             scales: params.0.as_ptr().add(t * WIDTH * groups_k),
             shift: group_shift(ops.format),
+            span: acts.span,
         };
         for m0 in (0..ops.m).step_by(ROWS) {
             let rows = (ops.m - m0).min(ROWS);
             let a_rows = stack.a_rows(rows);
             if configured != Some(a_rows) {
-                unit.configure(a_rows);
+                unit.configure(a_rows, depth);
                 configured = Some(a_rows);
             }
             let a = acts.tiles_a.as_ptr().add(m0 * 2 * blocks * BLOCK);
@@ -110,8 +114,8 @@ unsafe fn tiles<const KIND: u32, P: Wide16, U: TileUnit>(
     }
 }
 
-/// Blocks `range` of a tile as B, one after another: the blocks themselves where the tile
-/// is B already, or their 4-byte words' low nibbles as lanes 0..4 and high ones as lanes 4..8,
+/// Spans `range` of a tile as B, one after another: the blocks themselves where the tile is
+/// B already, or their 4-byte words' low nibbles as lanes 0..4 and high ones as lanes 4..8,
 /// split into `split` (4 bits; E2M1 codes as `2·v + 12`), as the tiled kernel's `lanes_of`
 /// reads them. For one A tile of rows a few blocks at a time, just before their steps: a whole
 /// tile's split B, written and read once, left the L1 cache at large `k` (2048 x 8192, 16
@@ -121,15 +125,19 @@ unsafe fn tiles<const KIND: u32, P: Wide16, U: TileUnit>(
 unsafe fn operand_b<const KIND: u32, P>(
     tile: &Tile<P>,
     range: std::ops::Range<usize>,
-    split: &mut [Split; STEPS],
+    split: &mut Split,
 ) -> *const u8 {
+    let span = tile.span;
     if tile.as_b {
-        return tile.codes.add(range.start * CODES);
+        return tile.codes.add(range.start * span * CODES);
     }
-    for (b, to) in range.zip(split.iter_mut()) {
-        split_block::<KIND>(tile.codes, b, to.0.as_mut_ptr());
+    for (i, s) in range.enumerate() {
+        for j in 0..span {
+            let to = split.0.as_mut_ptr().add((i * span + j) * CODES);
+            split_block::<KIND>(tile.codes, s * span + j, to);
+        }
     }
-    split.as_ptr().cast()
+    split.0.as_ptr()
 }
 
 /// Every block of a tile's 4-bit codes split into `split`, as [`operand_b`] splits one.
@@ -183,17 +191,17 @@ struct Scratch {
     totals: [[i32; ROWS * COLUMNS]; STEPS],
     /// Each row's four accumulators (block `b` into `b % 4`).
     acc: [[__m512; 4]; ROWS],
-    split: [Split; STEPS],
+    split: Split,
 }
 
-/// One block's B, split from 4-bit codes: a cache line's alignment, as a tile row is.
-#[derive(Clone, Copy)]
+/// A call's B, split from 4-bit codes: [`STEPS`] spans' blocks one after another (a block's
+/// [`CODES`] each), a cache line's alignment, as a tile row is.
 #[repr(align(64))]
-struct Split([u8; CODES]);
+struct Split([u8; 2 * STEPS * CODES]);
 
 /// Rows `m0..m0 + rows` of x against a tile, into each row's accumulators: digits apart,
-/// a block a call, a step a digit; both in one A, [`STEPS`] blocks a call. Block `b` folds
-/// into accumulator `b % 4`, as in the tiled kernel.
+/// a span a call, a step a digit; both in one A, [`STEPS`] spans a call. Span `s` folds
+/// into accumulator `s % 4`, as in the tiled kernel.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn group<const KIND: u32, P: Wide16, U: TileUnit>(
     tile: &Tile<P>,
@@ -202,7 +210,7 @@ unsafe fn group<const KIND: u32, P: Wide16, U: TileUnit>(
     offsets: &[super::super::Totals],
     (unit, scratch): (&mut U, &mut Scratch),
 ) {
-    let blocks = acts.k / BLOCK;
+    let spans = acts.k / BLOCK / tile.span;
     let Scratch { totals, split, acc } = scratch;
     for a in acc.iter_mut().take(rows) {
         *a = [_mm512_setzero_ps(); 4];
@@ -211,36 +219,37 @@ unsafe fn group<const KIND: u32, P: Wide16, U: TileUnit>(
         Stack::Both => STEPS,
         Stack::Apart => 1,
     };
-    for b0 in (0..blocks).step_by(per_call) {
-        let count = per_call.min(blocks - b0);
-        let b = operand_b::<KIND, P>(tile, b0..b0 + count, split);
-        ask_ahead::<KIND, P>(tile, b0 + AHEAD, count);
-        unit.steps(&steps_of(stack, (a, rows), (b0, count), b, totals));
+    for s0 in (0..spans).step_by(per_call) {
+        let count = per_call.min(spans - s0);
+        let b = operand_b::<KIND, P>(tile, s0..s0 + count, split);
+        ask_ahead::<KIND, P>(tile, s0 * tile.span + AHEAD, count * tile.span);
+        let depth = BLOCK * tile.span;
+        unit.steps(&steps_of(stack, (a, rows, depth), (s0, count), b, totals));
         for j in 0..count {
             let (high, low) = match stack {
                 Stack::Both => (&totals[j][..], &totals[j][rows * COLUMNS..]),
                 Stack::Apart => (&totals[0][..], &totals[1][..]),
             };
-            fold_block::<KIND, P>(tile, acts, (m0, rows, b0 + j), (high, low), offsets, acc);
+            fold_span::<KIND, P>(tile, acts, (m0, rows, s0 + j), (high, low), offsets, acc);
         }
     }
 }
 
-/// The steps of blocks `b0..b0 + count` (one where the digits lie apart) for `rows` rows of
-/// x whose A starts at `a`, their B at `b`, into `totals`.
+/// The steps of spans `s0..s0 + count` (one where the digits lie apart) for `rows` rows of
+/// x whose A starts at `a` (rows of `depth` digits), their B at `b`, into `totals`.
 fn steps_of(
     stack: Stack,
-    (a, rows): (*const i8, usize),
-    (b0, count): (usize, usize),
+    (a, rows, depth): (*const i8, usize, usize),
+    (s0, count): (usize, usize),
     b: *const u8,
     totals: &mut [[i32; ROWS * COLUMNS]; STEPS],
 ) -> Steps {
     let (c, c_step) = (totals.as_mut_ptr().cast(), ROWS * COLUMNS * 4);
     match stack {
         Stack::Both => {
-            let a_step = 2 * rows * BLOCK;
-            let a = a.wrapping_add(b0 * a_step);
-            let b_step = CODES;
+            let a_step = 2 * rows * depth;
+            let a = a.wrapping_add(s0 * a_step);
+            let b_step = depth / BLOCK * CODES;
             Steps {
                 a,
                 a_step,
@@ -252,8 +261,8 @@ fn steps_of(
             }
         }
         Stack::Apart => {
-            let a = a.wrapping_add(b0 * 2 * ROWS * BLOCK);
-            let (a_step, b_step, count) = (ROWS * BLOCK, 0, 2);
+            let a = a.wrapping_add(s0 * 2 * ROWS * depth);
+            let (a_step, b_step, count) = (ROWS * depth, 0, 2);
             Steps {
                 a,
                 a_step,
@@ -267,35 +276,36 @@ fn steps_of(
     }
 }
 
-/// Block `b`'s totals, `high` and `low` digits' (rows of [`COLUMNS`]), folded into each row's
-/// accumulator `b % 4` with the tile's scales.
+/// Span `s`'s totals, `high` and `low` digits' (rows of [`COLUMNS`]), folded into each row's
+/// accumulator `s % 4` with the tile's scales and the span's unit.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-unsafe fn fold_block<const KIND: u32, P: Wide16>(
+unsafe fn fold_span<const KIND: u32, P: Wide16>(
     tile: &Tile<P>,
     acts: &Activations,
-    (m0, rows, b): (usize, usize, usize),
+    (m0, rows, s): (usize, usize, usize),
     (high, low): (&[i32], &[i32]),
     offsets: &[super::super::Totals],
     acc: &mut [[__m512; 4]; ROWS],
 ) {
-    let blocks = acts.k / BLOCK;
-    let s = P::load16(tile.scales.add((b >> tile.shift) * WIDTH));
-    let s = match P::FLOAT {
-        true => _mm512_mul_ps(s, _mm512_set1_ps(0.5)),
-        false => s,
+    let (blocks, b) = (acts.k / BLOCK, s * tile.span);
+    let sc = P::load16(tile.scales.add((b >> tile.shift) * WIDTH));
+    let sc = match P::FLOAT {
+        true => _mm512_mul_ps(sc, _mm512_set1_ps(0.5)),
+        false => sc,
     };
     for (r, acc) in acc.iter_mut().enumerate().take(rows) {
         let h = _mm512_loadu_si512(high.as_ptr().add(r * COLUMNS) as *const __m512i);
         let l = _mm512_loadu_si512(low.as_ptr().add(r * COLUMNS) as *const __m512i);
         let t = _mm512_add_epi32(_mm512_slli_epi32::<{ DIGIT_SHIFT }>(h), l);
         let m = m0 + r;
-        // No closure here (`bool::then`): it would not inline into these features.
+        // No closure here (`bool::then`): it would not inline into these features. E2M1
+        // codes come in spans of one block.
         let offset = match KIND {
             E2M1 => Some(offsets[m * blocks + b]),
             _ => None,
         };
-        let unit = acts.units[(m * blocks + b) / acts.span];
-        acc[b % 4] = fold_total(acc[b % 4], s, (t, unit), (offset, None));
+        let unit = acts.units[m * (blocks / tile.span) + s];
+        acc[s % 4] = fold_total(acc[s % 4], sc, (t, unit), (offset, None));
     }
 }

@@ -95,13 +95,22 @@ pub(super) unsafe fn columns<const KIND: u32>(walk: Walk) {
     let ops = walk.0;
     crate::vector::by_stored!(ops, g => {
         // SAFETY: this function's features are the kernel's.
-        unsafe { tiles::<KIND, _>(walk, (g.scales, g.biases)) }
+        unsafe {
+            match walk.1.span {
+                1 => tiles::<KIND, _, 1>(walk, (g.scales, g.biases)),
+                _ => tiles::<KIND, _, 2>(walk, (g.scales, g.biases)),
+            }
+        }
     })
 }
 
-/// Each tile of the columns against every row of x, [`ROWS`] at a time.
+/// Each tile of the columns against every row of x, [`ROWS`] at a time, in spans of `S`
+/// blocks.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn tiles<const KIND: u32, P: Wide16>((ops, acts, cols, out): Walk, params: (&[P], &[P])) {
+unsafe fn tiles<const KIND: u32, P: Wide16, const S: usize>(
+    (ops, acts, cols, out): Walk,
+    params: (&[P], &[P]),
+) {
     debug_assert!(cols.start % WIDTH == 0 && cols.end % WIDTH == 0);
     let blocks = ops.k / BLOCK;
     let groups_k = ops.k / ops.format.group;
@@ -137,7 +146,11 @@ unsafe fn tiles<const KIND: u32, P: Wide16>((ops, acts, cols, out): Walk, params
         end,
         ahead,
         next: match t + 1 < stream_end {
-            true => NextParams::of(params, t + 1, (groups_k, if spread { blocks } else { 1 })),
+            true => NextParams::of(
+                params,
+                t + 1,
+                (groups_k, if spread { blocks / S } else { 1 }),
+            ),
             false => NextParams::NONE,
         },
     };
@@ -145,13 +158,13 @@ unsafe fn tiles<const KIND: u32, P: Wide16>((ops, acts, cols, out): Walk, params
         let at: [usize; SIDE] = std::array::from_fn(|j| t0 + j * part + i);
         let tiles = at.map(|t| start(t, t + part - i));
         let (xs, x_offsets) = &groups[0];
-        let v = side_by_side::<KIND, P>(&tiles, xs, x_offsets);
+        let v = side_by_side::<KIND, P, S>(&tiles, xs, x_offsets);
         for (t, v) in at.into_iter().zip(v) {
             store((ops, acts, out), params.1, (0, t), v);
         }
     }
     for t in t0 + SIDE * part..t_end {
-        every_group::<KIND, P>(
+        every_group::<KIND, P, S>(
             (ops, acts, out),
             params.1,
             (&start(t, t_end), t),
@@ -176,7 +189,7 @@ type Group<'a> = ([Row<'a>; ROWS], [&'a [Totals]; ROWS]);
 /// Every group of rows of x (`ms` their row indices) against tile `t`, the outputs stored.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-unsafe fn every_group<const KIND: u32, P: Wide16>(
+unsafe fn every_group<const KIND: u32, P: Wide16, const S: usize>(
     (ops, acts, out): (&Operands, &super::Activations, Out),
     biases: &[P],
     (tile, t): (&Tile<P>, usize),
@@ -187,10 +200,10 @@ unsafe fn every_group<const KIND: u32, P: Wide16>(
         let (xs, x_offsets) = *x;
         let (xs, x_offsets) = (&xs, &x_offsets);
         let v = match ops.m - g * ROWS {
-            1 => widen::<1>(group::<KIND, P, 1>(tile, xs, x_offsets)),
-            2 => widen::<2>(group::<KIND, P, 2>(tile, xs, x_offsets)),
-            3 => widen::<3>(group::<KIND, P, 3>(tile, xs, x_offsets)),
-            _ => group::<KIND, P, ROWS>(tile, xs, x_offsets),
+            1 => widen::<1>(group::<KIND, P, 1, S>(tile, xs, x_offsets)),
+            2 => widen::<2>(group::<KIND, P, 2, S>(tile, xs, x_offsets)),
+            3 => widen::<3>(group::<KIND, P, 3, S>(tile, xs, x_offsets)),
+            _ => group::<KIND, P, ROWS, S>(tile, xs, x_offsets),
         };
         for (&m, v) in rows.iter().zip(v).take(ops.m - g * ROWS) {
             store((ops, acts, out), biases, (m, t), v);
@@ -331,32 +344,32 @@ struct Tile<P> {
 }
 
 /// [`ROWS`] rows of x against a tile: each one's 16 outputs without the bias part, the
-/// blocks in fours so that each accumulator is a register (the calls spelled out: a loop
-/// over them leaves the accumulators in memory).
+/// spans of `S` blocks in fours so that each accumulator is a register (the calls spelled
+/// out: a loop over them leaves the accumulators in memory).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn group<const KIND: u32, P: Wide16, const R: usize>(
+unsafe fn group<const KIND: u32, P: Wide16, const R: usize, const S: usize>(
     tile: &Tile<P>,
     xs: &[Row; ROWS],
     offsets: &[&[Totals]; ROWS],
 ) -> [__m512; R] {
-    let blocks = xs[0].blocks;
+    let spans = xs[0].blocks / S;
     let [mut a0, mut a1, mut a2, mut a3] = [[_mm512_setzero_ps(); R]; 4];
-    let whole = blocks / 4 * 4;
+    let whole = spans / 4 * 4;
     let x = (xs, offsets);
-    for b in (0..whole).step_by(4) {
-        block::<KIND, P, R>(tile, x, b, &mut a0);
-        block::<KIND, P, R>(tile, x, b + 1, &mut a1);
-        block::<KIND, P, R>(tile, x, b + 2, &mut a2);
-        block::<KIND, P, R>(tile, x, b + 3, &mut a3);
+    for s in (0..whole).step_by(4) {
+        span::<KIND, P, R, S>(tile, x, s, &mut a0);
+        span::<KIND, P, R, S>(tile, x, s + 1, &mut a1);
+        span::<KIND, P, R, S>(tile, x, s + 2, &mut a2);
+        span::<KIND, P, R, S>(tile, x, s + 3, &mut a3);
     }
-    if whole < blocks {
-        block::<KIND, P, R>(tile, x, whole, &mut a0);
+    if whole < spans {
+        span::<KIND, P, R, S>(tile, x, whole, &mut a0);
     }
-    if whole + 1 < blocks {
-        block::<KIND, P, R>(tile, x, whole + 1, &mut a1);
+    if whole + 1 < spans {
+        span::<KIND, P, R, S>(tile, x, whole + 1, &mut a1);
     }
-    if whole + 2 < blocks {
-        block::<KIND, P, R>(tile, x, whole + 2, &mut a2);
+    if whole + 2 < spans {
+        span::<KIND, P, R, S>(tile, x, whole + 2, &mut a2);
     }
     let mut out = [_mm512_setzero_ps(); R];
     for r in 0..R {
@@ -365,37 +378,37 @@ unsafe fn group<const KIND: u32, P: Wide16, const R: usize>(
     out
 }
 
-/// One row of x against [`SIDE`] tiles side by side, block by block: each tile's output as
+/// One row of x against [`SIDE`] tiles side by side, span by span: each tile's output as
 /// [`group`] gives it, in its order.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn side_by_side<const KIND: u32, P: Wide16>(
+unsafe fn side_by_side<const KIND: u32, P: Wide16, const S: usize>(
     tiles: &[Tile<P>; SIDE],
     xs: &[Row; ROWS],
     offsets: &[&[Totals]; ROWS],
 ) -> [__m512; SIDE] {
-    let blocks = xs[0].blocks;
+    let spans = xs[0].blocks / S;
     let mut acc = [[[_mm512_setzero_ps(); 1]; 4]; SIDE];
-    let whole = blocks / 4 * 4;
+    let whole = spans / 4 * 4;
     let x = (xs, offsets);
-    for b in (0..whole).step_by(4) {
+    for s in (0..whole).step_by(4) {
         for j in 0..4 {
             for (tile, acc) in tiles.iter().zip(acc.iter_mut()) {
-                block::<KIND, P, 1>(tile, x, b + j, &mut acc[j]);
+                span::<KIND, P, 1, S>(tile, x, s + j, &mut acc[j]);
             }
         }
     }
-    // The last 1..3 blocks, spelled out: indexed by `b % 4` the accumulators would leave the
+    // The last 1..3 spans, spelled out: indexed by `s % 4` the accumulators would leave the
     // registers.
     for (tile, acc) in tiles.iter().zip(acc.iter_mut()) {
         let [a0, a1, a2, _] = acc;
-        if whole < blocks {
-            block::<KIND, P, 1>(tile, x, whole, a0);
+        if whole < spans {
+            span::<KIND, P, 1, S>(tile, x, whole, a0);
         }
-        if whole + 1 < blocks {
-            block::<KIND, P, 1>(tile, x, whole + 1, a1);
+        if whole + 1 < spans {
+            span::<KIND, P, 1, S>(tile, x, whole + 1, a1);
         }
-        if whole + 2 < blocks {
-            block::<KIND, P, 1>(tile, x, whole + 2, a2);
+        if whole + 2 < spans {
+            span::<KIND, P, 1, S>(tile, x, whole + 2, a2);
         }
     }
     let mut out = [_mm512_setzero_ps(); SIDE];
@@ -412,27 +425,29 @@ const fn words(kind: u32) -> usize {
     block_bytes(kind) / 4
 }
 
-/// Block `b` of each row into its accumulator `j` (`b % 4`): one multiply-add on its
-/// total, or (`nvfp4`) its first group's then its second's.
+/// Span `s` (blocks `S·s..S·s + S`) of each row into its accumulator (`s % 4`): one
+/// multiply-add on its blocks' totals summed, or (`nvfp4`, a block a span) its first group's
+/// then its second's.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 #[allow(clippy::needless_range_loop)] // a closure here would not inline
-unsafe fn block<const KIND: u32, P: Wide16, const R: usize>(
+unsafe fn span<const KIND: u32, P: Wide16, const R: usize, const S: usize>(
     tile: &Tile<P>,
     (xs, offsets): (&[Row; ROWS], &[&[Totals]; ROWS]),
-    b: usize,
+    s: usize,
     acc: &mut [__m512; R],
 ) {
+    let (b, bytes) = (S * s, S * WIDTH * block_bytes(KIND));
     let codes = tile.codes.add(b * WIDTH * block_bytes(KIND));
-    // The lines `tile.ahead` ahead into L2, as many as this block reads, while they are
+    // The lines `tile.ahead` ahead into L2, as many as this span reads, while they are
     // this call's: past its end they would be wasted, or not even mapped.
     let ahead = codes.wrapping_add(tile.ahead);
-    if ahead.wrapping_add(WIDTH * block_bytes(KIND)) <= tile.end {
-        for line in 0..WIDTH * block_bytes(KIND) / 64 {
+    if ahead.wrapping_add(bytes) <= tile.end {
+        for line in 0..bytes / 64 {
             _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(64 * line) as *const i8);
         }
     }
-    tile.next.ask(b);
+    tile.next.ask(s);
     let mut digits = [(std::ptr::null(), std::ptr::null()); R];
     for r in 0..R {
         digits[r] = (
@@ -448,14 +463,14 @@ unsafe fn block<const KIND: u32, P: Wide16, const R: usize>(
             fold::<KIND, P, R>(tile, xs, (t, offsets, Some(1)), (b, 2 * b + 1), acc);
         }
         _ => {
-            let t = totals::<KIND, R>(codes, digits, 0..words(KIND));
+            let t = totals::<KIND, R>(codes, digits, 0..S * words(KIND));
             fold::<KIND, P, R>(tile, xs, (t, offsets, None), (b, b >> tile.shift), acc);
         }
     }
 }
 
-/// Each row's total `t` of block `b` (`half` the `nvfp4` group it is, `None` both) with
-/// weight group `group`'s scales into accumulator `j`.
+/// Each row's total `t` of the span from block `b` (`half` the `nvfp4` group it is, `None`
+/// both) with weight group `group`'s scales and the span's unit into the accumulator.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 #[allow(clippy::needless_range_loop)] // indices keep the accumulators in registers
@@ -524,8 +539,9 @@ unsafe fn lanes_of<const KIND: u32>(at: *const u8) -> [__m512i; 2] {
     }
 }
 
-/// The block's words `words` of the tile against each row's digits, summed: `vpdpbusd`
-/// chains per row and digit (more than one a row when there are few rows, so that enough run
+/// Words `range` of the tile from a span's first block (a block's [`words`] each, the
+/// blocks' one after another) against each row's digits, summed: `vpdpbusd` chains per row
+/// and digit (more than one a row when there are few rows, so that enough run
 /// side by side), the high digits' total shifted before the low ones' is added.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
@@ -533,12 +549,12 @@ unsafe fn lanes_of<const KIND: u32>(at: *const u8) -> [__m512i; 2] {
 unsafe fn totals<const KIND: u32, const R: usize>(
     codes: *const u8,
     digits: [(*const i8, *const i8); R],
-    words: std::ops::Range<usize>,
+    range: std::ops::Range<usize>,
 ) -> [__m512i; R] {
     let chains = (4 / R).max(1);
     let mut hi = [[_mm512_setzero_si512(); 4]; R];
     let mut lo = [[_mm512_setzero_si512(); 4]; R];
-    for w in words {
+    for w in range {
         let q = lanes_of::<KIND>(codes.add(w * 4 * WIDTH));
         let c = w % chains;
         // 8 bits: one lane a word; 4 bits: lanes w and w + 4.
@@ -546,11 +562,12 @@ unsafe fn totals<const KIND: u32, const R: usize>(
             8 => 1,
             _ => 2,
         };
+        let (block, w) = (w / words(KIND), w % words(KIND));
         for (h, &q) in q.iter().enumerate().take(lanes) {
-            let l = w + 4 * h;
+            let at = block * BLOCK + 4 * (w + 4 * h);
             for r in 0..R {
-                let d = (digits[r].0.add(4 * l) as *const i32).read_unaligned();
-                let e = (digits[r].1.add(4 * l) as *const i32).read_unaligned();
+                let d = (digits[r].0.add(at) as *const i32).read_unaligned();
+                let e = (digits[r].1.add(at) as *const i32).read_unaligned();
                 hi[r][c] = _mm512_dpbusd_epi32(hi[r][c], q, _mm512_set1_epi32(d));
                 lo[r][c] = _mm512_dpbusd_epi32(lo[r][c], q, _mm512_set1_epi32(e));
             }
