@@ -119,12 +119,13 @@ unsafe fn block_scales4<P: Stored>(
 
 /// 4 blocks' lanes added in pairs (`u[j]`: block `b + j`'s lanes `i` and `i + 4` in lane `i`;
 /// a block past the row's end zeros, its scales 0) folded into the four accumulators `acc`
-/// (lane `j` accumulator `j`) as [`super::fold`] does.
+/// (lane `j` accumulator `j`) as [`super::fold`] does, spans of two blocks as
+/// [`super::span_totals4`] sums them.
 #[inline(always)]
 unsafe fn fold4(
     u: [int32x4_t; 4],
     c: [float32x4_t; 2],
-    two_groups: bool,
+    (two_groups, span): (bool, usize),
     acc: float32x4_t,
 ) -> float32x4_t {
     // [first, second] of blocks 0 and 1, then of 2 and 3.
@@ -135,8 +136,32 @@ unsafe fn fold4(
             let acc = vfmaq_f32(acc, c[0], vcvtq_f32_s32(first));
             vfmaq_f32(acc, c[1], vcvtq_f32_s32(second))
         }
-        false => vfmaq_f32(acc, c[0], vcvtq_f32_s32(vaddq_s32(first, second))),
+        false => {
+            let t = span_totals4(vaddq_s32(first, second), span);
+            vfmaq_f32(acc, c[0], vcvtq_f32_s32(t))
+        }
     }
+}
+
+/// [`super::span_totals4`] in registers: one `addp` pairs the blocks of each span.
+#[inline(always)]
+unsafe fn span_totals4(t: int32x4_t, span: usize) -> int32x4_t {
+    match span {
+        1 => t,
+        _ => {
+            let spans = vpaddq_s32(t, t);
+            debug_assert_eq!(words(spans), super::span_totals4(words(t), span));
+            spans
+        }
+    }
+}
+
+/// A vector's four words, for checks.
+#[inline(always)]
+unsafe fn words(v: int32x4_t) -> [i32; 4] {
+    let mut w = [0i32; 4];
+    vst1q_s32(w.as_mut_ptr(), v);
+    w
 }
 
 /// The walk over a call's columns and rows with this module's `lanes` as the block kernel.
@@ -185,12 +210,12 @@ macro_rules! kernels {
                 }
                 vaddq_s32(p[0], p[1])
             };
-            let two_groups = P::PER_STEP == 2;
+            let how = (P::PER_STEP == 2, x.span);
             let mut acc = vdupq_n_f32(0.0);
             for b in (0..blocks / 4 * 4).step_by(4) {
                 let u = [pairs(b), pairs(b + 1), pairs(b + 2), pairs(b + 3)];
                 let c = block_scales4(scales, shift, &x, (b, blocks));
-                acc = fold4(u, c, two_groups, acc);
+                acc = fold4(u, c, how, acc);
             }
             let from = blocks / 4 * 4;
             if from < blocks {
@@ -202,7 +227,7 @@ macro_rules! kernels {
                     zero,
                 ];
                 let c = block_scales4(scales, shift, &x, (from, blocks));
-                acc = fold4(u, c, two_groups, acc);
+                acc = fold4(u, c, how, acc);
             }
             reduce(acc)
         }
@@ -327,7 +352,8 @@ mod mmla {
     }
 
     /// Weight rows `w` against rows of x `x`, without the bias part: outputs
-    /// `[(w0, x0), (w0, x1), (w1, x0), (w1, x1)]`.
+    /// `[(w0, x0), (w0, x1), (w1, x0), (w1, x1)]`. A multiply-add a span (span `s` into
+    /// accumulator `s % 4`), on its blocks' totals summed, as [`super::super::fold`] does.
     #[target_feature(enable = "neon,i8mm")]
     #[inline]
     unsafe fn quad<const KIND: u32, P: Stored>(
@@ -336,16 +362,20 @@ mod mmla {
         x: [Row; 2],
         shift: u32,
     ) -> [f32; 4] {
-        let blocks = x[0].blocks;
+        let span = x[0].span;
         let mut acc = [vdupq_n_f32(0.0); ACCUMULATORS];
-        for b in 0..blocks {
-            let t = totals::<KIND>(w, x, b);
+        for (s, b) in (0..x[0].blocks).step_by(span).enumerate() {
+            let mut t = totals::<KIND>(w, x, b);
+            for b in b + 1..b + span {
+                let u = totals::<KIND>(w, x, b);
+                t = (vaddq_s32(t.0, u.0), vaddq_s32(t.1, u.1));
+            }
             let c = |half: usize| -> float32x4_t {
                 let c: [f32; 4] =
                     std::array::from_fn(|i| block_scale(scales[i / 2], shift, &x[i % 2], b, half));
                 vld1q_f32(c.as_ptr())
             };
-            let a = &mut acc[b % ACCUMULATORS];
+            let a = &mut acc[s % ACCUMULATORS];
             *a = match P::PER_STEP {
                 2 => {
                     let a = vfmaq_f32(*a, c(0), vcvtq_f32_s32(t.0));
