@@ -4,9 +4,11 @@
 //!
 //! - **Activations** ([`Activations::quantize`]): x in the format's lane order
 //!   ([`layout::permute`]), cut into blocks of [`BLOCK`] values (a step: a block never
-//!   straddles a weight group). Per block, with `t = x · 127 / max|x|`, each value is two int8
-//!   digits: `hi = round_ties_even(t)` in -127..=127 and `lo = round_ties_even((t - hi) · 128)`
-//!   in -64..=64, so `x ≈ u · (128 · hi + lo)` with the block's unit `u = max|x| / 127 / 128`.
+//!   straddles a weight group), and blocks into spans ([`span_of`]: two blocks where a weight
+//!   group holds two or more, else one; a span never straddles a group either). Per span,
+//!   with `t = x · 127 / max|x|`, each value is two int8 digits: `hi = round_ties_even(t)` in
+//!   -127..=127 and `lo = round_ties_even((t - hi) · 128)` in -64..=64, so
+//!   `x ≈ u · (128 · hi + lo)` with the span's unit `u = max|x| / 127 / 128`.
 //!   One digit alone (llama.cpp's Q8 activations) is off by up to half a step, which moved
 //!   SmolLM2's next-token distributions by a mean KLD of 0.037 nats; the second digit makes the
 //!   rounding 128 times finer for a second dot product on the same unpacked weight codes.
@@ -16,14 +18,15 @@
 //!   `128 · Σ q·hi + Σ q·lo` over the block's positions `4l..4l+4`: two 256-bit `vpdpbusd` (or
 //!   `maddubs` + `madd`, or NEON `sdot`) and a shift. A block's lanes are then summed in
 //!   integers, into its [`Totals`]: lanes {0, 1, 4, 5} and {2, 3, 6, 7} (an `nvfp4` block's two
-//!   groups), which the other formats add into one total. Integer sums are exact in any order,
-//!   so every instruction set gets the same totals.
-//! - **Combination in f32**, in one fixed order ([`fold`]): per block `c = s_w · u` (the weight
-//!   group's scale times the block's unit), then `acc[b % 4] = fma(c, total, acc[b % 4])`:
-//!   four accumulators, one multiply-add a block (the total converted to f32 rounds to
+//!   groups), which the other formats add into one total; a span's blocks' totals are added
+//!   too. Integer sums are exact in any order, so every instruction set gets the same totals.
+//! - **Combination in f32**, in one fixed order ([`fold`]): per span `c = s_w · u` (the weight
+//!   group's scale times the span's unit), then `acc[s % 4] = fma(c, total, acc[s % 4])`:
+//!   four accumulators, one multiply-add a span (the total converted to f32 rounds to
 //!   nearest, as every set converts); at the end `(acc0 + acc1) + (acc2 + acc3)` ([`reduce`]),
-//!   the bias part ([`bias_term`]) added last. A float step a block rather than a lane is what
-//!   lets the many-row kernels keep the integer units busy.
+//!   the bias part ([`bias_term`]) added last. A float step a span rather than a lane is what
+//!   lets the many-row kernels keep the integer units busy, and a span of 64 values lets an
+//!   AMX step take 64 values: a tile's full depth.
 //!
 //! So a row's result is bit-identical whatever other rows share the call and whichever of this
 //! module's kernels the machine runs: the quantization is one portable function, the integer
@@ -274,12 +277,12 @@ impl Stack {
     }
 }
 
-/// A block's unit `max|x| / 127 / 128` and the multiplier `127 / max|x|` its digits are made
-/// with (both 0 for a block whose values are all below 1e-30, which would overflow the
+/// A span's unit `max|x| / 127 / 128` and the multiplier `127 / max|x|` its digits are made
+/// with (both 0 for a span whose values are all below 1e-30, which would overflow the
 /// multiplier and add nothing an f32 output can hold): the one place both are computed, for
 /// every set.
 #[inline(always)]
-pub(crate) fn block_scale_of(amax: f32) -> (f32, f32) {
+pub(crate) fn unit_of(amax: f32) -> (f32, f32) {
     match amax > 1e-30 {
         true => (amax / 127.0 / 128.0, 127.0 / amax),
         false => (0.0, 0.0),
@@ -426,7 +429,7 @@ pub(crate) fn quantize_portable(x: &[f32], out: Digits) {
         .chunks_exact_mut(len)
         .zip(out.lo.chunks_exact_mut(len));
     for ((x, (hi, lo)), unit) in x.chunks_exact(len).zip(codes).zip(out.units.iter_mut()) {
-        let (u, id) = block_scale_of(x.iter().fold(0f32, |a, x| a.max(x.abs())));
+        let (u, id) = unit_of(x.iter().fold(0f32, |a, x| a.max(x.abs())));
         *unit = u;
         for (i, x) in x.iter().enumerate() {
             (hi[i], lo[i]) = digits_of(x * id);
@@ -824,8 +827,10 @@ pub(crate) fn block_scales4<P: Stored>(
 }
 
 /// 4 blocks' totals `t` (lane `j` block `j`) as the lanes [`block_scales4`] folds: themselves
-/// for spans of a block, else `[t0 + t1, t2 + t3, t0 + t1, t2 + t3]`.
+/// for spans of a block, else `[t0 + t1, t2 + t3, t0 + t1, t2 + t3]`. (The x86 kernels pair
+/// them in registers with `vphaddd` and shuffles.)
 #[inline(always)]
+#[cfg_attr(not(any(test, target_arch = "aarch64")), allow(dead_code))]
 pub(crate) fn span_totals4(t: [i32; 4], span: usize) -> [i32; 4] {
     match span {
         1 => t,

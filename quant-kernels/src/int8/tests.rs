@@ -325,6 +325,50 @@ fn a_zero_row_gives_the_bias_part_alone() {
     }
 }
 
+/// The 4-block-at-a-time folds ([`block_scales4`] against [`span_totals4`], lane `j`
+/// accumulator `j`) give a fold a span's bits: spans of two blocks fold into two of the four
+/// lanes, and the other two add an exact 0.
+#[test]
+fn four_blocks_at_a_time_fold_as_a_span_at_a_time() {
+    let mut rng = Rng(5);
+    for blocks in [2, 4, 6, 10, 12] {
+        let units: Vec<f32> = (0..blocks / 2).map(|_| rng.float()).collect();
+        let scales: Vec<f32> = (0..blocks / 2).map(|_| rng.float() - 0.5).collect();
+        let totals: Vec<i32> = (0..blocks).map(|_| rng.next() as i32 >> 8).collect();
+        let x = Row {
+            hi: &[],
+            lo: &[],
+            units: &units,
+            blocks,
+            span: 2,
+            lane_sums: &[],
+            quads_hi: &[],
+            quads_lo: &[],
+            combined: &[],
+        };
+        let mut by_span = [0f32; ACCUMULATORS];
+        for s in 0..blocks / 2 {
+            let t = totals[2 * s] + totals[2 * s + 1];
+            let c = block_scale(&scales, 1, &x, 2 * s, 0);
+            by_span[s % 4] = c.mul_add(t as f32, by_span[s % 4]);
+        }
+        let mut lanes = [0f32; 4];
+        for b in (0..blocks).step_by(4) {
+            let t = std::array::from_fn(|j| totals.get(b + j).copied().unwrap_or(0));
+            let t = span_totals4(t, 2);
+            let [c, _] = block_scales4(&scales, 1, &x, (b, blocks));
+            for j in 0..4 {
+                lanes[j] = c[j].mul_add(t[j] as f32, lanes[j]);
+            }
+        }
+        assert_eq!(
+            reduce(lanes).to_bits(),
+            reduce(by_span).to_bits(),
+            "{blocks} blocks"
+        );
+    }
+}
+
 #[test]
 fn the_vector_quantizer_equals_the_portable_one() {
     let mut rng = Rng(21);

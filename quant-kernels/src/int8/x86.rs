@@ -160,7 +160,7 @@ pub(super) unsafe fn quantize(x: &[f32], out: Digits) {
         let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
         let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
         let m = _mm_max_ss(m, _mm_shuffle_ps::<1>(m, m));
-        let (u, id) = super::block_scale_of(_mm_cvtss_f32(m));
+        let (u, id) = super::unit_of(_mm_cvtss_f32(m));
         *unit = u;
         let id = _mm256_set1_ps(id);
         let blocks = x.chunks_exact(BLOCK).zip(hi.chunks_exact_mut(BLOCK));
