@@ -83,7 +83,8 @@ pub struct Activations {
     pub hi: Vec<i8>,
     /// `[m][k]` low digits, as `hi`.
     pub lo: Vec<i8>,
-    /// `[m][k / (BLOCK · span)]` units (`max|x| / 127 / 128`), one a span.
+    /// `[m][k / BLOCK]` each block's unit (`max|x| / 127 / 128`): its span's, the same for
+    /// every block of a span, so that a kernel indexes it by block without a division.
     pub units: Vec<f32>,
     /// Blocks one unit spans ([`span_of`]).
     pub span: usize,
@@ -112,7 +113,7 @@ pub struct Activations {
 pub(crate) struct Row<'a> {
     pub hi: &'a [i8],
     pub lo: &'a [i8],
-    /// One unit a span of [`Row::span`] blocks.
+    /// Each block's unit (its span's).
     pub units: &'a [f32],
     /// Blocks in the row.
     pub blocks: usize,
@@ -140,7 +141,7 @@ impl Activations {
         self.span = span_of(ops.format);
         self.hi.resize(m * k, 0);
         self.lo.resize(m * k, 0);
-        self.units.resize(blocks / self.span, 0.0);
+        self.units.resize(blocks, 0.0);
         self.lane_sums.resize(blocks * LANES, 0);
         self.sums
             .resize(bias_groups(ops).map_or(0, |group| m * k / group), 0.0);
@@ -208,13 +209,12 @@ impl Activations {
     /// Row `m`.
     pub(crate) fn row(&self, m: usize) -> Row<'_> {
         let (blocks, span) = (self.k / BLOCK, self.span);
-        let units = blocks / span;
         let stride = quad_stride(self.k);
         let quads = m * stride..(m + 1) * stride;
         Row {
             hi: &self.hi[m * self.k..(m + 1) * self.k],
             lo: &self.lo[m * self.k..(m + 1) * self.k],
-            units: &self.units[m * units..(m + 1) * units],
+            units: &self.units[m * blocks..(m + 1) * blocks],
             blocks,
             span,
             lane_sums: &self.lane_sums[m * blocks * LANES..(m + 1) * blocks * LANES],
@@ -329,7 +329,7 @@ unsafe fn quantize_rows(x: &[f32], (rows, groups): (Range<usize>, Option<usize>)
     let out = Digits {
         hi: rows_of_buffer(into.hi, &rows, k),
         lo: rows_of_buffer(into.lo, &rows, k),
-        units: rows_of_buffer(into.units, &rows, blocks / into.span),
+        units: rows_of_buffer(into.units, &rows, blocks),
         span: into.span,
     };
     #[cfg(target_arch = "x86_64")]
@@ -404,7 +404,8 @@ fn arrange_quads(codes: &[i8], k: usize, dst: &mut Vec<i8>) {
     }
 }
 
-/// Where a quantizer writes: a digit of each value and a unit a span of `span` blocks.
+/// Where a quantizer writes: a digit of each value, and each block's unit, its span of
+/// `span` blocks'.
 pub(crate) struct Digits<'a> {
     pub hi: &'a mut [i8],
     pub lo: &'a mut [i8],
@@ -428,9 +429,10 @@ pub(crate) fn quantize_portable(x: &[f32], out: Digits) {
         .hi
         .chunks_exact_mut(len)
         .zip(out.lo.chunks_exact_mut(len));
-    for ((x, (hi, lo)), unit) in x.chunks_exact(len).zip(codes).zip(out.units.iter_mut()) {
+    let units = out.units.chunks_exact_mut(out.span);
+    for ((x, (hi, lo)), units) in x.chunks_exact(len).zip(codes).zip(units) {
         let (u, id) = unit_of(x.iter().fold(0f32, |a, x| a.max(x.abs())));
-        *unit = u;
+        units.fill(u);
         for (i, x) in x.iter().enumerate() {
             (hi[i], lo[i]) = digits_of(x * id);
         }
@@ -787,7 +789,7 @@ pub(crate) fn block_scale<P: Stored>(
         _ => scales[b >> group_shift].widen(),
     };
     let s = if P::FLOAT { s * 0.5 } else { s };
-    s * x.units[b / x.span]
+    s * x.units[b]
 }
 
 /// The combined scales of blocks `b..b + 4` of a row of `blocks` (`b` a multiple of 4), as

@@ -94,11 +94,11 @@ pub fn reference(ops: &Operands, acts: &Activations) -> Vec<f64> {
         for m in 0..ops.m {
             let x = acts.row(m);
             let weights = (0..ops.k).map(|i| {
-                let (u, k) = (i / BLOCK / x.span, (i / BLOCK) * BLOCK + order[i % BLOCK]);
+                let (b, k) = (i / BLOCK, (i / BLOCK) * BLOCK + order[i % BLOCK]);
                 let s = ops.scales.get(n * groups + k / group) as f64;
                 let v = f64::from(digits(i32::from(x.hi[i]), i32::from(x.lo[i])));
                 let q = mode.code_value(code(w, k, bits), bits) as f64;
-                x.units[u] as f64 * v * s * q
+                x.units[b] as f64 * v * s * q
             });
             let bias = |b: crate::Params| -> f64 {
                 let sum =

@@ -332,7 +332,7 @@ fn a_zero_row_gives_the_bias_part_alone() {
 fn four_blocks_at_a_time_fold_as_a_span_at_a_time() {
     let mut rng = Rng(5);
     for blocks in [2, 4, 6, 10, 12] {
-        let units: Vec<f32> = (0..blocks / 2).map(|_| rng.float()).collect();
+        let units: Vec<f32> = (0..blocks / 2).flat_map(|_| [rng.float(); 2]).collect();
         let scales: Vec<f32> = (0..blocks / 2).map(|_| rng.float() - 0.5).collect();
         let totals: Vec<i32> = (0..blocks).map(|_| rng.next() as i32 >> 8).collect();
         let x = Row {
@@ -386,7 +386,7 @@ fn the_vector_quantizer_equals_the_portable_one() {
             (
                 vec![0i8; x.len()],
                 vec![0i8; x.len()],
-                vec![0f32; x.len() / BLOCK / span],
+                vec![0f32; x.len() / BLOCK],
             )
         };
         let digits =

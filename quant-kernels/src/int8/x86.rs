@@ -151,7 +151,8 @@ pub(super) unsafe fn quantize(x: &[f32], out: Digits) {
         .hi
         .chunks_exact_mut(len)
         .zip(out.lo.chunks_exact_mut(len));
-    for ((x, (hi, lo)), unit) in x.chunks_exact(len).zip(codes).zip(out.units.iter_mut()) {
+    let units = out.units.chunks_exact_mut(out.span);
+    for ((x, (hi, lo)), units) in x.chunks_exact(len).zip(codes).zip(units) {
         let mut m = _mm256_setzero_ps();
         for v in x.chunks_exact(8) {
             // `m` second: a NaN value leaves it, as `f32::max` ignores one.
@@ -161,7 +162,7 @@ pub(super) unsafe fn quantize(x: &[f32], out: Digits) {
         let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
         let m = _mm_max_ss(m, _mm_shuffle_ps::<1>(m, m));
         let (u, id) = super::unit_of(_mm_cvtss_f32(m));
-        *unit = u;
+        units.fill(u);
         let id = _mm256_set1_ps(id);
         let blocks = x.chunks_exact(BLOCK).zip(hi.chunks_exact_mut(BLOCK));
         for ((x, hi), lo) in blocks.zip(lo.chunks_exact_mut(BLOCK)) {
@@ -858,7 +859,11 @@ mod avx512 {
                 crate::prefetch_params([scales, biases], n + ahead, groups);
             }
             let params = ns.map(|n| &scales[n * groups..(n + 1) * groups]);
-            let v = weight_rows::<KIND, P, R>(ns.map(|n| ops.w_row(n)), xs, params, shift);
+            let ws = ns.map(|n| ops.w_row(n));
+            let v = match xs[0].span {
+                1 => weight_rows::<KIND, P, R, 1>(ws, xs, params, shift),
+                _ => weight_rows::<KIND, P, R, 2>(ws, xs, params, shift),
+            };
             for (i, &n) in ns.iter().enumerate().take(cols.end - n0) {
                 for (r, &(_, sums)) in rows_sums.iter().enumerate().take(R) {
                     let v = match biases.get(n * groups..(n + 1) * groups) {
@@ -889,7 +894,7 @@ mod avx512 {
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
     #[allow(clippy::needless_range_loop)] // indices keep the accumulators in registers
-    unsafe fn weight_rows<const KIND: u32, P: Wide, const R: usize>(
+    unsafe fn weight_rows<const KIND: u32, P: Wide, const R: usize, const S: usize>(
         ws: [&[u8]; WEIGHT_ROWS],
         xs: &[Row; GROUP],
         params: [&[P]; WEIGHT_ROWS],
@@ -901,10 +906,10 @@ mod avx512 {
         let ctx = (ws.map(|w| w.as_ptr()), params, shift);
         let mut acc = [_mm512_setzero_ps(); R];
         for b in (0..blocks / 4 * 4).step_by(4) {
-            acc = step::<KIND, P, R>(ctx, xs, (b, 4), acc);
+            acc = step::<KIND, P, R, S>(ctx, xs, (b, 4), acc);
         }
         if nibbles(KIND) && !blocks.is_multiple_of(4) {
-            acc = step::<KIND, P, R>(ctx, xs, (blocks / 4 * 4, blocks % 4), acc);
+            acc = step::<KIND, P, R, S>(ctx, xs, (blocks / 4 * 4, blocks % 4), acc);
         }
         let mut out = [[0f32; WEIGHT_ROWS]; R];
         for r in 0..R {
@@ -944,7 +949,7 @@ mod avx512 {
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
     #[allow(clippy::needless_range_loop)] // indices keep the values in registers
-    unsafe fn step<const KIND: u32, P: Wide, const R: usize>(
+    unsafe fn step<const KIND: u32, P: Wide, const R: usize, const S: usize>(
         (ws, params, shift): ([*const u8; WEIGHT_ROWS], [&[P]; WEIGHT_ROWS], u32),
         xs: &[Row; GROUP],
         (b, valid): (usize, usize),
@@ -978,7 +983,7 @@ mod avx512 {
                 };
             }
             let t = sweep_totals(u);
-            let (c, t) = match xs[r].span {
+            let (c, t) = match S {
                 1 => (block_units(&xs[r], (b, valid)), t),
                 _ => span_units(&xs[r], (b, valid), t),
             };
@@ -997,7 +1002,7 @@ mod avx512 {
                 }
                 _ => {
                     let total = _mm512_cvtepi32_ps(_mm512_add_epi32(t[0], t[1]));
-                    let first = match xs[r].span {
+                    let first = match S {
                         1 => first,
                         // Lane j the scale of block b + 2 (j % 2), its span's first.
                         _ => _mm512_permute_ps::<0b10_00_10_00>(first),
@@ -1034,9 +1039,8 @@ mod avx512 {
         (b, valid): (usize, usize),
         t: [__m512i; 2],
     ) -> ((__m512, u16), [__m512i; 2]) {
-        let s = b / 2;
-        let u1 = if valid > 2 { x.units[s + 1] } else { 0.0 };
-        let units = _mm512_broadcast_f32x4(_mm_setr_ps(x.units[s], u1, x.units[s], u1));
+        let u1 = if valid > 2 { x.units[b + 2] } else { 0.0 };
+        let units = _mm512_broadcast_f32x4(_mm_setr_ps(x.units[b], u1, x.units[b], u1));
         let ours: u16 = if valid > 2 { 0b11 } else { 0b01 };
         let ours = if b / 4 % 2 == 0 { ours } else { ours << 2 };
         let mask = ours * 0x1111;

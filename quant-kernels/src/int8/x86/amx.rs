@@ -305,7 +305,7 @@ unsafe fn fold_span<const KIND: u32, P: Wide16>(
             E2M1 => Some(offsets[m * blocks + b]),
             _ => None,
         };
-        let unit = acts.units[m * (blocks / tile.span) + s];
+        let unit = acts.units[m * blocks + b];
         acc[s % 4] = fold_total(acc[s % 4], sc, (t, unit), (offset, None));
     }
 }
