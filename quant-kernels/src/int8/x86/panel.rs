@@ -3,11 +3,12 @@
 //! (`[block][int8 lane][16 rows][4 codes]`), and [`ROWS`] rows of x at a time are multiplied
 //! with it, their digits broadcast from memory into the `vpdpbusd`s. A panel register is
 //! loaded once for the rows, and each row's digit has its own accumulator, so eight chains of
-//! `vpdpbusd` run side by side. The lanes of a block add up in those accumulators, so a
-//! block's totals come out one register a row, 16 weight rows side by side, and the float
-//! steps are the module's, one output a lane: per block `c = s_w · u` and
-//! `acc[b % 4] = fma(c, total, acc[b % 4])`, the same sums at the end, the bias part added
-//! last. So each output has the bits the row kernels (and the portable kernel) give it.
+//! `vpdpbusd` run side by side. The lanes of a span (a block, or two where x's units span
+//! two: [`crate::int8::span_of`]) add up in those accumulators, so a span's totals come out
+//! one register a row, 16 weight rows side by side, and the float steps are the module's, one
+//! output a lane: per span `c = s_w · u` and `acc[s % 4] = fma(c, total, acc[s % 4])`, the
+//! same sums at the end, the bias part added last. So each output has the bits the row
+//! kernels (and the portable kernel) give it.
 //!
 //! E2M1 codes (`mxfp4`, `nvfp4`) enter as `2·v + 12`, and `12 · lane_sum` is taken back from
 //! each total as the row kernels do; an `nvfp4` block's lanes 0, 1, 4, 5 (its first group)
@@ -36,9 +37,10 @@ pub(in crate::int8) const SHORT: usize = 1024;
 /// row, never written): their accumulators fill the registers.
 const ROWS: usize = 4;
 
-/// The int8 lanes of a block's two groups (`nvfp4`), and of its one group (the others).
+/// The int8 lanes of a block's two groups (`nvfp4`).
 const HALVES: [[usize; 4]; 2] = [[0, 1, 4, 5], [2, 3, 6, 7]];
-const WHOLE: [usize; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
+/// A span's lanes, of its one block or of its two (the first [`LANES`] of them).
+const WHOLE: [usize; 2 * LANES] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
 
 /// Whether the panel kernel takes `format`.
 pub(in crate::int8) fn takes(format: Format) -> bool {
@@ -163,26 +165,40 @@ unsafe fn unpack<const KIND: u32, P: Stored>(
 }
 
 /// [`ROWS`] rows of x (`xs`, rows `ms`) against the panel: each one's 16 outputs without
-/// the bias part, the blocks in fours so that each accumulator is a register.
+/// the bias part, by the span of their units.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn group<const KIND: u32, P: Stored>(
     panel: &Panel,
     xs: &[Row; ROWS],
     at: ([usize; ROWS], u32),
 ) -> [__m512; ROWS] {
-    let blocks = xs[0].blocks;
+    match xs[0].span {
+        1 => spans::<KIND, P, 1>(panel, xs, at),
+        _ => spans::<KIND, P, 2>(panel, xs, at),
+    }
+}
+
+/// [`group`] on spans of `SPAN` blocks, in fours so that each accumulator is a register.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn spans<const KIND: u32, P: Stored, const SPAN: usize>(
+    panel: &Panel,
+    xs: &[Row; ROWS],
+    at: ([usize; ROWS], u32),
+) -> [__m512; ROWS] {
+    let spans = xs[0].blocks / SPAN;
     let mut acc = [[_mm512_setzero_ps(); 4]; ROWS];
-    let whole = blocks / 4 * 4;
-    for b in (0..whole).step_by(4) {
+    let whole = spans / 4 * 4;
+    for s in (0..whole).step_by(4) {
         for j in 0..4 {
-            block::<KIND, P>(panel, xs, (at, b + j), &mut acc, j);
+            span::<KIND, P, SPAN>(panel, xs, (at, s + j), &mut acc, j);
         }
     }
-    for j in 0..blocks - whole {
+    for j in 0..spans - whole {
         match j {
-            0 => block::<KIND, P>(panel, xs, (at, whole), &mut acc, 0),
-            1 => block::<KIND, P>(panel, xs, (at, whole + 1), &mut acc, 1),
-            _ => block::<KIND, P>(panel, xs, (at, whole + 2), &mut acc, 2),
+            0 => span::<KIND, P, SPAN>(panel, xs, (at, whole), &mut acc, 0),
+            1 => span::<KIND, P, SPAN>(panel, xs, (at, whole + 1), &mut acc, 1),
+            _ => span::<KIND, P, SPAN>(panel, xs, (at, whole + 2), &mut acc, 2),
         }
     }
     let mut out = [_mm512_setzero_ps(); ROWS];
@@ -193,17 +209,19 @@ unsafe fn group<const KIND: u32, P: Stored>(
     out
 }
 
-/// Block `b` of each row into its accumulator `j` (`b % 4`): one multiply-add on its
-/// total, or (`nvfp4`) its first group's then its second's.
+/// Span `s` of each row into its accumulator `j` (`s % 4`): one multiply-add on its total
+/// (its blocks' lanes summed in the same `vpdpbusd` chains), or (`nvfp4`, a block a span)
+/// its first group's then its second's.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
-unsafe fn block<const KIND: u32, P: Stored>(
+unsafe fn span<const KIND: u32, P: Stored, const SPAN: usize>(
     panel: &Panel,
     xs: &[Row; ROWS],
-    ((ms, shift), b): (([usize; ROWS], u32), usize),
+    ((ms, shift), s): (([usize; ROWS], u32), usize),
     acc: &mut [[__m512; 4]; ROWS],
     j: usize,
 ) {
+    let b = s * SPAN;
     let codes = panel.codes.as_ptr().add(b * LANES * WIDTH);
     let digits: [(*const i8, *const i8); ROWS] = [
         (
@@ -226,23 +244,26 @@ unsafe fn block<const KIND: u32, P: Stored>(
     let at = (ms, b, xs[0].blocks);
     match P::PER_STEP {
         2 => {
+            debug_assert_eq!(SPAN, 1, "a span lies in one weight group");
             let t = totals(codes, digits, &HALVES[0]);
-            fold::<KIND>(panel, xs, (t, at, Some(0)), 2 * b, (acc, j));
+            fold::<KIND>(panel, xs, (t, at, Some(0)), (2 * b, s), (acc, j));
             let t = totals(codes, digits, &HALVES[1]);
-            fold::<KIND>(panel, xs, (t, at, Some(1)), 2 * b + 1, (acc, j));
+            fold::<KIND>(panel, xs, (t, at, Some(1)), (2 * b + 1, s), (acc, j));
         }
         _ => {
-            let t = totals(codes, digits, &WHOLE);
-            fold::<KIND>(panel, xs, (t, at, None), b >> shift, (acc, j));
+            // A span's blocks are adjacent in the panel and in x: its lanes run on.
+            let t = totals(codes, digits, &WHOLE[..SPAN * LANES]);
+            fold::<KIND>(panel, xs, (t, at, None), (b >> shift, s), (acc, j));
         }
     }
 }
 
-/// Where a block is: the rows of x (`ms`), the block, and the blocks of a row.
+/// Where a span is: the rows of x (`ms`), its first block, and the blocks of a row.
 type Place = ([usize; ROWS], usize, usize);
 
-/// Each row's total `t` of block `b` (rows `ms` of `blocks` blocks; `half` the `nvfp4` group
-/// it is, `None` both) with weight group `group`'s scales into accumulator `j`.
+/// Each row's total `t` of the span at `b` (rows `ms` of `blocks` blocks; `half` the `nvfp4`
+/// group it is, `None` both) with weight group `group`'s scales and span `s`'s unit into
+/// accumulator `j`. E2M1 offsets are a block's: E2M1 spans are a block.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 #[allow(clippy::needless_range_loop)] // indices keep the accumulators in registers
@@ -250,21 +271,21 @@ unsafe fn fold<const KIND: u32>(
     panel: &Panel,
     xs: &[Row; ROWS],
     (t, (ms, b, blocks), half): ([__m512i; ROWS], Place, Option<usize>),
-    group: usize,
+    (group, s): (usize, usize),
     (acc, j): (&mut [[__m512; 4]; ROWS], usize),
 ) {
-    let s = _mm512_loadu_ps(panel.scales.as_ptr().add(group * WIDTH));
+    let s_w = _mm512_loadu_ps(panel.scales.as_ptr().add(group * WIDTH));
     for r in 0..ROWS {
         let offset = match KIND {
             E2M1 => Some(panel.offsets[ms[r] * blocks + b]),
             _ => None,
         };
-        let x = (t[r], xs[r].units[b / xs[r].span]);
-        acc[r][j] = super::tiles::fold_total(acc[r][j], s, x, (offset, half));
+        let x = (t[r], xs[r].units[s]);
+        acc[r][j] = super::tiles::fold_total(acc[r][j], s_w, x, (offset, half));
     }
 }
 
-/// The block's int8 lanes `lanes` of the panel against each row's digits, summed: one
+/// The span's int8 lanes `lanes` of the panel against each row's digits, summed: one
 /// `vpdpbusd` chain per row and digit, the high digits' total shifted before the low ones'
 /// is added.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
