@@ -613,14 +613,14 @@ unsafe fn span<const KIND: u32, P: Wide8, S: Dot, const R: usize, const SPAN: us
             debug_assert_eq!(SPAN, 1, "a span lies in one weight group");
             let digits = digits_at(xs, b);
             let t = S::totals::<KIND, R>(codes, digits, 0..2);
-            fold::<KIND, P, R>(half, (xs, offsets), (t, Some(0)), (b, 2 * b, s), acc);
+            fold::<KIND, P, R>(half, (xs, offsets), (t, Some(0)), (b, 2 * b), acc);
             let t = S::totals::<KIND, R>(codes, digits, 2..4);
-            fold::<KIND, P, R>(half, (xs, offsets), (t, Some(1)), (b, 2 * b + 1, s), acc);
+            fold::<KIND, P, R>(half, (xs, offsets), (t, Some(1)), (b, 2 * b + 1), acc);
         }
         _ => {
             let t = span_totals::<KIND, S, R, SPAN>(codes, xs, b);
             let group = b >> half.shift;
-            fold::<KIND, P, R>(half, (xs, offsets), (t, None), (b, group, s), acc);
+            fold::<KIND, P, R>(half, (xs, offsets), (t, None), (b, group), acc);
         }
     }
 }
@@ -677,14 +677,15 @@ unsafe fn digits_at<const R: usize>(xs: &[Row; R], b: usize) -> [Digits; R] {
 }
 
 /// Each row's total `t` of the span at block `b` (`half` the `nvfp4` group it is, `None`
-/// both) with weight group `group`'s scales and span `s`'s unit into `acc`: the module's
-/// float step, one output a lane. Offsets are a block's: E2M1 spans are a block.
+/// both) with weight group `group`'s scales and the span's unit (its first block's) into
+/// `acc`: the module's float step, one output a lane. Offsets are a block's: E2M1 spans are
+/// a block.
 #[inline(always)]
 unsafe fn fold<const KIND: u32, P: Wide8, const R: usize>(
     tile: &Half<P>,
     (xs, offsets): Rows<R>,
     (t, half): ([__m256i; R], Option<usize>),
-    (b, group, s): (usize, usize, usize),
+    (b, group): (usize, usize),
     acc: &mut [__m256; R],
 ) {
     let s_w = P::load8(tile.scales.add(group * WIDTH));
@@ -704,7 +705,7 @@ unsafe fn fold<const KIND: u32, P: Wide8, const R: usize>(
                 _mm256_sub_epi32(t[r], _mm256_set1_epi32(o))
             }
         };
-        let c = _mm256_mul_ps(s_w, _mm256_set1_ps(xs[r].units[s]));
+        let c = _mm256_mul_ps(s_w, _mm256_set1_ps(xs[r].units[b]));
         *acc = _mm256_fmadd_ps(c, _mm256_cvtepi32_ps(t), *acc);
     }
 }

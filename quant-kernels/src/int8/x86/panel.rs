@@ -246,14 +246,14 @@ unsafe fn span<const KIND: u32, P: Stored, const SPAN: usize>(
         2 => {
             debug_assert_eq!(SPAN, 1, "a span lies in one weight group");
             let t = totals(codes, digits, &HALVES[0]);
-            fold::<KIND>(panel, xs, (t, at, Some(0)), (2 * b, s), (acc, j));
+            fold::<KIND>(panel, xs, (t, at, Some(0)), 2 * b, (acc, j));
             let t = totals(codes, digits, &HALVES[1]);
-            fold::<KIND>(panel, xs, (t, at, Some(1)), (2 * b + 1, s), (acc, j));
+            fold::<KIND>(panel, xs, (t, at, Some(1)), 2 * b + 1, (acc, j));
         }
         _ => {
             // A span's blocks are adjacent in the panel and in x: its lanes run on.
             let t = totals(codes, digits, &WHOLE[..SPAN * LANES]);
-            fold::<KIND>(panel, xs, (t, at, None), (b >> shift, s), (acc, j));
+            fold::<KIND>(panel, xs, (t, at, None), b >> shift, (acc, j));
         }
     }
 }
@@ -262,8 +262,8 @@ unsafe fn span<const KIND: u32, P: Stored, const SPAN: usize>(
 type Place = ([usize; ROWS], usize, usize);
 
 /// Each row's total `t` of the span at `b` (rows `ms` of `blocks` blocks; `half` the `nvfp4`
-/// group it is, `None` both) with weight group `group`'s scales and span `s`'s unit into
-/// accumulator `j`. E2M1 offsets are a block's: E2M1 spans are a block.
+/// group it is, `None` both) with weight group `group`'s scales and the span's unit (its
+/// first block's) into accumulator `j`. E2M1 offsets are a block's: E2M1 spans are a block.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 #[allow(clippy::needless_range_loop)] // indices keep the accumulators in registers
@@ -271,7 +271,7 @@ unsafe fn fold<const KIND: u32>(
     panel: &Panel,
     xs: &[Row; ROWS],
     (t, (ms, b, blocks), half): ([__m512i; ROWS], Place, Option<usize>),
-    (group, s): (usize, usize),
+    group: usize,
     (acc, j): (&mut [[__m512; 4]; ROWS], usize),
 ) {
     let s_w = _mm512_loadu_ps(panel.scales.as_ptr().add(group * WIDTH));
@@ -280,7 +280,7 @@ unsafe fn fold<const KIND: u32>(
             E2M1 => Some(panel.offsets[ms[r] * blocks + b]),
             _ => None,
         };
-        let x = (t[r], xs[r].units[s]);
+        let x = (t[r], xs[r].units[b]);
         acc[r][j] = super::tiles::fold_total(acc[r][j], s_w, x, (offset, half));
     }
 }
