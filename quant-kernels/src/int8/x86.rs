@@ -371,9 +371,10 @@ unsafe fn stream_codes<const BITS: u32>(w: *const u8) -> __m256i {
     _mm256_or_si256(pair(0, 1), pair(2, 3))
 }
 
-/// [`super::block_scales4`] in registers.
-#[target_feature(enable = "avx2,fma")]
-#[inline]
+/// [`super::block_scales4`] in registers. Always inlined (its loads are SSE, every x86-64
+/// CPU's, so it needs no features): out of line, it kept the AVX2 row kernels from folding
+/// it into their loop.
+#[inline(always)]
 unsafe fn block_scales4<P: Stored>(
     scales: &[P],
     shift: u32,
