@@ -988,31 +988,38 @@ mod avx512 {
                 1 => (block_units(&xs[r], (b, valid)), t),
                 _ => span_units(&xs[r], (b, valid), t),
             };
-            acc[r] = match P::PER_STEP {
-                2 => {
-                    let a = _mm512_fmadd_ps(
-                        _mm512_maskz_mul_ps(c.1, first, c.0),
-                        _mm512_cvtepi32_ps(t[0]),
-                        acc[r],
-                    );
-                    _mm512_fmadd_ps(
-                        _mm512_maskz_mul_ps(c.1, second, c.0),
-                        _mm512_cvtepi32_ps(t[1]),
-                        a,
-                    )
-                }
-                _ => {
-                    let total = _mm512_cvtepi32_ps(_mm512_add_epi32(t[0], t[1]));
-                    let first = match S {
-                        1 => first,
-                        // Lane j the scale of block b + 2 (j % 2), its span's first.
-                        _ => _mm512_permute_ps::<0b10_00_10_00>(first),
-                    };
-                    _mm512_fmadd_ps(_mm512_maskz_mul_ps(c.1, first, c.0), total, acc[r])
-                }
-            };
+            acc[r] = fold_step::<P, S>((first, second), c, t, acc[r]);
         }
         acc
+    }
+
+    /// A step's totals `t` (first groups', second groups') with the weight scales `first`
+    /// and `second` and the units `c` (its lanes kept) into a row's accumulators `acc`.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    unsafe fn fold_step<P: Wide, const S: usize>(
+        (first, second): (__m512, __m512),
+        c: (__m512, u16),
+        t: [__m512i; 2],
+        acc: __m512,
+    ) -> __m512 {
+        match P::PER_STEP {
+            2 => {
+                let first = _mm512_maskz_mul_ps(c.1, first, c.0);
+                let a = _mm512_fmadd_ps(first, _mm512_cvtepi32_ps(t[0]), acc);
+                let second = _mm512_maskz_mul_ps(c.1, second, c.0);
+                _mm512_fmadd_ps(second, _mm512_cvtepi32_ps(t[1]), a)
+            }
+            _ => {
+                let total = _mm512_cvtepi32_ps(_mm512_add_epi32(t[0], t[1]));
+                let first = match S {
+                    1 => first,
+                    // Lane j the scale of block b + 2 (j % 2), its span's first.
+                    _ => _mm512_permute_ps::<0b10_00_10_00>(first),
+                };
+                _mm512_fmadd_ps(_mm512_maskz_mul_ps(c.1, first, c.0), total, acc)
+            }
+        }
     }
 
     /// The units of blocks `b..b + valid` of `x` (a span a block), lane `4i + j` block
