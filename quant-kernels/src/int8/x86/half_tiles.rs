@@ -92,8 +92,8 @@ pub(super) unsafe fn columns<const KIND: u32>(set: Isa, walk: Walk) {
     }
 }
 
-/// [`columns`] on x's spans of `SPAN` blocks: a kernel of its own for each span, so that a
-/// span of a block runs the code it ran before there were spans of two.
+/// [`columns`] on x's spans of `SPAN` blocks: a kernel of its own for each span, so that
+/// spans of one block run with no pairing of blocks.
 unsafe fn columns_of<const KIND: u32, const SPAN: usize>(set: Isa, walk: Walk) {
     match set {
         Isa::AvxVnni if super::vex_vnni() => with_vnni::<KIND, SPAN>(walk),
