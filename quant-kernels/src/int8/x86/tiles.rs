@@ -119,13 +119,7 @@ unsafe fn tiles<const KIND: u32, P: Wide16, const S: usize>(
         .step_by(ROWS)
         .map(|m0| std::array::from_fn(|i| (m0 + i).min(ops.m - 1)))
         .collect();
-    // Each group's rows and offsets, once for every tile.
-    let groups: Vec<Group> = (ms.iter())
-        .map(|rows| {
-            let offsets = rows.map(|m| offsets.get(m * blocks..).unwrap_or_default());
-            (rows.map(|m| acts.row(m)), offsets)
-        })
-        .collect();
+    let groups = groups_of(acts, &ms, (&offsets, blocks));
     let tile_bytes = WIDTH * ops.format.row_bytes(ops.k);
     let end = ops.w.as_ptr().wrapping_add(cols.end / WIDTH * tile_bytes);
     let (t0, t_end) = (cols.start / WIDTH, cols.end / WIDTH);
@@ -171,6 +165,20 @@ unsafe fn tiles<const KIND: u32, P: Wide16, const S: usize>(
             (&ms, &groups),
         );
     }
+}
+
+/// Each group of rows of x (`ms` their indices) with its rows and their E2M1 offsets (of
+/// `blocks` a row), once for every tile.
+fn groups_of<'a>(
+    acts: &'a super::Activations,
+    ms: &[[usize; ROWS]],
+    (offsets, blocks): (&'a [Totals], usize),
+) -> Vec<Group<'a>> {
+    let group = |rows: &[usize; ROWS]| {
+        let offsets = rows.map(|m| offsets.get(m * blocks..).unwrap_or_default());
+        (rows.map(|m| acts.row(m)), offsets)
+    };
+    ms.iter().map(group).collect()
 }
 
 /// Asks for the first bytes of each stream of tiles ([`super::prefetch_start`]): the
