@@ -815,7 +815,7 @@ pub(crate) fn block_scales4<P: Stored>(
 }
 
 /// [`block_scales4`]'s lanes of groups `half`. A function always inlined, not a closure: a
-/// closure called twice was left out of line, and the AVX2 row kernels took 1.6x as long.
+/// closure called twice stays out of line, and the AVX2 row kernels then take 1.6x as long.
 #[inline(always)]
 fn scales4<P: Stored>(
     scales: &[P],

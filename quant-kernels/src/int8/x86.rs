@@ -372,7 +372,7 @@ unsafe fn stream_codes<const BITS: u32>(w: *const u8) -> __m256i {
 }
 
 /// [`super::block_scales4`] in registers. Always inlined (its loads are SSE, every x86-64
-/// CPU's, so it needs no features): out of line, it kept the AVX2 row kernels from folding
+/// CPU's, so it needs no features): out of line, it keeps the AVX2 row kernels from folding
 /// it into their loop.
 #[inline(always)]
 unsafe fn block_scales4<P: Stored>(

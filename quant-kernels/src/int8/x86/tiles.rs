@@ -547,7 +547,7 @@ unsafe fn lanes_of<const KIND: u32>(at: *const u8) -> [__m512i; 2] {
 /// row and digit (more than one a row when there are few rows, so that enough run side by
 /// side), the high digits' total shifted before the low ones' is added. A loop over the
 /// blocks around a loop over a block's words, which unrolls whole: one loop over a span's
-/// words unrolled only in part, and its chains left the registers (8 bits: 1.55x as long).
+/// words unrolls only in part, and its chains leave the registers (8 bits: 1.55x as long).
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 #[allow(clippy::needless_range_loop)] // indices keep the accumulators in registers
